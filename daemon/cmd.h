@@ -1,0 +1,27 @@
+/* The command-line entry points. main.c parses the options into struct opts
+ * and hands them to one command; each command lives in its own file. */
+#ifndef SMBTUNED_CMD_H
+#define SMBTUNED_CMD_H
+
+#include <stdbool.h>
+
+struct opts {
+    const char *config_file;  /* -c FILE, default SMBTUNED_CONF */
+    bool config_given;        /* -c was on the command line */
+    const char *smb_conf;     /* --smb-conf FILE */
+    const char *state_dir;    /* --state-dir DIR */
+    const char *set_buffers;  /* --set-buffers RCV,SND */
+    const char *apply;        /* --apply smbcontrol|signal|systemd|none */
+    const char *url;          /* --url URL */
+    const char *credentials;  /* --credentials FILE */
+    const char *expect;       /* --expect VALUE: compare-and-set guard */
+    bool json;                /* --json */
+    bool show;                /* --show */
+    bool probe;               /* --probe */
+};
+
+int cmd_show(const struct opts *o);
+int cmd_set_buffers(const struct opts *o);
+int cmd_probe(const struct opts *o);
+
+#endif

@@ -1,0 +1,61 @@
+/* util: small helpers shared by every module: error reporting, checked
+ * number parsing, whole-file reads and running a helper program. */
+#ifndef SMBTUNE_UTIL_H
+#define SMBTUNE_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+/* Functions return 0 or a negative errno; the human-readable reason goes
+ * into a struct err supplied by the caller (never to stdout). */
+struct err {
+    char msg[1024];
+};
+
+/* Format the reason into e (when e is not NULL) and return code, so that a
+ * failure path reads `return err_set(e, -EINVAL, "...", ...);`. */
+int err_set(struct err *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Parse a whole decimal integer in [min, max]; no sign games, no trailing
+ * junk. -EINVAL when it is not a number, -ERANGE when out of range. */
+int util_parse_long(const char *s, long long min, long long max, long long *out);
+
+/* Parse a byte count: decimal digits with an optional K, M or G suffix
+ * (binary multiples, case-insensitive), e.g. 262144, 256K, 1M. */
+int util_parse_size(const char *s, long long min, long long max, long long *out);
+
+/* Read a whole file into a NUL-terminated malloc'ed buffer. */
+int util_read_file(const char *path, char **buf, size_t *len);
+
+/* Monotonic clock in seconds. */
+double util_now(void);
+
+/* Run argv[0] (searched in PATH) with stdin from /dev/null, collect up to
+ * outlen-1 bytes of its stdout (and, when errout is given, its stderr),
+ * kill it after timeout_s seconds. *status gets the exit status, or -1
+ * when it was killed or died by a signal. Returns 0 when the program ran,
+ * a negative errno when it could not be started or waited for. */
+int util_run(char *const argv[], double timeout_s, char *out, size_t outlen, char *errout,
+             size_t errlen, int *status);
+
+/* Temporary files of ours start with this, next to the file they replace:
+ * `.smbtuned-NAME.XXXXXX`. */
+#define UTIL_TMP_PREFIX ".smbtuned-"
+
+/* Replace path atomically: a temporary file in the same directory, owner
+ * and mode copied from *like (when given), fsync, rename, fsync of the
+ * directory. path must not be a symlink (resolve it first). */
+int util_write_atomic(const char *path, const char *data, size_t len, const struct stat *like);
+
+/* Remove temporary files that util_write_atomic left next to path when a
+ * process was killed between mkstemp and rename. */
+void util_sweep_tmp(const char *path);
+
+/* Write s as a JSON string literal. */
+void util_json_string(FILE *f, const char *s);
+
+#endif
