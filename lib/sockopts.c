@@ -1,0 +1,298 @@
+/* sockopts: parse and edit a `socket options` value (Samba's rules are in
+ * lib/util/util_net.c: tokens split on blanks and commas, names compared
+ * without case, values read with atoi, nothing validated). */
+#include "sockopts.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *const names[] = {
+    [SOCKOPTS_RCVBUF] = "SO_RCVBUF",
+    [SOCKOPTS_SNDBUF] = "SO_SNDBUF",
+};
+
+/* Every option name Samba knows: used to tell a stray value fragment
+ * ("65536" in `SO_RCVBUF = 65536`) from the next real option. */
+static const char *const known[] = {
+    "SO_KEEPALIVE", "SO_REUSEADDR", "SO_REUSEPORT", "SO_BROADCAST", "TCP_NODELAY",
+    "TCP_KEEPCNT", "TCP_KEEPIDLE", "TCP_KEEPINTVL", "IPTOS_LOWDELAY", "IPTOS_THROUGHPUT",
+    "SO_SNDBUF", "SO_RCVBUF", "SO_SNDLOWAT", "SO_RCVLOWAT", "SO_SNDTIMEO", "SO_RCVTIMEO",
+    "TCP_FASTACK", "TCP_QUICKACK", "TCP_NODELAYACK", "TCP_KEEPALIVE_THRESHOLD",
+    "TCP_KEEPALIVE_ABORT_THRESHOLD", "TCP_DEFER_ACCEPT", "TCP_USER_TIMEOUT",
+};
+
+const char *sockopts_name(enum sockopts_buf which)
+{
+    return names[which];
+}
+
+static bool is_sep(char c)
+{
+    return c == ' ' || c == '\t' || c == ',';
+}
+
+int sockopts_parse(const char *value, struct sockopts *so)
+{
+    const char *p = value;
+
+    so->tok = NULL;
+    so->n = 0;
+    while (*p) {
+        const char *s;
+        char **nt;
+
+        while (*p && is_sep(*p))
+            p++;
+        if (!*p)
+            break;
+        s = p;
+        while (*p && !is_sep(*p))
+            p++;
+        nt = realloc(so->tok, (so->n + 1) * sizeof(*nt));
+        if (nt == NULL)
+            goto oom;
+        so->tok = nt;
+        so->tok[so->n] = strndup(s, (size_t)(p - s));
+        if (so->tok[so->n] == NULL)
+            goto oom;
+        so->n++;
+    }
+    return 0;
+oom:
+    sockopts_free(so);
+    return -ENOMEM;
+}
+
+void sockopts_free(struct sockopts *so)
+{
+    for (size_t i = 0; i < so->n; i++)
+        free(so->tok[i]);
+    free(so->tok);
+    so->tok = NULL;
+    so->n = 0;
+}
+
+/* Does token t name option `name`, with or without `=...`? */
+static bool names_option(const char *t, const char *name)
+{
+    size_t n = strlen(name);
+
+    return strncasecmp(t, name, n) == 0 && (t[n] == '\0' || t[n] == '=');
+}
+
+static bool is_known_option(const char *t)
+{
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+        if (names_option(t, known[i]))
+            return true;
+    return false;
+}
+
+/* A token that is only the leftover of a broken `NAME = VALUE`. */
+static bool is_fragment(const char *t)
+{
+    return strchr(t, '=') == NULL && !is_known_option(t);
+}
+
+/* Samba's atoi: optional blanks and sign, then digits; anything else 0.
+ * Saturate instead of overflowing, which would be undefined. */
+static long samba_atoi(const char *s)
+{
+    long v = 0;
+    int sign = 1;
+
+    while (isspace((unsigned char)*s))
+        s++;
+    if (*s == '+' || *s == '-')
+        sign = *s++ == '-' ? -1 : 1;
+    while (isdigit((unsigned char)*s)) {
+        if (v < SOCKOPTS_MAX_SIZE)
+            v = v * 10 + (*s - '0');
+        s++;
+    }
+    if (v > SOCKOPTS_MAX_SIZE)
+        v = SOCKOPTS_MAX_SIZE;
+    return sign * v;
+}
+
+long sockopts_get(const struct sockopts *so, enum sockopts_buf which, bool *broken)
+{
+    const char *name = names[which];
+    size_t nlen = strlen(name);
+    long size = SOCKOPTS_AUTO;
+    bool bad = false;
+
+    for (size_t i = 0; i < so->n; i++) {
+        const char *t = so->tok[i];
+
+        if (!names_option(t, name))
+            continue;
+        if (t[nlen] == '=') {
+            const char *v = t + nlen + 1;
+            char *end;
+
+            size = samba_atoi(v);
+            /* `=64k`, `=abc`, `=` and `=0` all reach the kernel as tiny
+             * sizes with no log line from Samba: call them broken. */
+            strtol(v, &end, 10);
+            bad = *v == '\0' || *end != '\0' || size <= 0;
+        } else {
+            /* No `=`: Samba keeps its default value 1. */
+            size = 1;
+            bad = true;
+        }
+    }
+    if (broken != NULL)
+        *broken = bad;
+    return size;
+}
+
+static void remove_at(struct sockopts *so, size_t i)
+{
+    free(so->tok[i]);
+    memmove(&so->tok[i], &so->tok[i + 1], (so->n - i - 1) * sizeof(so->tok[0]));
+    so->n--;
+}
+
+/* How many tokens from i belong to the option named at i: `NAME=V` is one;
+ * `NAME = V`, `NAME =V` and `NAME= V` spread over two or three. */
+static size_t option_span(const struct sockopts *so, size_t i, size_t nlen)
+{
+    const char *t = so->tok[i];
+    size_t k = 1;
+
+    if (t[nlen] == '=' && t[nlen + 1] != '\0')
+        return 1;
+    if (t[nlen] == '\0' && i + k < so->n && so->tok[i + k][0] == '=') {
+        /* `NAME =V` or `NAME = V` */
+        if (so->tok[i + k][1] != '\0')
+            return 2;
+        k++;
+    }
+    if (i + k < so->n && is_fragment(so->tok[i + k]))
+        k++;
+    return k;
+}
+
+int sockopts_set(struct sockopts *so, enum sockopts_buf which, long size)
+{
+    const char *name = names[which];
+    size_t nlen = strlen(name);
+    size_t first = so->n;
+    char buf[64];
+
+    if (size < 0 || size > SOCKOPTS_MAX_SIZE)
+        return -ERANGE;
+    for (size_t i = 0; i < so->n;) {
+        size_t span;
+
+        if (!names_option(so->tok[i], name)) {
+            i++;
+            continue;
+        }
+        span = option_span(so, i, nlen);
+        if (first == so->n)
+            first = i;
+        while (span-- > 0)
+            remove_at(so, i);
+    }
+    if (size == SOCKOPTS_AUTO)
+        return 0;
+
+    snprintf(buf, sizeof(buf), "%s=%ld", name, size);
+    {
+        char **nt = realloc(so->tok, (so->n + 1) * sizeof(*nt));
+        char *t = strdup(buf);
+
+        if (nt == NULL || t == NULL) {
+            free(t);
+            if (nt != NULL)
+                so->tok = nt;
+            return -ENOMEM;
+        }
+        so->tok = nt;
+        if (first > so->n)
+            first = so->n;
+        memmove(&so->tok[first + 1], &so->tok[first], (so->n - first) * sizeof(so->tok[0]));
+        so->tok[first] = t;
+        so->n++;
+    }
+    return 0;
+}
+
+char *sockopts_format(const struct sockopts *so)
+{
+    size_t len = 1;
+    char *s, *p;
+
+    if (so->n == 0)
+        return strdup(SOCKOPTS_DEFAULT);
+    for (size_t i = 0; i < so->n; i++)
+        len += strlen(so->tok[i]) + 1;
+    s = malloc(len);
+    if (s == NULL)
+        return NULL;
+    p = s;
+    for (size_t i = 0; i < so->n; i++) {
+        size_t l = strlen(so->tok[i]);
+
+        if (i > 0)
+            *p++ = ' ';
+        memcpy(p, so->tok[i], l);
+        p += l;
+    }
+    *p = '\0';
+    return s;
+}
+
+int sockopts_parse_size(const char *s, long *size, struct err *e)
+{
+    long long v;
+    int r;
+
+    if (strcasecmp(s, "auto") == 0) {
+        *size = SOCKOPTS_AUTO;
+        return 0;
+    }
+    r = util_parse_size(s, 1, SOCKOPTS_MAX_SIZE, &v);
+    if (r == -ERANGE)
+        return err_set(e, r, "buffer size '%s' is out of range: expected 1 to %ld bytes", s,
+                       SOCKOPTS_MAX_SIZE);
+    if (r < 0)
+        return err_set(e, r,
+                       "buffer size '%s' is not a size: expected bytes such as 262144, 256K, "
+                       "1M, or 'auto'",
+                       s);
+    *size = (long)v;
+    return 0;
+}
+
+/* Next whitespace-separated word of s from *p: start and length. */
+static size_t next_word(const char **p)
+{
+    size_t n = 0;
+
+    while (isspace((unsigned char)**p))
+        (*p)++;
+    while ((*p)[n] != '\0' && !isspace((unsigned char)(*p)[n]))
+        n++;
+    return n;
+}
+
+bool sockopts_same(const char *a, const char *b)
+{
+    for (;;) {
+        size_t la = next_word(&a), lb = next_word(&b);
+
+        if (la != lb || memcmp(a, b, la) != 0)
+            return false;
+        if (la == 0)
+            return true;
+        a += la;
+        b += lb;
+    }
+}
