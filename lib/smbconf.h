@@ -1,0 +1,126 @@
+/* smbconf: find the `socket options` line that Samba really uses, and
+ * replace just its value.
+ *
+ * The parse follows Samba's own reader (lib/util/tini.c, source3/param):
+ * whole-line comments, `\` continuations, collapsed blanks, parameter names
+ * compared without case or whitespace, every spelling of the global
+ * section, last occurrence wins, `include = FILE` read in place. Whatever
+ * the editor cannot change safely (a registry backend, `config file =`, an
+ * include whose name depends on the client and may carry the parameter) is
+ * refused with the file and line, never guessed.
+ *
+ * smbconf.c is pure: files come through a reader callback. The part that
+ * touches the disk (lock, backup, atomic write, testparm) is smbconf_io.c. */
+#ifndef SMBTUNE_SMBCONF_H
+#define SMBTUNE_SMBCONF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "util.h"
+
+/* How the parser reaches files. read: whole file, -ENOENT when missing
+ * (Samba skips missing includes). glob: the existing paths matching a
+ * shell pattern (for includes with %-substitutions). */
+struct smbconf_io {
+    int (*read)(void *ctx, const char *path, char **buf, size_t *len);
+    int (*glob)(void *ctx, const char *pattern, char ***paths, size_t *n);
+    void *ctx;
+};
+
+struct smbconf_file {
+    char *path; /* as named: the main path, or an include's value */
+    char *buf;
+    size_t len;
+};
+
+/* One logical line (a parameter with its continuation lines). */
+struct smbconf_span {
+    size_t file;  /* index into files */
+    size_t start; /* first byte of its first physical line (indent included) */
+    size_t end;   /* first byte of its line terminator, or the file's end */
+    int line;     /* 1-based number of its first physical line */
+};
+
+struct smbconf {
+    struct smbconf_file *files; /* files[0] is the main file */
+    size_t nfiles;
+    bool found;
+    struct smbconf_span hit; /* the occurrence in force, when found */
+    char *value;             /* the value in force (Samba's default when none) */
+    /* Where a new line goes when there is none: in the main file. */
+    size_t insert_at;
+    bool insert_header; /* no global section header: create `[global]` */
+    char indent[16];
+    char eol[3];
+};
+
+/* A change as it was made: enough to take it back later (also from a
+ * state file after a crash) without touching anything else. */
+struct smbconf_edit {
+    char *file;     /* path of the changed file, as named */
+    char *written;  /* the bytes put in */
+    char *original; /* the bytes they replaced ("" when a line was added) */
+    size_t line_off; /* where the parameter line starts inside written */
+    size_t line_len; /* and how long it is (without its line end) */
+};
+
+int smbconf_parse(struct smbconf *c, const char *path, const struct smbconf_io *io,
+                  struct err *e);
+void smbconf_free(struct smbconf *c);
+
+/* New bytes for the file that carries (or will carry) the line, holding
+ * `value`; *ed describes the change. */
+int smbconf_render(const struct smbconf *c, const char *value, char **out, size_t *outlen,
+                   struct smbconf_edit *ed, struct err *e);
+
+/* New bytes for ed->file with the edit taken back, computed on a fresh
+ * parse: only while the line in force is still exactly what we wrote;
+ * -ECANCELED otherwise (someone edited it since: theirs stands). */
+int smbconf_unrender(const struct smbconf *c, const struct smbconf_edit *ed, char **out,
+                     size_t *outlen, struct err *e);
+
+void smbconf_edit_free(struct smbconf_edit *ed);
+
+/* Index of the file named `path` in c, or -1. */
+int smbconf_file_index(const struct smbconf *c, const char *path);
+
+/* --- on disk (smbconf_io.c) --- */
+
+/* Parse the files as they are on disk now. */
+int smbconf_load(struct smbconf *c, const char *path, struct err *e);
+
+/* The value in force according to Samba's own parser (testparm). */
+int smbconf_testparm(const char *path, char **value, struct err *e);
+
+struct smbconf_change {
+    const char *expect; /* the value the caller believes is in force; NULL: any */
+    long rcvbuf;        /* SOCKOPTS_AUTO or a size */
+    long sndbuf;
+};
+
+struct smbconf_result {
+    char *file; /* where the line is (as named); NULL: nowhere (Samba's default) */
+    int line;
+    char *old_value;
+    char *new_value;
+    bool changed;
+    struct smbconf_edit edit; /* valid when changed */
+};
+
+/* Set the buffer sizes in the line in force, under the lock in state_dir,
+ * with a backup of the old bytes there, an atomic replace, and testparm
+ * checks before and after (restoring our line when the check after fails).
+ * -ECANCELED: the value in force is not ch->expect; -ESTALE: a file
+ * changed while we worked. Nothing is written in either case. */
+int smbconf_set_buffers(const char *path, const char *state_dir,
+                        const struct smbconf_change *ch, struct smbconf_result *res,
+                        struct err *e);
+
+/* Take an edit back (compare-and-set, see smbconf_unrender). */
+int smbconf_revert(const char *path, const char *state_dir, const struct smbconf_edit *ed,
+                   struct err *e);
+
+void smbconf_result_free(struct smbconf_result *res);
+
+#endif

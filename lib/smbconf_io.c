@@ -1,0 +1,378 @@
+/* smbconf_io: the disk side of the editor. Lock, backup, atomic replace,
+ * and Samba's own parser (testparm) as the judge before and after. */
+#include "smbconf.h"
+#include "sockopts.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define LOCK_NAME "smbconf.lock"
+#define LOCK_WAIT_S 10.0
+#define TESTPARM_TIMEOUT_S 60.0
+
+static int disk_read(void *ctx, const char *path, char **buf, size_t *len)
+{
+    (void)ctx;
+    return util_read_file(path, buf, len);
+}
+
+static int disk_glob(void *ctx, const char *pattern, char ***paths, size_t *n)
+{
+    glob_t g;
+    int r;
+
+    (void)ctx;
+    *paths = NULL;
+    *n = 0;
+    r = glob(pattern, GLOB_NOSORT, NULL, &g);
+    if (r == GLOB_NOMATCH)
+        return 0;
+    if (r != 0)
+        return r == GLOB_NOSPACE ? -ENOMEM : -EIO;
+    *paths = calloc(g.gl_pathc ? g.gl_pathc : 1, sizeof(char *));
+    if (*paths == NULL) {
+        globfree(&g);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        (*paths)[i] = strdup(g.gl_pathv[i]);
+        if ((*paths)[i] == NULL)
+            break;
+        (*n)++;
+    }
+    r = *n == g.gl_pathc ? 0 : -ENOMEM;
+    globfree(&g);
+    return r;
+}
+
+static const struct smbconf_io disk_io = {disk_read, disk_glob, NULL};
+
+int smbconf_load(struct smbconf *c, const char *path, struct err *e)
+{
+    return smbconf_parse(c, path, &disk_io, e);
+}
+
+static const char *testparm_cmd(void)
+{
+    /* Tests point this at a wrapper to inject a parser that disagrees. */
+    const char *t = getenv("SMBTUNED_TESTPARM");
+
+    return t != NULL && t[0] != '\0' ? t : "testparm";
+}
+
+int smbconf_testparm(const char *path, char **value, struct err *e)
+{
+    char out[8192], errout[8192];
+    char *argv[] = {(char *)testparm_cmd(), "-s", "--parameter-name=socket options",
+                    (char *)path, NULL};
+    int status, r;
+    size_t n;
+
+    r = util_run(argv, TESTPARM_TIMEOUT_S, out, sizeof(out), errout, sizeof(errout), &status);
+    if (r < 0)
+        return err_set(e, r, "cannot run %s: %s", argv[0], strerror(-r));
+    n = strcspn(out, "\n");
+    out[n] = '\0';
+    if (status != 0 || n == 0) {
+        /* testparm's last words say why it could not load the file. */
+        char *last = errout + strlen(errout);
+
+        while (last > errout && (last[-1] == '\n' || last[-1] == ' '))
+            *--last = '\0';
+        last = strrchr(errout, '\n');
+        return err_set(e, -EINVAL, "%s: Samba's testparm cannot read the socket options (%s)",
+                       path, last ? last + 1 : errout[0] ? errout : "no output");
+    }
+    *value = strdup(out);
+    return *value ? 0 : err_set(e, -ENOMEM, "out of memory");
+}
+
+static int mkdir_p(const char *dir)
+{
+    char buf[PATH_MAX];
+    size_t n = strlen(dir);
+
+    if (n == 0 || n >= sizeof(buf))
+        return -EINVAL;
+    memcpy(buf, dir, n + 1);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+            return -errno;
+        *p = '/';
+    }
+    if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+/* Serialise editors on a file of our own: a lock on smb.conf itself would
+ * be lost at the rename. Released by the kernel when we die. */
+static int take_lock(const char *state_dir, struct err *e)
+{
+    char path[PATH_MAX];
+    double until = util_now() + LOCK_WAIT_S;
+    int fd, r;
+
+    r = mkdir_p(state_dir);
+    if (r < 0)
+        return err_set(e, r, "cannot create state directory %s: %s", state_dir, strerror(-r));
+    snprintf(path, sizeof(path), "%s/" LOCK_NAME, state_dir);
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return err_set(e, -errno, "cannot open lock file %s: %s", path, strerror(errno));
+    while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        if (errno != EWOULDBLOCK && errno != EINTR) {
+            r = -errno;
+            close(fd);
+            return err_set(e, r, "cannot lock %s: %s", path, strerror(-r));
+        }
+        if (util_now() > until) {
+            close(fd);
+            return err_set(e, -EBUSY, "%s is held by another smbtuned for over %.0f s", path,
+                           LOCK_WAIT_S);
+        }
+        usleep(50000);
+    }
+    return fd;
+}
+
+/* The previous bytes of a file, kept in the state directory under a name
+ * made from the file's path. */
+static int backup(const char *state_dir, const char *real, const struct smbconf_file *f,
+                  struct err *e)
+{
+    char path[PATH_MAX];
+    size_t n;
+    int r;
+
+    n = (size_t)snprintf(path, sizeof(path), "%s/backup", state_dir);
+    r = mkdir_p(path);
+    if (r < 0 || n + strlen(real) + 2 >= sizeof(path))
+        return err_set(e, r < 0 ? r : -ENAMETOOLONG, "cannot create %s", path);
+    path[n++] = '/';
+    for (const char *s = real + 1; *s; s++)
+        path[n++] = *s == '/' ? '_' : *s;
+    path[n] = '\0';
+    r = util_write_atomic(path, f->buf, f->len, NULL);
+    if (r < 0)
+        return err_set(e, r, "cannot write backup %s: %s", path, strerror(-r));
+    return 0;
+}
+
+/* Replace f's file with data, but only while it still holds the bytes we
+ * parsed (compare-and-set against an admin's editor). A symlink is written
+ * through: its target is replaced, the link stays. */
+static int replace_file(const char *state_dir, const struct smbconf_file *f, const char *data,
+                        size_t len, struct err *e)
+{
+    char real[PATH_MAX], *now;
+    size_t nowlen;
+    struct stat st;
+    int r;
+
+    if (realpath(f->path, real) == NULL)
+        return err_set(e, -errno, "%s: %s", f->path, strerror(errno));
+    if (stat(real, &st) < 0)
+        return err_set(e, -errno, "%s: %s", real, strerror(errno));
+    r = util_read_file(real, &now, &nowlen);
+    if (r < 0)
+        return err_set(e, r, "%s: cannot read: %s", real, strerror(-r));
+    r = nowlen == f->len && memcmp(now, f->buf, nowlen) == 0;
+    free(now);
+    if (!r)
+        return err_set(e, -ESTALE, "%s changed on disk while smbtuned was editing it: nothing "
+                       "written", f->path);
+    r = backup(state_dir, real, f, e);
+    if (r < 0)
+        return r;
+    r = util_write_atomic(real, data, len, &st);
+    if (r < 0)
+        return err_set(e, r, "cannot replace %s: %s", real, strerror(-r));
+    return 0;
+}
+
+static int write_edit(const char *state_dir, const struct smbconf *c, const char *file,
+                      const char *data, size_t len, struct err *e)
+{
+    int i = smbconf_file_index(c, file);
+
+    if (i < 0)
+        return err_set(e, -ENOENT, "%s is not part of the configuration", file);
+    return replace_file(state_dir, &c->files[i], data, len, e);
+}
+
+/* Sweep what a killed run of ours may have left next to every file. */
+static void sweep(const struct smbconf *c)
+{
+    char real[PATH_MAX];
+
+    for (size_t i = 0; i < c->nfiles; i++)
+        if (realpath(c->files[i].path, real) != NULL)
+            util_sweep_tmp(real);
+}
+
+static int revert_locked(const char *path, const char *state_dir,
+                         const struct smbconf_edit *ed, struct err *e)
+{
+    struct smbconf c;
+    char *out = NULL;
+    size_t outlen;
+    int r;
+
+    r = smbconf_load(&c, path, e);
+    if (r < 0)
+        return r;
+    r = smbconf_unrender(&c, ed, &out, &outlen, e);
+    if (r == 0)
+        r = write_edit(state_dir, &c, ed->file, out, outlen, e);
+    free(out);
+    smbconf_free(&c);
+    return r;
+}
+
+int smbconf_revert(const char *path, const char *state_dir, const struct smbconf_edit *ed,
+                   struct err *e)
+{
+    int lock = take_lock(state_dir, e);
+    int r;
+
+    if (lock < 0)
+        return lock;
+    r = revert_locked(path, state_dir, ed, e);
+    close(lock);
+    return r;
+}
+
+static char *new_value(const char *old, const struct smbconf_change *ch)
+{
+    struct sockopts so;
+    char *v = NULL;
+
+    if (sockopts_parse(old, &so) < 0)
+        return NULL;
+    if (sockopts_set(&so, SOCKOPTS_RCVBUF, ch->rcvbuf) == 0 &&
+        sockopts_set(&so, SOCKOPTS_SNDBUF, ch->sndbuf) == 0)
+        v = sockopts_format(&so);
+    sockopts_free(&so);
+    return v;
+}
+
+static int set_locked(const char *path, const char *state_dir, const struct smbconf_change *ch,
+                      struct smbconf_result *res, struct err *e)
+{
+    struct smbconf c;
+    char *judge = NULL, *out = NULL;
+    size_t outlen;
+    int r;
+
+    r = smbconf_load(&c, path, e);
+    if (r < 0)
+        return r;
+    sweep(&c);
+    res->old_value = strdup(c.value);
+    if (c.found) {
+        res->file = strdup(c.files[c.hit.file].path);
+        res->line = c.hit.line;
+    }
+    /* Our reading must be Samba's: otherwise we would edit the wrong line. */
+    r = smbconf_testparm(path, &judge, e);
+    if (r < 0)
+        goto out;
+    if (!sockopts_same(judge, c.value)) {
+        r = err_set(e, -EPROTO,
+                    "%s: smbtuned reads socket options '%s'%s but Samba's testparm reports "
+                    "'%s': not changing anything",
+                    path, c.value, c.found ? " from the line it found" : " (none set)", judge);
+        goto out;
+    }
+    if (ch->expect != NULL && !sockopts_same(ch->expect, c.value)) {
+        r = err_set(e, -ECANCELED,
+                    "%s%s%d: socket options is now '%s', not the expected '%s' (edited by "
+                    "someone else?): nothing written",
+                    c.found ? c.files[c.hit.file].path : path, c.found ? ":" : "",
+                    c.found ? c.hit.line : 0, c.value, ch->expect);
+        goto out;
+    }
+    res->new_value = new_value(c.value, ch);
+    if (res->new_value == NULL || res->old_value == NULL) {
+        r = err_set(e, -ENOMEM, "out of memory");
+        goto out;
+    }
+    /* Already so (or, with no line, Samba's default): leave every byte. */
+    if (strcmp(res->new_value, c.value) == 0)
+        goto out;
+    r = smbconf_render(&c, res->new_value, &out, &outlen, &res->edit, e);
+    if (r < 0)
+        goto out;
+    r = write_edit(state_dir, &c, res->edit.file, out, outlen, e);
+    if (r < 0)
+        goto out;
+    res->changed = true;
+    free(judge);
+    judge = NULL;
+    r = smbconf_testparm(path, &judge, e);
+    if (r == 0 && !sockopts_same(judge, res->new_value))
+        r = err_set(e, -EPROTO, "%s: after the change Samba's testparm reports '%s' instead of "
+                    "'%s'", path, judge, res->new_value);
+    if (r < 0) {
+        struct err e2;
+        int r2 = revert_locked(path, state_dir, &res->edit, &e2);
+        size_t n = strlen(e->msg);
+
+        snprintf(e->msg + n, sizeof(e->msg) - n, r2 == 0 ? "; the old line is restored"
+                 : "; restoring failed too: %s", e2.msg);
+        res->changed = r2 < 0;
+    }
+    if (r == 0 && !c.found) {
+        /* Report where the line went: parse what we wrote. */
+        struct smbconf c2;
+
+        if (smbconf_load(&c2, path, NULL) == 0 && c2.found) {
+            free(res->file);
+            res->file = strdup(c2.files[c2.hit.file].path);
+            res->line = c2.hit.line;
+        }
+        if (c2.nfiles)
+            smbconf_free(&c2);
+    }
+out:
+    free(out);
+    free(judge);
+    smbconf_free(&c);
+    return r;
+}
+
+int smbconf_set_buffers(const char *path, const char *state_dir,
+                        const struct smbconf_change *ch, struct smbconf_result *res,
+                        struct err *e)
+{
+    int lock, r;
+
+    memset(res, 0, sizeof(*res));
+    lock = take_lock(state_dir, e);
+    if (lock < 0)
+        return lock;
+    r = set_locked(path, state_dir, ch, res, e);
+    close(lock);
+    return r;
+}
+
+void smbconf_result_free(struct smbconf_result *res)
+{
+    free(res->file);
+    free(res->old_value);
+    free(res->new_value);
+    smbconf_edit_free(&res->edit);
+    memset(res, 0, sizeof(*res));
+}

@@ -1,0 +1,275 @@
+/* Unit tests for lib/smbconf: which line Samba uses, and that a rewrite
+ * touches nothing else. Files live in memory (struct smbconf_io). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "smbconf.h"
+
+struct mem_file {
+    const char *path;
+    const char *text;
+};
+
+static int mem_read(void *ctx, const char *path, char **buf, size_t *len)
+{
+    for (const struct mem_file *f = ctx; f->path; f++) {
+        if (strcmp(f->path, path) == 0) {
+            *buf = strdup(f->text);
+            *len = strlen(f->text);
+            return 0;
+        }
+    }
+    return -ENOENT;
+}
+
+static int mem_glob(void *ctx, const char *pattern, char ***paths, size_t *n)
+{
+    *paths = calloc(16, sizeof(char *));
+    *n = 0;
+    for (const struct mem_file *f = ctx; f->path; f++)
+        if (fnmatch(pattern, f->path, 0) == 0)
+            (*paths)[(*n)++] = strdup(f->path);
+    return 0;
+}
+
+static int parse(struct mem_file *files, struct smbconf *c, struct err *e)
+{
+    struct smbconf_io io = {mem_read, mem_glob, files};
+
+    return smbconf_parse(c, files[0].path, &io, e);
+}
+
+/* The value in force and its place, for a one-file config. */
+static void check_hit(const char *text, const char *value, int line)
+{
+    struct mem_file files[] = {{"/etc/smb.conf", text}, {NULL, NULL}};
+    struct smbconf c;
+    struct err e = {{0}};
+
+    assert_int_equal(parse(files, &c, &e), 0);
+    assert_string_equal(c.value, value);
+    if (line == 0) {
+        assert_false(c.found);
+    } else {
+        assert_true(c.found);
+        assert_int_equal(c.hit.line, line);
+    }
+    smbconf_free(&c);
+}
+
+static void test_sections(void **state)
+{
+    (void)state;
+    check_hit("[global]\n socket options = A\n", "A", 2);
+    check_hit("socket options = A\n[share]\n path = /x\n", "A", 1);
+    check_hit("[ Global ]\nsocket options = A\n[GLOBALS]\nsocket options = B\n", "B", 4);
+    /* a share section's copy is ignored; the last global one wins */
+    check_hit("[global]\nsocket options = A\n[share]\nsocket options = B\n", "A", 2);
+    check_hit("[global]\nsocket options = A\n[share]\n[global]\nsocket options = C\n", "C", 5);
+    check_hit("[share]\nsocket options = B\n", "TCP_NODELAY", 0);
+}
+
+static void test_names_and_comments(void **state)
+{
+    (void)state;
+    check_hit("[global]\nSocketOptions=A\n", "A", 2);
+    check_hit("[global]\n  SOCKET   options =  A  \n", "A", 2);
+    check_hit("[global]\nsocket_options = A\n", "TCP_NODELAY", 0);
+    check_hit("[global]\n# socket options = A\n; socket options = B\n", "TCP_NODELAY", 0);
+    /* text after a value is part of it */
+    check_hit("[global]\nsocket options = A # comment\n", "A # comment", 2);
+    /* CRLF and tabs */
+    check_hit("[global]\r\n\tsocket options\t=\tA\tB\r\n", "A\tB", 2);
+}
+
+static void test_continuation(void **state)
+{
+    (void)state;
+    check_hit("[global]\nsocket options = A \\\n   B\nx = 1\n", "A B", 2);
+    check_hit("[global]\nsocket options = A\\\nB\n", "AB", 2);
+    /* a comment line does not continue */
+    check_hit("[global]\n# x \\\nsocket options = A\n", "A", 3);
+    /* a continued line before ours shifts the line number */
+    check_hit("[global]\nfoo = 1 \\\n 2\nsocket options = A\n", "A", 4);
+}
+
+static void test_include(void **state)
+{
+    struct mem_file files[] = {
+        {"/etc/smb.conf", "[global]\nsocket options = A\ninclude = /etc/inc.conf\n"
+                          "include = /etc/missing.conf\n"},
+        {"/etc/inc.conf", "# included\nsocket options = B\n"},
+        {NULL, NULL},
+    };
+    struct smbconf c;
+    struct err e;
+
+    (void)state;
+    assert_int_equal(parse(files, &c, &e), 0);
+    assert_string_equal(c.value, "B");
+    assert_string_equal(c.files[c.hit.file].path, "/etc/inc.conf");
+    assert_int_equal(c.hit.line, 2);
+    smbconf_free(&c);
+
+    /* an include that opens a share section leaves us in it */
+    files[0].text = "[global]\ninclude = /etc/inc.conf\nsocket options = A\n";
+    files[1].text = "[share]\npath = /x\n";
+    assert_int_equal(parse(files, &c, &e), 0);
+    assert_string_equal(c.value, "TCP_NODELAY");
+    smbconf_free(&c);
+}
+
+static void check_refused(struct mem_file *files, const char *needle)
+{
+    struct smbconf c;
+    struct err e = {{0}};
+
+    assert_true(parse(files, &c, &e) < 0);
+    if (strstr(e.msg, needle) == NULL)
+        fail_msg("message '%s' lacks '%s'", e.msg, needle);
+}
+
+static void test_refusals(void **state)
+{
+    struct mem_file f[] = {{"/etc/smb.conf", ""}, {"/etc/smb.conf.host1", ""}, {NULL, NULL}};
+
+    (void)state;
+    f[0].text = "[global]\nconfig backend = registry\n";
+    check_refused(f, "/etc/smb.conf:2: 'config backend = registry'");
+    f[0].text = "[global]\nsocket options = A\ninclude = registry\n";
+    check_refused(f, "/etc/smb.conf:3: 'include = registry'");
+    f[0].text = "[global]\nconfig file = /etc/other.conf\n";
+    check_refused(f, "/etc/smb.conf:2: 'config file = /etc/other.conf'");
+    f[0].text = "[global]\ninclude = inc.conf\n";
+    check_refused(f, "relative path");
+    f[0].text = "[global]\n[share\n";
+    check_refused(f, "/etc/smb.conf:2: section header without ']'");
+    f[0].text = "= x\n";
+    check_refused(f, "without a name");
+
+    /* a %-include after our line that can name a file setting it */
+    f[0].text = "[global]\nsocket options = A\ninclude = /etc/smb.conf.%m\n";
+    f[1].text = "socket options = B\n";
+    check_refused(f, "/etc/smb.conf:3: 'include = /etc/smb.conf.%m'");
+    /* ... or opening a section before our line */
+    f[0].text = "[global]\ninclude = /etc/smb.conf.%m\nsocket options = A\n";
+    f[1].text = "[share]\n";
+    check_refused(f, "cannot tell which section");
+}
+
+static void test_harmless_percent_include(void **state)
+{
+    struct mem_file f[] = {
+        {"/etc/smb.conf", "[global]\nsocket options = A\ninclude = /etc/smb.conf.%m\n"},
+        {"/etc/smb.conf.host1", "workgroup = X\n"},
+        {NULL, NULL},
+    };
+    struct smbconf c;
+    struct err e;
+
+    (void)state;
+    assert_int_equal(parse(f, &c, &e), 0);
+    assert_string_equal(c.value, "A");
+    smbconf_free(&c);
+}
+
+/* Render value into a one-file config and compare the whole result. */
+static void check_render(const char *text, const char *value, const char *want)
+{
+    struct mem_file files[] = {{"/etc/smb.conf", text}, {NULL, NULL}};
+    struct smbconf c, c2;
+    struct smbconf_edit ed;
+    struct err e = {{0}};
+    char *out, *back;
+    size_t outlen, backlen;
+
+    assert_int_equal(parse(files, &c, &e), 0);
+    assert_int_equal(smbconf_render(&c, value, &out, &outlen, &ed, &e), 0);
+    assert_string_equal(out, want);
+    assert_int_equal(outlen, strlen(want));
+
+    /* the new file reads back as the value, and the edit can be undone */
+    files[0].text = out;
+    assert_int_equal(parse(files, &c2, &e), 0);
+    assert_string_equal(c2.value, value);
+    assert_int_equal(smbconf_unrender(&c2, &ed, &back, &backlen, &e), 0);
+    assert_string_equal(back, text);
+    free(back);
+    smbconf_free(&c2);
+    smbconf_edit_free(&ed);
+    smbconf_free(&c);
+    free(out);
+}
+
+static void test_render(void **state)
+{
+    (void)state;
+    check_render("# c\n[global]\n   socket options = TCP_NODELAY  \nx=1", "TCP_NODELAY SO_RCVBUF=1",
+                 "# c\n[global]\n   socket options = TCP_NODELAY SO_RCVBUF=1\nx=1");
+    check_render("[global]\r\n\tSocket Options=A \\\r\n B\r\n[s]\r\n", "C",
+                 "[global]\r\n\tSocket Options=C\r\n[s]\r\n");
+    /* added under the first global header, with the next line's indent */
+    check_render("[share]\n  path = /x\n[global]\n   workgroup = W\n", "TCP_NODELAY",
+                 "[share]\n  path = /x\n[global]\n   socket options = TCP_NODELAY\n"
+                 "   workgroup = W\n");
+    /* no global header: created at the top, in the file's line ending */
+    check_render("[share]\r\npath = /x\r\n", "V",
+                 "[global]\r\n\tsocket options = V\r\n[share]\r\npath = /x\r\n");
+    /* a header at the very end without a newline: still no final newline */
+    check_render("x = 1\n[global]", "V", "x = 1\n[global]\n\tsocket options = V");
+    check_render("", "V", "[global]\n\tsocket options = V\n");
+}
+
+static void test_unrender_refuses_foreign_edit(void **state)
+{
+    struct mem_file files[] = {{"/etc/smb.conf", "[global]\nsocket options = A\n"},
+                               {NULL, NULL}};
+    struct smbconf c, c2;
+    struct smbconf_edit ed;
+    struct err e = {{0}};
+    char *out, *back;
+    size_t outlen, backlen;
+
+    (void)state;
+    assert_int_equal(parse(files, &c, &e), 0);
+    assert_int_equal(smbconf_render(&c, "B", &out, &outlen, &ed, &e), 0);
+    /* an admin changed our line meanwhile: theirs stands */
+    files[0].text = "[global]\nsocket options = ADMIN\n";
+    assert_int_equal(parse(files, &c2, &e), 0);
+    assert_int_equal(smbconf_unrender(&c2, &ed, &back, &backlen, &e), -ECANCELED);
+    smbconf_free(&c2);
+    /* an admin's edit elsewhere is kept by the undo */
+    files[0].text = "# admin was here\n[global]\nsocket options = B\nnew = 1\n";
+    assert_int_equal(parse(files, &c2, &e), 0);
+    assert_int_equal(smbconf_unrender(&c2, &ed, &back, &backlen, &e), 0);
+    assert_string_equal(back, "# admin was here\n[global]\nsocket options = A\nnew = 1\n");
+    free(back);
+    smbconf_free(&c2);
+    smbconf_edit_free(&ed);
+    smbconf_free(&c);
+    free(out);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sections),
+        cmocka_unit_test(test_names_and_comments),
+        cmocka_unit_test(test_continuation),
+        cmocka_unit_test(test_include),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_harmless_percent_include),
+        cmocka_unit_test(test_render),
+        cmocka_unit_test(test_unrender_refuses_foreign_edit),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
