@@ -1,0 +1,141 @@
+/* --show and --set-buffers: the smb.conf editor from the command line. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apply.h"
+#include "cmd.h"
+#include "smbconf.h"
+#include "sockopts.h"
+
+static int fail(const char *msg)
+{
+    fprintf(stderr, "smbtuned: %s\n", msg);
+    return 1;
+}
+
+static void print_size_json(long v)
+{
+    if (v == SOCKOPTS_AUTO)
+        fputs("null", stdout);
+    else
+        printf("%ld", v);
+}
+
+static void print_size(const char *name, long v, bool broken)
+{
+    if (v == SOCKOPTS_AUTO)
+        printf("  %s: auto (no explicit size: the kernel autotunes)\n", name);
+    else
+        printf("  %s: %ld bytes (explicit: autotuning is off for it)\n", name, v);
+    if (broken)
+        printf("  warning: %s is not written as %s=BYTES, so Samba sets %ld bytes "
+               "(the kernel's minimum)\n",
+               name, name, v);
+}
+
+int cmd_show(const struct opts *o)
+{
+    struct smbconf c;
+    struct sockopts so;
+    struct err e = {{0}};
+    bool rbroken, sbroken;
+    long rcv, snd;
+    const char *file = NULL;
+
+    if (smbconf_load(&c, o->smb_conf, &e) < 0)
+        return fail(e.msg);
+    if (sockopts_parse(c.value, &so) < 0) {
+        smbconf_free(&c);
+        return fail("out of memory");
+    }
+    rcv = sockopts_get(&so, SOCKOPTS_RCVBUF, &rbroken);
+    snd = sockopts_get(&so, SOCKOPTS_SNDBUF, &sbroken);
+    if (c.found)
+        file = c.files[c.hit.file].path;
+    if (o->json) {
+        fputs("{\"file\":", stdout);
+        if (file)
+            util_json_string(stdout, file);
+        else
+            fputs("null", stdout);
+        if (file)
+            printf(",\"line\":%d", c.hit.line);
+        else
+            fputs(",\"line\":null", stdout);
+        fputs(",\"value\":", stdout);
+        util_json_string(stdout, c.value);
+        fputs(",\"rcvbuf\":", stdout);
+        print_size_json(rcv);
+        fputs(",\"sndbuf\":", stdout);
+        print_size_json(snd);
+        fputs("}\n", stdout);
+    } else {
+        printf("socket options = %s\n", c.value);
+        if (file)
+            printf("  from %s line %d\n", file, c.hit.line);
+        else
+            printf("  not set in %s: Samba's default\n", o->smb_conf);
+        print_size("SO_RCVBUF", rcv, rbroken);
+        print_size("SO_SNDBUF", snd, sbroken);
+    }
+    sockopts_free(&so);
+    smbconf_free(&c);
+    return 0;
+}
+
+/* "RCV,SND": each a size or `auto`. */
+static int parse_pair(const char *s, struct smbconf_change *ch, struct err *e)
+{
+    const char *comma = strchr(s, ',');
+    char rcv[64];
+    int r;
+
+    if (comma == NULL || strchr(comma + 1, ',') != NULL || (size_t)(comma - s) >= sizeof(rcv))
+        return err_set(e, -EINVAL, "--set-buffers '%s': expected RCV,SND, e.g. 262144,262144 "
+                       "or auto,1M", s);
+    memcpy(rcv, s, (size_t)(comma - s));
+    rcv[comma - s] = '\0';
+    r = sockopts_parse_size(rcv, &ch->rcvbuf, e);
+    if (r == 0)
+        r = sockopts_parse_size(comma + 1, &ch->sndbuf, e);
+    if (r < 0) {
+        char m[sizeof(e->msg)];
+
+        snprintf(m, sizeof(m), "%s", e->msg);
+        err_set(e, r, "--set-buffers '%s': %s", s, m);
+    }
+    return r;
+}
+
+int cmd_set_buffers(const struct opts *o)
+{
+    struct smbconf_change ch = {.expect = o->expect};
+    struct smbconf_result res;
+    enum apply_method m = APPLY_NONE;
+    struct err e = {{0}};
+    int r;
+
+    if (parse_pair(o->set_buffers, &ch, &e) < 0)
+        return fail(e.msg);
+    if (o->apply != NULL && apply_parse(o->apply, &m, &e) < 0)
+        return fail(e.msg);
+    r = smbconf_set_buffers(o->smb_conf, o->state_dir, &ch, &res, &e);
+    if (r < 0) {
+        smbconf_result_free(&res);
+        return fail(e.msg);
+    }
+    if (!res.changed)
+        printf("%s: socket options = %s (unchanged)\n", res.file ? res.file : o->smb_conf,
+               res.new_value);
+    else
+        printf("%s:%d: socket options = %s (was %s)\n", res.file ? res.file : o->smb_conf,
+               res.line, res.new_value, res.old_value);
+    smbconf_result_free(&res);
+    if (apply_run(m, o->smb_conf, &e) < 0) {
+        fprintf(stderr, "smbtuned: written, but smbd was not told: %s\n", e.msg);
+        return 1;
+    }
+    return 0;
+}

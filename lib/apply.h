@@ -1,0 +1,18 @@
+/* apply: make smbd take the configuration now in smb.conf. */
+#ifndef SMBTUNE_APPLY_H
+#define SMBTUNE_APPLY_H
+
+#include "util.h"
+
+enum apply_method {
+    APPLY_NONE,       /* leave it to smbd's own re-read of a changed file */
+    APPLY_SMBCONTROL, /* `smbcontrol smbd reload-config`: reaches existing connections */
+};
+
+int apply_parse(const char *s, enum apply_method *m, struct err *e);
+const char *apply_name(enum apply_method m);
+
+/* Tell the smbd that runs with config file smb_conf to reload it. */
+int apply_run(enum apply_method m, const char *smb_conf, struct err *e);
+
+#endif
