@@ -109,6 +109,27 @@ static int parse_pair(const char *s, struct smbconf_change *ch, struct err *e)
     return r;
 }
 
+/* Does the change hand a buffer back to the kernel's autotuning? Linux
+ * keeps autotuning off on a socket once it had an explicit size, and smbd
+ * sets its listener only at start-up: the admin should know. */
+static bool autotuning_back(const char *old_value, const char *new_value)
+{
+    struct sockopts a, b;
+    bool back = false;
+
+    if (sockopts_parse(old_value, &a) < 0)
+        return false;
+    if (sockopts_parse(new_value, &b) == 0) {
+        for (int w = SOCKOPTS_RCVBUF; w <= SOCKOPTS_SNDBUF; w++)
+            if (sockopts_get(&a, w, NULL) != SOCKOPTS_AUTO &&
+                sockopts_get(&b, w, NULL) == SOCKOPTS_AUTO)
+                back = true;
+        sockopts_free(&b);
+    }
+    sockopts_free(&a);
+    return back;
+}
+
 int cmd_set_buffers(const struct opts *o)
 {
     struct smbconf_change ch = {.expect = o->expect};
@@ -132,6 +153,9 @@ int cmd_set_buffers(const struct opts *o)
     else
         printf("%s:%d: socket options = %s (was %s)\n", res.file ? res.file : o->smb_conf,
                res.line, res.new_value, res.old_value);
+    if (res.changed && autotuning_back(res.old_value, res.new_value))
+        printf("note: connections made before smbd restarts keep explicit buffers: only a "
+               "restart of smbd gives autotuning back (its listening socket keeps them)\n");
     smbconf_result_free(&res);
     if (apply_run(m, o->smb_conf, &e) < 0) {
         fprintf(stderr, "smbtuned: written, but smbd was not told: %s\n", e.msg);
