@@ -591,6 +591,14 @@ int smbconf_unrender(const struct smbconf *c, const struct smbconf_edit *ed, cha
     const struct smbconf_file *f;
     size_t wlen = strlen(ed->written), at;
 
+    if (!c->found && ed->original[0] == '\0')
+        return err_set(e, -EALREADY, "%s: the line smbtuned added is not there", ed->file);
+    if (c->found && strcmp(c->files[c->hit.file].path, ed->file) == 0 &&
+        c->hit.end - c->hit.start == strlen(ed->original) &&
+        memcmp(c->files[c->hit.file].buf + c->hit.start, ed->original,
+               strlen(ed->original)) == 0)
+        return err_set(e, -EALREADY, "%s:%d: the line holds its old value already", ed->file,
+                       c->hit.line);
     if (!c->found || strcmp(c->files[c->hit.file].path, ed->file) != 0)
         return err_set(e, -ECANCELED,
                        "the socket options line smbtuned wrote in %s is no longer the one in "
@@ -607,5 +615,45 @@ int smbconf_unrender(const struct smbconf *c, const struct smbconf_edit *ed, cha
     at = c->hit.start - ed->line_off;
     if (splice(f, at, wlen, ed->original, out, outlen) < 0)
         return err_set(e, -ENOMEM, "out of memory");
+    return 0;
+}
+
+int smbconf_edit_copy(const struct smbconf_edit *src, struct smbconf_edit *dst)
+{
+    *dst = *src;
+    dst->file = strdup(src->file);
+    dst->written = strdup(src->written);
+    dst->original = strdup(src->original);
+    if (dst->file == NULL || dst->written == NULL || dst->original == NULL) {
+        smbconf_edit_free(dst);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+int smbconf_edit_chain(const struct smbconf_edit *first, const struct smbconf_edit *next,
+                       struct smbconf_edit *out)
+{
+    const char *w = first->written;
+    size_t tail = first->line_off + first->line_len;
+    int r;
+
+    /* next replaced the line first wrote, and only it (line_off 0, the
+     * whole line): splice its line into first's bytes. */
+    if (next->line_off != 0 || strcmp(first->file, next->file) != 0 ||
+        strlen(next->original) != first->line_len ||
+        memcmp(next->original, w + first->line_off, first->line_len) != 0)
+        return -EINVAL;
+    r = smbconf_edit_copy(first, out);
+    if (r < 0)
+        return r;
+    free(out->written);
+    if (asprintf(&out->written, "%.*s%s%s", (int)first->line_off, w, next->written, w + tail) <
+        0) {
+        out->written = NULL;
+        smbconf_edit_free(out);
+        return -ENOMEM;
+    }
+    out->line_len = strlen(next->written);
     return 0;
 }

@@ -75,12 +75,22 @@ int smbconf_render(const struct smbconf *c, const char *value, char **out, size_
                    struct smbconf_edit *ed, struct err *e);
 
 /* New bytes for ed->file with the edit taken back, computed on a fresh
- * parse: only while the line in force is still exactly what we wrote;
- * -ECANCELED otherwise (someone edited it since: theirs stands). */
+ * parse: only while the line in force is still exactly what we wrote.
+ * -EALREADY when the file holds the original again (nothing to undo: the
+ * edit never reached the disk, or was undone); -ECANCELED otherwise
+ * (someone edited it since: theirs stands). */
 int smbconf_unrender(const struct smbconf *c, const struct smbconf_edit *ed, char **out,
                      size_t *outlen, struct err *e);
 
 void smbconf_edit_free(struct smbconf_edit *ed);
+
+/* One edit that does what `first` then `next` did, when next rewrote the
+ * line first had written (successive trial values): undoing it gives back
+ * the bytes before first. */
+int smbconf_edit_chain(const struct smbconf_edit *first, const struct smbconf_edit *next,
+                       struct smbconf_edit *out);
+
+int smbconf_edit_copy(const struct smbconf_edit *src, struct smbconf_edit *dst);
 
 /* Index of the file named `path` in c, or -1. */
 int smbconf_file_index(const struct smbconf *c, const char *path);
@@ -97,6 +107,11 @@ struct smbconf_change {
     const char *expect; /* the value the caller believes is in force; NULL: any */
     long rcvbuf;        /* SOCKOPTS_AUTO or a size */
     long sndbuf;
+    /* Called with the edit after every check and before the file is
+     * replaced, so that the caller can record what it is about to do (a
+     * crash after the rename must find it); a negative return cancels. */
+    int (*before_write)(const struct smbconf_edit *ed, void *ctx);
+    void *ctx;
 };
 
 struct smbconf_result {

@@ -315,6 +315,10 @@ static int set_locked(const char *path, const char *state_dir, const struct smbc
     r = smbconf_render(&c, res->new_value, &out, &outlen, &res->edit, e);
     if (r < 0)
         goto out;
+    if (ch->before_write != NULL && (r = ch->before_write(&res->edit, ch->ctx)) < 0) {
+        err_set(e, r, "not written: recording the change failed: %s", strerror(-r));
+        goto out;
+    }
     r = write_edit(state_dir, &c, res->edit.file, out, outlen, e);
     if (r < 0)
         goto out;

@@ -258,6 +258,49 @@ static void test_unrender_refuses_foreign_edit(void **state)
     free(out);
 }
 
+/* Successive trial values chain into one edit whose undo gives back the
+ * bytes before the first; an undone edit reports -EALREADY. */
+static void test_edit_chain(void **state)
+{
+    const char *orig = "[share]\npath = /x\n";
+    struct mem_file files[] = {{"/etc/smb.conf", orig}, {NULL, NULL}};
+    struct smbconf c1, c2, c3;
+    struct smbconf_edit e1, e2, chained;
+    struct err e = {{0}};
+    char *out1, *out2, *back;
+    size_t n1, n2, nb;
+
+    (void)state;
+    assert_int_equal(parse(files, &c1, &e), 0);
+    assert_int_equal(smbconf_render(&c1, "V1", &out1, &n1, &e1, &e), 0);
+    files[0].text = out1;
+    assert_int_equal(parse(files, &c2, &e), 0);
+    assert_int_equal(smbconf_render(&c2, "V2 SO_RCVBUF=1", &out2, &n2, &e2, &e), 0);
+    assert_int_equal(smbconf_edit_chain(&e1, &e2, &chained), 0);
+    /* an edit that does not follow the first is refused */
+    assert_int_equal(smbconf_edit_chain(&e2, &e1, &(struct smbconf_edit){0}), -EINVAL);
+
+    files[0].text = out2;
+    assert_int_equal(parse(files, &c3, &e), 0);
+    assert_int_equal(smbconf_unrender(&c3, &chained, &back, &nb, &e), 0);
+    assert_string_equal(back, orig);
+    smbconf_free(&c3);
+
+    files[0].text = back;
+    assert_int_equal(parse(files, &c3, &e), 0);
+    assert_int_equal(smbconf_unrender(&c3, &chained, &out2, &nb, &e), -EALREADY);
+    smbconf_free(&c3);
+
+    free(back);
+    free(out1);
+    free(out2);
+    smbconf_edit_free(&e1);
+    smbconf_edit_free(&e2);
+    smbconf_edit_free(&chained);
+    smbconf_free(&c1);
+    smbconf_free(&c2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -269,6 +312,7 @@ int main(void)
         cmocka_unit_test(test_harmless_percent_include),
         cmocka_unit_test(test_render),
         cmocka_unit_test(test_unrender_refuses_foreign_edit),
+        cmocka_unit_test(test_edit_chain),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

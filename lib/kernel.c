@@ -1,0 +1,196 @@
+/* kernel: /proc, /proc/sys and sock_diag. */
+#include "kernel.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+static int read_small(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n;
+
+    if (fd < 0)
+        return -errno;
+    n = read(fd, buf, len - 1);
+    close(fd);
+    if (n < 0)
+        return -errno;
+    buf[n] = '\0';
+    return (int)n;
+}
+
+int kernel_sysctl_triple(const char *name, long v[3], struct err *e)
+{
+    char path[256], buf[128];
+    int r;
+
+    snprintf(path, sizeof(path), "/proc/sys/%s", name);
+    r = read_small(path, buf, sizeof(buf));
+    if (r < 0)
+        return err_set(e, r, "cannot read %s: %s", path, strerror(-r));
+    if (sscanf(buf, "%ld %ld %ld", &v[0], &v[1], &v[2]) != 3 || v[0] <= 0 || v[2] < v[0])
+        return err_set(e, -EINVAL, "%s: expected three sizes, got '%s'", path, buf);
+    return 0;
+}
+
+int kernel_sysctl_long(const char *name, long *v, struct err *e)
+{
+    char path[256], buf[64];
+    long long x;
+    int r;
+
+    snprintf(path, sizeof(path), "/proc/sys/%s", name);
+    r = read_small(path, buf, sizeof(buf));
+    if (r < 0)
+        return err_set(e, r, "cannot read %s: %s", path, strerror(-r));
+    buf[strcspn(buf, "\n")] = '\0';
+    r = util_parse_long(buf, 0, 1LL << 40, &x);
+    if (r < 0)
+        return err_set(e, r, "%s: expected a number, got '%s'", path, buf);
+    *v = (long)x;
+    return 0;
+}
+
+int kernel_buffer_caps(long *rcv_max, long *snd_max, struct err *e)
+{
+    int r = kernel_sysctl_long("net/core/rmem_max", rcv_max, e);
+
+    return r < 0 ? r : kernel_sysctl_long("net/core/wmem_max", snd_max, e);
+}
+
+int kernel_release(char *buf, size_t len)
+{
+    struct utsname u;
+
+    if (uname(&u) < 0)
+        return -errno;
+    snprintf(buf, len, "%s", u.release);
+    return 0;
+}
+
+int kernel_proc_start(pid_t pid, unsigned long long *ticks)
+{
+    char path[64], buf[1024], *p;
+    int r;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    r = read_small(path, buf, sizeof(buf));
+    if (r < 0)
+        return r;
+    /* comm (field 2) may hold spaces and parentheses: count from the last
+     * ')'. starttime is field 22, the 20th after it. */
+    p = strrchr(buf, ')');
+    if (p == NULL)
+        return -EINVAL;
+    for (int field = 2; field < 22; field++) {
+        p = strchr(p + 1, ' ');
+        if (p == NULL)
+            return -EINVAL;
+    }
+    if (sscanf(p + 1, "%llu", ticks) != 1)
+        return -EINVAL;
+    return 0;
+}
+
+int kernel_proc_cmdline(pid_t pid, char *buf, size_t len)
+{
+    char path[64];
+    int fd, n;
+
+    snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    n = (int)read(fd, buf, len - 1);
+    close(fd);
+    if (n < 0)
+        return -errno;
+    buf[n] = '\0';
+    for (int i = 0; i < n - 1; i++)
+        if (buf[i] == '\0')
+            buf[i] = ' ';
+    return 0;
+}
+
+/* One sock_diag dump of listening TCP sockets of one family, with their
+ * memory info; fills the first one bound to port. */
+static int listener_family(int family, int port, long *rcvbuf, long *sndbuf)
+{
+    struct {
+        struct nlmsghdr nlh;
+        struct inet_diag_req_v2 req;
+    } msg = {0};
+    char buf[16384];
+    int fd, found = -ENOENT;
+
+    fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (fd < 0)
+        return -errno;
+    msg.nlh.nlmsg_len = sizeof(msg);
+    msg.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    msg.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+    msg.req.sdiag_family = (unsigned char)family;
+    msg.req.sdiag_protocol = IPPROTO_TCP;
+    msg.req.idiag_states = 1 << 10; /* TCP_LISTEN */
+    msg.req.idiag_ext = 1 << (INET_DIAG_SKMEMINFO - 1);
+    if (send(fd, &msg, sizeof(msg), 0) < 0) {
+        found = -errno;
+        goto out;
+    }
+    for (;;) {
+        ssize_t n = recv(fd, buf, sizeof(buf), 0);
+        struct nlmsghdr *h = (struct nlmsghdr *)buf;
+
+        if (n <= 0) {
+            found = n < 0 ? -errno : found;
+            goto out;
+        }
+        for (; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+            struct inet_diag_msg *m = NLMSG_DATA(h);
+            struct rtattr *a;
+            unsigned alen;
+
+            if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR)
+                goto out;
+            if (found == 0 || ntohs(m->id.idiag_sport) != port)
+                continue;
+            alen = h->nlmsg_len - NLMSG_LENGTH(sizeof(*m));
+            for (a = (struct rtattr *)(m + 1); RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
+                const unsigned *mem = RTA_DATA(a);
+
+                if (a->rta_type != INET_DIAG_SKMEMINFO)
+                    continue;
+                *rcvbuf = mem[SK_MEMINFO_RCVBUF];
+                *sndbuf = mem[SK_MEMINFO_SNDBUF];
+                found = 0;
+            }
+        }
+    }
+out:
+    close(fd);
+    return found;
+}
+
+int kernel_listener_buffers(int port, long *rcvbuf, long *sndbuf, struct err *e)
+{
+    int r = listener_family(AF_INET, port, rcvbuf, sndbuf);
+
+    if (r == -ENOENT)
+        r = listener_family(AF_INET6, port, rcvbuf, sndbuf);
+    if (r == -ENOENT)
+        return err_set(e, r, "nothing listens on TCP port %d", port);
+    if (r < 0)
+        return err_set(e, r, "sock_diag: %s", strerror(-r));
+    return 0;
+}
