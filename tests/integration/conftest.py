@@ -9,6 +9,7 @@ when the test ends, pass or fail. `smbd` is one such server with defaults.
 
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -19,6 +20,36 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from smbd import SMBD, SmbdFactory  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures"
+EDITOR_TIMEOUT = 60  # seconds; the editor never needs more
+
+
+def copy_fixture(src, dst):
+    """Copy a corpus directory to dst (links stay links, expect.json is
+    left out) and replace @DIR@ in every regular file with dst, so that
+    include lines get the absolute paths Samba needs. Returns dst."""
+    shutil.copytree(src, dst, symlinks=True, ignore=shutil.ignore_patterns("expect.json"))
+    for p in Path(dst).rglob("*"):
+        if p.is_file() and not p.is_symlink():
+            data = p.read_bytes()
+            if b"@DIR@" in data:
+                p.write_bytes(data.replace(b"@DIR@", str(dst).encode()))
+    return Path(dst)
+
+
+def run_editor(smbtuned, *args, timeout=EDITOR_TIMEOUT, prefix=()):
+    """Run smbtuned with args (paths allowed); CompletedProcess, text."""
+    cmd = [*prefix, str(smbtuned), *(str(a) for a in args)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+def samba_value(conf):
+    """`socket options` as Samba's own parser sees it in conf."""
+    r = subprocess.run(["testparm", "-s", "--parameter-name=socket options", str(conf)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, f"testparm {conf} failed: {r.stderr}"
+    return r.stdout.rstrip("\n")
 
 
 def pytest_configure(config):

@@ -1,0 +1,614 @@
+"""Black-box tests of smbtuned's smb.conf editor (--set-buffers, --show).
+
+The corpus lives in tests/fixtures/smbconf/<name>/ (main file smb.conf, any
+included files, expect.json) and tests/fixtures/smbconf-refuse/<name>/.
+expect.json names, by hand, the occurrence Samba really uses (file, first
+and last physical line, value as testparm prints it) and the new value for
+--set-buffers 262144,262144. Other --set-buffers variants are checked
+against a small reference model written here (`accepts`), which is itself
+checked against the hand-written values. Every fixture is first checked
+against Samba's own parser (testparm), so the manifests cannot drift from
+what Samba does.
+
+Each rewrite is checked byte for byte: every file of the fixture other than
+the target is unchanged, and in the target every line except the
+occurrence (or, when there was none, except one added line) is unchanged.
+"""
+
+import fcntl
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, copy_fixture, run_editor, samba_value
+
+CORPUS = FIXTURES / "smbconf"
+REFUSE = FIXTURES / "smbconf-refuse"
+NAMES = sorted(p.name for p in CORPUS.iterdir() if p.is_dir())
+REFUSE_NAMES = sorted(p.name for p in REFUSE.iterdir() if p.is_dir())
+VARIANTS = ["262144,262144", "1M,256K", "auto,auto", "auto,64K", "512K,auto"]
+BUFS = ("SO_RCVBUF", "SO_SNDBUF")
+
+
+def manifest(name, base=CORPUS):
+    return json.loads((base / name / "expect.json").read_text())
+
+
+# ---------------------------------------------------------------- the model
+
+def size(text):
+    """--set-buffers size -> bytes, or None for auto."""
+    if text == "auto":
+        return None
+    mult = {"K": 1024, "M": 1024 * 1024}.get(text[-1].upper(), 1)
+    return int(text.rstrip("KkMm")) * mult
+
+
+def tokens(value):
+    """Samba's split of a socket options value: blanks, tabs or commas."""
+    return [t for t in re.split(r"[ \t,]+", value) if t]
+
+
+def group(toks):
+    """Token list -> items: (BUFNAME, text) for a buffer option, including
+    broken fragments (`SO_RCVBUF = 1`, `SO_RCVBUF= 1`, `SO_RCVBUF =1`),
+    (None, text) for every other token."""
+    items, i = [], 0
+    while i < len(toks):
+        t = toks[i]
+        name = t.split("=", 1)[0].upper()
+        nxt = toks[i + 1] if i + 1 < len(toks) else None
+        if name in BUFS and t.upper() == name and nxt == "=" and i + 2 < len(toks):
+            items.append((name, " ".join(toks[i:i + 3])))
+            i += 3
+        elif name in BUFS and t.upper() == name and nxt and nxt.startswith("=") and nxt != "=":
+            items.append((name, t + " " + nxt))
+            i += 2
+        elif name in BUFS and t.endswith("=") and "=" not in t[:-1] and nxt is not None:
+            items.append((name, t + " " + nxt))
+            i += 2
+        elif name in BUFS and "=" in t:
+            items.append((name, t))
+            i += 1
+        else:
+            items.append((None, t))
+            i += 1
+    return items
+
+
+def is_buf(tok, name, value):
+    m = re.fullmatch(r"(SO_RCVBUF|SO_SNDBUF)=(\d+)", tok, re.IGNORECASE)
+    return bool(m) and m.group(1).upper() == name and int(m.group(2)) == value
+
+
+def accepts(old_value, setting, new_value):
+    """Whether new_value is a correct result of --set-buffers `setting` on a
+    line whose value was old_value (None: there was no line). Returns None
+    when correct, else a reason.
+
+    The rules: the value is a token list; other tokens keep their text and
+    order; an existing SO_RCVBUF/SO_SNDBUF is replaced in its place (with
+    duplicates, one is left, at the first or the last place) or removed for
+    `auto`; a missing one is added (anywhere); sizes are written NAME=VALUE
+    in decimal; tokens are written separated by one blank; a created line
+    starts with TCP_NODELAY; an empty result is TCP_NODELAY."""
+    want = dict(zip(BUFS, (size(s) for s in setting.split(","))))
+    if new_value != " ".join(tokens(new_value)):
+        return f"value {new_value!r} is not its tokens joined by single blanks"
+    got = tokens(new_value)
+    created = old_value is None
+    items = group(tokens("TCP_NODELAY" if created else old_value))
+    if created and got and got[0] != "TCP_NODELAY":
+        return f"a created line must start with TCP_NODELAY: {new_value!r}"
+    # Remove buffer options that did not exist before (they may go anywhere).
+    added = 0
+    for name in BUFS:
+        if want[name] is not None and not any(n == name for n, _ in items):
+            hits = [i for i, t in enumerate(got) if is_buf(t, name, want[name])]
+            if len(hits) != 1:
+                return f"expected exactly one {name}={want[name]} in {new_value!r}"
+            del got[hits[0]]
+            added += 1
+    # The rest: existing items with buffer options replaced in place.
+    alternatives = [[]]
+    for name in BUFS:
+        pos = [i for i, (n, _) in enumerate(items) if n == name]
+        if want[name] is None or not pos:
+            continue
+        alternatives = [a + [(name, keep)] for a in alternatives for keep in {pos[0], pos[-1]}]
+    candidates = []
+    for alt in alternatives:
+        keep = dict((i, name) for name, i in alt)
+        seq = []
+        for i, (n, text) in enumerate(items):
+            if n is None:
+                seq.append(text)
+            elif keep.get(i) == n:
+                seq.append(f"{n}={want[n]}")
+        candidates.append(seq)
+    if not created and not tokens(old_value):  # an empty value may gain TCP_NODELAY
+        candidates += [["TCP_NODELAY"] + c for c in candidates]
+    if not added:  # a value that would become empty becomes TCP_NODELAY
+        candidates = [c or ["TCP_NODELAY"] for c in candidates]
+
+    def same(a, b):
+        return len(a) == len(b) and all(
+            x == y or (x.upper() == y.upper() and x.split("=")[0].upper() in BUFS)
+            for x, y in zip(a, b))
+
+    if any(same(got, c) for c in candidates):
+        return None
+    return f"got {new_value!r}, expected one of {[' '.join(c) for c in candidates]}"
+
+
+def show_buffers(value):
+    """rcvbuf, sndbuf that --show reports: Samba applies tokens in order,
+    so the last clean NAME=digits wins; None when absent."""
+    out = {}
+    for t in tokens(value):
+        m = re.fullmatch(r"(SO_RCVBUF|SO_SNDBUF)=(\d+)", t, re.IGNORECASE)
+        if m:
+            out[m.group(1).upper()] = int(m.group(2))
+    return out.get("SO_RCVBUF"), out.get("SO_SNDBUF")
+
+
+# ------------------------------------------------------- byte-level checks
+
+def lines(data):
+    """Physical lines with their endings (the last may have none)."""
+    return re.findall(rb"[^\n]*\n|[^\n]+$", data)
+
+
+PARAM = re.compile(rb"^([ \t]*)([A-Za-z][A-Za-z \t]*?)[ \t]*=[ \t]*(.*?)[ \t]*(\r?\n)?$", re.S)
+SECTION = re.compile(rb"^[ \t]*\[[ \t]*([^\]]*?)[ \t]*\]")
+GLOBAL_NAMES = (b"global", b"globals")
+
+
+def param_line(line):
+    """(value bytes, ending) when line is a socket options line, else None."""
+    m = PARAM.match(line)
+    if not m or re.sub(rb"[ \t]", b"", m.group(2)).lower() != b"socketoptions":
+        return None
+    return m.group(3), m.group(4) or b""
+
+
+def check_replaced(old, new, first, last):
+    """new is old with physical lines first..last (1-based) replaced by one
+    socket options line; returns its value (str)."""
+    ol, nl = lines(old), lines(new)
+    keep_after = len(ol) - last
+    assert len(nl) == len(ol) - (last - first), (
+        f"expected the {last - first + 1} line(s) of the occurrence to become one line; "
+        f"old has {len(ol)} lines, new {len(nl)}")
+    assert nl[:first - 1] == ol[:first - 1], "a line before the occurrence changed"
+    assert nl[len(nl) - keep_after:] == ol[len(ol) - keep_after:] if keep_after else True, \
+        "a line after the occurrence changed"
+    line = nl[first - 1]
+    parsed = param_line(line)
+    assert parsed, f"rewritten line is not a `socket options = ...` line: {line!r}"
+    value, ending = parsed
+    old_ending = re.search(rb"(\r?\n)?$", ol[last - 1]).group(0)
+    assert ending == old_ending, f"line ending {ending!r}, was {old_ending!r}"
+    return value.decode()
+
+
+def check_inserted(old, new):
+    """new is old plus one socket options line in the first global section
+    (plus a `[global]` line at the top when there was none); returns the
+    value."""
+    ol, nl = lines(old), lines(new)
+    headers = [i for i, l in enumerate(ol) if SECTION.match(l)]
+    glob = [i for i in headers if SECTION.match(ol[i]).group(1).lower() in GLOBAL_NAMES]
+    for k, line in enumerate(nl):
+        parsed = param_line(line)
+        if not parsed:
+            continue
+        rest = nl[:k] + nl[k + 1:]
+        header = k > 0 and SECTION.match(nl[k - 1]) and not glob
+        if header:
+            assert k == 1, "a created [global] must be at the top"
+            assert SECTION.match(nl[0]).group(1).lower() == b"global"
+            rest = rest[1:]
+        # A last line without newline may gain one when the line goes after it.
+        if ol and not ol[-1].endswith(b"\n") and len(rest) == len(ol) and rest[:-1] == ol[:-1] \
+                and rest[-1].rstrip(b"\r\n") == ol[-1] and k == len(nl) - 1:
+            rest[-1] = ol[-1]
+        if rest != ol:
+            continue
+        pos = k - (1 if header else 0)  # index in ol before which the line went
+        if glob:
+            g = glob[0]
+            nxt = [h for h in headers if h > g]
+            assert g < pos <= (nxt[0] if nxt else len(ol)), (
+                f"added line at {pos + 1} is not in the first global section (line {g + 1})")
+        else:
+            assert pos <= (headers[0] if headers else len(ol)), \
+                "added line is not before the first section"
+        return parsed[0].decode()
+    raise AssertionError("new file is not the old one plus one socket options line:\n"
+                         + new.decode(errors="replace"))
+
+
+def snapshot(d):
+    """{relative path: (bytes, mtime_ns, is_link)} of every file under d."""
+    out = {}
+    for p in sorted(Path(d).rglob("*")):
+        if p.is_file() or p.is_symlink():
+            st = p.lstat()
+            data = p.read_bytes() if p.exists() else None
+            out[str(p.relative_to(d))] = (data, st.st_mtime_ns, p.is_symlink())
+    return out
+
+
+def assert_unchanged(before, d, what):
+    after = snapshot(d)
+    assert after.keys() == before.keys(), \
+        f"{what}: files changed: {sorted(after.keys() ^ before.keys())}"
+    for k in before:
+        assert after[k][0] == before[k][0], f"{what}: {k} changed bytes"
+        assert after[k] == before[k], f"{what}: {k} touched (mtime or link)"
+
+
+# ---------------------------------------------------------------- tests
+
+@pytest.mark.parametrize("name", NAMES)
+def test_manifest_matches_samba(name, tmp_path):
+    """The hand-written effective occurrence is what testparm sees (no
+    editor needed: this keeps the corpus honest)."""
+    m = manifest(name)
+    d = copy_fixture(CORPUS / name, tmp_path / "c")
+    eff = m["effective"]
+    assert samba_value(d / "smb.conf") == (eff["value"] if eff else "TCP_NODELAY")
+    if eff:
+        text = lines((d / eff["file"]).read_bytes())
+        assert param_line(text[eff["line"] - 1]) or text[eff["line"] - 1].rstrip().endswith(b"\\")
+        assert b"socket" in text[eff["line"] - 1].lower()
+    for v, expected in m["expect"].items():
+        assert accepts(eff["value"] if eff else None, v, expected) is None, "model disagrees"
+
+
+def test_corpus_is_large_enough():
+    assert len(NAMES) + len(REFUSE_NAMES) >= 30
+    debian = (CORPUS / "debian-default" / "smb.conf").read_bytes()
+    if Path("/usr/share/samba/smb.conf").exists():
+        assert debian == Path("/usr/share/samba/smb.conf").read_bytes()
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("name", NAMES)
+def test_set_buffers_rewrites_only_the_occurrence(smbtuned, tmp_path, name, variant):
+    m = manifest(name)
+    d = copy_fixture(CORPUS / name, tmp_path / "c")
+    state = tmp_path / "state"
+    state.mkdir()
+    eff = m["effective"]
+    target = d / (eff["file"] if eff else "smb.conf")
+    before = snapshot(d)
+    old = target.read_bytes()
+    link = os.readlink(d / "smb.conf") if (d / "smb.conf").is_symlink() else None
+
+    r = run_editor(smbtuned, "--smb-conf", d / "smb.conf", "--set-buffers", variant,
+                   "--state-dir", state)
+    assert r.returncode == 0, f"exit {r.returncode}: {r.stderr}"
+
+    new = target.read_bytes()
+    old_value = eff["value"] if eff else None
+    if new == old:
+        # Nothing to change is fine only when the result is the old value.
+        value = old_value if eff else "TCP_NODELAY"
+        why = accepts(old_value, variant, " ".join(tokens(value)))
+        assert why is None, f"file not changed: {why}"
+    elif eff:
+        value = check_replaced(old, new, eff["line"], eff["end_line"])
+    else:
+        value = check_inserted(old, new)
+    if new != old:
+        why = accepts(old_value, variant, value)
+        assert why is None, why
+    if variant in m["expect"]:
+        assert value == m["expect"][variant] or accepts(old_value, variant, value) is None
+    assert samba_value(d / "smb.conf") == value
+
+    # Every other file is byte-identical; nothing else appeared in the dir.
+    after = snapshot(d)
+    assert after.keys() == before.keys(), sorted(after.keys() ^ before.keys())
+    for k, (data, _, is_link) in before.items():
+        if (d / k).resolve() != target.resolve():
+            assert after[k][0] == data, f"{k} changed"
+        assert after[k][2] == is_link
+    if link is not None:
+        assert os.readlink(d / "smb.conf") == link, "the symlink was replaced"
+    # The previous bytes are backed up in the state dir.
+    if new != old:
+        backups = [p for p in state.rglob("*") if p.is_file() and p.read_bytes() == old]
+        assert backups, f"no backup of the previous bytes in {sorted(state.rglob('*'))}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_show_json(smbtuned, tmp_path, name):
+    m = manifest(name)
+    d = copy_fixture(CORPUS / name, tmp_path / "c")
+    before = snapshot(d)
+    r = run_editor(smbtuned, "--smb-conf", d / "smb.conf", "--show", "--json",
+                   "--state-dir", tmp_path / "state")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert set(got) >= {"file", "line", "value", "rcvbuf", "sndbuf"}, got
+    eff = m["effective"]
+    if eff is None:
+        assert got == {**got, "file": None, "line": None, "value": "TCP_NODELAY",
+                       "rcvbuf": None, "sndbuf": None}
+    else:
+        assert got["file"] and Path(got["file"]).is_absolute() or Path(got["file"]).exists()
+        assert os.path.samefile(got["file"], d / eff["file"]), got["file"]
+        assert got["line"] == eff["line"]
+        # Blanks inside a value are not significant to Samba.
+        norm = " ".join(eff["value"].split(" "))
+        assert " ".join(got["value"].split()) == " ".join(norm.split()), got["value"]
+        if m.get("show_buffers", True):
+            assert (got["rcvbuf"], got["sndbuf"]) == show_buffers(eff["value"])
+    assert_unchanged(before, d, "--show")
+
+
+def test_show_text(smbtuned, tmp_path):
+    d = copy_fixture(CORPUS / "old-tuning-guide", tmp_path / "c")
+    r = run_editor(smbtuned, "--smb-conf", d / "smb.conf", "--show",
+                   "--state-dir", tmp_path / "state")
+    assert r.returncode == 0, r.stderr
+    assert "TCP_NODELAY IPTOS_LOWDELAY SO_KEEPALIVE SO_RCVBUF=8192 SO_SNDBUF=8192" in r.stdout
+    assert "smb.conf" in r.stdout and re.search(r"\b7\b", r.stdout), r.stdout
+    assert "8192" in r.stdout
+
+
+@pytest.mark.parametrize("name", REFUSE_NAMES)
+def test_refusals_leave_files_alone(smbtuned, tmp_path, name):
+    m = manifest(name, REFUSE)["refuse"]
+    d = copy_fixture(REFUSE / name, tmp_path / "c")
+    before = snapshot(d)
+    r = run_editor(smbtuned, "--smb-conf", d / "smb.conf", "--set-buffers", "262144,262144",
+                   "--state-dir", tmp_path / "state")
+    assert r.returncode == 1, f"exit {r.returncode}, stderr {r.stderr!r}"
+    assert_unchanged(before, d, name)
+    msg = r.stderr.strip()
+    assert len(msg.splitlines()) == 1, f"want one line on stderr: {r.stderr!r}"
+    assert m["file"] in msg, f"message does not name {m['file']}: {msg}"
+    assert re.search(rf"\b{m['line']}\b", msg), f"message does not name line {m['line']}: {msg}"
+    for w in m["words"]:
+        assert w in msg, f"message does not say {w!r}: {msg}"
+
+
+BAD_SETTINGS = [
+    ("", "set-buffers"),
+    ("262144", "262144"),          # missing comma
+    ("12x,256K", "12x"),
+    ("-1,256K", "-1"),
+    ("0,256K", "0"),
+    ("256K,0", "0"),
+    ("abc,1M", "abc"),
+    ("256K,256K,256K", "256K,256K,256K"),
+    ("1.5M,1M", "1.5M"),
+    ("256K;256K", "256K;256K"),
+    ("256K,", "set-buffers"),
+    (",256K", "set-buffers"),
+    ("256KB,1M", "256KB"),
+    ("auto,autox", "autox"),
+    ("99999999999999999999,1M", "99999999999999999999"),
+    ("0x100000,1M", "0x100000"),
+]
+
+
+@pytest.mark.parametrize("setting,word", BAD_SETTINGS)
+def test_bad_set_buffers_changes_nothing(smbtuned, tmp_path, setting, word):
+    d = copy_fixture(CORPUS / "old-tuning-guide", tmp_path / "c")
+    before = snapshot(d)
+    r = run_editor(smbtuned, "--smb-conf", d / "smb.conf", "--set-buffers", setting,
+                   "--state-dir", tmp_path / "state")
+    assert r.returncode == 1, f"{setting!r}: exit {r.returncode}"
+    assert_unchanged(before, d, setting)
+    msg = r.stderr.strip()
+    assert len(msg.splitlines()) == 1, f"want one line on stderr: {r.stderr!r}"
+    assert word in msg or (setting and setting in msg), f"{setting!r}: message {msg!r}"
+
+
+def test_missing_file(smbtuned, tmp_path):
+    path = tmp_path / "nope" / "smb.conf"
+    (tmp_path / "nope").mkdir()
+    r = run_editor(smbtuned, "--smb-conf", path, "--set-buffers", "256K,256K",
+                   "--state-dir", tmp_path / "state")
+    assert r.returncode == 1
+    assert str(path) in r.stderr, r.stderr
+    assert list((tmp_path / "nope").iterdir()) == [], "the editor created something"
+
+
+def test_directory_as_file(smbtuned, tmp_path):
+    path = tmp_path / "dir.conf"
+    path.mkdir()
+    r = run_editor(smbtuned, "--smb-conf", path, "--set-buffers", "256K,256K",
+                   "--state-dir", tmp_path / "state")
+    assert r.returncode == 1
+    assert str(path) in r.stderr, r.stderr
+    assert list(path.iterdir()) == []
+
+
+def _nobody_can_run(smbtuned):
+    r = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                        "test", "-x", str(smbtuned)], capture_output=True)
+    return r.returncode == 0
+
+
+def test_unreadable_file(smbtuned, tmp_path):
+    """Root reads anything; drop to nobody to make a 0600 root file unreadable."""
+    from smbd import _let_guest_traverse
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to switch to nobody")
+    d = copy_fixture(CORPUS / "old-tuning-guide", tmp_path / "c")
+    _let_guest_traverse(d)
+    d.chmod(0o777)  # only the file's own mode stands in the way
+    (d / "smb.conf").chmod(0o600)
+    state = tmp_path / "state"
+    state.mkdir(mode=0o777)
+    state.chmod(0o777)
+    if not _nobody_can_run(smbtuned):
+        pytest.skip(f"nobody cannot execute {smbtuned}")
+    before = snapshot(d)
+    r = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                        str(smbtuned), "--smb-conf", str(d / "smb.conf"),
+                        "--set-buffers", "256K,256K", "--state-dir", str(state)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert str(d / "smb.conf") in r.stderr, r.stderr
+    assert_unchanged(before, d, "unreadable")
+
+
+def test_read_only_directory(smbtuned, tmp_path):
+    """Root ignores directory modes: make the directory a read-only bind
+    mount in a private mount namespace, so creating the temp file fails."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare for a read-only bind mount")
+    d = copy_fixture(CORPUS / "old-tuning-guide", tmp_path / "c")
+    state = tmp_path / "state"
+    state.mkdir()
+    before = snapshot(d)
+    script = ('set -e; mount --bind "$1" "$1"; mount -o remount,bind,ro "$1"; '
+              'touch "$1/.probe" 2>/dev/null && exit 99; shift; exec "$@"')
+    r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh",
+                        str(d), str(smbtuned), "--smb-conf", str(d / "smb.conf"),
+                        "--set-buffers", "256K,256K", "--state-dir", str(state)],
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode == 99 or "mount:" in r.stderr:
+        pytest.skip(f"cannot make a read-only bind mount here: {r.stderr.strip()}")
+    assert r.returncode == 1, r.stderr
+    assert "smb.conf" in r.stderr or str(d) in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert_unchanged(before, d, "read-only dir")
+
+
+def test_mode_and_owner_kept(smbtuned, tmp_path):
+    d = copy_fixture(CORPUS / "old-tuning-guide", tmp_path / "c")
+    conf = d / "smb.conf"
+    conf.chmod(0o640)
+    os.chown(conf, 0, 65534 if os.geteuid() == 0 else os.getgid())
+    st = conf.stat()
+    r = run_editor(smbtuned, "--smb-conf", conf, "--set-buffers", "1M,1M",
+                   "--state-dir", tmp_path / "state")
+    assert r.returncode == 0, r.stderr
+    st2 = conf.stat()
+    assert (st2.st_mode, st2.st_uid, st2.st_gid) == (st.st_mode, st.st_uid, st.st_gid)
+
+
+def test_symlink_written_through(smbtuned, tmp_path):
+    d = copy_fixture(CORPUS / "symlink", tmp_path / "c")
+    r = run_editor(smbtuned, "--smb-conf", d / "smb.conf", "--set-buffers", "1M,1M",
+                   "--state-dir", tmp_path / "state")
+    assert r.returncode == 0, r.stderr
+    assert (d / "smb.conf").is_symlink()
+    assert os.readlink(d / "smb.conf") == "smb.conf.real"
+    assert b"SO_RCVBUF=1048576" in (d / "smb.conf.real").read_bytes()
+    assert sorted(p.name for p in d.iterdir()) == ["smb.conf", "smb.conf.real"]
+
+
+def test_expect_compare_and_set(smbtuned, tmp_path):
+    d = copy_fixture(CORPUS / "old-tuning-guide", tmp_path / "c")
+    conf, state = d / "smb.conf", tmp_path / "state"
+    current = "TCP_NODELAY IPTOS_LOWDELAY SO_KEEPALIVE SO_RCVBUF=8192 SO_SNDBUF=8192"
+
+    before = snapshot(d)
+    r = run_editor(smbtuned, "--smb-conf", conf, "--set-buffers", "1M,1M",
+                   "--state-dir", state, "--expect", "TCP_NODELAY SO_RCVBUF=65536")
+    assert r.returncode == 1, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert_unchanged(before, d, "stale --expect")
+
+    r = run_editor(smbtuned, "--smb-conf", conf, "--set-buffers", "1M,1M",
+                   "--state-dir", state, "--expect", current)
+    assert r.returncode == 0, r.stderr
+    assert samba_value(conf) == \
+        "TCP_NODELAY IPTOS_LOWDELAY SO_KEEPALIVE SO_RCVBUF=1048576 SO_SNDBUF=1048576"
+
+    # The value we read before is stale now: a second writer loses.
+    before = snapshot(d)
+    r = run_editor(smbtuned, "--smb-conf", conf, "--set-buffers", "64K,64K",
+                   "--state-dir", state, "--expect", current)
+    assert r.returncode == 1, r.stderr
+    assert_unchanged(before, d, "second writer")
+
+
+def test_expect_without_line(smbtuned, tmp_path):
+    """With no line the effective value is Samba's default, TCP_NODELAY."""
+    d = copy_fixture(CORPUS / "comments-only", tmp_path / "c")
+    conf, state = d / "smb.conf", tmp_path / "state"
+    before = snapshot(d)
+    r = run_editor(smbtuned, "--smb-conf", conf, "--set-buffers", "1M,1M",
+                   "--state-dir", state, "--expect", "TCP_NODELAY SO_RCVBUF=8192")
+    assert r.returncode == 1
+    assert_unchanged(before, d, "stale --expect")
+    r = run_editor(smbtuned, "--smb-conf", conf, "--set-buffers", "1M,1M",
+                   "--state-dir", state, "--expect", "TCP_NODELAY")
+    assert r.returncode == 0, r.stderr
+    assert samba_value(conf) == "TCP_NODELAY SO_RCVBUF=1048576 SO_SNDBUF=1048576"
+
+
+def test_lock_is_free_after_run(smbtuned, tmp_path):
+    d = copy_fixture(CORPUS / "old-tuning-guide", tmp_path / "c")
+    state = tmp_path / "state"
+    r = run_editor(smbtuned, "--smb-conf", d / "smb.conf", "--set-buffers", "1M,1M",
+                   "--state-dir", state)
+    assert r.returncode == 0, r.stderr
+    with open(state / "smbconf.lock") as f:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+# ------------------------------------------------------- with a real smbd
+
+def server_rcvbuf(port, peer_port, timeout=10.0):
+    """rb (SO_RCVBUF as the kernel reports it) of smbd's socket for the
+    connection from peer_port, read with `ss -tmn`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = subprocess.run(["ss", "-tmnH", "state", "established", f"( sport = :{port} )"],
+                             capture_output=True, text=True, check=True).stdout
+        # Each socket: a line with the addresses, then a line with skmem.
+        for m in re.finditer(r"\S+:(\d+)\s+\S+:(\d+)\s*\n?\s*skmem:\(([^)]*)\)", out):
+            if int(m.group(1)) == port and int(m.group(2)) == peer_port:
+                return int(re.search(r"\brb(\d+)", m.group(3)).group(1))
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no server socket for :{peer_port} in ss output:\n{out}")
+        time.sleep(0.05)
+
+
+def new_connection_rcvbuf(srv):
+    """Open a new TCP connection to smbd and read the server side's rb.
+    smbd's child sets socket options right after it forks."""
+    with socket.create_connection((srv.bind_addr, srv.port), timeout=5) as s:
+        peer = s.getsockname()[1]
+        time.sleep(0.5)  # let the forked child apply its socket options
+        return server_rcvbuf(srv.port, peer)
+
+
+@pytest.mark.smbd
+def test_apply_smbcontrol_reaches_new_connections(smbtuned, smbd_factory, tmp_path):
+    srv = smbd_factory()
+    want = 262144
+    rmem_max = int(Path("/proc/sys/net/core/rmem_max").read_text())
+    expect_rb = 2 * min(want, rmem_max)
+    before = new_connection_rcvbuf(srv)
+    assert before < expect_rb, f"autotuned rb {before} already >= {expect_rb}: test is moot"
+
+    r = run_editor(smbtuned, "--smb-conf", srv.conf, "--set-buffers", f"{want},{want}",
+                   "--apply", "smbcontrol", "--state-dir", tmp_path / "state")
+    assert r.returncode == 0, f"exit {r.returncode}: {r.stderr}\n{srv.log_tail()}"
+    assert samba_value(srv.conf) == f"TCP_NODELAY SO_RCVBUF={want} SO_SNDBUF={want}"
+
+    ls = srv.smbclient("-c", "ls")
+    assert ls.returncode == 0, ls.stdout + ls.stderr
+    after = new_connection_rcvbuf(srv)
+    assert after >= expect_rb, f"server rb {after} < {expect_rb} after --apply\n{srv.log_tail()}"
+    assert srv.alive()
