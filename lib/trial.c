@@ -1,0 +1,758 @@
+/* trial: the shadow smbd, a private smbd per candidate on a private port. */
+#include "trial.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* How often the blocking start looks at the shadow, in seconds. */
+#define POLL_INTERVAL_S 0.05
+/* The last bytes of the shadow's log quoted in an error. */
+#define LOG_TAIL_BYTES 600
+/* smbd's messaging socket is LOCKDIR/msg.sock/PID, a unix socket whose
+ * path must fit sun_path (108 bytes with its NUL; pids have up to 7
+ * digits): a longer one makes smbd exit with status 1 and no reason. */
+#define SUN_PATH_MAX 108
+#define MSG_SOCK_SUFFIX "/lock/msg.sock/1234567"
+
+/* Directories of per-instance state, each private to one shadow. */
+static const char *const private_dirs[] = {"pid", "lock", "cache", "ncalrpc"};
+
+/* dir/name into buf; -ENAMETOOLONG when it does not fit. */
+static int path_join(char *buf, size_t len, const char *dir, const char *name)
+{
+    int n = snprintf(buf, len, "%s/%s", dir, name);
+
+    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+/* what (a path) is absolute and holds no `%` or newline. */
+static int path_check(const char *what, const char *p, struct err *e)
+{
+    /* Samba substitutes %-macros in paths and a newline would end the
+     * parameter: refuse both rather than quote them (Samba has no quoting). */
+    if (p == NULL || p[0] != '/' || strpbrk(p, "%\n\r") != NULL)
+        return err_set(e, -EINVAL, "%s '%s' is not absolute or has %% or a newline", what,
+                       p ? p : "(null)");
+    return 0;
+}
+
+int trial_shadow_render(const char *prod_conf, const char *run_dir, int port,
+                        const char *sockopts_value, char **text, struct err *e)
+{
+    size_t vlen;
+    int n;
+
+    if (path_check("production config path", prod_conf, e) < 0 ||
+        path_check("run directory", run_dir, e) < 0)
+        return -EINVAL;
+    if (port <= 0 || port > 65535)
+        return err_set(e, -ERANGE, "port %d out of range", port);
+    if (sockopts_value == NULL || strpbrk(sockopts_value, "\n\r") != NULL)
+        return err_set(e, -EINVAL, "socket options value has a newline");
+    vlen = strlen(sockopts_value);
+    /* A final backslash would continue the line into whatever follows. */
+    if (vlen > 0 && sockopts_value[vlen - 1] == '\\')
+        return err_set(e, -EINVAL, "socket options value ends in a backslash");
+
+    /* The include comes first so that everything after it wins: Samba
+     * keeps the last occurrence of a parameter. The second [global] is
+     * needed because the production file may end inside a share section,
+     * and an included file's section goes on after the include line.
+     *
+     * private dir stays production's: users and passwords (passdb.tdb,
+     * secrets.tdb) live there. Sharing those tdb files is safe: tdb is
+     * built for many processes with fcntl locks (every production smbd
+     * child, pdbedit and net open them the same way); the shadow only
+     * reads them to authenticate, and its one CLEAR_IF_FIRST database
+     * there (netlogon_creds_cli.tdb, a cache) is cleared only when no
+     * other process has it open. state directory stays production's too:
+     * it holds persistent multi-process databases that decide who may do
+     * what (share ACLs in share_info.tdb, registry.tdb, account policy,
+     * group mapping); a private one would make the shadow laxer than
+     * production.
+     *
+     * What is private is the per-instance runtime: the pid file (smbd
+     * refuses to start while another holds it, and smbcontrol finds smbd
+     * through it), lock directory (messaging sockets, serverid, locking,
+     * brlock, leases, session tdbs: shared, production's reload-config
+     * would reach the shadow and one instance's cleanup would purge the
+     * other's records), cache and ncalrpc. So share modes and oplocks are
+     * not coordinated between the two: a probe works on its own file.
+     *
+     * No printing, RPC helpers, NetBIOS or mDNS: a measurement needs file
+     * I/O only, and every extra process is one more thing to clean up or
+     * to announce on the network. No panic action and no core file: smbd
+     * panics when its port was taken (a retry, not an event to mail an
+     * admin about, as Debian's panic-action does). */
+    n = asprintf(text,
+                 "# smbtuned shadow smbd: one candidate `socket options`, tried on a\n"
+                 "# private port of 127.0.0.1. Written by smbtuned, removed after the trial.\n"
+                 "[global]\n"
+                 "\tinclude = %s\n"
+                 "[global]\n"
+                 "\tsmb ports = %d\n"
+                 "\tinterfaces = 127.0.0.1\n"
+                 "\tbind interfaces only = yes\n"
+                 "\tdisable netbios = yes\n"
+                 "\tmulticast dns register = no\n"
+                 "\tpid directory = %s/pid\n"
+                 "\tlock directory = %s/lock\n"
+                 "\tcache directory = %s/cache\n"
+                 "\tncalrpc dir = %s/ncalrpc\n"
+                 "\tlog file = %s/log.smbd\n"
+                 "\tmax log size = 0\n"
+                 "\tload printers = no\n"
+                 "\tprinting = bsd\n"
+                 "\tprintcap name = /dev/null\n"
+                 "\tdisable spoolss = yes\n"
+                 "\trpc start on demand helpers = no\n"
+                 "\tpanic action = \n"
+                 "\tenable core files = no\n"
+                 "\tsocket options = %s\n",
+                 prod_conf, port, run_dir, run_dir, run_dir, run_dir, run_dir, sockopts_value);
+    if (n < 0) {
+        *text = NULL;
+        return err_set(e, -ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+int trial_proc_parse(const char *stat_text, struct trial_proc *p)
+{
+    const char *s = strrchr(stat_text, ')');
+    unsigned long long start = 0;
+    int pgrp, field;
+
+    /* The command name (field 2) is in parentheses and may hold anything,
+     * blanks and ')' included: the fields we want follow the last ')'. */
+    if (s == NULL || sscanf(s + 1, " %c %*d %d", &p->state, &pgrp) != 2)
+        return -EINVAL;
+    s++;
+    for (field = 3; field < 22; field++) {
+        s = strchr(s + 1, ' ');
+        if (s == NULL)
+            return -EINVAL;
+    }
+    if (sscanf(s, " %llu", &start) != 1)
+        return -EINVAL;
+    p->pgrp = (pid_t)pgrp;
+    p->start_time = start;
+    return 0;
+}
+
+static int proc_read(pid_t pid, struct trial_proc *p)
+{
+    char path[64], buf[1024];
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return -EIO;
+    buf[n] = '\0';
+    return trial_proc_parse(buf, p);
+}
+
+/* pid is alive (not a zombie) and started at start_time. */
+static bool proc_is(pid_t pid, unsigned long long start_time)
+{
+    struct trial_proc p;
+
+    return pid > 0 && proc_read(pid, &p) == 0 && p.state != 'Z' && p.start_time == start_time;
+}
+
+int trial_owner_format(const struct trial_owner *o, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "owner %d %llu\nsmbd %d %llu\n", (int)o->owner_pid, o->owner_start,
+                     (int)o->smbd_pid, o->smbd_start);
+
+    return n < 0 || (size_t)n >= len ? -ENOSPC : 0;
+}
+
+int trial_owner_parse(const char *text, struct trial_owner *o)
+{
+    char opid[16], ostart[24], spid[16], sstart[24];
+    long long op, os, sp, ss;
+
+    if (sscanf(text, "owner %15s %23s smbd %15s %23s", opid, ostart, spid, sstart) != 4)
+        return -EINVAL;
+    /* smbd's pid is 0 until it is forked; an owner always has one. */
+    if (util_parse_long(opid, 1, INT_MAX, &op) < 0 ||
+        util_parse_long(ostart, 0, LLONG_MAX, &os) < 0 ||
+        util_parse_long(spid, 0, INT_MAX, &sp) < 0 ||
+        util_parse_long(sstart, 0, LLONG_MAX, &ss) < 0)
+        return -EINVAL;
+    o->owner_pid = (pid_t)op;
+    o->owner_start = (unsigned long long)os;
+    o->smbd_pid = (pid_t)sp;
+    o->smbd_start = (unsigned long long)ss;
+    return 0;
+}
+
+static int owner_write(const char *run_dir, const struct trial_owner *o, struct err *e)
+{
+    char path[PATH_MAX], buf[128];
+    int r;
+
+    r = trial_owner_format(o, buf, sizeof(buf));
+    if (r == 0)
+        r = path_join(path, sizeof(path), run_dir, TRIAL_PIDFILE);
+    if (r == 0)
+        r = util_write_atomic(path, buf, strlen(buf), NULL);
+    if (r < 0)
+        return err_set(e, r, "cannot write %s/" TRIAL_PIDFILE ": %s", run_dir, strerror(-r));
+    return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+    (void)st;
+    (void)flag;
+    (void)f;
+    return remove(path) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+/* rm -r without following symlinks or leaving the file system. */
+static int rm_tree(const char *dir)
+{
+    if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0 && errno != ENOENT)
+        return -errno;
+    return 0;
+}
+
+/* A port of 127.0.0.1 that was free a moment ago. Someone may take it
+ * before smbd binds it: the caller then tries another. */
+static int pick_port(int *port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), r = 0;
+
+    if (fd < 0)
+        return -errno;
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &alen) < 0)
+        r = -errno;
+    else
+        *port = ntohs(a.sin_port);
+    close(fd);
+    return r;
+}
+
+/* The last lines of the shadow's log, for an error message. */
+static void log_tail(const char *log, char *buf, size_t len)
+{
+    char *text = NULL;
+    size_t n = 0;
+    const char *from;
+
+    buf[0] = '\0';
+    if (util_read_file(log, &text, &n) < 0)
+        return;
+    from = n > LOG_TAIL_BYTES ? text + n - LOG_TAIL_BYTES : text;
+    /* Start at a line boundary when the cut fell inside a line. */
+    if (from != text && strchr(from, '\n') != NULL && strchr(from, '\n')[1] != '\0')
+        from = strchr(from, '\n') + 1;
+    snprintf(buf, len, "%s", from);
+    free(text);
+}
+
+static bool log_has(const char *log, const char *needle)
+{
+    char *text = NULL;
+    size_t n;
+    bool has;
+
+    if (util_read_file(log, &text, &n) < 0)
+        return false;
+    has = strstr(text, needle) != NULL;
+    free(text);
+    return has;
+}
+
+/* In the child, between fork and exec: async-signal-safe calls only. */
+static void child_exec(const struct trial_shadow *t, pid_t parent)
+{
+    /* Debug level 1 whatever production says: enough for the log tail of
+     * a failed start to say why, little enough not to slow the measurement. */
+    char *argv[] = {"smbd",           "--foreground", "--no-process-group", "--debug-stdout",
+                    "--debuglevel=1", "-s",           (char *)t->conf,      NULL};
+    sigset_t all;
+    int fd;
+
+    /* The shadow must not outlive smbtuned, even one killed with SIGKILL.
+     * If the parent died before prctl, the signal would never come. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+        _exit(127);
+    /* A session of its own: smbd's parent signals its whole process group
+     * on SIGTERM, and stop signals the group to reach smbd's children. */
+    if (setsid() < 0)
+        _exit(127);
+    /* sd-event blocks the signals it handles through signalfd, and a
+     * blocked or ignored signal survives exec: smbd would ignore SIGTERM. */
+    sigemptyset(&all);
+    sigprocmask(SIG_SETMASK, &all, NULL);
+    for (int s = 1; s < NSIG; s++)
+        if (s != SIGKILL && s != SIGSTOP)
+            signal(s, SIG_DFL);
+    fd = open("/dev/null", O_RDONLY);
+    if (fd < 0 || dup2(fd, 0) < 0)
+        _exit(127);
+    fd = open(t->log, O_WRONLY | O_CREAT | O_APPEND | O_NOCTTY, 0600);
+    if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+        _exit(127);
+    /* No descriptor of the daemon (journal, sd-event, probe files) leaks
+     * into smbd. */
+    close_range(3, ~0U, 0);
+    execv(TRIAL_SMBD, argv);
+    execvp("smbd", argv);
+    _exit(127);
+}
+
+static int make_run_dir(const char *base_dir, struct trial_shadow *t, struct err *e)
+{
+    size_t i;
+
+    if (path_check("shadow base directory", base_dir, e) < 0)
+        return -EINVAL;
+    if (mkdir(base_dir, 0700) < 0 && errno != EEXIST)
+        return err_set(e, -errno, "cannot create %s: %s", base_dir, strerror(errno));
+    /* The owner's pid in the name: the sweep can tell a live run's
+     * directory even before trial.pid is written. */
+    if (snprintf(t->run_dir, sizeof(t->run_dir), "%s/" TRIAL_DIR_PREFIX "%d-XXXXXX", base_dir,
+                 (int)getpid()) >= (int)sizeof(t->run_dir) - 32)
+        return err_set(e, -ENAMETOOLONG, "shadow base directory name too long: %s", base_dir);
+    if (strlen(t->run_dir) + strlen(MSG_SOCK_SUFFIX) >= SUN_PATH_MAX) {
+        size_t room =
+            SUN_PATH_MAX - 1 - strlen(MSG_SOCK_SUFFIX) - (strlen(t->run_dir) - strlen(base_dir));
+
+        t->run_dir[0] = '\0';
+        return err_set(e, -ENAMETOOLONG,
+                       "shadow base directory %s is too long for smbd's messaging socket: "
+                       "%zu bytes at most",
+                       base_dir, room);
+    }
+    if (mkdtemp(t->run_dir) == NULL) {
+        int r = -errno;
+
+        t->run_dir[0] = '\0';
+        return err_set(e, r, "cannot create a run directory under %s: %s", base_dir, strerror(-r));
+    }
+    for (i = 0; i < sizeof(private_dirs) / sizeof(private_dirs[0]); i++) {
+        char sub[PATH_MAX];
+
+        /* The template left room for these names. */
+        if (path_join(sub, sizeof(sub), t->run_dir, private_dirs[i]) < 0 || mkdir(sub, 0755) < 0)
+            return err_set(e, -errno, "cannot create %s: %s", sub, strerror(errno));
+    }
+    if (path_join(t->conf, sizeof(t->conf), t->run_dir, "smb.conf") < 0 ||
+        path_join(t->log, sizeof(t->log), t->run_dir, "smbd.log") < 0)
+        return err_set(e, -ENAMETOOLONG, "run directory name too long: %s", t->run_dir);
+    return 0;
+}
+
+int trial_shadow_spawn(const char *prod_conf, const char *base_dir, const char *sockopts_value,
+                       struct trial_shadow *t, struct err *e)
+{
+    struct trial_owner own = {0};
+    struct trial_proc me;
+    char *text = NULL;
+    pid_t parent = getpid(), pid;
+    int r;
+
+    memset(t, 0, sizeof(*t));
+    r = proc_read(parent, &me);
+    if (r < 0)
+        return err_set(e, r, "cannot read /proc/%d/stat", (int)parent);
+    r = pick_port(&t->port);
+    if (r < 0)
+        return err_set(e, r, "cannot pick a free port on 127.0.0.1: %s", strerror(-r));
+    /* Check the inputs before anything is created. */
+    r = trial_shadow_render(prod_conf, "/", t->port, sockopts_value, &text, e);
+    if (r < 0)
+        return r;
+    free(text);
+    text = NULL;
+    r = make_run_dir(base_dir, t, e);
+    if (r < 0)
+        goto fail;
+    own.owner_pid = parent;
+    own.owner_start = me.start_time;
+    r = owner_write(t->run_dir, &own, e);
+    if (r < 0)
+        goto fail;
+    r = trial_shadow_render(prod_conf, t->run_dir, t->port, sockopts_value, &text, e);
+    if (r < 0)
+        goto fail;
+    r = util_write_atomic(t->conf, text, strlen(text), NULL);
+    free(text);
+    if (r < 0) {
+        err_set(e, r, "cannot write %s: %s", t->conf, strerror(-r));
+        goto fail;
+    }
+    pid = fork();
+    if (pid < 0) {
+        r = err_set(e, -errno, "fork: %s", strerror(errno));
+        goto fail;
+    }
+    if (pid == 0)
+        child_exec(t, parent);
+    t->pid = pid;
+    /* Recorded after the fork: if we are killed in between, PDEATHSIG
+     * ends smbd and the sweep finds a directory with a dead owner. The
+     * child's start time is final once fork returned. */
+    if (proc_read(pid, &me) == 0) {
+        own.smbd_pid = pid;
+        own.smbd_start = me.start_time;
+        r = owner_write(t->run_dir, &own, e);
+        if (r < 0)
+            goto fail;
+    }
+    return 0;
+fail:
+    trial_shadow_stop(t, NULL);
+    return r;
+}
+
+/* The inode of the socket listening on 127.0.0.1:port, from /proc/net/tcp. */
+static bool listener_inode(int port, unsigned long *inode)
+{
+    char line[512], want[32];
+    bool found = false;
+    FILE *f = fopen("/proc/net/tcp", "re");
+
+    if (f == NULL)
+        return false;
+    /* The kernel prints the address as the raw network-order word read
+     * as a host integer (127.0.0.1 is 0100007F on x86) and the port in
+     * host order. */
+    snprintf(want, sizeof(want), "%08X:%04X", (unsigned)htonl(INADDR_LOOPBACK), port);
+    while (!found && fgets(line, sizeof(line), f) != NULL) {
+        char local[64], st[8];
+        unsigned long ino;
+
+        /* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
+        if (sscanf(line, " %*s %63s %*s %7s %*s %*s %*s %*s %*s %lu", local, st, &ino) != 3)
+            continue;
+        if (strcmp(st, "0A") == 0 && strcasecmp(local, want) == 0) {
+            *inode = ino;
+            found = true;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* pid holds a descriptor for socket inode. */
+static bool has_socket(pid_t pid, unsigned long inode)
+{
+    char dir[64], want[64], path[PATH_MAX], link[64];
+    struct dirent *de;
+    bool found = false;
+    DIR *d;
+
+    snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+    snprintf(want, sizeof(want), "socket:[%lu]", inode);
+    d = opendir(dir);
+    if (d == NULL)
+        return false;
+    while (!found && (de = readdir(d)) != NULL) {
+        ssize_t n;
+
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        n = readlink(path, link, sizeof(link) - 1);
+        if (n <= 0)
+            continue;
+        link[n] = '\0';
+        found = strcmp(link, want) == 0;
+    }
+    closedir(d);
+    return found;
+}
+
+/* A TCP connection to 127.0.0.1:port completes within a few ms. */
+static bool connects(int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), err = 0;
+    socklen_t elen = sizeof(err);
+    bool ok = false;
+
+    if (fd < 0)
+        return false;
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0) {
+        ok = true;
+    } else if (errno == EINPROGRESS) {
+        struct pollfd p = {fd, POLLOUT, 0};
+
+        ok = poll(&p, 1, 20) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) == 0 &&
+             err == 0;
+    }
+    close(fd);
+    return ok;
+}
+
+int trial_shadow_poll(struct trial_shadow *t, struct err *e)
+{
+    char tail[LOG_TAIL_BYTES + 1];
+    unsigned long inode;
+    pid_t w;
+    int ws;
+
+    if (t->pid <= 0 || t->reaped)
+        return err_set(e, -ESRCH, "shadow smbd is not running");
+    w = waitpid(t->pid, &ws, WNOHANG);
+    if (w < 0 && errno == ECHILD) {
+        /* Someone else reaped it (a child source in the caller's loop). */
+        t->reaped = true;
+        log_tail(t->log, tail, sizeof(tail));
+        return err_set(e, -ECHILD, "shadow smbd (%s) is gone:\n%s", t->conf, tail);
+    }
+    if (w == t->pid) {
+        t->reaped = true;
+        log_tail(t->log, tail, sizeof(tail));
+        /* smbd exits when it cannot bind its one port ("No sockets
+         * available to bind to"), after logging why. */
+        if (log_has(t->log, "Address already in use"))
+            return err_set(e, -EADDRINUSE, "shadow smbd: port %d was taken:\n%s", t->port, tail);
+        if (WIFEXITED(ws))
+            return err_set(e, -ECHILD, "shadow smbd (%s) exited with status %d:\n%s", t->conf,
+                           WEXITSTATUS(ws), tail);
+        return err_set(e, -ECHILD, "shadow smbd (%s) died of signal %d:\n%s", t->conf, WTERMSIG(ws),
+                       tail);
+    }
+    /* Connecting is not enough: another program may hold the port picked,
+     * and then smbd is about to fail. The listener must be smbd's. */
+    if (!listener_inode(t->port, &inode) || !has_socket(t->pid, inode))
+        return 0;
+    return connects(t->port) ? 1 : 0;
+}
+
+int trial_shadow_start(const char *prod_conf, const char *base_dir, const char *sockopts_value,
+                       double ready_timeout_s, struct trial_shadow *t, struct err *e)
+{
+    int r = -EADDRINUSE;
+
+    for (int attempt = 0; attempt < TRIAL_PORT_ATTEMPTS && r == -EADDRINUSE; attempt++) {
+        double deadline;
+
+        r = trial_shadow_spawn(prod_conf, base_dir, sockopts_value, t, e);
+        if (r < 0)
+            return r;
+        deadline = util_now() + ready_timeout_s;
+        while ((r = trial_shadow_poll(t, e)) == 0 && util_now() < deadline)
+            usleep((useconds_t)(POLL_INTERVAL_S * 1e6));
+        if (r == 1)
+            return 0;
+        if (r == 0) {
+            char tail[LOG_TAIL_BYTES + 1];
+
+            log_tail(t->log, tail, sizeof(tail));
+            r = err_set(e, -ETIMEDOUT, "shadow smbd (%s, port %d) not listening after %.0f s:\n%s",
+                        t->conf, t->port, ready_timeout_s, tail);
+        }
+        trial_shadow_stop(t, NULL);
+    }
+    return r;
+}
+
+/* Wait until pid (our child) exits, at most timeout_s; true when reaped. */
+static bool reap(pid_t pid, double timeout_s)
+{
+    double deadline = util_now() + timeout_s;
+    int ws;
+
+    for (;;) {
+        pid_t w = waitpid(pid, &ws, WNOHANG);
+
+        if (w == pid || (w < 0 && errno == ECHILD))
+            return true;
+        if (util_now() >= deadline)
+            return false;
+        usleep(10000);
+    }
+}
+
+/* Process group pgid has a member that is not a zombie. kill(-pgid, 0)
+ * alone also counts zombies, which stay until their parent reaps them
+ * (for a leftover, a parent that is not us, or an init that never does). */
+static bool group_alive(pid_t pgid)
+{
+    struct dirent *de;
+    bool found = false;
+    DIR *d;
+
+    if (kill(-pgid, 0) < 0 && errno == ESRCH)
+        return false;
+    d = opendir("/proc");
+    if (d == NULL)
+        return true;
+    while (!found && (de = readdir(d)) != NULL) {
+        struct trial_proc p;
+        long long pid;
+
+        if (util_parse_long(de->d_name, 1, INT_MAX, &pid) == 0 && proc_read((pid_t)pid, &p) == 0)
+            found = p.pgrp == pgid && p.state != 'Z';
+    }
+    closedir(d);
+    return found;
+}
+
+/* Wait until process group pgid has no live member, at most timeout_s. */
+static bool group_gone(pid_t pgid, double timeout_s)
+{
+    double deadline = util_now() + timeout_s;
+
+    while (group_alive(pgid)) {
+        if (util_now() >= deadline)
+            return false;
+        usleep(10000);
+    }
+    return true;
+}
+
+/* SIGTERM a shadow's process group, then SIGKILL. Signalling -pgid after
+ * its leader is gone is still safe: Linux keeps a pid number from reuse
+ * while a process group of that number has members. */
+static void kill_group(pid_t pgid, bool our_child, double timeout_s)
+{
+    kill(-pgid, SIGTERM);
+    /* Before setsid the child is not yet a group leader. */
+    if (our_child)
+        kill(pgid, SIGTERM);
+    if (our_child && !reap(pgid, timeout_s)) {
+        kill(-pgid, SIGKILL);
+        kill(pgid, SIGKILL);
+        reap(pgid, timeout_s);
+    }
+    /* smbd's children leave with their parent; give them a moment. */
+    if (!group_gone(pgid, our_child ? 1.0 : timeout_s)) {
+        kill(-pgid, SIGKILL);
+        group_gone(pgid, 1.0);
+    }
+}
+
+int trial_shadow_stop(struct trial_shadow *t, struct err *e)
+{
+    int r = 0;
+
+    if (t->pid > 0) {
+        if (!t->reaped)
+            kill_group(t->pid, true, TRIAL_STOP_TIMEOUT_S);
+        else if (group_alive(t->pid))
+            kill_group(t->pid, false, 1.0);
+        t->pid = 0;
+        t->reaped = false;
+    }
+    if (t->run_dir[0] != '\0') {
+        r = rm_tree(t->run_dir);
+        if (r < 0)
+            err_set(e, r, "cannot remove %s: %s", t->run_dir, strerror(-r));
+        t->run_dir[0] = '\0';
+    }
+    return r;
+}
+
+/* One run directory found by the sweep: clean it up unless its owner is
+ * alive. Returns 0 when it was removed or left to its owner. */
+static int sweep_one(int base_fd, const char *base_dir, const char *name, struct err *e)
+{
+    struct trial_owner own = {0};
+    char path[PATH_MAX], pidfile[PATH_MAX], *text = NULL;
+    const char *p = name + strlen(TRIAL_DIR_PREFIX);
+    char pidbuf[16];
+    size_t n, len;
+    long long v;
+    struct stat st;
+    int r;
+
+    /* Only names of our shape: shadow-PID-XXXXXX, a directory, no link. */
+    n = strspn(p, "0123456789");
+    if (n == 0 || n >= sizeof(pidbuf) || p[n] != '-' || strlen(p + n + 1) != 6)
+        return 0;
+    memcpy(pidbuf, p, n);
+    pidbuf[n] = '\0';
+    if (util_parse_long(pidbuf, 1, INT_MAX, &v) < 0)
+        return 0;
+    if (fstatat(base_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+        return 0;
+    if (path_join(path, sizeof(path), base_dir, name) < 0 ||
+        path_join(pidfile, sizeof(pidfile), path, TRIAL_PIDFILE) < 0)
+        return 0;
+    if (util_read_file(pidfile, &text, &len) == 0 && trial_owner_parse(text, &own) == 0 &&
+        own.owner_pid == (pid_t)v) {
+        if (proc_is(own.owner_pid, own.owner_start))
+            return 0; /* a live run's shadow */
+        if (own.smbd_pid > 0 && proc_is(own.smbd_pid, own.smbd_start)) {
+            struct trial_proc sp;
+
+            /* We made it a session leader: the group is its own. */
+            if (proc_read(own.smbd_pid, &sp) == 0 && sp.pgrp == own.smbd_pid)
+                kill_group(own.smbd_pid, false, TRIAL_STOP_TIMEOUT_S);
+        } else if (own.smbd_pid > 0 && kill(own.smbd_pid, 0) < 0 && errno == ESRCH &&
+                   group_alive(own.smbd_pid)) {
+            /* The leader is gone but its group is not: smbd's children.
+             * No other process can have that number as its group while
+             * they live, so they are ours. */
+            kill_group(own.smbd_pid, false, TRIAL_STOP_TIMEOUT_S);
+        }
+    } else if (kill((pid_t)v, 0) == 0 || errno != ESRCH) {
+        /* No record yet (or unreadable): its owner may be creating it right
+         * now. Without a start time only a dead pid proves it is stale. */
+        free(text);
+        return 0;
+    }
+    free(text);
+    r = rm_tree(path);
+    if (r < 0)
+        return err_set(e, r, "cannot remove %s: %s", path, strerror(-r));
+    return 0;
+}
+
+int trial_shadow_sweep(const char *base_dir, struct err *e)
+{
+    struct dirent *de;
+    DIR *d;
+    int r = 0;
+
+    d = opendir(base_dir);
+    if (d == NULL) {
+        if (errno == ENOENT)
+            return 0;
+        return err_set(e, -errno, "cannot open %s: %s", base_dir, strerror(errno));
+    }
+    while ((de = readdir(d)) != NULL) {
+        int r1;
+
+        if (strncmp(de->d_name, TRIAL_DIR_PREFIX, strlen(TRIAL_DIR_PREFIX)) != 0)
+            continue;
+        /* Go on after a failure: one stuck directory must not keep the
+         * others (and their smbd processes) around. */
+        r1 = sweep_one(dirfd(d), base_dir, de->d_name, e);
+        if (r1 < 0 && r == 0)
+            r = r1;
+    }
+    closedir(d);
+    return r;
+}

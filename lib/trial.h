@@ -1,0 +1,113 @@
+/* trial: where a candidate is tried without touching production clients.
+ *
+ * A shadow smbd is a private smbd started for one candidate `socket options`
+ * value. Its config includes the production smb.conf (all shares, users and
+ * passwords) and then overrides, in a second [global] section, the port,
+ * the interfaces, every directory that holds per-instance state, and
+ * `socket options`. It listens on a free port of 127.0.0.1 only; a probe
+ * then measures smb://127.0.0.1:PORT/SHARE.
+ *
+ * One smbd per candidate, because Linux applies explicit buffer sizes to
+ * the listening socket at start-up and accepted sockets inherit them: only
+ * a fresh listener really measures AUTO (no SO_RCVBUF/SO_SNDBUF tokens,
+ * kernel autotuning).
+ *
+ * Each shadow lives in a run directory BASE/shadow-OWNERPID-XXXXXX that
+ * holds its smb.conf, its log (smbd's stdout and stderr), its state
+ * directories and trial.pid, which records who owns it; a run killed with
+ * SIGKILL is cleaned up by trial_shadow_sweep() at the next start.
+ */
+#ifndef SMBTUNE_TRIAL_H
+#define SMBTUNE_TRIAL_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "util.h"
+
+/* The smbd binary (Debian's path); PATH is searched when it is missing. */
+#define TRIAL_SMBD "/usr/sbin/smbd"
+/* The run directory's record of its owner and its smbd. */
+#define TRIAL_PIDFILE "trial.pid"
+/* Run directories are BASE/TRIAL_DIR_PREFIX OWNERPID-XXXXXX. */
+#define TRIAL_DIR_PREFIX "shadow-"
+/* Fresh ports tried when the one picked was taken before smbd bound it. */
+#define TRIAL_PORT_ATTEMPTS 5
+/* Seconds between SIGTERM and SIGKILL when a shadow is stopped. */
+#define TRIAL_STOP_TIMEOUT_S 10.0
+
+struct trial_shadow {
+    pid_t pid; /* smbd's parent process; also its process group and session */
+    int port;  /* on 127.0.0.1 */
+    bool reaped;
+    char run_dir[PATH_MAX];
+    char conf[PATH_MAX];
+    char log[PATH_MAX];
+};
+
+/* One process as /proc/PID/stat describes it. */
+struct trial_proc {
+    char state;                    /* R, S, D, Z ... */
+    pid_t pgrp;                    /* field 5 */
+    unsigned long long start_time; /* field 22, clock ticks since boot */
+};
+
+/* What trial.pid says: the smbtuned that made the run directory and the
+ * smbd it started (smbd_pid 0 until it is forked). A start time goes with
+ * each pid so that a recycled pid is never taken for ours. */
+struct trial_owner {
+    pid_t owner_pid;
+    unsigned long long owner_start;
+    pid_t smbd_pid;
+    unsigned long long smbd_start;
+};
+
+/* Pure: the shadow's smb.conf text (malloc'ed into *text). prod_conf and
+ * run_dir must be absolute paths without newlines or `%` (Samba would
+ * substitute it); the value must not contain a newline or end in `\`. */
+int trial_shadow_render(const char *prod_conf, const char *run_dir, int port,
+                        const char *sockopts_value, char **text, struct err *e);
+
+/* Pure: parse the contents of /proc/PID/stat. */
+int trial_proc_parse(const char *stat_text, struct trial_proc *p);
+
+/* Pure: trial.pid's contents to and from text. format writes into buf. */
+int trial_owner_parse(const char *text, struct trial_owner *o);
+int trial_owner_format(const struct trial_owner *o, char *buf, size_t len);
+
+/* Make a run directory under base_dir (created if missing), write the
+ * config for a fresh port, fork smbd and return at once: t->pid and
+ * t->port are set, the shadow is not ready yet. For an event loop: call
+ * trial_shadow_poll() from a timer until it returns 1 or fails. On failure
+ * nothing is left behind. */
+int trial_shadow_spawn(const char *prod_conf, const char *base_dir, const char *sockopts_value,
+                       struct trial_shadow *t, struct err *e);
+
+/* Non-blocking (at most a few ms): 1 when smbd listens on its port and
+ * accepts a connection, 0 not yet, -EADDRINUSE when the port was taken by
+ * someone else (stop it and spawn again), another negative errno when smbd
+ * died (the reason ends with the last lines of its log). poll and stop
+ * reap t->pid: the caller must not (no sd_event child source for it). */
+int trial_shadow_poll(struct trial_shadow *t, struct err *e);
+
+/* Blocking convenience for --once and the tests: spawn and poll until
+ * ready, a new port when the one picked was taken (TRIAL_PORT_ATTEMPTS
+ * times), at most ready_timeout_s seconds per attempt. On failure the
+ * shadow is stopped and its run directory removed. */
+int trial_shadow_start(const char *prod_conf, const char *base_dir, const char *sockopts_value,
+                       double ready_timeout_s, struct trial_shadow *t, struct err *e);
+
+/* SIGTERM to the shadow's process group, SIGKILL after
+ * TRIAL_STOP_TIMEOUT_S, reap, remove the run directory. Safe to call on a
+ * shadow that already died or was already stopped. */
+int trial_shadow_stop(struct trial_shadow *t, struct err *e);
+
+/* Remove what a killed run left under base_dir: every run directory whose
+ * owner is no longer alive; its smbd, when still alive (same pid and start
+ * time), is killed with its process group first. Run directories of live
+ * owners (this process included) are left alone. A missing base_dir is
+ * not an error. */
+int trial_shadow_sweep(const char *base_dir, struct err *e);
+
+#endif

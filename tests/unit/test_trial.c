@@ -1,0 +1,173 @@
+/* Unit tests for lib/trial's pure parts: the shadow's config text, the
+ * reading of /proc/PID/stat and of the run directory's trial.pid. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "trial.h"
+
+static char *render_ok(const char *value)
+{
+    struct err e = {{0}};
+    char *text = NULL;
+
+    assert_int_equal(trial_shadow_render("/etc/samba/smb.conf", "/var/lib/smbtuned/shadow/r", 4455,
+                                         value, &text, &e),
+                     0);
+    assert_non_null(text);
+    return text;
+}
+
+/* Position of the line `line` in text (it must be there, whole). */
+static const char *line_at(const char *text, const char *line)
+{
+    size_t n = strlen(line);
+
+    for (const char *p = text; (p = strstr(p, line)) != NULL; p++)
+        if ((p == text || p[-1] == '\n') && p[n] == '\n')
+            return p;
+    fail_msg("line '%s' not in:\n%s", line, text);
+    return NULL;
+}
+
+static void test_render_include_then_overrides(void **state)
+{
+    char *t = render_ok("TCP_NODELAY SO_RCVBUF=262144");
+    const char *inc, *second, *so;
+
+    (void)state;
+    /* Production first, then a fresh [global] with the overrides, so that
+     * the last occurrence (ours) wins even after a share section. */
+    inc = line_at(t, "\tinclude = /etc/samba/smb.conf");
+    second = strstr(inc, "\n[global]\n");
+    assert_non_null(second);
+    so = line_at(t, "\tsocket options = TCP_NODELAY SO_RCVBUF=262144");
+    assert_true(so > second);
+    assert_true(line_at(t, "\tsmb ports = 4455") > second);
+    assert_true(line_at(t, "\tinterfaces = 127.0.0.1") > second);
+    assert_true(line_at(t, "\tbind interfaces only = yes") > second);
+    assert_true(line_at(t, "\tpid directory = /var/lib/smbtuned/shadow/r/pid") > second);
+    assert_true(line_at(t, "\tlock directory = /var/lib/smbtuned/shadow/r/lock") > second);
+    /* Users and passwords, share ACLs: production's. */
+    assert_null(strstr(t, "private dir"));
+    assert_null(strstr(t, "state directory"));
+    /* Nothing after the overrides could reopen a section. */
+    assert_null(strchr(second + 2, '['));
+    free(t);
+}
+
+static void test_render_auto_and_empty(void **state)
+{
+    char *t;
+
+    (void)state;
+    t = render_ok("TCP_NODELAY");
+    line_at(t, "\tsocket options = TCP_NODELAY");
+    free(t);
+    t = render_ok("");
+    line_at(t, "\tsocket options = ");
+    free(t);
+}
+
+static void test_render_refuses(void **state)
+{
+    struct err e = {{0}};
+    char *text = NULL;
+    const char *ok_conf = "/etc/samba/smb.conf", *ok_run = "/run/x";
+
+    (void)state;
+    /* A newline would add a parameter of the candidate's choosing. */
+    assert_int_equal(
+        trial_shadow_render(ok_conf, ok_run, 445, "TCP_NODELAY\nsmb ports = 445", &text, &e),
+        -EINVAL);
+    assert_int_equal(trial_shadow_render(ok_conf, ok_run, 445, "A\rB", &text, &e), -EINVAL);
+    /* A final backslash continues the line. */
+    assert_int_equal(trial_shadow_render(ok_conf, ok_run, 445, "TCP_NODELAY\\", &text, &e),
+                     -EINVAL);
+    /* Paths: absolute, no %-macros, no newline. */
+    assert_int_equal(trial_shadow_render("smb.conf", ok_run, 445, "", &text, &e), -EINVAL);
+    assert_int_equal(trial_shadow_render(ok_conf, "/run/%m", 445, "", &text, &e), -EINVAL);
+    assert_int_equal(trial_shadow_render(ok_conf, "/run/a\nb", 445, "", &text, &e), -EINVAL);
+    assert_int_equal(trial_shadow_render(NULL, ok_run, 445, "", &text, &e), -EINVAL);
+    assert_int_equal(trial_shadow_render(ok_conf, ok_run, 445, NULL, &text, &e), -EINVAL);
+    assert_int_equal(trial_shadow_render(ok_conf, ok_run, 0, "", &text, &e), -ERANGE);
+    assert_int_equal(trial_shadow_render(ok_conf, ok_run, 65536, "", &text, &e), -ERANGE);
+    assert_null(text);
+    assert_true(strlen(e.msg) > 0);
+}
+
+static void test_proc_parse(void **state)
+{
+    struct trial_proc p;
+    /* Fields 1-22 of a real line; the name may hold blanks and ')'. */
+    const char *line = "4242 (smbd) x) S 1 4242 4242 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 "
+                       "987654321 1000 10 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17\n";
+
+    (void)state;
+    assert_int_equal(trial_proc_parse(line, &p), 0);
+    assert_int_equal(p.state, 'S');
+    assert_int_equal(p.pgrp, 4242);
+    assert_true(p.start_time == 987654321ULL);
+    assert_int_equal(trial_proc_parse("4242 (smbd) S 1 4242", &p), -EINVAL);
+    assert_int_equal(trial_proc_parse("no parenthesis", &p), -EINVAL);
+    assert_int_equal(trial_proc_parse("", &p), -EINVAL);
+}
+
+static void test_owner_roundtrip(void **state)
+{
+    struct trial_owner o = {.owner_pid = 17,
+                            .owner_start = 123456789012ULL,
+                            .smbd_pid = 0,
+                            .smbd_start = 0},
+                       back;
+    char buf[128];
+
+    (void)state;
+    assert_int_equal(trial_owner_format(&o, buf, sizeof(buf)), 0);
+    assert_string_equal(buf, "owner 17 123456789012\nsmbd 0 0\n");
+    assert_int_equal(trial_owner_parse(buf, &back), 0);
+    assert_int_equal(back.owner_pid, 17);
+    assert_true(back.owner_start == 123456789012ULL);
+    assert_int_equal(back.smbd_pid, 0);
+    o.smbd_pid = 4242;
+    o.smbd_start = 99;
+    assert_int_equal(trial_owner_format(&o, buf, sizeof(buf)), 0);
+    assert_int_equal(trial_owner_parse(buf, &back), 0);
+    assert_int_equal(back.smbd_pid, 4242);
+    assert_true(back.smbd_start == 99);
+    assert_int_equal(trial_owner_format(&o, buf, 8), -ENOSPC);
+}
+
+static void test_owner_refuses(void **state)
+{
+    struct trial_owner o;
+
+    (void)state;
+    /* Numbers from a file: no signs, no junk, owner pid at least 1. */
+    assert_int_equal(trial_owner_parse("owner -1 5\nsmbd 0 0\n", &o), -EINVAL);
+    assert_int_equal(trial_owner_parse("owner 0 5\nsmbd 0 0\n", &o), -EINVAL);
+    assert_int_equal(trial_owner_parse("owner 12x 5\nsmbd 0 0\n", &o), -EINVAL);
+    assert_int_equal(trial_owner_parse("owner 12 5\nsmbd 99999999999 0\n", &o), -EINVAL);
+    assert_int_equal(trial_owner_parse("owner 12 5\n", &o), -EINVAL);
+    assert_int_equal(trial_owner_parse("", &o), -EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_render_include_then_overrides),
+        cmocka_unit_test(test_render_auto_and_empty),
+        cmocka_unit_test(test_render_refuses),
+        cmocka_unit_test(test_proc_parse),
+        cmocka_unit_test(test_owner_roundtrip),
+        cmocka_unit_test(test_owner_refuses),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
