@@ -25,7 +25,7 @@ import pytest
 
 from conftest import FIXTURES, copy_fixture, run_editor
 
-MAX_POINTS = 800  # bound: a rewrite that needs more syscalls fails the test
+MAX_POINTS = 600  # bound: a rewrite that needs more syscalls fails the test
 SETTING = "262144,262144"
 # (fixture, file that changes): a replacement, an added line, an include, a symlink.
 CASES = [
@@ -36,12 +36,17 @@ CASES = [
 ]
 SYSCALL = re.compile(r"^(?:(\d+)\s+)?([a-z_0-9]+)\(")
 MAX_N = 600  # bound of the -f sweep
+VARYING = {"poll", "ppoll", "read", "wait4", "waitid", "clock_nanosleep", "nanosleep",
+           "restart_syscall", "rt_sigreturn"}
 
 
-def syscalls_of(trace):
-    """[(syscall, nth call of it in its process)] in the order of the trace."""
+def syscalls_of(trace, paths):
+    """[(syscall, nth call of it in its process)] of the trace, from a few
+    calls before the first one that names one of paths: the dynamic
+    loader's thousand calls before it touch no file of ours."""
     seen = Counter()
     out = []
+    first = None
     for line in Path(trace).read_text().splitlines():
         m = SYSCALL.match(line)
         if not m or "resumed>" in line:
@@ -49,7 +54,10 @@ def syscalls_of(trace):
         key = (m.group(1), m.group(2))
         seen[key] += 1
         out.append((m.group(2), seen[key]))
-    return out
+        if first is None and any(p in line for p in paths):
+            first = len(out) - 1
+    assert first is not None, f"the trace never names {paths}"
+    return out[max(0, first - 3):]
 
 
 def lock_is_free(state, wait=2.0):
@@ -72,8 +80,9 @@ def lock_is_free(state, wait=2.0):
                 time.sleep(0.01)
 
 
-def temp_files(d):
-    return sorted(p.name for p in Path(d).iterdir() if p.name.startswith(".smbtuned-"))
+def temp_files(*dirs):
+    return sorted(str(p) for d in dirs if Path(d).exists()
+                  for p in Path(d).rglob(".smbtuned-*"))
 
 
 def prepare(smbtuned, tmp_path, name, changed):
@@ -112,6 +121,8 @@ def killed_run(smbtuned, d, args, target, old, new, strace_opts, where):
     assert lock_is_free(state), f"{where}: lock still held"
     if (d / "smb.conf.real").exists():
         assert (d / "smb.conf").is_symlink(), f"{where}: the symlink was replaced"
+    if now == old and not temp_files(d, state):
+        return killed  # killed before it wrote anything: the next run is a first run
 
     r = run_editor(smbtuned, *args)
     assert r.returncode == 0, f"{where}, then a normal run: {r.stderr}"
@@ -135,16 +146,21 @@ def test_kill_at_every_syscall(smbtuned, tmp_path, name, changed):
     target.write_bytes(old)
     r = run_editor(smbtuned, *args, prefix=["strace", "-qq", "-o", trace])
     assert r.returncode == 0, r.stderr
-    points = syscalls_of(trace)
+    points = syscalls_of(trace, [str(d), str(tmp_path / "state")])
     assert 0 < len(points) <= MAX_POINTS, f"{len(points)} syscalls: raise MAX_POINTS?"
 
-    killed = 0
+    killed, missed = 0, []
     for sc, nth in points:
-        killed += killed_run(smbtuned, d, args, target, old, new,
-                             ["-e", f"inject={sc}:signal=KILL:when={nth}"],
-                             f"kill at {sc} #{nth}")
-    # A few calls (poll, read on pipes) vary in number from run to run.
-    assert killed >= 0.9 * len(points), f"only {killed} of {len(points)} kill points hit"
+        if killed_run(smbtuned, d, args, target, old, new,
+                      ["-e", f"inject={sc}:signal=KILL:when={nth}"], f"kill at {sc} #{nth}"):
+            killed += 1
+        else:
+            missed.append(f"{sc}#{nth}")
+    # Waiting for a helper (poll, read on its pipes, wait4, sleeps) takes a
+    # varying number of calls; every other point must be hit.
+    odd = [m for m in missed if m.split("#")[0] not in VARYING]
+    assert not odd, f"kill points never reached: {odd}"
+    assert killed >= 0.75 * len(points), f"only {killed} of {len(points)} points hit: {missed}"
 
 
 @pytest.mark.slow
