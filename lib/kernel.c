@@ -8,6 +8,7 @@
 #include <linux/rtnetlink.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
+#include <linux/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,16 +124,22 @@ int kernel_proc_cmdline(pid_t pid, char *buf, size_t len)
     return 0;
 }
 
-/* One sock_diag dump of listening TCP sockets of one family, with their
- * memory info; fills the first one bound to port. */
-static int listener_family(int family, int port, long *rcvbuf, long *sndbuf)
+/* TCP states as sock_diag numbers them (include/net/tcp_states.h); the
+ * userspace headers that name them clash with linux/tcp.h's tcp_info. */
+#define STATE_ESTABLISHED 1
+#define STATE_LISTEN 10
+
+/* Visit every TCP socket of one family in the given states whose local
+ * port is port, with the requested sock_diag extension. */
+static int diag_dump(int family, int port, unsigned states, int ext,
+                     void (*visit)(struct rtattr *a, void *ctx), void *ctx)
 {
     struct {
         struct nlmsghdr nlh;
         struct inet_diag_req_v2 req;
     } msg = {0};
-    char buf[16384];
-    int fd, found = -ENOENT;
+    char buf[32768];
+    int fd, r = 0;
 
     fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
     if (fd < 0)
@@ -142,10 +149,10 @@ static int listener_family(int family, int port, long *rcvbuf, long *sndbuf)
     msg.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
     msg.req.sdiag_family = (unsigned char)family;
     msg.req.sdiag_protocol = IPPROTO_TCP;
-    msg.req.idiag_states = 1 << 10; /* TCP_LISTEN */
-    msg.req.idiag_ext = 1 << (INET_DIAG_SKMEMINFO - 1);
+    msg.req.idiag_states = states;
+    msg.req.idiag_ext = (unsigned char)(1 << (ext - 1));
     if (send(fd, &msg, sizeof(msg), 0) < 0) {
-        found = -errno;
+        r = -errno;
         goto out;
     }
     for (;;) {
@@ -153,7 +160,7 @@ static int listener_family(int family, int port, long *rcvbuf, long *sndbuf)
         struct nlmsghdr *h = (struct nlmsghdr *)buf;
 
         if (n <= 0) {
-            found = n < 0 ? -errno : found;
+            r = n < 0 ? -errno : 0;
             goto out;
         }
         for (; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
@@ -161,35 +168,77 @@ static int listener_family(int family, int port, long *rcvbuf, long *sndbuf)
             struct rtattr *a;
             unsigned alen;
 
-            if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR)
+            if (h->nlmsg_type == NLMSG_DONE)
                 goto out;
-            if (found == 0 || ntohs(m->id.idiag_sport) != port)
+            if (h->nlmsg_type == NLMSG_ERROR) {
+                r = -EIO;
+                goto out;
+            }
+            if (ntohs(m->id.idiag_sport) != port)
                 continue;
             alen = h->nlmsg_len - NLMSG_LENGTH(sizeof(*m));
-            for (a = (struct rtattr *)(m + 1); RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
-                const unsigned *mem = RTA_DATA(a);
-
-                if (a->rta_type != INET_DIAG_SKMEMINFO)
-                    continue;
-                *rcvbuf = mem[SK_MEMINFO_RCVBUF];
-                *sndbuf = mem[SK_MEMINFO_SNDBUF];
-                found = 0;
-            }
+            for (a = (struct rtattr *)(m + 1); RTA_OK(a, alen); a = RTA_NEXT(a, alen))
+                if (a->rta_type == ext)
+                    visit(a, ctx);
         }
     }
 out:
     close(fd);
-    return found;
+    return r;
+}
+
+struct listener {
+    long rcvbuf, sndbuf;
+    bool found;
+};
+
+static void visit_meminfo(struct rtattr *a, void *ctx)
+{
+    struct listener *l = ctx;
+    const unsigned *mem = RTA_DATA(a);
+
+    if (l->found || RTA_PAYLOAD(a) < sizeof(unsigned) * SK_MEMINFO_VARS)
+        return;
+    l->rcvbuf = mem[SK_MEMINFO_RCVBUF];
+    l->sndbuf = mem[SK_MEMINFO_SNDBUF];
+    l->found = true;
 }
 
 int kernel_listener_buffers(int port, long *rcvbuf, long *sndbuf, struct err *e)
 {
-    int r = listener_family(AF_INET, port, rcvbuf, sndbuf);
+    struct listener l = {0};
+    int r = diag_dump(AF_INET, port, 1 << STATE_LISTEN, INET_DIAG_SKMEMINFO, visit_meminfo, &l);
 
-    if (r == -ENOENT)
-        r = listener_family(AF_INET6, port, rcvbuf, sndbuf);
-    if (r == -ENOENT)
-        return err_set(e, r, "nothing listens on TCP port %d", port);
+    if (r == 0 && !l.found)
+        r = diag_dump(AF_INET6, port, 1 << STATE_LISTEN, INET_DIAG_SKMEMINFO, visit_meminfo, &l);
+    if (r < 0)
+        return err_set(e, r, "sock_diag: %s", strerror(-r));
+    if (!l.found)
+        return err_set(e, -ENOENT, "nothing listens on TCP port %d", port);
+    *rcvbuf = l.rcvbuf;
+    *sndbuf = l.sndbuf;
+    return 0;
+}
+
+static void visit_info(struct rtattr *a, void *ctx)
+{
+    unsigned long long *sum = ctx;
+    struct tcp_info ti = {0};
+    size_t n = RTA_PAYLOAD(a) < sizeof(ti) ? RTA_PAYLOAD(a) : sizeof(ti);
+
+    /* Older kernels send a shorter tcp_info: what is missing stays 0. */
+    memcpy(&ti, RTA_DATA(a), n);
+    *sum += ti.tcpi_bytes_acked + ti.tcpi_bytes_received;
+}
+
+int kernel_port_bytes(int port, unsigned long long *bytes, struct err *e)
+{
+    int r;
+
+    *bytes = 0;
+    r = diag_dump(AF_INET, port, 1 << STATE_ESTABLISHED, INET_DIAG_INFO, visit_info, bytes);
+    if (r == 0)
+        r = diag_dump(AF_INET6, port, 1 << STATE_ESTABLISHED, INET_DIAG_INFO, visit_info, bytes);
     if (r < 0)
         return err_set(e, r, "sock_diag: %s", strerror(-r));
     return 0;

@@ -32,4 +32,9 @@ int kernel_proc_cmdline(pid_t pid, char *buf, size_t len);
  * what an accepted connection inherits. -ENOENT when nothing listens. */
 int kernel_listener_buffers(int port, long *rcvbuf, long *sndbuf, struct err *e);
 
+/* Bytes moved so far (acked out + received) by the established TCP
+ * connections whose local port is port: sampled twice, the traffic of
+ * smbd's clients. */
+int kernel_port_bytes(int port, unsigned long long *bytes, struct err *e);
+
 #endif

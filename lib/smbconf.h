@@ -100,8 +100,9 @@ int smbconf_file_index(const struct smbconf *c, const char *path);
 /* Parse the files as they are on disk now. */
 int smbconf_load(struct smbconf *c, const char *path, struct err *e);
 
-/* The value in force according to Samba's own parser (testparm). */
-int smbconf_testparm(const char *path, char **value, struct err *e);
+/* The value of a global parameter according to Samba's own parser
+ * (testparm), e.g. "socket options", "pid directory", "smb ports". */
+int smbconf_testparm(const char *path, const char *param, char **value, struct err *e);
 
 struct smbconf_change {
     const char *expect; /* the value the caller believes is in force; NULL: any */

@@ -68,52 +68,33 @@ static const char *testparm_cmd(void)
     return t != NULL && t[0] != '\0' ? t : "testparm";
 }
 
-int smbconf_testparm(const char *path, char **value, struct err *e)
+int smbconf_testparm(const char *path, const char *param, char **value, struct err *e)
 {
-    char out[8192], errout[8192];
-    char *argv[] = {(char *)testparm_cmd(), "-s", "--parameter-name=socket options",
-                    (char *)path, NULL};
+    char out[8192], errout[8192], opt[256];
+    char *argv[] = {(char *)testparm_cmd(), "-s", opt, (char *)path, NULL};
     int status, r;
     size_t n;
 
+    snprintf(opt, sizeof(opt), "--parameter-name=%s", param);
     r = util_run(argv, TESTPARM_TIMEOUT_S, out, sizeof(out), errout, sizeof(errout), &status);
     if (r < 0)
         return err_set(e, r, "cannot run %s: %s", argv[0], strerror(-r));
     n = strcspn(out, "\n");
     out[n] = '\0';
-    if (status != 0 || n == 0) {
-        /* testparm's last words say why it could not load the file. */
-        char *last = errout + strlen(errout);
+    /* An empty line is a value too: `socket options =` sets none. */
+    if (status != 0) {
+        /* testparm's last words say why it could not load the file; skip
+         * the GnuTLS notice it prints every time. */
+        char *last = NULL, *save = NULL;
 
-        while (last > errout && (last[-1] == '\n' || last[-1] == ' '))
-            *--last = '\0';
-        last = strrchr(errout, '\n');
-        return err_set(e, -EINVAL, "%s: Samba's testparm cannot read the socket options (%s)",
-                       path, last ? last + 1 : errout[0] ? errout : "no output");
+        for (char *l = strtok_r(errout, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+            if (strstr(l, "Weak crypto") == NULL && l[0] != '\0')
+                last = l;
+        return err_set(e, -EINVAL, "%s: Samba's testparm cannot read '%s' (%s)", path, param,
+                       last ? last : "no reason given");
     }
     *value = strdup(out);
     return *value ? 0 : err_set(e, -ENOMEM, "out of memory");
-}
-
-static int mkdir_p(const char *dir)
-{
-    char buf[PATH_MAX];
-    size_t n = strlen(dir);
-
-    if (n == 0 || n >= sizeof(buf))
-        return -EINVAL;
-    memcpy(buf, dir, n + 1);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-            return -errno;
-        *p = '/';
-    }
-    if (mkdir(buf, 0700) < 0 && errno != EEXIST)
-        return -errno;
-    return 0;
 }
 
 /* Serialise editors on a file of our own: a lock on smb.conf itself would
@@ -124,7 +105,7 @@ static int take_lock(const char *state_dir, struct err *e)
     double until = util_now() + LOCK_WAIT_S;
     int fd, r;
 
-    r = mkdir_p(state_dir);
+    r = util_mkdir_p(state_dir);
     if (r < 0)
         return err_set(e, r, "cannot create state directory %s: %s", state_dir, strerror(-r));
     snprintf(path, sizeof(path), "%s/" LOCK_NAME, state_dir);
@@ -157,7 +138,7 @@ static int backup(const char *state_dir, const char *real, const struct smbconf_
     int r;
 
     n = (size_t)snprintf(path, sizeof(path), "%s/backup", state_dir);
-    r = mkdir_p(path);
+    r = util_mkdir_p(path);
     if (r < 0 || n + strlen(real) + 2 >= sizeof(path))
         return err_set(e, r < 0 ? r : -ENAMETOOLONG, "cannot create %s", path);
     path[n++] = '/';
@@ -286,7 +267,7 @@ static int set_locked(const char *path, const char *state_dir, const struct smbc
         res->line = c.hit.line;
     }
     /* Our reading must be Samba's: otherwise we would edit the wrong line. */
-    r = smbconf_testparm(path, &judge, e);
+    r = smbconf_testparm(path, "socket options", &judge, e);
     if (r < 0)
         goto out;
     if (!sockopts_same(judge, c.value)) {
@@ -325,7 +306,7 @@ static int set_locked(const char *path, const char *state_dir, const struct smbc
     res->changed = true;
     free(judge);
     judge = NULL;
-    r = smbconf_testparm(path, &judge, e);
+    r = smbconf_testparm(path, "socket options", &judge, e);
     if (r == 0 && !sockopts_same(judge, res->new_value))
         r = err_set(e, -EPROTO, "%s: after the change Samba's testparm reports '%s' instead of "
                     "'%s'", path, judge, res->new_value);

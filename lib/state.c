@@ -34,6 +34,7 @@ static const struct field fields[] = {
     F("samba", K_STR, samba),
     F("smb_conf", K_STR, smb_conf),
     F("pending", K_BOOL, pending),
+    F("pending_commit", K_BOOL, pending_commit),
     F("pending_file", K_STR, pending_edit.file),
     F("pending_written", K_STR, pending_edit.written),
     F("pending_original", K_STR, pending_edit.original),

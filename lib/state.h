@@ -28,6 +28,7 @@ struct state {
     /* a step that must be undone if we died in it (a live trial): the
      * edit that put the trial value in, taken back by compare-and-set */
     bool pending;
+    bool pending_commit; /* the edit is a commit, not a trial: keep it */
     struct smbconf_edit pending_edit;
     long cycles;
 };

@@ -55,6 +55,9 @@ int util_write_atomic(const char *path, const char *data, size_t len, const stru
  * process was killed between mkstemp and rename. */
 void util_sweep_tmp(const char *path);
 
+/* mkdir -p; the last component gets mode 0700 when created. */
+int util_mkdir_p(const char *dir);
+
 /* Write s as a JSON string literal. */
 void util_json_string(FILE *f, const char *s);
 
