@@ -30,6 +30,7 @@ from pathlib import Path
 SMBD = os.environ.get("SMBD_BIN", "/usr/sbin/smbd")
 SMBCLIENT = os.environ.get("SMBCLIENT_BIN", "/usr/bin/smbclient")
 SMBCONTROL = os.environ.get("SMBCONTROL_BIN", "/usr/bin/smbcontrol")
+SMBPASSWD = os.environ.get("SMBPASSWD_BIN", "/usr/bin/smbpasswd")
 
 START_TIMEOUT = 30.0  # seconds until smbd must serve the share
 STOP_TIMEOUT = 10.0  # seconds between SIGTERM and SIGKILL
@@ -243,7 +244,7 @@ class SmbdFactory:
 
     def __call__(self, *, socket_options=None, extra_global="", shares=None,
                  prefix_cmd=None, bind_addr="127.0.0.1", extra_args=None,
-                 start_timeout=START_TIMEOUT, name=None):
+                 start_timeout=START_TIMEOUT, name=None, users=None):
         """Start one smbd and wait until it serves its share.
 
         socket_options: value for `socket options` in [global], or None to
@@ -256,6 +257,9 @@ class SmbdFactory:
             ["ip", "netns", "exec", "ns1"].
         bind_addr: the one address smbd listens on.
         extra_args: more smbd command-line arguments.
+        users: {name: password} added to this smbd's private passdb with
+            smbpasswd (password on stdin, never on a command line); each
+            name must be an existing Unix account (e.g. "daemon").
         """
         idx = len(self.servers)
         base = self.base_dir / (name or f"smbd{idx}")
@@ -312,6 +316,10 @@ class SmbdFactory:
                 + "\n".join(share_text)
                 + "\n"
             )
+            for uname, pw in (users or {}).items():
+                subprocess.run([SMBPASSWD, "-c", str(conf), "-s", "-a", uname],
+                               input=f"{pw}\n{pw}\n", capture_output=True, text=True,
+                               check=True, timeout=60)
             srv = Smbd(base=base, conf=conf, client_conf=cconf,
                        share_dir=share_paths["share"], port=port, bind_addr=bind_addr,
                        stdout_path=base / "smbd.stdout", shares=share_paths,

@@ -1,0 +1,498 @@
+/* config: /etc/smbtuned.conf (libconfuse) -> struct config. */
+#include "config.h"
+
+#include <confuse.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "probe.h"
+
+/* Limits of the probe's numbers. The size must be at least one request so
+ * that the rate means something; 64 GiB is far more than any deadline
+ * allows. */
+#define SIZE_MIN 4096LL
+#define SIZE_MAX_ (64LL * 1024 * 1024 * 1024)
+#define DEADLINE_MAX_S 86400LL
+
+void config_defaults(struct config *c)
+{
+    memset(c, 0, sizeof(*c));
+    snprintf(c->tune.smb_conf, sizeof(c->tune.smb_conf), "%s", CONFIG_DEFAULT_SMB_CONF);
+    snprintf(c->tune.state_dir, sizeof(c->tune.state_dir), "%s", CONFIG_DEFAULT_STATE_DIR);
+    snprintf(c->tune.trials, sizeof(c->tune.trials), "auto");
+    snprintf(c->tune.apply, sizeof(c->tune.apply), "smbcontrol");
+    c->tune.interval_s = 6 * 3600;
+    c->tune.min_size = 4096;
+    c->tune.max_size = 16 * 1024 * 1024;
+    c->tune.min_gain = 0.03;
+    c->tune.abort_ratio = 0.5;
+    c->tune.max_samples = 40;
+    c->tune.window_start = c->tune.window_end = -1;
+    c->probe.size = PROBE_DEFAULT_SIZE;
+    c->probe.request_size = PROBE_DEFAULT_REQUEST_SIZE;
+    c->probe.deadline_s = (long long)PROBE_DEFAULT_DEADLINE_S;
+    snprintf(c->probe.socket_options, sizeof(c->probe.socket_options), "%s",
+             PROBE_DEFAULT_SOCKET_OPTIONS);
+}
+
+/* One parser per option, shared by the validators (which run while
+ * libconfuse reads the line, so the message carries that line) and by the
+ * extraction afterwards. Each returns 0 or -errno with a message without
+ * file or line. */
+typedef int (*value_parser)(const char *s, struct config *c, struct err *e);
+
+static int copy_str(char *dst, size_t len, const char *s, const char *what, struct err *e)
+{
+    if (strlen(s) >= len)
+        return err_set(e, -ENAMETOOLONG, "%s is too long (at most %zu characters)", what, len - 1);
+    memcpy(dst, s, strlen(s) + 1);
+    return 0;
+}
+
+static int parse_url(const char *s, struct config *c, struct err *e)
+{
+    struct config_probe *p = &c->probe;
+    struct probe_url u;
+    int r;
+
+    if (s[0] != '\0') {
+        r = probe_parse_url(s, &u, e);
+        if (r < 0)
+            return r;
+    }
+    return copy_str(p->url, sizeof(p->url), s, "url", e);
+}
+
+static int parse_credentials(const char *s, struct config *c, struct err *e)
+{
+    struct config_probe *p = &c->probe;
+    if (s[0] != '\0' && s[0] != '/')
+        return err_set(e, -EINVAL, "credentials must be an absolute path, not '%s'", s);
+    return copy_str(p->credentials, sizeof(p->credentials), s, "credentials", e);
+}
+
+static int parse_size(const char *s, struct config *c, struct err *e)
+{
+    struct config_probe *p = &c->probe;
+    if (util_parse_size(s, SIZE_MIN, SIZE_MAX_, &p->size) < 0)
+        return err_set(e, -EINVAL, "size '%s' is not a byte count from 4K to 64G", s);
+    return 0;
+}
+
+static int parse_request_size(const char *s, struct config *c, struct err *e)
+{
+    struct config_probe *p = &c->probe;
+    if (util_parse_size(s, 1, PROBE_MAX_REQUEST_SIZE, &p->request_size) < 0)
+        return err_set(e, -EINVAL,
+                       "request_size '%s' is not a byte count from 1 to 8M (SMB2's largest "
+                       "request)",
+                       s);
+    return 0;
+}
+
+static int parse_deadline(const char *s, struct config *c, struct err *e)
+{
+    struct config_probe *p = &c->probe;
+    if (util_parse_long(s, 1, DEADLINE_MAX_S, &p->deadline_s) < 0)
+        return err_set(e, -EINVAL, "deadline '%s' is not a whole number of seconds from 1 to %lld",
+                       s, DEADLINE_MAX_S);
+    return 0;
+}
+
+static int parse_directory(const char *s, struct config *c, struct err *e)
+{
+    struct config_probe *p = &c->probe;
+    int r = probe_check_directory(s, e);
+
+    if (r < 0)
+        return r;
+    return copy_str(p->directory, sizeof(p->directory), s, "directory", e);
+}
+
+static int parse_socket_options(const char *s, struct config *c, struct err *e)
+{
+    struct config_probe *p = &c->probe;
+    int r = probe_check_socket_options(s, e);
+
+    if (r < 0)
+        return r;
+    return copy_str(p->socket_options, sizeof(p->socket_options), s, "socket_options", e);
+}
+
+struct field {
+    const char *name;
+    value_parser parse;
+};
+
+static const struct field probe_fields[] = {
+    {"url", parse_url},
+    {"credentials", parse_credentials},
+    {"size", parse_size},
+    {"request_size", parse_request_size},
+    {"deadline", parse_deadline},
+    {"directory", parse_directory},
+    {"socket_options", parse_socket_options},
+};
+
+/* ---- tune { ... }: the tuning loop ---- */
+
+static int parse_path(const char *s, char *dst, size_t len, const char *what, struct err *e)
+{
+    if (s[0] != '/')
+        return err_set(e, -EINVAL, "%s must be an absolute path, not '%s'", what, s);
+    return copy_str(dst, len, s, what, e);
+}
+
+static int parse_smb_conf(const char *s, struct config *c, struct err *e)
+{
+    return parse_path(s, c->tune.smb_conf, sizeof(c->tune.smb_conf), "smb_conf", e);
+}
+
+static int parse_state_dir(const char *s, struct config *c, struct err *e)
+{
+    return parse_path(s, c->tune.state_dir, sizeof(c->tune.state_dir), "state_dir", e);
+}
+
+static int parse_one_of(const char *s, const char *const *words, char *dst, size_t len,
+                        const char *what, struct err *e)
+{
+    for (const char *const *w = words; *w; w++)
+        if (strcmp(s, *w) == 0)
+            return copy_str(dst, len, s, what, e);
+    return err_set(e, -EINVAL, "%s '%s' is not one of the words documented for it", what, s);
+}
+
+static int parse_mode(const char *s, struct config *c, struct err *e)
+{
+    char m[16];
+    static const char *const words[] = {"tune", "advise", NULL};
+    int r = parse_one_of(s, words, m, sizeof(m), "mode (tune or advise)", e);
+
+    if (r == 0)
+        c->tune.advise = strcmp(m, "advise") == 0;
+    return r;
+}
+
+static int parse_trials(const char *s, struct config *c, struct err *e)
+{
+    static const char *const words[] = {"auto", "shadow", "client", "live", NULL};
+
+    return parse_one_of(s, words, c->tune.trials, sizeof(c->tune.trials),
+                        "trials (auto, shadow, client or live)", e);
+}
+
+static int parse_apply(const char *s, struct config *c, struct err *e)
+{
+    static const char *const words[] = {"smbcontrol", "none", NULL};
+
+    return parse_one_of(s, words, c->tune.apply, sizeof(c->tune.apply),
+                        "apply (smbcontrol or none)", e);
+}
+
+/* Seconds, with an optional s, m, h or d. */
+static int parse_interval(const char *s, struct config *c, struct err *e)
+{
+    char num[32];
+    size_t n = strlen(s);
+    long long mult = 1, v;
+
+    if (n == 0 || n >= sizeof(num))
+        goto bad;
+    memcpy(num, s, n + 1);
+    switch (num[n - 1]) {
+    case 'd':
+        mult *= 24; /* fall through */
+    case 'h':
+        mult *= 60; /* fall through */
+    case 'm':
+        mult *= 60; /* fall through */
+    case 's':
+        num[n - 1] = '\0';
+        break;
+    default:
+        break;
+    }
+    if (util_parse_long(num, 1, 366LL * 86400, &v) < 0 || v * mult > 366LL * 86400 ||
+        v * mult < 60)
+        goto bad;
+    c->tune.interval_s = v * mult;
+    return 0;
+bad:
+    return err_set(e, -EINVAL, "interval '%s' is not a duration from 60s to 366d (e.g. 6h)", s);
+}
+
+static int parse_min_size(const char *s, struct config *c, struct err *e)
+{
+    if (util_parse_size(s, 1024, 1LL << 30, &c->tune.min_size) < 0)
+        return err_set(e, -EINVAL, "min_size '%s' is not a byte count from 1K to 1G", s);
+    return 0;
+}
+
+static int parse_max_size(const char *s, struct config *c, struct err *e)
+{
+    if (util_parse_size(s, 1024, 1LL << 30, &c->tune.max_size) < 0)
+        return err_set(e, -EINVAL, "max_size '%s' is not a byte count from 1K to 1G", s);
+    return 0;
+}
+
+/* A share: 3% or 0.03. */
+static int parse_ratio(const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    double v;
+
+    errno = 0;
+    v = strtod(s, &end);
+    if (end == s || errno != 0)
+        return -EINVAL;
+    if (*end == '%') {
+        v /= 100;
+        end++;
+    }
+    if (*end != '\0' || !(v >= lo && v <= hi))
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+static int parse_min_gain(const char *s, struct config *c, struct err *e)
+{
+    if (parse_ratio(s, 0.001, 1.0, &c->tune.min_gain) < 0)
+        return err_set(e, -EINVAL, "min_gain '%s' is not a share from 0.1%% to 100%%", s);
+    return 0;
+}
+
+static int parse_abort_ratio(const char *s, struct config *c, struct err *e)
+{
+    if (parse_ratio(s, 0.01, 0.99, &c->tune.abort_ratio) < 0)
+        return err_set(e, -EINVAL, "abort_ratio '%s' is not a share from 1%% to 99%%", s);
+    return 0;
+}
+
+static int parse_max_samples(const char *s, struct config *c, struct err *e)
+{
+    if (util_parse_long(s, 3, 1000, &c->tune.max_samples) < 0)
+        return err_set(e, -EINVAL, "max_samples '%s' is not a number from 3 to 1000", s);
+    return 0;
+}
+
+static int parse_max_bytes(const char *s, struct config *c, struct err *e)
+{
+    if (util_parse_size(s, 0, 1LL << 50, &c->tune.max_bytes) < 0)
+        return err_set(e, -EINVAL, "max_bytes '%s' is not a byte count (0: no limit)", s);
+    return 0;
+}
+
+static int parse_busy_rate(const char *s, struct config *c, struct err *e)
+{
+    if (util_parse_size(s, 0, 1LL << 40, &c->tune.busy_rate) < 0)
+        return err_set(e, -EINVAL, "busy_rate '%s' is not bytes per second (0: never defer)",
+                       s);
+    return 0;
+}
+
+static int parse_hhmm(const char *s, int *minutes)
+{
+    int h, m, n = 0;
+
+    if (sscanf(s, "%2d:%2d%n", &h, &m, &n) != 2 || n != 5 || h < 0 || h > 24 || m < 0 ||
+        m > 59 || (h == 24 && m != 0))
+        return -EINVAL;
+    *minutes = h * 60 + m;
+    return 0;
+}
+
+static int parse_window(const char *s, struct config *c, struct err *e)
+{
+    if (s[0] == '\0') {
+        c->tune.window_start = c->tune.window_end = -1;
+        return 0;
+    }
+    if (strlen(s) != 11 || s[5] != '-' || parse_hhmm(s, &c->tune.window_start) < 0 ||
+        parse_hhmm(s + 6, &c->tune.window_end) < 0 ||
+        c->tune.window_start == c->tune.window_end)
+        return err_set(e, -EINVAL, "window '%s' is not HH:MM-HH:MM (e.g. 01:00-05:00)", s);
+    return 0;
+}
+
+static int parse_tied(const char *s, struct config *c, struct err *e)
+{
+    if (strcmp(s, "yes") != 0 && strcmp(s, "no") != 0)
+        return err_set(e, -EINVAL, "tied '%s' is not yes or no", s);
+    c->tune.tied = strcmp(s, "yes") == 0;
+    return 0;
+}
+
+static const struct field tune_fields[] = {
+    {"smb_conf", parse_smb_conf},       {"state_dir", parse_state_dir},
+    {"mode", parse_mode},               {"trials", parse_trials},
+    {"apply", parse_apply},             {"interval", parse_interval},
+    {"min_size", parse_min_size},       {"max_size", parse_max_size},
+    {"min_gain", parse_min_gain},       {"abort_ratio", parse_abort_ratio},
+    {"max_samples", parse_max_samples}, {"max_bytes", parse_max_bytes},
+    {"busy_rate", parse_busy_rate},     {"window", parse_window},
+    {"tied", parse_tied},
+};
+
+struct section {
+    const char *name;
+    const struct field *fields;
+    size_t n;
+};
+
+#define SECTION(name, f) {name, f, sizeof(f) / sizeof(f[0])}
+
+static const struct section sections[] = {
+    SECTION("probe", probe_fields),
+    SECTION("tune", tune_fields),
+};
+
+static const struct field *find_field(const char *section, const char *name)
+{
+    for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++) {
+        if (strcmp(sections[i].name, section) != 0)
+            continue;
+        for (size_t j = 0; j < sections[i].n; j++)
+            if (strcmp(sections[i].fields[j].name, name) == 0)
+                return &sections[i].fields[j];
+    }
+    return NULL;
+}
+
+int config_set(struct config *c, const char *section, const char *name, const char *value,
+               struct err *e)
+{
+    const struct field *f = find_field(section, name);
+    struct err fe;
+    int r;
+
+    if (f == NULL)
+        return err_set(e, -ENOENT, "no option %s in section %s", name, section);
+    r = f->parse(value, c, &fe);
+    if (r < 0)
+        return err_set(e, r, "%s", fe.msg);
+    return 0;
+}
+
+/* libconfuse's error callback has no user-data pointer, so the message of
+ * the parse in progress goes through this per-thread pointer; it is set
+ * only for the duration of one config_parse_string() call. */
+static __thread struct err *parse_err;
+static __thread const char *parse_name;
+
+static void on_error(cfg_t *cfg, const char *fmt, va_list ap)
+{
+    char msg[sizeof(parse_err->msg)];
+
+    if (parse_err == NULL)
+        return;
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    /* Keep the first error: later ones are usually its consequences. */
+    if (parse_err->msg[0] != '\0')
+        return;
+    if (cfg != NULL && cfg->line > 0)
+        err_set(parse_err, -EINVAL, "%s:%d: %s", parse_name, cfg->line, msg);
+    else
+        err_set(parse_err, -EINVAL, "%s: %s", parse_name, msg);
+}
+
+/* Runs while libconfuse reads the line, so that the message has it. */
+static int validate(cfg_t *cfg, cfg_opt_t *opt)
+{
+    struct config scratch;
+    struct err e = {{0}};
+    const char *v = cfg_opt_getnstr(opt, cfg_opt_size(opt) - 1);
+    const struct field *f = find_field(cfg_name(cfg), cfg_opt_name(opt));
+
+    config_defaults(&scratch);
+    if (f != NULL && f->parse(v ? v : "", &scratch, &e) < 0) {
+        cfg_error(cfg, "%s: %s", cfg_name(cfg), e.msg);
+        return -1;
+    }
+    return 0;
+}
+
+int config_parse_string(const char *text, const char *name, struct config *c, struct err *e)
+{
+    /* Every option is a string without a libconfuse default: an option
+     * left out keeps config_defaults()'s value, and every value goes
+     * through our own parser (sizes with suffixes, ranges, words). */
+    cfg_opt_t sec_opts[2][20];
+    cfg_opt_t opts[3];
+    struct err local = {{0}};
+    cfg_t *cfg;
+    int r = 0;
+
+    config_defaults(c);
+    for (size_t i = 0; i < 2; i++) {
+        size_t j;
+
+        for (j = 0; j < sections[i].n; j++)
+            sec_opts[i][j] = (cfg_opt_t)CFG_STR((char *)sections[i].fields[j].name, NULL,
+                                                CFGF_NODEFAULT);
+        sec_opts[i][j] = (cfg_opt_t)CFG_END();
+        opts[i] = (cfg_opt_t)CFG_SEC((char *)sections[i].name, sec_opts[i], CFGF_NONE);
+    }
+    opts[2] = (cfg_opt_t)CFG_END();
+    cfg = cfg_init(opts, CFGF_NONE);
+    if (cfg == NULL)
+        return err_set(e, -ENOMEM, "%s: out of memory", name);
+    cfg_set_error_function(cfg, on_error);
+    for (size_t i = 0; i < 2; i++) {
+        for (size_t j = 0; j < sections[i].n; j++) {
+            char path[64];
+
+            snprintf(path, sizeof(path), "%s|%s", sections[i].name, sections[i].fields[j].name);
+            cfg_set_validate_func(cfg, path, validate);
+        }
+    }
+
+    parse_err = &local;
+    parse_name = name;
+    if (cfg_parse_buf(cfg, text) != CFG_SUCCESS)
+        r = local.msg[0] ? err_set(e, -EINVAL, "%s", local.msg)
+                         : err_set(e, -EINVAL, "%s: cannot be parsed", name);
+    parse_err = NULL;
+    parse_name = NULL;
+
+    for (size_t i = 0; r == 0 && i < 2; i++) {
+        cfg_t *sec = cfg_getsec(cfg, sections[i].name);
+
+        for (size_t j = 0; sec != NULL && r == 0 && j < sections[i].n; j++) {
+            const char *v = cfg_getstr(sec, sections[i].fields[j].name);
+            struct err fe;
+
+            if (v == NULL)
+                continue;
+            /* Already validated line by line; this cannot fail but for a bug. */
+            r = sections[i].fields[j].parse(v, c, &fe);
+            if (r < 0)
+                err_set(e, r, "%s: %s: %s", name, sections[i].name, fe.msg);
+        }
+    }
+    if (r == 0 && c->tune.min_size > c->tune.max_size)
+        r = err_set(e, -EINVAL, "%s: tune: min_size is above max_size", name);
+    cfg_free(cfg);
+    return r;
+}
+
+int config_load(const char *path, struct config *c, struct err *e)
+{
+    char *text;
+    size_t len;
+    int r;
+
+    r = util_read_file(path, &text, &len);
+    if (r < 0)
+        return err_set(e, r, "%s: %s", path, strerror(-r));
+    if (strlen(text) != len) {
+        free(text);
+        return err_set(e, -EINVAL, "%s: contains a NUL byte", path);
+    }
+    r = config_parse_string(text, path, c, e);
+    free(text);
+    return r;
+}

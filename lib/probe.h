@@ -1,0 +1,157 @@
+/* probe: one throughput measurement of an SMB share with libsmbclient.
+ *
+ * A measurement writes `size` bytes to a fresh file in the target
+ * directory, reads them back and deletes the file; write and read rates are
+ * reported separately. It runs in a forked child with a hard deadline:
+ *
+ *   probe_start()   forks the child; returns its pid, a pipe fd that becomes
+ *                   readable when the child is done (or dies), and the
+ *                   deadline (CLOCK_MONOTONIC seconds, util_now()).
+ *   probe_finish()  after the fd is readable or the deadline has passed:
+ *                   kills the child if it is still running, reaps it and
+ *                   fills the result. A timeout is an outcome, not an error:
+ *                   the rates then count the bytes moved before the deadline.
+ *   probe_run()     both, blocking, for the command line.
+ *
+ * The child uses a fresh libsmbclient context (a new TCP connection that
+ * sees the server's current socket options) and a private client
+ * configuration: HOME points at a directory of its own whose .smb/smb.conf
+ * holds only what the caller chose, so neither /etc/samba/smb.conf nor the
+ * caller's ~/.smb/smb.conf reaches the client socket. The parent must never
+ * create a libsmbclient context itself: the library's configuration is
+ * process-wide and a forked child would inherit it.
+ */
+#ifndef SMBTUNE_PROBE_H
+#define SMBTUNE_PROBE_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "util.h"
+
+/* The spellings are an interface: outside checks rely on them. */
+enum probe_outcome {
+    PROBE_OK,
+    PROBE_TIMEOUT,
+    PROBE_CONNECT_REFUSED,
+    PROBE_NAME_NOT_FOUND,
+    PROBE_AUTH_FAILED,
+    PROBE_SHARE_NOT_FOUND,
+    PROBE_ACCESS_DENIED,
+    PROBE_DISK_FULL,
+    PROBE_ERROR,
+};
+
+/* Defaults, chosen from the measurements in bench/README.md: 8 MiB calls
+ * (SMB2's largest request, which Samba's default `smb2 max write/read`
+ * allow) keep the probe at 93-97% of smbclient on a 40 ms / 100 Mbit/s
+ * path, where 1 MiB calls reach 70% and 64 KiB calls 10%: libsmbclient
+ * sends one request per call and waits for it. */
+#define PROBE_DEFAULT_SIZE (64LL * 1024 * 1024)
+#define PROBE_DEFAULT_REQUEST_SIZE (8LL * 1024 * 1024)
+#define PROBE_DEFAULT_DEADLINE_S 60.0
+#define PROBE_DEFAULT_SOCKET_OPTIONS "TCP_NODELAY"
+#define PROBE_MAX_REQUEST_SIZE (8LL * 1024 * 1024)
+#define PROBE_FILE_PREFIX ".smbtuned-probe-"
+
+struct probe_url {
+    char host[256]; /* as written, without the brackets of an IPv6 literal */
+    unsigned port;  /* 0 when the URL names none */
+    char share[256];
+    char dir[1024]; /* path inside the share without leading or trailing '/'; may be "" */
+};
+
+/* Parse smb://host[:port]/share[/dir...]. Pure. A user or password in the
+ * URL (smb://user:pw@host/...) is refused: credentials come from a file. */
+int probe_parse_url(const char *url, struct probe_url *u, struct err *e);
+
+/* The same target as a URL for libsmbclient, with dir joined to extra
+ * (either may be ""), e.g. smb://[::1]:4455/share/dir/extra. Pure. */
+int probe_format_url(const struct probe_url *u, const char *extra, char *out, size_t outlen);
+
+/* A `socket options` value the probe can write into its private smb.conf:
+ * printable characters only (a line break or a trailing backslash would
+ * smuggle in other parameters), not empty. Pure. */
+int probe_check_socket_options(const char *s, struct err *e);
+
+/* A directory inside the share: relative, '/'-separated, no "." or ".."
+ * segment, no characters that URLs reserve. "" is valid (none). Pure. */
+int probe_check_directory(const char *s, struct err *e);
+
+struct probe_creds {
+    char username[256];
+    char password[256];
+    char domain[256];
+};
+
+/* Parse a credentials file's text in smbclient's -A format:
+ * `username = NAME`, `password = SECRET`, `domain = NAME`, blank lines and
+ * `#` comments. Errors name the file and line, never the password. Pure. */
+int probe_parse_credentials(const char *text, const char *path, struct probe_creds *c,
+                            struct err *e);
+
+/* Open, check and parse a credentials file: it must be a regular file owned
+ * by root (owner_uid, 0 in production) with mode 0600 or stricter. */
+int probe_load_credentials(const char *path, uid_t owner_uid, struct probe_creds *c, struct err *e);
+
+/* Overwrite the secret in memory. */
+void probe_creds_clear(struct probe_creds *c);
+
+struct probe_params {
+    const char *url;                 /* smb://host[:port]/share[/dir] */
+    const char *directory;           /* extra directory inside the URL's path, or NULL */
+    const struct probe_creds *creds; /* NULL: guest */
+    long long size;                  /* bytes written, then read back */
+    long long request_size;          /* bytes per write/read call */
+    double deadline_s;               /* hard limit on the whole measurement */
+    const char *socket_options;      /* the client's `socket options` (NULL: TCP_NODELAY) */
+    const char *workdir_base; /* where the private client dir is made (NULL: $TMPDIR or /tmp) */
+    unsigned seq;             /* the caller's measurement counter, part of the file name */
+};
+
+void probe_params_default(struct probe_params *p);
+
+struct probe_result {
+    enum probe_outcome outcome;
+    long long write_bytes, read_bytes;
+    double write_s, read_s;
+    double write_mbps, read_mbps; /* 10^6 bytes per second */
+    /* What getsockopt says the client socket has once connected (twice the
+     * requested size when one was set), -1 when unknown. */
+    int client_rcvbuf, client_sndbuf;
+    char cause[512]; /* why, for any outcome but ok; no secret */
+};
+
+struct probe_shared;
+
+struct probe_job {
+    pid_t pid;
+    int fd;          /* readable when the child is done or dead */
+    double deadline; /* util_now() time after which probe_finish() kills */
+    struct probe_shared *shm;
+    char workdir[4096];
+};
+
+int probe_start(const struct probe_params *p, struct probe_job *job, struct err *e);
+
+/* Collect the measurement. Call once the fd is readable or the deadline has
+ * passed; it kills the child if it still runs and then waits for it. Frees
+ * the job's resources (fd, memory, private directory). Returns 0 with the
+ * outcome in r, or a negative errno when the result cannot be had. */
+int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e);
+
+/* probe_start + wait + probe_finish. After a timeout it runs a short
+ * cleanup-only child that removes the probe file the killed child left. */
+int probe_run(const struct probe_params *p, struct probe_result *r, struct err *e);
+
+const char *probe_outcome_name(enum probe_outcome o);
+
+/* One JSON object on one line (no newline), the result's keys. */
+int probe_result_json(const struct probe_result *r, char *out, size_t outlen);
+
+/* Map an errno from libsmbclient to an outcome, given whether the failing
+ * call was the first contact with the share (connection, session, tree
+ * connect) or a file operation after it. Pure. */
+enum probe_outcome probe_classify_errno(int err, bool connecting);
+
+#endif

@@ -1,0 +1,396 @@
+"""smbtuned --probe against a real smbd: rates, cleanup, every outcome from a
+real cause, client isolation, and the emulated wide-area path.
+
+No test here checks a rate against a threshold (that is bench/probe-accuracy's
+job); rates are only required to be positive, and on the emulated path to
+stay under the link's physical ceiling, which proves the traffic crossed it.
+"""
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from smbd import free_port
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "netem"))
+from wan import SMBD_GLOBAL, WanPath  # noqa: E402
+
+pytestmark = pytest.mark.smbd
+
+PREFIX = ".smbtuned-probe-"
+KEYS = {"outcome", "write_mbps", "read_mbps", "write_bytes", "read_bytes", "write_s", "read_s"}
+SIZE = 8 * 1024 * 1024
+USER = "daemon"  # an account every Debian system has; its password lives only in the test passdb
+PASSWORD = "Probe-pw-7c1f"
+
+
+def probe_conf(tmp_path, name="probe.conf", **opts):
+    """A config file with a probe section; values are written as given."""
+    opts.setdefault("size", str(SIZE))
+    body = "".join(f'    {k} = "{v}"\n' for k, v in opts.items())
+    p = tmp_path / name
+    p.write_text("probe {\n" + body + "}\n")
+    return p
+
+
+def run_probe(smbtuned, conf, url=None, credentials=None, prefix=(), env=None, timeout=120,
+              json_out=True):
+    cmd = [*prefix, str(smbtuned), "--probe", "-c", str(conf)]
+    if url:
+        cmd += ["--url", url]
+    if credentials:
+        cmd += ["--credentials", str(credentials)]
+    if json_out:
+        cmd.append("--json")
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
+                          stdin=subprocess.DEVNULL)
+
+
+def result(r):
+    lines = r.stdout.splitlines()
+    assert len(lines) == 1, f"want one JSON line, got {r.stdout!r} (stderr {r.stderr!r})"
+    j = json.loads(lines[0])
+    assert KEYS <= set(j), j
+    return j
+
+
+def probe_files(d):
+    return sorted(p.name for p in Path(d).iterdir() if p.name.startswith(PREFIX))
+
+
+def cred_file(tmp_path, password, name="cred"):
+    p = tmp_path / name
+    p.write_text(f"username = {USER}\npassword = {password}\n")
+    p.chmod(0o600)
+    return p
+
+
+def own_host():
+    """The host part of our probe file names (lib/probe.c: own_host)."""
+    return re.sub(r"[^A-Za-z0-9._]", "_", socket.gethostname())[:63]
+
+
+def dead_pid():
+    """A PID that no process has right now."""
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    for pid in range(pid_max - 1, 1, -1):
+        if not Path(f"/proc/{pid}").exists():
+            return pid
+    raise RuntimeError("no free pid")
+
+
+# ---- measurements ----
+
+def test_probe_measures_both_ways_and_leaves_nothing(smbd, smbtuned, tmp_path):
+    r = run_probe(smbtuned, probe_conf(tmp_path), url=smbd.url)
+    assert r.returncode == 0, r.stderr
+    j = result(r)
+    assert j["outcome"] == "ok"
+    assert j["write_bytes"] == SIZE and j["read_bytes"] == SIZE
+    assert j["write_mbps"] > 0 and j["read_mbps"] > 0
+    assert j["write_s"] > 0 and j["read_s"] > 0
+    # The rate is what the bytes and seconds say (MB = 10^6 bytes).
+    assert j["write_mbps"] == pytest.approx(SIZE / j["write_s"] / 1e6, rel=1e-3)
+    assert probe_files(smbd.share_dir) == []
+    assert r.stderr == ""
+
+
+def test_human_output(smbd, smbtuned, tmp_path):
+    r = run_probe(smbtuned, probe_conf(tmp_path), url=smbd.url, json_out=False)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"{smbd.url}: ok\n")
+    assert re.search(r"write: [\d.]+ MB/s \(8388608 bytes in [\d.]+ s\)", r.stdout)
+    assert re.search(r"read: +[\d.]+ MB/s \(8388608 bytes in [\d.]+ s\)", r.stdout)
+
+
+def test_url_and_directory_from_config(smbd, smbtuned, tmp_path):
+    sub = smbd.share_dir / "bench" / "probe"
+    sub.mkdir(parents=True)
+    sub.chmod(0o777)
+    (smbd.share_dir / "bench").chmod(0o777)
+    conf = probe_conf(tmp_path, url=smbd.url + "/bench", directory="probe")
+    r = run_probe(smbtuned, conf)
+    assert r.returncode == 0, r.stderr
+    assert result(r)["outcome"] == "ok"
+    assert probe_files(sub) == []
+
+
+def test_probe_file_is_patterned_and_named(smbd, smbtuned, tmp_path):
+    """Catch the probe file mid-write (a deadline kills the writer): its
+    name follows the documented pattern and its data is not zeros and does
+    not repeat block to block."""
+    conf = probe_conf(tmp_path, size="4G", deadline="1")
+    # The probe deletes its file; keep a hard link to it as soon as it
+    # appears, and read the data through that.
+    proc = subprocess.Popen([str(smbtuned), "--probe", "-c", str(conf), "--url", smbd.url,
+                             "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, stdin=subprocess.DEVNULL)
+    seen = None
+    try:
+        deadline = time.monotonic() + 10
+        while seen is None and time.monotonic() < deadline:
+            for p in Path(smbd.share_dir).iterdir():
+                if p.name.startswith(PREFIX):
+                    keep = tmp_path / "kept"
+                    try:
+                        os.link(p, keep)
+                        seen = (p.name, keep)
+                    except OSError:
+                        pass
+                    break
+            time.sleep(0.01)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert seen is not None, "never saw the probe file"
+    name, keep = seen
+    assert re.fullmatch(re.escape(PREFIX + own_host()) + r"-\d+-\d+", name), name
+    with open(keep, "rb") as f:
+        blocks = [f.read(4096) for _ in range(64)]
+    blocks = [b for b in blocks if len(b) == 4096]
+    assert len(blocks) >= 2
+    assert all(b != bytes(4096) for b in blocks)
+    assert len(set(blocks)) == len(blocks), "blocks repeat"
+    assert json.loads(out)["outcome"] == "timeout"
+
+
+# ---- outcomes from real causes ----
+
+def test_wrong_port_is_connect_refused(smbd, smbtuned, tmp_path):
+    url = f"smb://127.0.0.1:{free_port()}/share"
+    r = run_probe(smbtuned, probe_conf(tmp_path), url=url)
+    assert r.returncode == 1
+    assert result(r)["outcome"] == "connect_refused"
+    assert url in r.stderr and "connect_refused" in r.stderr
+    assert len(r.stderr.splitlines()) == 1
+
+
+def test_wrong_share_is_share_not_found(smbd, smbtuned, tmp_path):
+    url = f"smb://127.0.0.1:{smbd.port}/nosuchshare"
+    r = run_probe(smbtuned, probe_conf(tmp_path), url=url)
+    assert r.returncode == 1
+    assert result(r)["outcome"] == "share_not_found"
+    assert url in r.stderr and "nosuchshare" in r.stderr
+
+
+def test_unknown_host_is_name_not_found(smbtuned, tmp_path):
+    """Resolved in a namespace of our own with only /etc/hosts as a source
+    (a private mount namespace bind-mounts a private nsswitch.conf), so that
+    the lookup sends nothing anywhere."""
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare is not installed")
+    nss = tmp_path / "nsswitch.conf"
+    nss.write_text("hosts: files\n")
+    url = "smb://no-such-host.smbtuned.invalid/share"
+    script = (f"mount --bind {nss} /etc/nsswitch.conf && exec {smbtuned} --probe "
+              f"-c {probe_conf(tmp_path)} --url {url} --json")
+    r = subprocess.run(["unshare", "--net", "--mount", "sh", "-c", script], capture_output=True,
+                       text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode == 1, r.stderr
+    assert result(r)["outcome"] == "name_not_found"
+    assert url in r.stderr
+
+
+def test_wrong_password_is_auth_failed_and_never_shown(smbd_factory, smbtuned, tmp_path):
+    srv = smbd_factory(users={USER: PASSWORD},
+                       shares={"private": {"guest ok": "no", "valid users": USER}})
+    url = f"smb://127.0.0.1:{srv.port}/private"
+    good = cred_file(tmp_path, PASSWORD, "good")
+    r = run_probe(smbtuned, probe_conf(tmp_path), url=url, credentials=good)
+    assert r.returncode == 0, r.stderr
+    assert result(r)["outcome"] == "ok"
+
+    wrong = "Wrong-pw-0042"
+    bad = cred_file(tmp_path, wrong, "bad")
+    r = run_probe(smbtuned, probe_conf(tmp_path), url=url, credentials=bad)
+    assert r.returncode == 1
+    assert result(r)["outcome"] == "auth_failed"
+    assert url in r.stderr and USER in r.stderr
+    assert wrong not in r.stderr + r.stdout
+    assert PASSWORD not in r.stderr + r.stdout
+
+    # Guest on the same share: the logon works, the share refuses it.
+    r = run_probe(smbtuned, probe_conf(tmp_path), url=url)
+    assert r.returncode == 1
+    assert result(r)["outcome"] == "access_denied"
+    # smbd's own log does not get the password either.
+    assert wrong not in srv.log_tail(10000)
+
+
+def test_read_only_share_is_access_denied(smbd_factory, smbtuned, tmp_path):
+    srv = smbd_factory(shares={"ro": {"read only": "yes"}})
+    url = f"smb://127.0.0.1:{srv.port}/ro"
+    r = run_probe(smbtuned, probe_conf(tmp_path), url=url)
+    assert r.returncode == 1
+    assert result(r)["outcome"] == "access_denied"
+    assert url in r.stderr
+
+
+@pytest.fixture
+def full_tmpfs(tmp_path):
+    """A 2 MiB tmpfs under tmp_path (unmounted at the end)."""
+    mnt = tmp_path / "tmpfs"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0777", "tmpfs", str(mnt)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {r.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_full_share_is_disk_full(full_tmpfs, smbd_factory, smbtuned, tmp_path):
+    srv = smbd_factory(shares={"small": {"path": str(full_tmpfs)}})
+    url = f"smb://127.0.0.1:{srv.port}/small"
+    r = run_probe(smbtuned, probe_conf(tmp_path), url=url)
+    assert r.returncode == 1
+    j = result(r)
+    assert j["outcome"] == "disk_full"
+    assert url in r.stderr
+    # The partial file was deleted: the share has room again.
+    assert probe_files(full_tmpfs) == []
+
+
+def test_short_deadline_is_timeout_with_lower_bound(smbd, smbtuned, tmp_path):
+    conf = probe_conf(tmp_path, size="16G", deadline="1")
+    r = run_probe(smbtuned, conf, url=smbd.url)
+    assert r.returncode == 0, r.stderr
+    j = result(r)
+    assert j["outcome"] == "timeout"
+    # The bytes moved before the deadline count: a positive lower bound.
+    assert 0 < j["write_bytes"] < 16 * 1024 ** 3
+    assert j["write_mbps"] > 0 and 0 < j["write_s"] <= 1.5
+    assert j["read_bytes"] == 0
+    # The killed writer's file is removed right after.
+    assert probe_files(smbd.share_dir) == []
+
+
+def test_leftovers_of_dead_probes_are_removed(smbd, smbtuned, tmp_path):
+    host = own_host()
+    dead = f"{PREFIX}{host}-{dead_pid()}-3"
+    alive = f"{PREFIX}{host}-{os.getpid()}-0"  # a live process: not ours to remove
+    other = f"{PREFIX}otherhost-{dead_pid()}-0"  # another host's
+    unrelated = f"{PREFIX}{host}-notapid"
+    for n in (dead, alive, other, unrelated):
+        (smbd.share_dir / n).write_bytes(b"x")
+    r = run_probe(smbtuned, probe_conf(tmp_path), url=smbd.url)
+    assert r.returncode == 0, r.stderr
+    assert probe_files(smbd.share_dir) == sorted([alive, other, unrelated])
+
+
+# ---- credentials file checks ----
+
+def test_credentials_file_must_be_private(smbd, smbtuned, tmp_path):
+    cred = cred_file(tmp_path, "Secret-xyz")
+    cred.chmod(0o644)
+    r = run_probe(smbtuned, probe_conf(tmp_path), url=smbd.url, credentials=cred)
+    assert r.returncode == 1
+    assert result(r)["outcome"] == "error"
+    assert "0644" in r.stderr and "0600" in r.stderr and str(cred) in r.stderr
+    assert "Secret-xyz" not in r.stderr
+
+    cred.chmod(0o600)
+    os.chown(cred, 1, 1)  # not root's
+    r = run_probe(smbtuned, probe_conf(tmp_path), url=smbd.url, credentials=cred)
+    assert r.returncode == 1
+    assert "owned by uid 1" in r.stderr
+
+
+def test_config_error_names_file_and_line(smbtuned, tmp_path):
+    conf = tmp_path / "bad.conf"
+    conf.write_text("probe {\n    size = 12 parsecs\n}\n")
+    r = run_probe(smbtuned, conf, url="smb://127.0.0.1/share")
+    assert r.returncode == 1
+    assert f"{conf}:2:" in r.stderr
+
+
+def test_missing_config_only_matters_when_given(smbd, smbtuned, tmp_path):
+    missing = tmp_path / "nope.conf"
+    r = run_probe(smbtuned, missing, url=smbd.url)
+    assert r.returncode == 1
+    assert str(missing) in r.stderr
+
+
+# ---- client isolation ----
+
+def test_client_socket_ignores_callers_and_servers_smb_conf(smbd_factory, smbtuned, tmp_path):
+    """The caller's ~/.smb/smb.conf, the machine's /etc/samba/smb.conf (a
+    private mount namespace shows a file of ours there; the real one is not
+    touched) and the server's smb.conf all ask for SO_RCVBUF=65536; the
+    probe's client socket has what the probe's config asks for."""
+    bad = "TCP_NODELAY SO_RCVBUF=65536 SO_SNDBUF=65536"
+    srv = smbd_factory(socket_options=bad)
+    home = tmp_path / "home"
+    (home / ".smb").mkdir(parents=True)
+    (home / ".smb" / "smb.conf").write_text(f"[global]\n   socket options = {bad}\n")
+    fake_etc = tmp_path / "etc-smb.conf"
+    fake_etc.write_text(f"[global]\n   socket options = {bad}\n")
+    want = 262144
+    conf = probe_conf(tmp_path, socket_options=f"TCP_NODELAY SO_RCVBUF={want} SO_SNDBUF={want}")
+    env = dict(os.environ, HOME=str(home))
+    cmd = (f"mount --bind {fake_etc} /etc/samba/smb.conf && exec {smbtuned} --probe -c {conf} "
+           f"--url {srv.url} --json")
+    if shutil.which("unshare") is None or not Path("/etc/samba/smb.conf").exists():
+        prefix, script = [], None
+    else:
+        prefix, script = ["unshare", "--mount", "sh", "-c"], cmd
+    if script:
+        r = subprocess.run(prefix + [script], capture_output=True, text=True, timeout=120,
+                           env=env, stdin=subprocess.DEVNULL)
+    else:
+        r = run_probe(smbtuned, conf, url=srv.url, env=env)
+    assert r.returncode == 0, r.stderr
+    j = result(r)
+    assert j["outcome"] == "ok"
+    # Linux reports twice the size asked for (the kernel's bookkeeping).
+    assert j["client_rcvbuf"] == 2 * want
+    assert j["client_sndbuf"] == 2 * want
+
+
+def test_client_socket_options_reach_the_socket(smbd, smbtuned, tmp_path):
+    """The other way round: what the probe's config asks for is applied
+    (so the test above would see a leak as a different number)."""
+    conf = probe_conf(tmp_path, socket_options="TCP_NODELAY SO_RCVBUF=65536 SO_SNDBUF=65536")
+    r = run_probe(smbtuned, conf, url=smbd.url)
+    assert r.returncode == 0, r.stderr
+    j = result(r)
+    assert j["client_rcvbuf"] == 131072 and j["client_sndbuf"] == 131072
+
+
+# ---- the emulated wide-area path ----
+
+@pytest.mark.slow
+def test_probe_over_emulated_wan(smbd_factory, smbtuned, tmp_path):
+    rate_mbit = 100
+    with WanPath(tmp_path / "wan", rtt_ms=40, rate_mbit=rate_mbit) as wan:
+        srv = smbd_factory(prefix_cmd=wan.prefix("server"), bind_addr=wan.server_addr,
+                           extra_global=SMBD_GLOBAL)
+        try:
+            r = run_probe(smbtuned, probe_conf(tmp_path), url=srv.url,
+                          prefix=wan.prefix("client"))
+        finally:
+            srv.stop()
+    assert r.returncode == 0, r.stderr
+    j = result(r)
+    assert j["outcome"] == "ok"
+    assert j["write_mbps"] > 0 and j["read_mbps"] > 0
+    # The link's ceiling: had the data gone any other way it would be
+    # faster. (A physical bound, not a performance threshold.)
+    ceiling = rate_mbit * 1e6 / 8 / 1e6
+    assert j["write_mbps"] < ceiling and j["read_mbps"] < ceiling
+    stats = wan.stats()
+    fwd = [int(n) for n in re.findall(r"forwarded (\d+)", stats)]
+    assert len(fwd) == 2 and min(fwd) > SIZE / 1500, stats
+    assert probe_files(srv.share_dir) == []

@@ -1,0 +1,183 @@
+/* Unit tests for lib/config: the probe section of /etc/smbtuned.conf,
+ * its defaults, and errors that name the file and the line. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <errno.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "probe.h"
+
+static void test_empty_gives_defaults(void **state)
+{
+    struct config c;
+    struct err e = {{0}};
+
+    (void)state;
+    assert_int_equal(config_parse_string("", "x.conf", &c, &e), 0);
+    assert_string_equal(c.probe.url, "");
+    assert_string_equal(c.probe.credentials, "");
+    assert_int_equal(c.probe.size, PROBE_DEFAULT_SIZE);
+    assert_int_equal(c.probe.request_size, PROBE_DEFAULT_REQUEST_SIZE);
+    assert_int_equal(c.probe.deadline_s, (long long)PROBE_DEFAULT_DEADLINE_S);
+    assert_string_equal(c.probe.directory, "");
+    assert_string_equal(c.probe.socket_options, "TCP_NODELAY");
+
+    /* An empty section is the same. */
+    assert_int_equal(config_parse_string("probe {\n}\n", "x.conf", &c, &e), 0);
+    assert_int_equal(c.probe.size, PROBE_DEFAULT_SIZE);
+}
+
+static void test_full_probe_section(void **state)
+{
+    struct config c;
+    struct err e = {{0}};
+    const char *text = "# smbtuned\n"
+                       "probe {\n"
+                       "    url = \"smb://fs.example.org:4455/data/bench\"\n"
+                       "    credentials = /etc/smbtuned/credentials\n"
+                       "    size = 256M\n"
+                       "    request_size = 4M\n"
+                       "    deadline = 30\n"
+                       "    directory = \".smbtuned\"\n"
+                       "    socket_options = \"TCP_NODELAY SO_RCVBUF=1048576\"\n"
+                       "}\n";
+
+    (void)state;
+    assert_int_equal(config_parse_string(text, "x.conf", &c, &e), 0);
+    assert_string_equal(c.probe.url, "smb://fs.example.org:4455/data/bench");
+    assert_string_equal(c.probe.credentials, "/etc/smbtuned/credentials");
+    assert_int_equal(c.probe.size, 256LL * 1024 * 1024);
+    assert_int_equal(c.probe.request_size, 4LL * 1024 * 1024);
+    assert_int_equal(c.probe.deadline_s, 30);
+    assert_string_equal(c.probe.directory, ".smbtuned");
+    assert_string_equal(c.probe.socket_options, "TCP_NODELAY SO_RCVBUF=1048576");
+}
+
+static void check_error(const char *text, const char *want)
+{
+    struct config c;
+    struct err e = {{0}};
+
+    assert_int_equal(config_parse_string(text, "/etc/smbtuned.conf", &c, &e), -EINVAL);
+    if (strstr(e.msg, want) == NULL)
+        fail_msg("error for\n%s\nis '%s', expected '%s'", text, e.msg, want);
+}
+
+static void test_errors_name_file_and_line(void **state)
+{
+    (void)state;
+    check_error("probe {\n  size = 12Q\n}\n", "/etc/smbtuned.conf:2: probe: size '12Q'");
+    check_error("probe {\n\n  size = 1K\n}\n", "/etc/smbtuned.conf:3: probe: size '1K'");
+    check_error("probe {\n  request_size = 9M\n}\n", "/etc/smbtuned.conf:2: probe: request_size");
+    check_error("probe {\n  deadline = 0\n}\n", "/etc/smbtuned.conf:2: probe: deadline '0'");
+    check_error("probe {\n  deadline = 1.5\n}\n", ":2: probe: deadline");
+    check_error("probe {\n  url = \"http://x/y\"\n}\n", ":2: probe: URL 'http://x/y'");
+    check_error("probe {\n  url = \"smb://u:pw@x/y\"\n}\n", ":2: probe: URL must not carry");
+    check_error("probe {\n  credentials = relative/path\n}\n", ":2: probe: credentials must be");
+    check_error("probe {\n  directory = \"../x\"\n}\n", ":2: probe: directory");
+    check_error("probe {\n  socket_options = \"\"\n}\n", ":2: probe: socket options");
+    check_error("probe {\n  socket_options = \"TCP_NODELAY\\ninclude = /x\"\n}\n",
+                ":2: probe: socket options");
+    check_error("probe {\n  colour = blue\n}\n", ":2: no such option 'colour'");
+    check_error("prob {\n}\n", ":1: no such option 'prob'");
+    check_error("probe {\n  size = 1M\n}\n}\n", "/etc/smbtuned.conf:4:");
+}
+
+static void test_error_keeps_first(void **state)
+{
+    struct config c;
+    struct err e = {{0}};
+
+    (void)state;
+    assert_int_equal(config_parse_string("probe {\n size = x\n deadline = y\n}\n", "f", &c, &e),
+                     -EINVAL);
+    assert_non_null(strstr(e.msg, "f:2: probe: size"));
+}
+
+static void test_load(void **state)
+{
+    char dir[4096], path[4200];
+    struct config c;
+    struct err e = {{0}};
+    FILE *f;
+
+    (void)state;
+    snprintf(dir, sizeof(dir), "%s/test_config.XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/smbtuned.conf", dir);
+
+    assert_int_equal(config_load(path, &c, &e), -ENOENT);
+    assert_non_null(strstr(e.msg, path));
+
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("probe {\n  url = \"smb://127.0.0.1/share\"\n  size = banana\n}\n", f);
+    fclose(f);
+    memset(&e, 0, sizeof(e));
+    assert_int_equal(config_load(path, &c, &e), -EINVAL);
+    if (strncmp(e.msg, path, strlen(path)) != 0 || strstr(e.msg, ":3: ") == NULL)
+        fail_msg("'%s' does not start with %s:3:", e.msg, path);
+
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("probe {\n  url = \"smb://127.0.0.1/share\"\n  size = 1G\n}\n", f);
+    fclose(f);
+    assert_int_equal(config_load(path, &c, &e), 0);
+    assert_string_equal(c.probe.url, "smb://127.0.0.1/share");
+    assert_int_equal(c.probe.size, 1024LL * 1024 * 1024);
+
+    unlink(path);
+    rmdir(dir);
+}
+
+static void test_shipped_config_parses(void **state)
+{
+    struct config c, d;
+    struct err e = {{0}};
+    const char *src = getenv("SMBTUNED_SOURCE_ROOT");
+    const char *me = __FILE__, *tail = strstr(me, "tests/unit/test_config.c");
+    char path[4096];
+
+    (void)state;
+    /* meson compiles us as <source root>/tests/unit/test_config.c relative
+     * to the build directory, where `meson test` runs us. */
+    if (src != NULL)
+        snprintf(path, sizeof(path), "%s/conf/smbtuned.conf", src);
+    else if (tail != NULL)
+        snprintf(path, sizeof(path), "%.*sconf/smbtuned.conf", (int)(tail - me), me);
+    else
+        skip();
+    if (access(path, R_OK) != 0)
+        skip();
+    if (config_load(path, &c, &e) != 0)
+        fail_msg("%s", e.msg);
+    /* The documented file states the defaults; it must not change them. */
+    config_defaults(&d);
+    assert_int_equal(c.probe.size, d.probe.size);
+    assert_int_equal(c.probe.request_size, d.probe.request_size);
+    assert_int_equal(c.probe.deadline_s, d.probe.deadline_s);
+    assert_string_equal(c.probe.socket_options, d.probe.socket_options);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_empty_gives_defaults),
+        cmocka_unit_test(test_full_probe_section),
+        cmocka_unit_test(test_errors_name_file_and_line),
+        cmocka_unit_test(test_error_keeps_first),
+        cmocka_unit_test(test_load),
+        cmocka_unit_test(test_shipped_config_parses),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
