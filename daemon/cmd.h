@@ -15,13 +15,24 @@ struct opts {
     const char *url;          /* --url URL */
     const char *credentials;  /* --credentials FILE */
     const char *expect;       /* --expect VALUE: compare-and-set guard */
+    const char *mode;         /* --mode tune|advise */
+    const char *trials;       /* --trials shadow|client|live */
+    bool smb_conf_given;
+    bool state_dir_given;
     bool json;                /* --json */
     bool show;                /* --show */
     bool probe;               /* --probe */
+    bool once;                /* --once: one cycle in the foreground */
+    bool dry_run;             /* --dry-run: with --once, one advise cycle */
+    bool check;               /* -t: check the config files and exit */
+    bool resume;              /* --resume: hand control back after a hold */
 };
 
 int cmd_show(const struct opts *o);
 int cmd_set_buffers(const struct opts *o);
 int cmd_probe(const struct opts *o);
+int cmd_run(const struct opts *o);
+int cmd_check(const struct opts *o);
+int cmd_resume(const struct opts *o);
 
 #endif

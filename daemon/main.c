@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cmd.h"
-#include "config.h"
+#include "build.h"
 
 #define DEFAULT_SMB_CONF "/etc/samba/smb.conf"
 
@@ -16,13 +16,26 @@ static void usage(FILE *f)
             "       smbtuned --smb-conf FILE --set-buffers RCV,SND [--expect VALUE]\n"
             "                [--state-dir DIR] [--apply smbcontrol|none]\n"
             "       smbtuned --probe [-c FILE] [--url URL] [--credentials FILE] [--json]\n"
+            "       smbtuned [-c FILE] [--once [--dry-run] [--json]] [--smb-conf FILE]\n"
+            "                [--url URL] [--credentials FILE] [--state-dir DIR]\n"
+            "                [--mode tune|advise] [--trials shadow|client|live]\n"
+            "                [--apply smbcontrol|none]\n"
+            "       smbtuned -t [-c FILE]      check the configuration and exit\n"
+            "       smbtuned --resume          tune again after an edit by hand\n"
             "\n"
             "  --show              print the socket options in force, where they come from,\n"
             "                      and the buffer sizes they set\n"
             "  --set-buffers R,S   set SO_RCVBUF and SO_SNDBUF: a size (262144, 256K, 1M)\n"
             "                      or 'auto' (no explicit size: kernel autotuning)\n"
             "  --expect VALUE      change nothing unless socket options is VALUE now\n"
-            "  --apply METHOD      tell smbd after a change (default: none)\n"
+            "  --apply METHOD      tell smbd after a change (--set-buffers: none;\n"
+            "                      the daemon: smbcontrol)\n"
+            "  --once              one tuning cycle in the foreground, then a\n"
+            "                      before/after table (--json: one object)\n"
+            "  --mode advise       measure and report, never write smb.conf\n"
+            "  --trials WHERE      shadow: a private smbd per candidate (local target)\n"
+            "                      client: the probe's own socket (peer target)\n"
+            "                      live: smb.conf itself (reaches every client)\n"
             "  --state-dir DIR     backups and the lock (default %s)\n"
             "  --smb-conf FILE     default %s\n",
             SMBTUNED_STATE_DIR, DEFAULT_SMB_CONF);
@@ -40,6 +53,11 @@ enum {
     OPT_SHOW,
     OPT_PROBE,
     OPT_VERSION,
+    OPT_MODE,
+    OPT_TRIALS,
+    OPT_ONCE,
+    OPT_DRY_RUN,
+    OPT_RESUME,
 };
 
 static const struct option longopts[] = {
@@ -54,6 +72,11 @@ static const struct option longopts[] = {
     {"json", no_argument, NULL, OPT_JSON},
     {"show", no_argument, NULL, OPT_SHOW},
     {"probe", no_argument, NULL, OPT_PROBE},
+    {"mode", required_argument, NULL, OPT_MODE},
+    {"trials", required_argument, NULL, OPT_TRIALS},
+    {"once", no_argument, NULL, OPT_ONCE},
+    {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+    {"resume", no_argument, NULL, OPT_RESUME},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -68,7 +91,7 @@ int main(int argc, char **argv)
     };
     int ch, ncmd;
 
-    while ((ch = getopt_long(argc, argv, "c:h", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "c:ht", longopts, NULL)) != -1) {
         switch (ch) {
         case 'c':
             o.config_file = optarg;
@@ -76,9 +99,29 @@ int main(int argc, char **argv)
             break;
         case OPT_SMB_CONF:
             o.smb_conf = optarg;
+            o.smb_conf_given = true;
             break;
         case OPT_STATE_DIR:
             o.state_dir = optarg;
+            o.state_dir_given = true;
+            break;
+        case OPT_MODE:
+            o.mode = optarg;
+            break;
+        case OPT_TRIALS:
+            o.trials = optarg;
+            break;
+        case OPT_ONCE:
+            o.once = true;
+            break;
+        case OPT_DRY_RUN:
+            o.dry_run = true;
+            break;
+        case OPT_RESUME:
+            o.resume = true;
+            break;
+        case 't':
+            o.check = true;
             break;
         case OPT_SET_BUFFERS:
             o.set_buffers = optarg;
@@ -119,15 +162,26 @@ int main(int argc, char **argv)
         fprintf(stderr, "smbtuned: unexpected argument '%s'\n", argv[optind]);
         return 1;
     }
-    ncmd = (o.show ? 1 : 0) + (o.set_buffers ? 1 : 0) + (o.probe ? 1 : 0);
-    if (ncmd != 1) {
-        fprintf(stderr, "smbtuned: give exactly one of --show, --set-buffers, --probe "
-                        "(see --help)\n");
+    ncmd = (o.show ? 1 : 0) + (o.set_buffers ? 1 : 0) + (o.probe ? 1 : 0) + (o.check ? 1 : 0) +
+           (o.resume ? 1 : 0);
+    if (ncmd > 1 || (ncmd == 1 && o.once)) {
+        fprintf(stderr, "smbtuned: give at most one of --show, --set-buffers, --probe, -t, "
+                        "--resume, --once (see --help)\n");
+        return 1;
+    }
+    if (o.dry_run && !o.once) {
+        fprintf(stderr, "smbtuned: --dry-run goes with --once\n");
         return 1;
     }
     if (o.show)
         return cmd_show(&o);
     if (o.set_buffers)
         return cmd_set_buffers(&o);
-    return cmd_probe(&o);
+    if (o.probe)
+        return cmd_probe(&o);
+    if (o.check)
+        return cmd_check(&o);
+    if (o.resume)
+        return cmd_resume(&o);
+    return cmd_run(&o);
 }

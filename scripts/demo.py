@@ -2,8 +2,11 @@
 
 Starts a private smbd (every file under a temporary directory, a free
 loopback port) whose smb.conf carries the line old tuning guides
-recommend, then lets smbtuned show it, rewrite its buffer sizes, and make
-the running smbd apply the change. The machine's /etc/samba is not touched.
+recommend, then runs one tuning cycle, `smbtuned --once`: candidates are
+measured on shadow smbds (private copies on their own ports, so the
+"production" smbd's clients never see a trial value), and the winner is
+written into the socket options line and applied with smbcontrol. The
+machine's /etc/samba is not touched.
 """
 
 import difflib
@@ -23,29 +26,37 @@ LEGACY = "TCP_NODELAY IPTOS_LOWDELAY SO_KEEPALIVE SO_RCVBUF=8192 SO_SNDBUF=8192"
 
 
 def run(*args):
-    print("$ smbtuned " + " ".join(args[1:]), flush=True)
-    p = subprocess.run(list(args), text=True, capture_output=True)
-    sys.stdout.write(p.stdout)
-    sys.stdout.write(p.stderr)
+    print("$ smbtuned " + " ".join(str(a) for a in args[1:]), flush=True)
+    p = subprocess.run([str(a) for a in args], text=True)
     print()
     if p.returncode != 0:
         raise SystemExit(f"demo: smbtuned exited {p.returncode}")
 
 
 def main():
-    with tempfile.TemporaryDirectory(prefix="smbtuned-demo-") as tmp:
-        factory = SmbdFactory(Path(tmp) / "smbd")
+    # A short path: the shadow smbds' sockets live under the state directory.
+    with tempfile.TemporaryDirectory(prefix="smbtuned-demo-", dir="/tmp") as tmp:
+        tmp = Path(tmp)
+        factory = SmbdFactory(tmp / "smbd")
         try:
             srv = factory(socket_options=LEGACY)
             print(f"A throwaway smbd (pid {srv.pid}) serves {srv.url}")
             print(f"its smb.conf ({srv.conf}) has the old tuning guides' line.\n")
+            conf = tmp / "smbtuned.conf"
+            conf.write_text(
+                "probe {\n"
+                f'    url = "{srv.url}"\n'
+                "    size = 16M\n"
+                "    deadline = 20\n"
+                "}\n"
+                "tune {\n"
+                f'    smb_conf = "{srv.conf}"\n'
+                f'    state_dir = "{tmp / "state"}"\n'
+                "    max_size = 4M\n"
+                "}\n")
             before = srv.conf.read_text()
-            state = str(Path(tmp) / "state")
-            conf = str(srv.conf)
-            run(SMBTUNED, "--smb-conf", conf, "--show")
-            run(SMBTUNED, "--smb-conf", conf, "--state-dir", state,
-                "--set-buffers", "auto,auto", "--apply", "smbcontrol")
-            run(SMBTUNED, "--smb-conf", conf, "--show")
+            run(SMBTUNED, "-c", conf, "--show", "--smb-conf", srv.conf)
+            run(SMBTUNED, "-c", conf, "--once")
             print("What changed in smb.conf:")
             sys.stdout.writelines(difflib.unified_diff(
                 before.splitlines(True), srv.conf.read_text().splitlines(True),

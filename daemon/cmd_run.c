@@ -1,0 +1,286 @@
+/* The daemon, --once, -t and --resume. One sd-event loop: a timer starts
+ * each cycle, signals are event sources, the probe child is an io source
+ * with a deadline. */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <systemd/sd-daemon.h>
+#include <systemd/sd-event.h>
+
+#include "cmd.h"
+#include "build.h"
+#include "config.h"
+#include "journal.h"
+#include "probe.h"
+#include "smbconf.h"
+#include "state.h"
+#include "tuner.h"
+
+struct daemon {
+    const struct opts *o;
+    sd_event *ev;
+    struct tuner *tuner;
+    struct config cfg;
+    struct probe_creds creds;
+    struct tuner_opts topts;
+};
+
+/* A target on this machine is served by the local smbd: its candidates can
+ * run on a shadow smbd. A peer's share can only be tuned from our side of
+ * the connection: the probe's own client socket. */
+static bool url_is_local(const char *url)
+{
+    struct probe_url u;
+
+    if (probe_parse_url(url, &u, NULL) < 0)
+        return false;
+    return strcmp(u.host, "127.0.0.1") == 0 || strcmp(u.host, "localhost") == 0 ||
+           strcmp(u.host, "::1") == 0;
+}
+
+/* Load the config file (or the defaults when it was not named and does not
+ * exist), then let the command line override it. */
+static int load_config(const struct opts *o, struct config *c, struct err *e)
+{
+    int r = config_load(o->config_file, c, e);
+
+    if (r == -ENOENT && !o->config_given) {
+        config_defaults(c);
+        r = 0;
+    }
+    if (r < 0)
+        return r;
+    if (o->url && config_set(c, "probe", "url", o->url, e) < 0)
+        return -EINVAL;
+    if (o->credentials && config_set(c, "probe", "credentials", o->credentials, e) < 0)
+        return -EINVAL;
+    if (o->smb_conf_given && config_set(c, "tune", "smb_conf", o->smb_conf, e) < 0)
+        return -EINVAL;
+    if (o->state_dir_given && config_set(c, "tune", "state_dir", o->state_dir, e) < 0)
+        return -EINVAL;
+    if (o->apply && config_set(c, "tune", "apply", o->apply, e) < 0)
+        return -EINVAL;
+    if (o->mode && config_set(c, "tune", "mode", o->mode, e) < 0)
+        return -EINVAL;
+    if (o->trials && config_set(c, "tune", "trials", o->trials, e) < 0)
+        return -EINVAL;
+    if (o->dry_run && config_set(c, "tune", "mode", "advise", e) < 0)
+        return -EINVAL;
+    return 0;
+}
+
+/* struct config -> struct tuner_opts. The strings stay in d->cfg. */
+static int make_opts(struct daemon *d, struct err *e)
+{
+    const struct config *c = &d->cfg;
+    struct tuner_opts *t = &d->topts;
+
+    memset(t, 0, sizeof(*t));
+    if (c->probe.url[0] == '\0')
+        return err_set(e, -EINVAL, "no target: set probe { url = ... } in %s or give --url",
+                       d->o->config_file);
+    t->smb_conf = c->tune.smb_conf;
+    t->state_dir = c->tune.state_dir;
+    t->mode = c->tune.advise ? TUNER_ADVISE : TUNER_TUNE;
+    if (strcmp(c->tune.trials, "shadow") == 0)
+        t->trials = TUNER_SHADOW;
+    else if (strcmp(c->tune.trials, "client") == 0)
+        t->trials = TUNER_CLIENT;
+    else if (strcmp(c->tune.trials, "live") == 0)
+        t->trials = TUNER_LIVE;
+    else
+        t->trials = url_is_local(c->probe.url) ? TUNER_SHADOW : TUNER_CLIENT;
+    if (apply_parse(c->tune.apply, &t->apply, e) < 0)
+        return -EINVAL;
+    probe_params_default(&t->probe);
+    t->probe.url = c->probe.url;
+    t->probe.directory = c->probe.directory[0] ? c->probe.directory : NULL;
+    t->probe.size = c->probe.size;
+    t->probe.request_size = c->probe.request_size;
+    t->probe.deadline_s = (double)c->probe.deadline_s;
+    t->probe.socket_options = c->probe.socket_options;
+    probe_creds_clear(&d->creds);
+    if (c->probe.credentials[0]) {
+        if (probe_load_credentials(c->probe.credentials, 0, &d->creds, e) < 0)
+            return -EINVAL;
+        t->probe.creds = &d->creds;
+    }
+    search_params_default(&t->search);
+    t->search.min_size = c->tune.min_size;
+    t->search.max_rcvbuf = c->tune.max_size;
+    t->search.max_sndbuf = c->tune.max_size;
+    t->search.min_gain = c->tune.min_gain;
+    t->search.abort_ratio = c->tune.abort_ratio;
+    t->search.max_samples = (int)c->tune.max_samples;
+    t->search.tied = c->tune.tied;
+    t->max_bytes = c->tune.max_bytes;
+    t->interval_s = (double)c->tune.interval_s;
+    t->busy_mbps = (double)c->tune.busy_rate / 1e6;
+    t->window_start = c->tune.window_start;
+    t->window_end = c->tune.window_end;
+    t->once = d->o->once;
+    t->json = d->o->json;
+    t->progress = d->o->once && !d->o->json;
+    return 0;
+}
+
+static int on_term(sd_event_source *s, const struct signalfd_siginfo *si, void *ud)
+{
+    struct daemon *d = ud;
+
+    journal_log(LOG_NOTICE, "signal %d: stopping; any trial is taken back first",
+                (int)si->ssi_signo);
+    sd_notify(0, "STOPPING=1");
+    tuner_stop(d->tuner);
+    sd_event_exit(d->ev, d->o->once ? 1 : 0);
+    return 0;
+}
+
+/* SIGHUP: read the config again; a bad one is refused and the old one
+ * stays in force. The state file is read at the next cycle anyway, which
+ * is where `--resume` clears the hold. */
+static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *ud)
+{
+    struct daemon *d = ud;
+    struct config fresh;
+    struct daemon tmp;
+    struct err e = {{0}};
+
+    sd_notify(0, "RELOADING=1");
+    if (load_config(d->o, &fresh, &e) < 0) {
+        journal_log(LOG_ERR, "SIGHUP: %s; keeping the configuration in force", e.msg);
+        sd_notify(0, "READY=1");
+        return 0;
+    }
+    tmp = *d;
+    tmp.cfg = fresh;
+    if (make_opts(&tmp, &e) < 0) {
+        journal_log(LOG_ERR, "SIGHUP: %s; keeping the configuration in force", e.msg);
+        sd_notify(0, "READY=1");
+        return 0;
+    }
+    d->cfg = fresh;
+    d->creds = tmp.creds;
+    make_opts(d, &e);
+    tuner_set_opts(d->tuner, &d->topts);
+    journal_log(LOG_NOTICE, "configuration reloaded from %s", d->o->config_file);
+    sd_notify(0, "READY=1");
+    tuner_kick(d->tuner);
+    return 0;
+}
+
+static int on_status(sd_event_source *s, uint64_t usec, void *ud)
+{
+    struct daemon *d = ud;
+
+    sd_notifyf(0, "STATUS=%s", tuner_status(d->tuner));
+    sd_event_source_set_time_relative(s, 5 * 1000000ULL);
+    return 0;
+}
+
+int cmd_check(const struct opts *o)
+{
+    struct daemon d = {.o = o};
+    struct smbconf c;
+    struct err e = {{0}};
+
+    if (load_config(o, &d.cfg, &e) < 0 || make_opts(&d, &e) < 0) {
+        fprintf(stderr, "smbtuned: %s\n", e.msg);
+        return 1;
+    }
+    if (smbconf_load(&c, d.topts.smb_conf, &e) < 0) {
+        fprintf(stderr, "smbtuned: %s\n", e.msg);
+        return 1;
+    }
+    smbconf_free(&c);
+    probe_creds_clear(&d.creds);
+    return 0;
+}
+
+int cmd_resume(const struct opts *o)
+{
+    struct daemon d = {.o = o};
+    struct state st;
+    struct err e = {{0}};
+
+    if (load_config(o, &d.cfg, &e) < 0 || state_load(d.cfg.tune.state_dir, &st, &e) < 0) {
+        fprintf(stderr, "smbtuned: %s\n", e.msg);
+        return 1;
+    }
+    if (!st.hold) {
+        printf("smbtuned was not holding off\n");
+        state_free(&st);
+        return 0;
+    }
+    /* The admin's value becomes the one smbtuned starts from. */
+    st.hold = false;
+    state_set_str(&st.hold_reason, NULL);
+    state_set_str(&st.last_written, NULL);
+    if (state_save(d.cfg.tune.state_dir, &st, &e) < 0) {
+        fprintf(stderr, "smbtuned: %s\n", e.msg);
+        state_free(&st);
+        return 1;
+    }
+    state_free(&st);
+    printf("smbtuned tunes smb.conf again from its next cycle (SIGHUP to start it now)\n");
+    return 0;
+}
+
+int cmd_run(const struct opts *o)
+{
+    struct daemon d = {.o = o};
+    struct err e = {{0}};
+    sigset_t ss;
+    int r;
+
+    if (load_config(o, &d.cfg, &e) < 0 || make_opts(&d, &e) < 0) {
+        fprintf(stderr, "smbtuned: %s\n", e.msg);
+        return 1;
+    }
+    r = util_mkdir_p(d.topts.state_dir);
+    if (r < 0) {
+        fprintf(stderr, "smbtuned: cannot create %s: %s\n", d.topts.state_dir, strerror(-r));
+        return 1;
+    }
+    /* Signals arrive as events; block them for the default handlers. */
+    sigemptyset(&ss);
+    sigaddset(&ss, SIGTERM);
+    sigaddset(&ss, SIGINT);
+    sigaddset(&ss, SIGHUP);
+    sigprocmask(SIG_BLOCK, &ss, NULL);
+    r = sd_event_default(&d.ev);
+    if (r < 0) {
+        fprintf(stderr, "smbtuned: sd-event: %s\n", strerror(-r));
+        return 1;
+    }
+    sd_event_add_signal(d.ev, NULL, SIGTERM, on_term, &d);
+    sd_event_add_signal(d.ev, NULL, SIGINT, on_term, &d);
+    if (!o->once) {
+        sd_event_add_signal(d.ev, NULL, SIGHUP, on_hup, &d);
+        sd_event_add_time_relative(d.ev, NULL, CLOCK_MONOTONIC, 0, 0, on_status, &d);
+    }
+    /* WATCHDOG_USEC from systemd: the loop pings it while it turns. */
+    sd_event_set_watchdog(d.ev, true);
+
+    if (tuner_new(d.ev, &d.topts, &d.tuner, &e) < 0 || tuner_recover(d.tuner, &e) < 0) {
+        fprintf(stderr, "smbtuned: %s\n", e.msg);
+        tuner_free(d.tuner);
+        sd_event_unref(d.ev);
+        return 1;
+    }
+    sd_notify(0, "READY=1");
+    journal_log(LOG_INFO, "smbtuned %s: %s, target %s", SMBTUNED_VERSION,
+                d.topts.mode == TUNER_TUNE ? "tuning" : "advising", d.topts.probe.url);
+    tuner_kick(d.tuner);
+    r = sd_event_loop(d.ev);
+    if (o->once && r == 0)
+        r = tuner_exit_code(d.tuner);
+    tuner_free(d.tuner);
+    sd_event_unref(d.ev);
+    probe_creds_clear(&d.creds);
+    return r < 0 ? 1 : r;
+}

@@ -1,0 +1,72 @@
+/* tuner: one tuning cycle as a state machine over the lib parts, driven by
+ * the sd-event loop. Only the tuner knows the order of things:
+ *
+ *   recover  finish what a killed run left (a live trial, an unsaved commit)
+ *   begin    read smb.conf and the state; hold off when an admin edited our
+ *            line; defer while real clients are busy or outside the window
+ *   trial    search_ask -> put the candidate where it harms nobody (a shadow
+ *            smbd, the probe's own client socket, or live) -> probe ->
+ *            search_tell, until the search converges or the budget is spent
+ *   commit   compare-and-set the winner into smb.conf, apply, verify
+ *   verify   later cycles sample the winner; a drift starts a new search
+ *
+ * Every trial is bounded by the probe's deadline; nothing (trial value,
+ * shadow smbd, probe child, probe file) outlives a cycle, SIGTERM, or, via
+ * recover and the sweeps at start, a kill -9. */
+#ifndef SMBTUNED_TUNER_H
+#define SMBTUNED_TUNER_H
+
+#include <stdbool.h>
+#include <systemd/sd-event.h>
+
+#include "apply.h"
+#include "probe.h"
+#include "search.h"
+#include "util.h"
+
+enum tuner_trials { TUNER_SHADOW, TUNER_CLIENT, TUNER_LIVE };
+enum tuner_mode { TUNER_TUNE, TUNER_ADVISE };
+
+struct tuner_opts {
+    const char *smb_conf;
+    const char *state_dir;
+    enum tuner_trials trials;
+    enum tuner_mode mode;
+    enum apply_method apply;
+    struct probe_params probe; /* url, credentials, size ...; socket_options: the client's */
+    struct search_params search;
+    long long max_bytes;       /* moved by probes in one cycle; 0: no limit */
+    double interval_s;         /* between cycles */
+    double busy_mbps;          /* defer while clients move more than this; 0: never */
+    int window_start;          /* minutes after midnight; -1: any time */
+    int window_end;
+    bool once;     /* one cycle, then leave the loop */
+    bool json;     /* --once: the before/after object on stdout */
+    bool progress; /* --once: a line per sample on stderr */
+};
+
+struct tuner;
+
+int tuner_new(sd_event *ev, const struct tuner_opts *o, struct tuner **t, struct err *e);
+void tuner_free(struct tuner *t);
+
+/* Replace the options (SIGHUP with a good config): taken at the next cycle. */
+void tuner_set_opts(struct tuner *t, const struct tuner_opts *o);
+
+/* At start-up: take back a live trial a killed run left in smb.conf (only
+ * while our line still holds it), remove leftover shadow smbds. */
+int tuner_recover(struct tuner *t, struct err *e);
+
+/* Start a cycle now (no-op when one runs). */
+void tuner_kick(struct tuner *t);
+
+/* Abort what runs, restore, save the state: for SIGTERM and SIGINT. */
+void tuner_stop(struct tuner *t);
+
+/* For --once: 0 when the cycle did what it should, 1 otherwise. */
+int tuner_exit_code(const struct tuner *t);
+
+/* A line for `systemctl status` (sd_notify STATUS=). */
+const char *tuner_status(const struct tuner *t);
+
+#endif
