@@ -1,0 +1,430 @@
+"""Black-box tests of the tuning daemon (smbtuned --once, the daemon loop,
+-t, --resume) against a real smbd from the fixture.
+
+What is held here is structure and safety, never which buffer size wins
+(loopback cannot rank sizes of 64K and above, FACTS.md):
+- a --once cycle reports one JSON object whose numbers agree with the
+  value it names; what it commits is what Samba's own parser reads back;
+  only the socket options line changes, its other tokens stay;
+- trials on a shadow smbd never touch the production smb.conf;
+- --dry-run writes nothing;
+- SIGTERM/SIGINT mid-trial take a live trial back, byte for byte;
+- after kill -9 mid-trial, the next start takes the trial back by
+  compare-and-set, keeping an admin's edit elsewhere in the file;
+- an edit by hand of our line makes smbtuned hold off until --resume;
+- SIGHUP with a bad config keeps the one in force;
+- -t names the file and line of a problem;
+- nothing outlives a run: no shadow smbd or run dir, no probe child, probe
+  file or work dir, no editor temp file.
+
+Every run gets a state directory under /tmp (a shadow smbd's socket path
+must stay short, see daemon_util.py) and a small probe and lattice so that
+the file runs in a few minutes on two cores.
+"""
+
+import json
+import re
+import signal
+import time
+
+import pytest
+
+from conftest import samba_value
+from daemon_util import (LEGACY, RESULT_RE, DaemonEnv, only_socket_line_changed, q,
+                         socket_line_index, socket_value)
+
+pytestmark = [pytest.mark.smbd, pytest.mark.slow]
+
+# On the lattice of SMALL_TUNE (64K..256K): no stalls, quick samples.
+ON_LATTICE = "TCP_NODELAY IPTOS_LOWDELAY SO_RCVBUF=131072 SO_SNDBUF=131072"
+SIDE_KEYS = {"value", "rcvbuf", "sndbuf", "write_mbps", "read_mbps"}
+TOP_KEYS = {"before", "after", "committed", "mode", "samples", "bytes", "seconds", "result"}
+
+
+@pytest.fixture
+def make_env(smbtuned, smbd_factory, tmp_path):
+    """make_env(socket_options) -> DaemonEnv around a fresh fixture smbd
+    whose smb.conf has that socket options line."""
+    envs = []
+
+    def make(socket_options):
+        srv = smbd_factory(socket_options=socket_options)
+        env = DaemonEnv(smbtuned, srv, tmp_path)
+        envs.append(env)
+        return env
+
+    try:
+        yield make
+    finally:
+        for env in envs:
+            env.cleanup()
+
+
+def buffers_of(value):
+    """(SO_RCVBUF, SO_SNDBUF) of a value as the report gives them: an int,
+    or None when the token is absent (autotuning)."""
+    out = {"SO_RCVBUF": None, "SO_SNDBUF": None}
+    for tok in re.split(r"[ \t,]+", value):
+        name, eq, v = tok.partition("=")
+        if eq and name.upper() in out:
+            out[name.upper()] = int(v)
+    return out["SO_RCVBUF"], out["SO_SNDBUF"]
+
+
+def check_report(obj):
+    """The --json object's shape, and its buffers agree with its values."""
+    assert TOP_KEYS <= set(obj), f"missing keys {TOP_KEYS - set(obj)} in {obj}"
+    for side in ("before", "after"):
+        s = obj[side]
+        assert SIDE_KEYS <= set(s), f"{side}: missing {SIDE_KEYS - set(s)} in {s}"
+        assert isinstance(s["value"], str) and s["value"], s
+        assert (s["rcvbuf"], s["sndbuf"]) == buffers_of(s["value"]), \
+            f"{side}: buffers {s['rcvbuf']},{s['sndbuf']} do not match value {s['value']!r}"
+        for k in ("write_mbps", "read_mbps"):
+            assert s[k] is None or (isinstance(s[k], (int, float)) and s[k] >= 0), (side, k, s)
+    assert isinstance(obj["committed"], bool)
+    assert obj["mode"] in ("tune", "advise")
+    assert isinstance(obj["samples"], int) and obj["samples"] >= 1, obj
+    assert isinstance(obj["bytes"], int) and obj["bytes"] > 0, obj
+    assert isinstance(obj["seconds"], (int, float)) and obj["seconds"] >= 0, obj
+    assert isinstance(obj["result"], str) and obj["result"], obj
+
+
+def assert_clean(env):
+    left = env.leftovers()
+    assert not left, "left behind:\n" + "\n".join(left)
+    assert env.srv.alive(), "the production smbd is gone\n" + env.srv.log_tail()
+    r = env.srv.smbclient("-c", "ls")
+    assert r.returncode == 0, f"the production smbd does not serve: {r.stdout}{r.stderr}"
+
+
+# ------------------------------------------------------------------ --once
+
+def test_once_from_legacy_line(make_env):
+    """A full tune cycle on shadow smbds from the copied-from-a-guide line:
+    the production smb.conf is touched once at most (the commit), only in
+    its socket options line, and Samba reads back what the report says."""
+    env = make_env(LEGACY)
+    # 8192 stalls on loopback: a short deadline bounds those samples.
+    env.write_config(probe={"deadline": "5"},
+                     tune={"trials": q("shadow"), "apply": q("smbcontrol"), "mode": q("tune")})
+    conf = env.srv.conf
+    before = conf.read_bytes()
+    prod_pid = env.srv.pid
+
+    d = env.start("--once", "--json")
+    seen_files, saw_shadow = {before}, False
+    deadline = time.monotonic() + 300
+    while d.alive() and time.monotonic() < deadline:
+        seen_files.add(conf.read_bytes())
+        shadow = env.state_dir / "shadow"
+        saw_shadow |= shadow.exists() and any(p.name.startswith("shadow-")
+                                              for p in shadow.iterdir())
+        time.sleep(0.02)
+    rc = d.wait(timeout=1)
+    out, err = d.stdout, d.stderr
+    after = conf.read_bytes()
+    seen_files.add(after)
+
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert len(lines) == 1, f"--json prints one line, got {out!r}"
+    obj = json.loads(lines[0])
+    check_report(obj)
+    assert obj["mode"] == "tune"
+    assert obj["before"]["value"] == LEGACY
+    assert (obj["before"]["rcvbuf"], obj["before"]["sndbuf"]) == (8192, 8192)
+    assert saw_shadow, f"no shadow smbd run dir appeared during a shadow cycle\n{err}"
+    # Trials ran on shadows: production saw the old bytes and the final ones only.
+    assert seen_files <= {before, after}, \
+        f"smb.conf took {len(seen_files)} different contents during a shadow cycle"
+
+    assert samba_value(conf) == obj["after"]["value"]
+    reason = only_socket_line_changed(before, after)
+    assert reason is None, reason
+    toks = obj["after"]["value"].split()
+    for t in ("TCP_NODELAY", "IPTOS_LOWDELAY", "SO_KEEPALIVE"):
+        assert t in toks, f"{t} dropped: {obj['after']['value']!r}"
+    # Other tokens keep their order.
+    others = [t for t in toks if not t.upper().startswith(("SO_RCVBUF=", "SO_SNDBUF="))]
+    assert others == ["TCP_NODELAY", "IPTOS_LOWDELAY", "SO_KEEPALIVE"], others
+
+    st = env.state()
+    assert st.get("pending") == "no", st
+    assert st.get("hold") == "no", st
+    if obj["committed"]:
+        assert after != before
+        assert socket_value(after) == obj["after"]["value"]
+        assert st.get("last_written") == obj["after"]["value"], st
+    else:
+        assert after == before, "not committed, but smb.conf changed"
+        assert obj["after"]["value"] == LEGACY, obj
+    assert env.srv.pid == prod_pid
+    assert_clean(env)
+
+
+@pytest.mark.parametrize("trials", ["shadow", "live"])
+def test_once_dry_run_writes_nothing(make_env, trials):
+    """--dry-run (advise mode) never writes smb.conf, whatever the trials
+    setting: a live trial would reach every client of the production smbd."""
+    env = make_env(ON_LATTICE)
+    env.write_config(tune={"mode": q("tune"), "apply": q("smbcontrol"), "trials": q(trials),
+                           "max_bytes": "160M"})
+    conf = env.srv.conf
+    before = conf.read_bytes()
+    mtime = conf.stat().st_mtime_ns
+
+    rc, obj, err = env.run_json("--dry-run")
+    assert rc == 0, err
+    check_report(obj)
+    assert obj["committed"] is False
+    assert obj["mode"] == "advise"
+    assert obj["before"]["value"] == ON_LATTICE
+    assert conf.read_bytes() == before
+    assert conf.stat().st_mtime_ns == mtime, \
+        f"--dry-run (trials={trials}) rewrote smb.conf (same bytes in the end)\n{err}"
+    st = env.state()
+    assert not st.get("last_written"), f"a dry run recorded a write: {st}"
+    assert st.get("hold", "no") == "no", st
+    assert_clean(env)
+
+
+# --------------------------------------------------------- stopping mid-trial
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_mid_live_trial_restores(make_env, sig):
+    env = make_env(ON_LATTICE)
+    env.write_config(tune={"trials": q("live"), "apply": q("smbcontrol")})
+    conf = env.srv.conf
+    before = conf.read_bytes()
+
+    d = env.start("--once")
+    d.wait_for(lambda: conf.read_bytes() != before, what="a live trial in smb.conf", poll=0.005)
+    assert socket_value(conf.read_bytes()) != socket_value(before)
+    d.signal(sig)
+    rc = d.wait(timeout=120)
+    assert rc >= 0, f"smbtuned died of signal {-rc} instead of stopping\n{d.stderr}"
+    assert conf.read_bytes() == before, \
+        f"smb.conf not restored after {sig.name}:\n{conf.read_text()}\n{d.stderr}"
+    st = env.state()
+    assert st.get("pending") == "no", st
+    assert_clean(env)
+
+
+KILL_POINTS = [("sample", 1), ("sample", 2), ("sample", 4), ("written", None)]
+
+
+@pytest.mark.parametrize("point,n", KILL_POINTS,
+                         ids=["after-sample-1", "after-sample-2", "after-sample-4",
+                              "after-trial-write"])
+def test_kill9_mid_live_trial_recovered(make_env, point, n):
+    """kill -9 at a point of a live cycle; an admin edits other lines; the
+    next start puts our line back (only ours) and records that."""
+    env = make_env(ON_LATTICE)
+    # A byte budget keeps the recovering --dry-run cycle short; it is large
+    # enough that the killed run reaches its kill point.
+    env.write_config(tune={"trials": q("live"), "apply": q("smbcontrol"), "max_bytes": "160M"})
+    conf = env.srv.conf
+    before = conf.read_bytes()
+
+    d = env.start("--once")
+    if point == "sample":
+        d.wait_line(rf"^sample\s+{n}\s")
+    else:
+        d.wait_for(lambda: conf.read_bytes() != before, what="a live trial in smb.conf",
+                   poll=0.005)
+    d.proc.kill()  # SIGKILL, our PID
+    d.proc.wait(timeout=30)
+    mid = conf.read_bytes()
+    if point == "written":
+        assert socket_value(mid) != socket_value(before)
+
+    # The admin: a different workgroup (a line BEFORE ours, of another
+    # length: offsets move) and a comment at the end.
+    assert b"workgroup = SMBTUNEDTEST\n" in mid
+    assert socket_line_index(mid.splitlines()) > [
+        i for i, l in enumerate(mid.splitlines()) if l.strip().startswith(b"workgroup")][0]
+    edit = lambda b: (b.replace(b"workgroup = SMBTUNEDTEST\n", b"workgroup = ADMINEDITEDGROUP\n")
+                      + b"# an admin was here\n")
+    conf.write_bytes(edit(mid))
+    expected = edit(before)
+
+    rc, out, err = env.run("--once", "--dry-run")
+    assert rc == 0, f"{out}\n{err}"
+    got = conf.read_bytes()
+    assert socket_value(got) == socket_value(before), f"our line not restored:\n{got.decode()}"
+    assert got == expected, f"smb.conf after recovery:\n{got.decode()}\nexpected:\n" \
+                            f"{expected.decode()}\n{err}"
+    assert samba_value(conf) == ON_LATTICE
+    st = env.state()
+    assert st.get("pending") == "no", st
+    assert st.get("hold", "no") == "no", f"an edit elsewhere made it hold: {st}\n{err}"
+    assert_clean(env)
+
+
+def test_kill9_mid_shadow_trial_swept(make_env):
+    """kill -9 while a shadow smbd serves a trial: the shadow goes with its
+    owner, and the next start sweeps its run dir; production is untouched."""
+    env = make_env(ON_LATTICE)
+    env.write_config(tune={"trials": q("shadow"), "max_bytes": "160M"})
+    conf = env.srv.conf
+    before = conf.read_bytes()
+    shadow = env.state_dir / "shadow"
+
+    d = env.start("--once")
+    d.wait_line(r"^sample\s+2\s")
+    assert shadow.exists() and any(p.name.startswith("shadow-") for p in shadow.iterdir()), \
+        f"no shadow run dir while sampling\n{d.stderr}"
+    d.proc.kill()
+    d.proc.wait(timeout=30)
+    assert conf.read_bytes() == before
+
+    rc, out, err = env.run("--once", "--dry-run")
+    assert rc == 0, f"{out}\n{err}"
+    assert conf.read_bytes() == before
+    assert_clean(env)
+
+
+# ------------------------------------------------------------ edits by hand
+
+def test_hand_edit_holds_until_resume(make_env):
+    env = make_env(LEGACY)
+    env.write_config(probe={"deadline": "5"},
+                     tune={"trials": q("shadow"), "apply": q("smbcontrol"), "mode": q("tune")})
+    conf = env.srv.conf
+
+    # 1. A cycle that commits: 8192 is off the 64K..256K lattice and stalls
+    # on loopback, so any neighbour beats it (which one is not checked).
+    rc, obj, err = env.run_json()
+    assert rc == 0, err
+    assert obj["committed"], f"the first cycle kept the stalling 8192 line: {obj}\n{err}"
+    written = env.state().get("last_written")
+    assert written == obj["after"]["value"] == socket_value(conf.read_bytes())
+
+    # 2. The admin sets our line to a value smbtuned did not write.
+    data = conf.read_bytes()
+    lines = data.splitlines(keepends=True)
+    i = socket_line_index(lines)
+    hand_value = "TCP_NODELAY SO_RCVBUF=32768 SO_SNDBUF=32768"
+    assert hand_value != written
+    lines[i] = f"   socket options = {hand_value}\n".encode()
+    hand = b"".join(lines)
+    conf.write_bytes(hand)
+
+    # 3. The next cycle holds off: exit 1, nothing measured, nothing written.
+    rc, out, err = env.run("--once")
+    assert rc == 1, f"{out}\n{err}"
+    assert "edited by hand" in err, err
+    assert not re.search(r"^sample\s", err, re.M), f"measured while holding off:\n{err}"
+    assert conf.read_bytes() == hand
+    assert env.state().get("hold") == "yes", env.state()
+    # It keeps holding on later runs.
+    rc, out, err = env.run("--once")
+    assert rc == 1, f"{out}\n{err}"
+    assert conf.read_bytes() == hand
+
+    # 4. --resume hands control back.
+    rc, out, err = env.run("--resume")
+    assert rc == 0, f"{out}\n{err}"
+    assert env.state().get("hold") == "no", env.state()
+
+    # 5. A dry run works again and still writes nothing.
+    rc, obj, err = env.run_json("--dry-run")
+    assert rc == 0, err
+    check_report(obj)
+    assert obj["before"]["value"] == hand_value
+    assert conf.read_bytes() == hand
+    assert env.state().get("hold") == "no", env.state()
+    assert_clean(env)
+
+
+# ------------------------------------------------------------------ SIGHUP
+
+BAD_CONFIGS = {
+    "bad-value": ("interval", "banana"),
+    "unknown-option": ("intervall", "1h"),
+}
+
+
+@pytest.mark.parametrize("bad", sorted(BAD_CONFIGS))
+def test_sighup_bad_config_keeps_old(make_env, bad):
+    env = make_env(ON_LATTICE)
+    good_tune = {"mode": q("advise"), "interval": "1h", "max_bytes": "32M"}
+    env.write_config(tune=good_tune)
+    d = env.start()
+    # The first cycle runs at start; let it finish (the budget ends it).
+    d.wait_for(lambda: RESULT_RE.search(d.stderr) is not None, timeout=180,
+               what="the first cycle's result line")
+
+    key, value = BAD_CONFIGS[bad]
+    env.write_config(tune={**good_tune, key: value})
+    text = env.conf.read_text().splitlines()
+    lineno = [i + 1 for i, l in enumerate(text) if l.strip().startswith(f"{key} =")][0]
+    n0 = d.stderr.count("keeping the configuration in force")
+    d.signal(signal.SIGHUP)
+    d.wait_for(lambda: d.stderr.count("keeping the configuration in force") > n0, timeout=60,
+               what="the refusal of the bad config")
+    line = [l for l in d.stderr.splitlines() if "keeping the configuration in force" in l][-1]
+    assert f"{env.conf}:{lineno}" in line, f"no {env.conf}:{lineno} in {line!r}"
+    assert d.alive(), d.stderr
+
+    # A good config again is taken.
+    env.write_config(tune=good_tune)
+    n1 = d.stderr.count("configuration reloaded")
+    d.signal(signal.SIGHUP)
+    d.wait_for(lambda: d.stderr.count("configuration reloaded") > n1, timeout=60,
+               what="the reload of the good config")
+
+    d.signal(signal.SIGTERM)
+    rc = d.wait(timeout=120)
+    assert rc == 0, d.stderr
+    assert env.srv.conf.read_text().count("socket options = " + ON_LATTICE) == 1
+    assert_clean(env)
+
+
+# ---------------------------------------------------------------------- -t
+
+def test_check_good_config(make_env):
+    env = make_env(ON_LATTICE)
+    env.write_config(tune={"trials": q("shadow"), "interval": "6h", "window": q("01:00-05:00"),
+                           "busy_rate": "10M", "tied": "no"})
+    before = env.srv.conf.read_bytes()
+    rc, out, err = env.run("-t", timeout=60)
+    assert rc == 0, f"{out}\n{err}"
+    assert env.srv.conf.read_bytes() == before
+
+
+BAD_LINES = {
+    "interval": ("tune", "interval", "banana"),
+    "size": ("probe", "size", "banana"),
+    "trials": ("tune", "trials", q("everywhere")),
+    "mode": ("tune", "mode", q("fast")),
+    "max_size": ("tune", "max_size", "12Q"),
+    "window": ("tune", "window", q("25:00-05:00")),
+}
+
+
+@pytest.mark.parametrize("bad", sorted(BAD_LINES))
+def test_check_bad_config_names_line(make_env, bad):
+    env = make_env(ON_LATTICE)
+    section, key, value = BAD_LINES[bad]
+    env.write_config(**{section: {key: value}})
+    text = env.conf.read_text().splitlines()
+    lineno = [i + 1 for i, l in enumerate(text) if l.strip().startswith(f"{key} =")]
+    assert len(lineno) == 1
+    rc, out, err = env.run("-t", timeout=60)
+    assert rc == 1, f"{out}\n{err}"
+    assert f"{env.conf}:{lineno[0]}" in err, err
+
+
+def test_check_registry_smb_conf(make_env, tmp_path):
+    env = make_env(ON_LATTICE)
+    reg = tmp_path / "registry-smb.conf"
+    lines = env.srv.conf.read_text().splitlines(keepends=True)
+    assert lines[0].strip() == "[global]"
+    lines.insert(3, "   config backend = registry\n")
+    reg.write_text("".join(lines))
+    env.write_config(tune={"smb_conf": q(reg)})
+    rc, out, err = env.run("-t", timeout=60)
+    assert rc == 1, f"{out}\n{err}"
+    assert f"{reg}:4" in err, err
