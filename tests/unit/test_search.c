@@ -1,0 +1,438 @@
+/* search: the ask/tell contract on hand-made cases, then the simulation
+ * suite (tests/unit/sim.c): every objective, every noise level, both
+ * starts, SMBTUNED_SIM_SEEDS seeds (200) from SMBTUNED_SIM_SEED (1), with
+ * the quality limits of the issue asserted. */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "search.h"
+#include "sim.h"
+
+#define LEGACY ((struct search_config){8192, 8192})
+#define AUTO ((struct search_config){SEARCH_AUTO, SEARCH_AUTO})
+
+static const double sigmas[] = {0.05, 0.15, 0.25};
+
+/* ---- hand-made cases: noiseless rates ---- */
+
+typedef void rate_fn(struct search_config c, struct search_sample *x);
+
+/* Ask and tell until done or n samples; the rcvbuf values asked for, in
+ * order, without repeats, go to seen (when given). */
+static int drive(struct search *s, rate_fn *f, int n, long *seen, int *nseen)
+{
+    struct search_config c;
+    int i = 0;
+
+    while (i < n && search_ask(s, &c) == SEARCH_MEASURE) {
+        struct search_sample x = {0};
+        f(c, &x);
+        if (seen && (*nseen == 0 || seen[*nseen - 1] != c.rcvbuf))
+            seen[(*nseen)++] = c.rcvbuf;
+        assert_true(search_tell(s, c, &x) >= 0);
+        i++;
+    }
+    return i;
+}
+
+static void flat_rates(struct search_config c, struct search_sample *x)
+{
+    x->write = 100;
+    x->read = 50;
+}
+
+/* Writes are ten times faster with AUTO than with any size. */
+static void auto_wins(struct search_config c, struct search_sample *x)
+{
+    x->write = c.rcvbuf == SEARCH_AUTO ? 100 : 10;
+    x->read = 50;
+}
+
+static struct search *new_search(const struct search_params *p, struct search_config inc)
+{
+    struct search *s = malloc(sizeof(*s));
+    assert_non_null(s);
+    assert_int_equal(search_init(s, p, inc), 0);
+    return s;
+}
+
+static void test_params(void **state)
+{
+    struct search_params p, q;
+    struct search *s = malloc(sizeof(*s));
+
+    search_params_default(&p);
+    assert_true(fabs(p.min_gain - 0.03) < 1e-12);
+    assert_true(fabs(p.abort_ratio - 0.5) < 1e-12);
+    assert_true(p.auto_observable);
+    assert_int_equal(search_init(s, &p, LEGACY), 0);
+
+    q = p, q.min_gain = 1;
+    assert_int_equal(search_init(s, &q, LEGACY), -EINVAL);
+    q = p, q.abort_ratio = 1;
+    assert_int_equal(search_init(s, &q, LEGACY), -EINVAL);
+    q = p, q.min_samples = 1;
+    assert_int_equal(search_init(s, &q, LEGACY), -EINVAL);
+    q = p, q.max_samples = SEARCH_LEVEL_CAP + 1;
+    assert_int_equal(search_init(s, &q, LEGACY), -EINVAL);
+    q = p, q.alpha = 0;
+    assert_int_equal(search_init(s, &q, LEGACY), -EINVAL);
+    q = p, q.max_rcvbuf = 0;
+    assert_int_equal(search_init(s, &q, LEGACY), -EINVAL);
+    assert_int_equal(search_init(s, &p, (struct search_config){-1, 8192}), -EINVAL);
+    q = p, q.tied = true;
+    assert_int_equal(search_init(s, &q, (struct search_config){SEARCH_AUTO, 8192}), -EINVAL);
+    q = p, q.min_size = 1, q.max_rcvbuf = 1L << 40; /* 41 sizes: too many */
+    assert_int_equal(search_init(s, &q, LEGACY), -ERANGE);
+    free(s);
+}
+
+/* The cap need not be a power of two and is a candidate itself: from AUTO
+ * the walk starts there. */
+static void test_cap_is_candidate(void **state)
+{
+    struct search_params p;
+    struct search_config c;
+
+    search_params_default(&p);
+    p.max_rcvbuf = p.max_sndbuf = 212992; /* stock Debian rmem_max / wmem_max */
+    struct search *s = new_search(&p, AUTO);
+    for (int i = 0; i < p.min_samples; i++) {
+        assert_int_equal(search_ask(s, &c), SEARCH_MEASURE);
+        assert_true(c.rcvbuf == SEARCH_AUTO && c.sndbuf == SEARCH_AUTO);
+        struct search_sample x = {100, 50, false, false};
+        assert_int_equal(search_tell(s, c, &x), SEARCH_TOLD);
+    }
+    assert_int_equal(search_ask(s, &c), SEARCH_MEASURE);
+    assert_int_equal(c.rcvbuf, 212992);
+    assert_int_equal(c.sndbuf, 212992);
+    /* a size above the cap is no configuration of this search */
+    struct search_sample x = {100, 50, false, false};
+    assert_int_equal(search_tell(s, (struct search_config){262144, 212992}, &x), -EINVAL);
+    free(s);
+}
+
+static void test_auto_unobservable(void **state)
+{
+    struct search_params p;
+    long seen[256];
+    int n = 0;
+
+    search_params_default(&p);
+    p.auto_observable = false;
+    struct search *s = new_search(&p, LEGACY);
+    drive(s, flat_rates, 400, seen, &n);
+    for (int i = 0; i < n; i++)
+        assert_true(seen[i] != SEARCH_AUTO);
+    struct search_sample x = {100, 50, false, false};
+    assert_int_equal(search_tell(s, AUTO, &x), -EINVAL);
+    free(s);
+
+    /* an AUTO incumbent that cannot be measured: start from the cap */
+    s = new_search(&p, AUTO);
+    struct search_config inc = search_incumbent(s);
+    assert_int_equal(inc.rcvbuf, p.max_rcvbuf);
+    assert_int_equal(inc.sndbuf, p.max_sndbuf);
+    assert_non_null(strstr(search_why(s), "auto cannot be measured"));
+    free(s);
+}
+
+/* A legacy 65000 is off the lattice: its neighbours are 65536 and 32768. */
+static void test_off_lattice(void **state)
+{
+    struct search_params p;
+    long seen[256];
+    int n = 0;
+
+    search_params_default(&p);
+    p.auto_observable = false;
+    struct search *s = new_search(&p, (struct search_config){65000, 65000});
+    drive(s, flat_rates, 400, seen, &n);
+    assert_true(n >= 3);
+    assert_int_equal(seen[0], 65000);
+    assert_int_equal(seen[1], 65536);
+    assert_int_equal(seen[2], 32768);
+    free(s);
+}
+
+/* A move logs why, then what; the rate that ranks the buffer is named. */
+static void test_why(void **state)
+{
+    struct search_params p;
+    struct search_config c;
+
+    search_params_default(&p);
+    struct search *s = new_search(&p, LEGACY);
+    bool moved = false;
+    for (int i = 0; i < 20 && !moved; i++) {
+        struct search_sample x;
+        assert_int_equal(search_ask(s, &c), SEARCH_MEASURE);
+        auto_wins(c, &x);
+        x.write_timeout = x.read_timeout = false;
+        search_tell(s, c, &x);
+        moved = strstr(search_why(s), "SO_RCVBUF 8192 -> auto: write +900.0% (p=") != NULL;
+    }
+    assert_true(moved);
+    assert_int_equal(search_incumbent(s).rcvbuf, SEARCH_AUTO);
+    free(s);
+}
+
+/* A trial sample below abort_ratio of the incumbent, or a timeout, ends
+ * the trial at once; the thresholds are there for the probe's deadline. */
+static void test_abort(void **state)
+{
+    struct search_params p;
+    struct search_config c;
+    double wmin, rmin;
+
+    search_params_default(&p);
+    struct search *s = new_search(&p, AUTO);
+    for (int i = 0; i < p.min_samples; i++) {
+        struct search_sample x = {100, 40, false, false};
+        search_ask(s, &c);
+        search_abort_rates(s, c, &wmin, &rmin);
+        assert_true(wmin == 0 && rmin == 0); /* the incumbent is on no trial */
+        search_tell(s, c, &x);
+    }
+    search_ask(s, &c);
+    assert_int_equal(c.rcvbuf, p.max_rcvbuf);
+    search_abort_rates(s, c, &wmin, &rmin);
+    assert_true(fabs(wmin - 50) < 1e-9);
+    assert_true(fabs(rmin - 20) < 1e-9);
+
+    /* too slow: ended */
+    struct search_sample slow = {10, 40, false, false};
+    assert_int_equal(search_tell(s, c, &slow), SEARCH_ABORTED);
+    assert_non_null(strstr(search_why(s), "SO_RCVBUF 4194304 trial ended: write 10"));
+    /* a second chance at once; a timeout ends it too, whatever its rate */
+    struct search_config again;
+    search_ask(s, &again);
+    assert_int_equal(again.rcvbuf, p.max_rcvbuf);
+    struct search_sample late = {90, 40, true, false};
+    assert_int_equal(search_tell(s, again, &late), SEARCH_ABORTED);
+    assert_non_null(strstr(search_why(s), "(timeout)"));
+    assert_non_null(strstr(search_why(s), "ended twice"));
+    search_ask(s, &c);
+    assert_true(c.rcvbuf != p.max_rcvbuf);
+    free(s);
+}
+
+static void test_budget_and_verify(void **state)
+{
+    struct search_params p;
+    struct search_config c;
+    struct search_sample x = {100, 50, false, false};
+
+    search_params_default(&p);
+    p.max_total = 10;
+    struct search *s = new_search(&p, LEGACY);
+    assert_int_equal(search_verify_tell(s, &x), -EINVAL); /* not converged */
+    assert_int_equal(drive(s, flat_rates, 100, NULL, NULL), 10);
+    assert_int_equal(search_ask(s, &c), SEARCH_DONE);
+    assert_non_null(strstr(search_why(s), "sample budget of 10 spent"));
+
+    /* steady: no alarm; then both rates drop by a third */
+    for (int i = 0; i < 40; i++)
+        assert_int_equal(search_verify_tell(s, &x), SEARCH_VERIFY_OK);
+    struct search_sample low = {67, 33, false, false};
+    int v = SEARCH_VERIFY_OK, i;
+    for (i = 0; i < 10 && v == SEARCH_VERIFY_OK; i++)
+        v = search_verify_tell(s, &low);
+    assert_int_equal(v, SEARCH_VERIFY_RESEARCH);
+    assert_true(i <= 2);
+    assert_non_null(strstr(search_why(s), "drift write -33.0%, read -34.0%"));
+    assert_int_equal(search_verify_tell(s, &x), SEARCH_VERIFY_RESEARCH); /* sticky */
+    free(s);
+}
+
+/* ---- the simulator ---- */
+
+static void test_deterministic(void **state)
+{
+    struct sim_spec sp;
+    struct sim_result a, b;
+
+    sim_spec_init(&sp, sim_objective_find("interior"), 0.15, LEGACY, 42);
+    assert_int_equal(sim_run(&sp, &a), 0);
+    assert_int_equal(sim_run(&sp, &b), 0);
+    assert_int_equal(a.samples, b.samples);
+    assert_int_equal(a.end.rcvbuf, b.end.rcvbuf);
+    assert_int_equal(a.end.sndbuf, b.end.sndbuf);
+    assert_int_equal(a.alarm, b.alarm);
+}
+
+/* Most objectives must punish an answer of AUTO: the suite would not
+ * notice a search that always says AUTO otherwise. */
+static void test_auto_loses(void **state)
+{
+    int losing = 0;
+    for (int i = 0; i < sim_nobjectives; i++) {
+        const struct sim_objective *o = &sim_objectives[i];
+        struct sim_truth a, best = {0, 0, false, false};
+        sim_truth(o, AUTO, 1, &a);
+        for (long size = 8192; size <= 4194304; size *= 2) {
+            struct sim_truth t;
+            sim_truth(o, (struct search_config){size, size}, 1, &t);
+            best.write = fmax(best.write, t.write);
+            best.read = fmax(best.read, t.read);
+        }
+        bool loses = a.write < 0.9 * best.write || a.read < 0.9 * best.read;
+        assert_int_equal(loses, o->auto_loses);
+        losing += loses;
+    }
+    assert_true(2 * losing > sim_nobjectives);
+}
+
+struct cell {
+    int runs, within, wrong, small, samples[100000];
+    int alarm10, early;
+    int sweep;
+};
+
+static int cmp_int(const void *a, const void *b)
+{
+    return *(const int *)a - *(const int *)b;
+}
+
+static void run_cell(struct sim_spec *sp, struct cell *c, double tol)
+{
+    int seeds = sim_env_seeds();
+    uint64_t base = sim_env_seed();
+
+    memset(c, 0, sizeof(*c));
+    for (int i = 0; i < seeds; i++) {
+        struct sim_result r;
+        sp->seed = base + (uint64_t)i;
+        assert_int_equal(sim_run(sp, &r), 0);
+        bool ok = true;
+        for (int k = 0; k < r.ndims; k++)
+            ok = ok && r.quality[k] >= 1 - tol;
+        c->within += ok;
+        c->wrong += r.wrong_moves > 0;
+        c->small += r.small_or_auto;
+        c->samples[c->runs++] = r.samples;
+        c->alarm10 += r.alarm > 0 && r.alarm <= 10;
+        c->early += r.alarm < 0;
+        c->sweep = r.sweep;
+    }
+    qsort(c->samples, (size_t)c->runs, sizeof(int), cmp_int);
+}
+
+/* The issue's limits are stated over 200 seeds: 190 within 5% (10% at
+ * sigma 0.25), at most 2 with a wrong move. They are asserted from
+ * MIN_RUNS runs up, as shares. */
+#define MIN_RUNS 200
+
+/* Allowed failures out of n runs for a share: 5% of 200 is 10. */
+static int allowed(int n, double share)
+{
+    return (int)ceil(n * share);
+}
+
+static void test_objective(void **state)
+{
+    const struct sim_objective *o = *state;
+    static struct cell c;
+
+    for (int si = 0; si < 3; si++) {
+        double sigma = sigmas[si], tol = sigma > 0.2 ? 0.10 : 0.05;
+        for (int st = 0; st < 2; st++) {
+            struct sim_spec sp;
+            sim_spec_init(&sp, o, sigma, st ? AUTO : LEGACY, 0);
+            run_cell(&sp, &c, tol);
+            int n = c.runs, median = c.samples[n / 2];
+            print_message("%-11s sigma %.2f from %-4s: within %d/%d, wrong %d, "
+                          "auto-or-smallest %d, median %d of sweep %d, drift alarm<=10 %d, "
+                          "early %d\n",
+                          o->name, sigma, st ? "auto" : "8192", c.within, n, c.wrong, c.small,
+                          median, c.sweep, c.alarm10, c.early);
+            /* The limits are shares of many runs: with the few seeds of a
+             * valgrind pass the runs only have to complete. */
+            if (n < MIN_RUNS)
+                continue;
+            assert_true(c.within >= n - allowed(n, 0.05));
+            assert_true(c.wrong <= n / 100);
+            if (o->kind == SIM_FLAT)
+                assert_true(c.small >= n - allowed(n, 0.05));
+            if (o->kind == SIM_WAN100 || o->kind == SIM_CONSTRAINED || o->kind == SIM_WAN1G)
+                assert_true(3 * median <= c.sweep);
+            if (o->kind == SIM_DRIFT) {
+                /* At sigma 0.25 a 20% step is 0.9 spreads per rate: within 10
+                 * samples and at a false-alarm rate of about one in 600
+                 * samples, a CUSUM catches it about 4 times in 5 (the
+                 * information bound, not a tuning matter; see README). */
+                double share = sigma > 0.2 ? 0.70 : 0.90;
+                assert_true(c.alarm10 >= (int)floor(share * n));
+            }
+        }
+    }
+}
+
+/* The cap of stock Debian (212992) and a search that cannot see AUTO. */
+static void test_variants(void **state)
+{
+    static struct cell c;
+    struct sim_spec sp;
+    int n;
+
+    /* constrained with the stock cap: 212992 is the best the search may
+     * take, and it beats AUTO threefold */
+    sim_spec_init(&sp, sim_objective_find("constrained"), 0.15, LEGACY, 0);
+    sp.params.max_rcvbuf = sp.params.max_sndbuf = 212992;
+    run_cell(&sp, &c, 0.05);
+    n = c.runs;
+    if (n < MIN_RUNS)
+        return;
+    assert_true(c.within >= n - allowed(n, 0.05));
+
+    /* the cliff from 8192 without AUTO: out of the stall through the walk */
+    sim_spec_init(&sp, sim_objective_find("cliff"), 0.15, LEGACY, 0);
+    sp.params.auto_observable = false;
+    run_cell(&sp, &c, 0.05);
+    assert_true(c.within >= n - allowed(n, 0.05));
+    assert_true(c.wrong <= n / 100);
+
+    /* the client socket tuned: the rates rank the buffers the other way */
+    sim_spec_init(&sp, sim_objective_find("wan-1g"), 0.15, AUTO, 0);
+    sp.params.mapping = SEARCH_RANK_CLIENT;
+    run_cell(&sp, &c, 0.05);
+    assert_true(c.within >= n - allowed(n, 0.05));
+
+    /* tied, as old tuning guides do: one size for both */
+    sim_spec_init(&sp, sim_objective_find("interior"), 0.15, LEGACY, 0);
+    sp.params.tied = true;
+    run_cell(&sp, &c, 0.05);
+    assert_true(c.within >= n - allowed(n, 0.05));
+    assert_true(c.wrong <= n / 100);
+}
+
+int main(void)
+{
+    struct CMUnitTest tests[32] = {
+        cmocka_unit_test(test_params),
+        cmocka_unit_test(test_cap_is_candidate),
+        cmocka_unit_test(test_auto_unobservable),
+        cmocka_unit_test(test_off_lattice),
+        cmocka_unit_test(test_why),
+        cmocka_unit_test(test_abort),
+        cmocka_unit_test(test_budget_and_verify),
+        cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_auto_loses),
+    };
+    int n = 9;
+    for (int i = 0; i < sim_nobjectives; i++) {
+        tests[n] = (struct CMUnitTest)cmocka_unit_test_prestate(test_objective, NULL);
+        tests[n].name = sim_objectives[i].name;
+        tests[n].initial_state = (void *)&sim_objectives[i];
+        n++;
+    }
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_variants);
+    return _cmocka_run_group_tests("search", tests, (size_t)n, NULL, NULL);
+}
