@@ -94,6 +94,14 @@ static int make_opts(struct daemon *d, struct err *e)
         t->trials = TUNER_LIVE;
     else
         t->trials = url_is_local(c->probe.url) ? TUNER_SHADOW : TUNER_CLIENT;
+    if (t->mode == TUNER_ADVISE && t->trials == TUNER_LIVE) {
+        /* Advice must not write smb.conf, and a live trial is a write that
+         * reaches every client: try the candidates where they harm nobody. */
+        t->trials = url_is_local(c->probe.url) ? TUNER_SHADOW : TUNER_CLIENT;
+        journal_log(LOG_NOTICE, "advise mode never writes smb.conf: trying candidates on %s "
+                    "instead of live", t->trials == TUNER_SHADOW ? "shadow smbds"
+                                                                 : "the probe's client socket");
+    }
     if (apply_parse(c->tune.apply, &t->apply, e) < 0)
         return -EINVAL;
     probe_params_default(&t->probe);

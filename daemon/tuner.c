@@ -394,8 +394,8 @@ static void live_restore(struct tuner *t)
     r = smbconf_revert(t->o.smb_conf, t->o.state_dir, &t->st.pending_edit, &e);
     if (r == 0 || r == -EALREADY) {
         if (r == 0)
-            journal_log(LOG_NOTICE, "live trial taken back: socket options = %s",
-                        t->value0 ? t->value0 : "(as before)");
+            journal_log(LOG_NOTICE, "live trial taken back in %s: the socket options line "
+                        "holds what it held before", t->st.pending_edit.file);
         if (r == 0 && apply_run(t->o.apply == APPLY_NONE ? APPLY_SMBCONTROL : t->o.apply,
                                 t->o.smb_conf, &e) < 0)
             journal_log(LOG_WARNING, "%s", e.msg);
@@ -1101,6 +1101,8 @@ static void cycle_end(struct tuner *t, bool ok)
         t->failed = true;
         trial_teardown(t);
     }
+    /* The state file always tells how the last cycle left things. */
+    save_state(t);
     t->phase = IDLE;
     if (t->o.once) {
         sd_event_exit(t->ev, t->failed ? 1 : 0);
