@@ -1025,6 +1025,16 @@ static void finish_search(struct tuner *t)
     cfg_str(w, cs, sizeof(cs));
     after = value_with(t->value0, w);
     shadow_down(t);
+    /* The largest size the kernel allows won: a larger one might do
+     * better, and only the admin can allow it. */
+    if (w.rcvbuf != SEARCH_AUTO && w.rcvbuf == t->s.p.max_rcvbuf &&
+        w.rcvbuf < t->o.search.max_rcvbuf)
+        journal_log(LOG_NOTICE, "SO_RCVBUF=%ld is the kernel's cap: raising "
+                    "net.core.rmem_max may allow a faster setting", w.rcvbuf);
+    if (w.sndbuf != SEARCH_AUTO && w.sndbuf == t->s.p.max_sndbuf &&
+        w.sndbuf < t->o.search.max_sndbuf)
+        journal_log(LOG_NOTICE, "SO_SNDBUF=%ld is the kernel's cap: raising "
+                    "net.core.wmem_max may allow a faster setting", w.sndbuf);
     if (after == NULL) {
         cycle_end(t, false);
         return;

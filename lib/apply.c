@@ -2,14 +2,20 @@
 #include "apply.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <systemd/sd-bus.h>
+
+#include "smbd.h"
 
 #define SMBCONTROL_TIMEOUT_S 30.0
 
 static const char *const names[] = {
     [APPLY_NONE] = "none",
     [APPLY_SMBCONTROL] = "smbcontrol",
+    [APPLY_SIGNAL] = "signal",
+    [APPLY_SYSTEMD] = "systemd",
 };
 
 int apply_parse(const char *s, enum apply_method *m, struct err *e)
@@ -20,12 +26,47 @@ int apply_parse(const char *s, enum apply_method *m, struct err *e)
             return 0;
         }
     }
-    return err_set(e, -EINVAL, "unknown apply method '%s': expected smbcontrol or none", s);
+    return err_set(e, -EINVAL,
+                   "unknown apply method '%s': expected smbcontrol, signal, systemd or none", s);
 }
 
 const char *apply_name(enum apply_method m)
 {
     return names[m];
+}
+
+/* SIGHUP makes smbd's parent re-read smb.conf: connections accepted from
+ * then on get the new options, existing ones only when their own process
+ * notices the changed file (within about 3 minutes). */
+static int apply_signal(const char *smb_conf, struct err *e)
+{
+    pid_t pid;
+    int r = smbd_pid(smb_conf, &pid, e);
+
+    if (r < 0)
+        return r;
+    if (kill(pid, SIGHUP) < 0)
+        return err_set(e, -errno, "SIGHUP to smbd (pid %d): %s", (int)pid, strerror(errno));
+    return 0;
+}
+
+static int apply_systemd(struct err *e)
+{
+    sd_bus *bus = NULL;
+    sd_bus_error be = SD_BUS_ERROR_NULL;
+    int r = sd_bus_open_system(&bus);
+
+    if (r < 0)
+        return err_set(e, r, "cannot reach systemd over D-Bus: %s", strerror(-r));
+    r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                           "org.freedesktop.systemd1.Manager", "ReloadUnit", &be, NULL, "ss",
+                           "smbd.service", "replace");
+    if (r < 0)
+        err_set(e, r, "systemd: reload of smbd.service failed: %s",
+                be.message ? be.message : strerror(-r));
+    sd_bus_error_free(&be);
+    sd_bus_unref(bus);
+    return r < 0 ? r : 0;
 }
 
 int apply_run(enum apply_method m, const char *smb_conf, struct err *e)
@@ -39,6 +80,10 @@ int apply_run(enum apply_method m, const char *smb_conf, struct err *e)
 
     if (m == APPLY_NONE)
         return 0;
+    if (m == APPLY_SIGNAL)
+        return apply_signal(smb_conf, e);
+    if (m == APPLY_SYSTEMD)
+        return apply_systemd(e);
     r = util_run(argv, SMBCONTROL_TIMEOUT_S, out, sizeof(out), errout, sizeof(errout), &status);
     if (r < 0)
         return err_set(e, r, "cannot run smbcontrol: %s", strerror(-r));

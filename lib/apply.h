@@ -7,6 +7,8 @@
 enum apply_method {
     APPLY_NONE,       /* leave it to smbd's own re-read of a changed file */
     APPLY_SMBCONTROL, /* `smbcontrol smbd reload-config`: reaches existing connections */
+    APPLY_SIGNAL,     /* SIGHUP to smbd: its parent only (new connections) */
+    APPLY_SYSTEMD,    /* ReloadUnit smbd.service over D-Bus (Debian's: a SIGHUP too) */
 };
 
 int apply_parse(const char *s, enum apply_method *m, struct err *e);

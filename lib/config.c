@@ -186,10 +186,10 @@ static int parse_trials(const char *s, struct config *c, struct err *e)
 
 static int parse_apply(const char *s, struct config *c, struct err *e)
 {
-    static const char *const words[] = {"smbcontrol", "none", NULL};
+    static const char *const words[] = {"smbcontrol", "signal", "systemd", "none", NULL};
 
     return parse_one_of(s, words, c->tune.apply, sizeof(c->tune.apply),
-                        "apply (smbcontrol or none)", e);
+                        "apply (smbcontrol, signal, systemd or none)", e);
 }
 
 /* Seconds, with an optional s, m, h or d. */

@@ -592,7 +592,8 @@ def new_connection_rcvbuf(srv):
 
 
 @pytest.mark.smbd
-def test_apply_smbcontrol_reaches_new_connections(smbtuned, smbd_factory, tmp_path):
+@pytest.mark.parametrize("method", ["smbcontrol", "signal"])
+def test_apply_reaches_new_connections(smbtuned, smbd_factory, tmp_path, method):
     srv = smbd_factory()
     want = 262144
     rmem_max = int(Path("/proc/sys/net/core/rmem_max").read_text())
@@ -601,7 +602,7 @@ def test_apply_smbcontrol_reaches_new_connections(smbtuned, smbd_factory, tmp_pa
     assert before < expect_rb, f"autotuned rb {before} already >= {expect_rb}: test is moot"
 
     r = run_editor(smbtuned, "--smb-conf", srv.conf, "--set-buffers", f"{want},{want}",
-                   "--apply", "smbcontrol", "--state-dir", tmp_path / "state")
+                   "--apply", method, "--state-dir", tmp_path / "state")
     assert r.returncode == 0, f"exit {r.returncode}: {r.stderr}\n{srv.log_tail()}"
     assert samba_value(srv.conf) == f"TCP_NODELAY SO_RCVBUF={want} SO_SNDBUF={want}"
 
