@@ -28,6 +28,13 @@ struct opts {
     bool resume;              /* --resume: hand control back after a hold */
 };
 
+struct config;
+struct err;
+
+/* The config file (the built-in defaults when the default file is absent;
+ * a file given with -c must exist), then the command line over it. */
+int cmd_load_config(const struct opts *o, struct config *c, struct err *e);
+
 int cmd_show(const struct opts *o);
 int cmd_set_buffers(const struct opts *o);
 int cmd_probe(const struct opts *o);

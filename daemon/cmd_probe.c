@@ -37,36 +37,14 @@ int cmd_probe(const struct opts *o)
     struct probe_creds creds;
     struct probe_result r;
     struct err e = {{0}};
-    const char *cred_path;
     int ret;
 
-    ret = config_load(o->config_file, &cfg, &e);
-    /* The default config file may be absent: the built-in defaults and the
-     * command line are enough then. A file given with -c must exist. */
-    if (ret == -ENOENT && !o->config_given)
-        config_defaults(&cfg);
-    else if (ret < 0)
-        return setup_failure(o, "", e.msg);
-
-    probe_params_default(&p);
-    p.url = o->url ? o->url : cfg.probe.url;
-    p.directory = cfg.probe.directory[0] ? cfg.probe.directory : NULL;
-    p.size = cfg.probe.size;
-    p.request_size = cfg.probe.request_size;
-    p.deadline_s = (double)cfg.probe.deadline_s;
-    p.socket_options = cfg.probe.socket_options;
-    if (p.url[0] == '\0')
-        return setup_failure(o, "",
-                             "no URL: give --url smb://host/share or set url in the "
-                             "probe section of the config file");
-
-    cred_path = o->credentials ? o->credentials : cfg.probe.credentials;
-    if (cred_path[0] != '\0') {
-        ret = probe_load_credentials(cred_path, 0, &creds, &e);
-        if (ret < 0)
-            return setup_failure(o, p.url, e.msg);
-        p.creds = &creds;
-    }
+    ret = cmd_load_config(o, &cfg, &e);
+    if (ret < 0)
+        return setup_failure(o, o->url ? o->url : "", e.msg);
+    ret = config_probe_params(&cfg, &p, &creds, &e);
+    if (ret < 0)
+        return setup_failure(o, cfg.probe.url, e.msg);
 
     ret = probe_run(&p, &r, &e);
     if (p.creds != NULL)

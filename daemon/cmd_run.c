@@ -42,9 +42,7 @@ static bool url_is_local(const char *url)
            strcmp(u.host, "::1") == 0;
 }
 
-/* Load the config file (or the defaults when it was not named and does not
- * exist), then let the command line override it. */
-static int load_config(const struct opts *o, struct config *c, struct err *e)
+int cmd_load_config(const struct opts *o, struct config *c, struct err *e)
 {
     int r = config_load(o->config_file, c, e);
 
@@ -54,22 +52,24 @@ static int load_config(const struct opts *o, struct config *c, struct err *e)
     }
     if (r < 0)
         return r;
-    if (o->url && config_set(c, "probe", "url", o->url, e) < 0)
-        return -EINVAL;
-    if (o->credentials && config_set(c, "probe", "credentials", o->credentials, e) < 0)
-        return -EINVAL;
-    if (o->smb_conf_given && config_set(c, "tune", "smb_conf", o->smb_conf, e) < 0)
-        return -EINVAL;
-    if (o->state_dir_given && config_set(c, "tune", "state_dir", o->state_dir, e) < 0)
-        return -EINVAL;
-    if (o->apply && config_set(c, "tune", "apply", o->apply, e) < 0)
-        return -EINVAL;
-    if (o->mode && config_set(c, "tune", "mode", o->mode, e) < 0)
-        return -EINVAL;
-    if (o->trials && config_set(c, "tune", "trials", o->trials, e) < 0)
-        return -EINVAL;
-    if (o->dry_run && config_set(c, "tune", "mode", "advise", e) < 0)
-        return -EINVAL;
+    {
+        const struct {
+            const char *section, *name, *value;
+        } over[] = {
+            {"probe", "url", o->url},
+            {"probe", "credentials", o->credentials},
+            {"tune", "smb_conf", o->smb_conf_given ? o->smb_conf : NULL},
+            {"tune", "state_dir", o->state_dir_given ? o->state_dir : NULL},
+            {"tune", "apply", o->apply},
+            {"tune", "mode", o->mode},
+            {"tune", "trials", o->trials},
+            {"tune", "mode", o->dry_run ? "advise" : NULL},
+        };
+
+        for (size_t i = 0; i < sizeof(over) / sizeof(over[0]); i++)
+            if (over[i].value && config_set(c, over[i].section, over[i].name, over[i].value, e) < 0)
+                return -EINVAL;
+    }
     return 0;
 }
 
@@ -80,9 +80,6 @@ static int make_opts(struct daemon *d, struct err *e)
     struct tuner_opts *t = &d->topts;
 
     memset(t, 0, sizeof(*t));
-    if (c->probe.url[0] == '\0')
-        return err_set(e, -EINVAL, "no target: set probe { url = ... } in %s or give --url",
-                       d->o->config_file);
     t->smb_conf = c->tune.smb_conf;
     t->state_dir = c->tune.state_dir;
     t->mode = c->tune.advise ? TUNER_ADVISE : TUNER_TUNE;
@@ -104,19 +101,9 @@ static int make_opts(struct daemon *d, struct err *e)
     }
     if (apply_parse(c->tune.apply, &t->apply, e) < 0)
         return -EINVAL;
-    probe_params_default(&t->probe);
-    t->probe.url = c->probe.url;
-    t->probe.directory = c->probe.directory[0] ? c->probe.directory : NULL;
-    t->probe.size = c->probe.size;
-    t->probe.request_size = c->probe.request_size;
-    t->probe.deadline_s = (double)c->probe.deadline_s;
-    t->probe.socket_options = c->probe.socket_options;
     probe_creds_clear(&d->creds);
-    if (c->probe.credentials[0]) {
-        if (probe_load_credentials(c->probe.credentials, 0, &d->creds, e) < 0)
-            return -EINVAL;
-        t->probe.creds = &d->creds;
-    }
+    if (config_probe_params(c, &t->probe, &d->creds, e) < 0)
+        return -EINVAL;
     search_params_default(&t->search);
     t->search.min_size = c->tune.min_size;
     t->search.max_rcvbuf = c->tune.max_size;
@@ -159,7 +146,7 @@ static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *u
     struct err e = {{0}};
 
     sd_notify(0, "RELOADING=1");
-    if (load_config(d->o, &fresh, &e) < 0) {
+    if (cmd_load_config(d->o, &fresh, &e) < 0) {
         journal_log(LOG_ERR, "SIGHUP: %s; keeping the configuration in force", e.msg);
         sd_notify(0, "READY=1");
         return 0;
@@ -196,7 +183,7 @@ int cmd_check(const struct opts *o)
     struct smbconf c;
     struct err e = {{0}};
 
-    if (load_config(o, &d.cfg, &e) < 0 || make_opts(&d, &e) < 0) {
+    if (cmd_load_config(o, &d.cfg, &e) < 0 || make_opts(&d, &e) < 0) {
         fprintf(stderr, "smbtuned: %s\n", e.msg);
         return 1;
     }
@@ -215,7 +202,7 @@ int cmd_resume(const struct opts *o)
     struct state st;
     struct err e = {{0}};
 
-    if (load_config(o, &d.cfg, &e) < 0 || state_load(d.cfg.tune.state_dir, &st, &e) < 0) {
+    if (cmd_load_config(o, &d.cfg, &e) < 0 || state_load(d.cfg.tune.state_dir, &st, &e) < 0) {
         fprintf(stderr, "smbtuned: %s\n", e.msg);
         return 1;
     }
@@ -245,7 +232,7 @@ int cmd_run(const struct opts *o)
     sigset_t ss;
     int r;
 
-    if (load_config(o, &d.cfg, &e) < 0 || make_opts(&d, &e) < 0) {
+    if (cmd_load_config(o, &d.cfg, &e) < 0 || make_opts(&d, &e) < 0) {
         fprintf(stderr, "smbtuned: %s\n", e.msg);
         return 1;
     }

@@ -292,51 +292,40 @@ static char *shadow_base(const struct tuner *t)
     return asprintf(&b, "%s/shadow", t->o.state_dir) < 0 ? NULL : b;
 }
 
-/* Record an edit before it reaches the disk (struct smbconf_change). */
-static int record_trial(const struct smbconf_edit *ed, void *ctx)
+/* Record an edit in the state file before it reaches the disk (struct
+ * smbconf_change's hook): a trial, which a restart takes back, or a
+ * commit, which it keeps. */
+static int record(struct tuner *t, const struct smbconf_edit *ed, bool commit)
 {
-    struct tuner *t = ctx;
-    struct smbconf_edit chained;
+    struct smbconf_edit next;
     struct err e;
     int r;
 
-    if (t->st.pending && !t->st.pending_commit) {
+    if (!commit && t->st.pending && !t->st.pending_commit)
         /* a later trial value replaces the earlier one: undo both at once */
-        r = smbconf_edit_chain(&t->st.pending_edit, ed, &chained);
-        if (r < 0)
-            return r;
-        smbconf_edit_free(&t->st.pending_edit);
-        t->st.pending_edit = chained;
-    } else {
-        smbconf_edit_free(&t->st.pending_edit);
-        r = smbconf_edit_copy(ed, &t->st.pending_edit);
-        if (r < 0)
-            return r;
-    }
+        r = smbconf_edit_chain(&t->st.pending_edit, ed, &next);
+    else
+        r = smbconf_edit_copy(ed, &next);
+    if (r < 0)
+        return r;
+    smbconf_edit_free(&t->st.pending_edit);
+    t->st.pending_edit = next;
     t->st.pending = true;
-    t->st.pending_commit = false;
+    t->st.pending_commit = commit;
     r = state_save(t->o.state_dir, &t->st, &e);
     if (r < 0)
         journal_log(LOG_ERR, "%s", e.msg);
     return r;
 }
 
+static int record_trial(const struct smbconf_edit *ed, void *ctx)
+{
+    return record(ctx, ed, false);
+}
+
 static int record_commit(const struct smbconf_edit *ed, void *ctx)
 {
-    struct tuner *t = ctx;
-    struct err e;
-    int r;
-
-    smbconf_edit_free(&t->st.pending_edit);
-    r = smbconf_edit_copy(ed, &t->st.pending_edit);
-    if (r < 0)
-        return r;
-    t->st.pending = true;
-    t->st.pending_commit = true;
-    r = state_save(t->o.state_dir, &t->st, &e);
-    if (r < 0)
-        journal_log(LOG_ERR, "%s", e.msg);
-    return r;
+    return record(ctx, ed, true);
 }
 
 /* Our line was changed by someone else: theirs stands, we hold off. */

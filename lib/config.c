@@ -479,6 +479,30 @@ int config_parse_string(const char *text, const char *name, struct config *c, st
     return r;
 }
 
+int config_probe_params(const struct config *c, struct probe_params *p,
+                        struct probe_creds *creds, struct err *e)
+{
+    probe_params_default(p);
+    p->url = c->probe.url;
+    p->directory = c->probe.directory[0] ? c->probe.directory : NULL;
+    p->size = c->probe.size;
+    p->request_size = c->probe.request_size;
+    p->deadline_s = (double)c->probe.deadline_s;
+    p->socket_options = c->probe.socket_options;
+    p->creds = NULL;
+    if (c->probe.url[0] == '\0')
+        return err_set(e, -EINVAL, "no URL: give --url smb://host/share or set url in the "
+                       "probe section of the config file");
+    if (c->probe.credentials[0] != '\0') {
+        int r = probe_load_credentials(c->probe.credentials, 0, creds, e);
+
+        if (r < 0)
+            return r;
+        p->creds = creds;
+    }
+    return 0;
+}
+
 int config_load(const char *path, struct config *c, struct err *e)
 {
     char *text;
