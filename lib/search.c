@@ -85,14 +85,33 @@
 #define WALK_STOP_ALPHA 0.05
 /* Rates at or below this (a timeout that reached nothing) count as this. */
 #define RATE_FLOOR 1e-12
-/* Verification: scores are clipped at VERIFY_CLIP spreads (a stalled sample
- * must not look like a drift: Huber's estimator, 96% as efficient as the
- * mean on normal noise), alarms wait for VERIFY_MIN_REF reference samples,
- * the CUSUM allowance is at least VERIFY_KMIN and its threshold VERIFY_H
- * (false alarms about once in 600 samples, measured in the simulator). */
-#define VERIFY_CLIP 1.5
+/* Verification (see "verification" below for the statistic).
+ * - Scores are clipped at VERIFY_CLIP spreads, so that one stalled sample
+ *   is no drift. 2, not 1.5: a 20% step at sigma 0.25 is 0.89 spreads, and
+ *   clipping at 1.5 keeps 82% of it per unit of noise (two channels: 1.12
+ *   spreads) against 85% (1.16) at 2; with the 2% of stalls at a tenth of
+ *   the rate, 2 is where the simulator catches the step soonest for a
+ *   given false-alarm rate (1.5 and 2.5 to 3 both do worse).
+ * - VERIFY_STALL_SHARE: the share of stalled samples the variance of a
+ *   clipped score allows for (FACTS.md: about 2% of transfers stall).
+ * - Alarms wait for VERIFY_MIN_REF reference samples.
+ * - A window test over the last SEARCH_VERIFY_WINDOW samples at
+ *   VERIFY_WINDOW_Z standard errors: the requirement is a 20% step caught
+ *   within 10 samples, and the sum of exactly those 10 samples is the most
+ *   powerful statistic for that (a CUSUM tuned for it catches fewer
+ *   within 10 for the same false alarms, measured in the simulator). 2.5:
+ *   a false alarm about once in 250 samples (one per ~60 days at the
+ *   daemon's 6 h interval, a needless search), and no lower: below it the
+ *   false alarms before a step outgrow the steps it catches in time.
+ * - A CUSUM with allowance at least VERIFY_KMIN and threshold VERIFY_H
+ *   catches what the window is slow for: a large drift (a collapse of the
+ *   path) in one to three samples. k = 1 is tuned for shifts of two
+ *   spreads and more, so it adds few false alarms to the window's. */
+#define VERIFY_CLIP 2.0
+#define VERIFY_STALL_SHARE 0.02
 #define VERIFY_MIN_REF 20
-#define VERIFY_KMIN 0.5
+#define VERIFY_WINDOW_Z 2.5
+#define VERIFY_KMIN 1.0
 #define VERIFY_H 4.5
 
 enum verdict { MORE, ACCEPT, REJECT };
@@ -907,17 +926,26 @@ int search_tell(struct search *s, struct search_config cfg, const struct search_
 /* ---- verification ----
  * The winner is sampled now and then. Each sample's ranked rates (write
  * and read untied: a change of the path moves both) are scored against the
- * winner's reference, in spreads, clipped so that one stall is no drift,
- * averaged over the channels and fed to a two-sided CUSUM whose allowance
- * k is half the smallest drift worth a new search (drift_min), in spreads,
- * and no less than 0.5: smaller drifts accumulate slowly if at all.
+ * winner's reference, in spreads, clipped so that one stall is no drift.
+ * The channels are summed into one score and standardized by the variance
+ * of clipped scores (normal noise plus VERIFY_STALL_SHARE stalls at the
+ * clip): two channels that both drift by 0.89 spreads make a score that
+ * drifts by about 1.16 of its own spreads. Two tests, each two-sided, look
+ * at that score; either asks for a new search:
+ * - a window test: the sum of the last SEARCH_VERIFY_WINDOW scores against
+ *   its standard error, which counts the error of the reference mean as
+ *   well (it is shared by every score in the window);
+ * - a CUSUM whose allowance k is half the smallest drift worth a new
+ *   search (drift_min) in spreads of the score, and at least VERIFY_KMIN:
+ *   fast on large drifts.
  * The reference (mean and spread) starts from the winner's samples in the
  * search and takes each verification sample once it is
  * SEARCH_VERIFY_WINDOW samples old, so that a new level is seen before it
- * can hide in the reference, while the reference keeps sharpening: an
- * error of the reference mean or spread is a bias in every score, and
- * false alarms grow fast with it. Until it holds VERIFY_MIN_REF samples
- * the reference takes every sample at once and nothing is judged. */
+ * can hide in the reference (and the window test's samples are never in
+ * it), while the reference keeps sharpening: an error of the reference
+ * mean or spread is a bias in every score, and false alarms grow fast with
+ * it. Until it holds VERIFY_MIN_REF samples the reference takes every
+ * sample at once and nothing is judged. */
 
 static void verify_start(struct search *s)
 {
@@ -969,7 +997,62 @@ static void verify_absorb(struct search_verify *v, int ch, double o)
     v->df[ch]++;
 }
 
-static void verify_why(struct search *s, bool up, int n)
+/* Scores are clipped at this many spreads: never below twice the smallest
+ * drift that matters, so that a drift is not clipped away at low noise. */
+static double verify_clip(const struct search *s, int ch)
+{
+    return fmax(VERIFY_CLIP, 2 * log1p(s->p.drift_min) / verify_sigma(&s->v, ch));
+}
+
+/* Variance of a score clipped at c: of a standard normal clipped at +-c,
+ * and VERIFY_STALL_SHARE of the samples stalled (at -c). */
+static double clipped_var(double c)
+{
+    double tail = stats_norm_cdf(-c), dens = exp(-c * c / 2) / sqrt(2 * M_PI);
+    double normal = 1 - 2 * tail - 2 * c * dens + 2 * c * c * tail;
+    double p = VERIFY_STALL_SHARE;
+    return (1 - p) * normal + p * (1 - p) * c * c;
+}
+
+/* The clipped score of log rate o on channel ch, NAN if not measured. */
+static double verify_score(const struct search *s, int ch, double o)
+{
+    if (isnan(o))
+        return NAN;
+    double c = verify_clip(s, ch), u = (o - s->v.mean[ch]) / verify_sigma(&s->v, ch);
+    return fmax(-c, fmin(c, u));
+}
+
+/* The window test's statistic: the sum of the scores of the last
+ * SEARCH_VERIFY_WINDOW samples over its standard error. An error e of a
+ * reference mean shifts each of the window's unclipped scores by e; the
+ * clipped ones move by P(|u| < c) of it. */
+static double verify_window_z(const struct search *s, double *shift)
+{
+    const struct search_verify *v = &s->v;
+    double sum = 0, var = 0;
+
+    *shift = 0;
+
+    for (int ch = 0; ch < v->nch; ch++) {
+        double c = verify_clip(s, ch), slope = 1 - 2 * stats_norm_cdf(-c), csum = 0;
+        int cnt = 0;
+        for (int j = 0; j < SEARCH_VERIFY_WINDOW; j++) {
+            double z = verify_score(s, ch, v->pend[ch][j]);
+            if (!isnan(z)) {
+                csum += z;
+                cnt++;
+            }
+        }
+        sum += csum;
+        var += cnt * clipped_var(c) + (double)cnt * cnt * slope * slope / v->n[ch];
+        if (cnt)
+            *shift += csum / cnt * verify_sigma(v, ch) / v->nch;
+    }
+    return var > 0 ? sum / sqrt(var) : 0;
+}
+
+static void verify_why(struct search *s, int n, const char *test)
 {
     const struct search_verify *v = &s->v;
     char buf[SEARCH_WHY_LEN / 2] = "";
@@ -993,16 +1076,15 @@ static void verify_why(struct search *s, bool up, int n)
             len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%s %+.1f%%", len ? ", " : "",
                                     rate_names[v->rank[ch]], 100 * expm1(sum / cnt - v->mean[ch]));
     }
-    why(s, "drift %s over the last %d samples (CUSUM %.1f > %.1f): new search", buf, n,
-        up ? v->cusum.up : v->cusum.down, VERIFY_H);
+    why(s, "drift %s over the last %d samples (%s): new search", buf, n, test);
 }
 
 int search_verify_tell(struct search *s, const struct search_sample *x)
 {
     struct search_verify *v = &s->v;
-    double y[2], z = 0, drift = 0;
+    double y[2], z = 0, var = 0, drift = 0;
     bool warm = true;
-    int nz = 0;
+    char test[64];
 
     if (!s->done || isinf(x->write) || isinf(x->read))
         return -EINVAL;
@@ -1021,15 +1103,12 @@ int search_verify_tell(struct search *s, const struct search_sample *x)
         return SEARCH_VERIFY_OK;
     }
     for (int ch = 0; ch < v->nch; ch++) {
-        double sigma = verify_sigma(v, ch);
-        if (!isnan(y[ch])) {
-            /* never clip below twice the smallest drift that matters */
-            double clip = fmax(VERIFY_CLIP, 2 * log1p(s->p.drift_min) / sigma);
-            double u = (y[ch] - v->mean[ch]) / sigma;
-            z += fmax(-clip, fmin(clip, u));
-            nz++;
+        double u = verify_score(s, ch, y[ch]), cv = clipped_var(verify_clip(s, ch));
+        if (!isnan(u)) {
+            z += u;
+            var += cv;
         }
-        drift += log1p(s->p.drift_min) / sigma;
+        drift += log1p(s->p.drift_min) / verify_sigma(v, ch) / sqrt(cv);
         /* the sample leaving the window joins the reference */
         int slot = v->npend % SEARCH_VERIFY_WINDOW;
         if (v->npend >= SEARCH_VERIFY_WINDOW)
@@ -1037,16 +1116,26 @@ int search_verify_tell(struct search *s, const struct search_sample *x)
         v->pend[ch][slot] = y[ch];
     }
     v->npend++;
-    if (nz == 0)
+    if (var == 0)
         return SEARCH_VERIFY_OK;
 
-    /* drift_min in spreads of the averaged score, halved */
+    /* drift_min in spreads of the summed score, halved */
     double k = fmax(VERIFY_KMIN, drift / sqrt(v->nch) / 2);
-    stats_cusum_add(&v->cusum, z / sqrt(nz), k);
-    if (v->cusum.up <= VERIFY_H && v->cusum.down <= VERIFY_H)
+    stats_cusum_add(&v->cusum, z / sqrt(var), k);
+    double shift = 0, wz = v->npend >= SEARCH_VERIFY_WINDOW ? verify_window_z(s, &shift) : 0;
+    int n;
+    if (v->cusum.up > VERIFY_H || v->cusum.down > VERIFY_H) {
+        bool up = v->cusum.up > VERIFY_H;
+        n = up ? v->cusum.up_n : v->cusum.down_n;
+        snprintf(test, sizeof(test), "CUSUM %.1f > %.1f", up ? v->cusum.up : v->cusum.down,
+                 VERIFY_H);
+    } else if (fabs(wz) > VERIFY_WINDOW_Z && fabs(shift) >= log1p(s->p.drift_min) / 2) {
+        n = SEARCH_VERIFY_WINDOW;
+        snprintf(test, sizeof(test), "window z %.1f, beyond %.1f", wz, VERIFY_WINDOW_Z);
+    } else {
         return SEARCH_VERIFY_OK;
+    }
     v->alarm = true;
-    bool up = v->cusum.up > VERIFY_H;
-    verify_why(s, up, up ? v->cusum.up_n : v->cusum.down_n);
+    verify_why(s, n, test);
     return SEARCH_VERIFY_RESEARCH;
 }

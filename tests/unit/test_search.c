@@ -292,7 +292,7 @@ static void test_auto_loses(void **state)
 
 struct cell {
     int runs, within, wrong, small, samples[100000];
-    int alarm10, early;
+    int alarm10, early, alarm40;
     int sweep;
 };
 
@@ -320,6 +320,7 @@ static void run_cell(struct sim_spec *sp, struct cell *c, double tol)
         c->samples[c->runs++] = r.samples;
         c->alarm10 += r.alarm > 0 && r.alarm <= 10;
         c->early += r.alarm < 0;
+        c->alarm40 += r.alarm != 0;
         c->sweep = r.sweep;
     }
     qsort(c->samples, (size_t)c->runs, sizeof(int), cmp_int);
@@ -350,9 +351,9 @@ static void test_objective(void **state)
             int n = c.runs, median = c.samples[n / 2];
             print_message("%-11s sigma %.2f from %-4s: within %d/%d, wrong %d, "
                           "auto-or-smallest %d, median %d of sweep %d, drift alarm<=10 %d, "
-                          "early %d\n",
+                          "early %d, any alarm %d\n",
                           o->name, sigma, st ? "auto" : "8192", c.within, n, c.wrong, c.small,
-                          median, c.sweep, c.alarm10, c.early);
+                          median, c.sweep, c.alarm10, c.early, c.alarm40);
             /* The limits are shares of many runs: with the few seeds of a
              * valgrind pass the runs only have to complete. */
             if (n < MIN_RUNS)
@@ -364,12 +365,23 @@ static void test_objective(void **state)
             if (o->kind == SIM_WAN100 || o->kind == SIM_CONSTRAINED || o->kind == SIM_WAN1G)
                 assert_true(3 * median <= c.sweep);
             if (o->kind == SIM_DRIFT) {
-                /* At sigma 0.25 a 20% step is 0.9 spreads per rate: within 10
-                 * samples and at a false-alarm rate of about one in 600
-                 * samples, a CUSUM catches it about 4 times in 5 (the
-                 * information bound, not a tuning matter; see README). */
-                double share = sigma > 0.2 ? 0.70 : 0.90;
+                /* The issue asks for 90% within 10 samples of the step.
+                 * Met at sigma 0.05 and 0.15. At 0.25 the step is 0.89
+                 * spreads per rate (1.16 for the clipped, summed score),
+                 * and a run fails on a false alarm in the 20 samples
+                 * before the step as well as on a late one: every
+                 * threshold tried in the simulator peaks at 84-89%
+                 * (README, search-sim), so 80% is asserted there. */
+                double share = sigma > 0.2 ? 0.80 : 0.90;
                 assert_true(c.alarm10 >= (int)floor(share * n));
+            } else {
+                /* No drift: every alarm within the 40 verification samples
+                 * is false (a needless search). About one in 250 samples
+                 * at sigma 0.15 and 0.25 (at most 25% of runs in 40
+                 * samples); the drift_min floor of the window test keeps
+                 * them rare at 0.05 (at most 5%). */
+                double share = sigma > 0.1 ? 0.25 : 0.05;
+                assert_true(c.alarm40 <= allowed(n, share));
             }
         }
     }
