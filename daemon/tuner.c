@@ -24,10 +24,12 @@
 #define SHADOW_READY_S 30.0
 /* How long the busy check watches the clients' traffic. */
 #define BUSY_SAMPLE_S 1.0
+/* Samples of AUTO taken after a search that could not offer it. */
+#define AUTO_CHECKS 3
 /* Configurations whose means the report keeps. */
 #define MAX_SEEN 128
 
-enum phase { IDLE, BUSY_CHECK, SEARCHING, VERIFYING };
+enum phase { IDLE, BUSY_CHECK, SEARCHING, AUTO_CHECK, VERIFYING };
 
 /* What the samples of one configuration add up to (for the report). */
 struct seen {
@@ -55,10 +57,13 @@ struct tuner {
     double started;
     struct seen seen[MAX_SEEN];
     int nseen;
-    unsigned long long busy_bytes0;
+    struct kernel_sock_bytes *busy0; /* client connections at the busy check's start */
+    size_t nbusy0;
     int smb_port;             /* production smbd's first port, 0 unknown */
     bool listener_rcv, listener_snd; /* its listener hands out explicit sizes */
     bool research;            /* a verification sample asked for a new search */
+    bool auto_blocked;        /* AUTO left out of the search: it cannot work yet */
+    int auto_checks;          /* AUTO samples taken for the report since */
     char fp_change[512];      /* fingerprint change, told with the first sample */
 
     /* where the trial runs */
@@ -522,6 +527,10 @@ static void tell(struct tuner *t, const struct probe_result *r)
         t->phase = IDLE; /* one sample per verification cycle */
         return;
     }
+    if (t->phase == AUTO_CHECK) {
+        t->auto_checks++;
+        return;
+    }
     res = search_tell(&t->s, t->probe_cfg, &x);
     if (search_why(&t->s)[0])
         journal_log(LOG_INFO, "%s", search_why(&t->s));
@@ -622,6 +631,9 @@ static void fingerprint(struct tuner *t)
         status != 0)
         snprintf(out, sizeof(out), "unknown");
     out[strcspn(out, "\n")] = '\0';
+    /* `smbd -V` says "Version 4.17.12-Debian" */
+    if (strncmp(out, "Version ", 8) == 0)
+        memmove(out, out + 8, strlen(out + 8) + 1);
     if (t->st.samba && strcmp(t->st.samba, out) != 0)
         snprintf(msg, sizeof(msg), "Samba %s -> %s", t->st.samba, out);
     if (t->st.kernel && strcmp(t->st.kernel, rel) != 0)
@@ -678,10 +690,18 @@ static void search_bounds(struct tuner *t, struct search_params *p)
     }
     /* The probe's client socket is the one tuned: rates rank it swapped. */
     p->mapping = t->o.trials == TUNER_CLIENT ? SEARCH_RANK_CLIENT : SEARCH_RANK_SERVER;
-    /* Live, AUTO is real only when smbd's listener has no explicit size
-     * (Linux keeps autotuning off once a socket had one). */
-    if (t->o.trials == TUNER_LIVE)
-        p->auto_observable = !t->listener_rcv && !t->listener_snd;
+    /* While smbd's listener carries explicit sizes, AUTO written into
+     * smb.conf would not reach a single new connection before smbd
+     * restarts (Linux keeps autotuning off on a socket that had a size,
+     * and accepted sockets inherit the listener's): it is no candidate.
+     * Live, it could not even be measured. Shadow and client trials
+     * measure it after the search, for the admin's information. */
+    t->auto_blocked = false;
+    if (t->listener_rcv || t->listener_snd) {
+        p->auto_observable = false;
+        t->auto_blocked = t->o.trials != TUNER_LIVE;
+        t->auto_checks = 0;
+    }
 }
 
 /* What the running smbd does with smb.conf. Its listener got its buffers
@@ -696,21 +716,25 @@ static void smbd_facts(struct tuner *t)
     char cmdline[8192];
     struct err e;
     pid_t pid;
+    bool running;
 
     t->smb_port = 0;
-    t->listener_rcv = t->inc0.rcvbuf != SEARCH_AUTO;
-    t->listener_snd = t->inc0.sndbuf != SEARCH_AUTO;
-    if (smbd_ports(t->o.smb_conf, ports, &n, &e) == 0) {
+    if (smbd_ports(t->o.smb_conf, ports, &n, &e) == 0)
+        t->smb_port = ports[0];
+    /* No smbd running: it will start with whatever smb.conf says, AUTO
+     * included. */
+    running = smbd_pid(t->o.smb_conf, &pid, &e) == 0;
+    t->listener_rcv = running && t->inc0.rcvbuf != SEARCH_AUTO;
+    t->listener_snd = running && t->inc0.sndbuf != SEARCH_AUTO;
+    if (running && t->smb_port > 0) {
         bool r, s;
 
-        t->smb_port = ports[0];
-        if (smbd_listener_explicit(ports[0], &r, &s, &e) == 0) {
+        if (smbd_listener_explicit(t->smb_port, &r, &s, &e) == 0) {
             t->listener_rcv |= r;
             t->listener_snd |= s;
         }
     }
-    if (smbd_pid(t->o.smb_conf, &pid, &e) == 0 &&
-        kernel_proc_cmdline(pid, cmdline, sizeof(cmdline)) == 0 &&
+    if (running && kernel_proc_cmdline(pid, cmdline, sizeof(cmdline)) == 0 &&
         smbd_cmdline_overrides(cmdline))
         journal_log(LOG_WARNING, "smbd (pid %d) runs with --option 'socket options=...': "
                     "it overrides smb.conf, so nothing smbtuned writes there takes effect "
@@ -812,6 +836,9 @@ static void cycle_begin(struct tuner *t)
         return;
     }
     if (!t->o.once && !in_window(t)) {
+        journal_log(LOG_INFO, "outside the time window %02d:%02d-%02d:%02d: cycle deferred",
+                    t->o.window_start / 60, t->o.window_start % 60, t->o.window_end / 60,
+                    t->o.window_end % 60);
         set_status(t, "waiting for the time window");
         cycle_end(t, true);
         return;
@@ -820,7 +847,9 @@ static void cycle_begin(struct tuner *t)
         struct err e;
 
         /* Watch the clients' traffic for a moment before adding ours. */
-        if (kernel_port_bytes(t->smb_port, &t->busy_bytes0, &e) == 0) {
+        free(t->busy0);
+        t->busy0 = NULL;
+        if (kernel_port_sockets(t->smb_port, &t->busy0, &t->nbusy0, &e) == 0) {
             t->phase = BUSY_CHECK;
             t->timer = sd_event_source_disable_unref(t->timer);
             sd_event_add_time_relative(t->ev, &t->timer, CLOCK_MONOTONIC,
@@ -836,18 +865,20 @@ static void cycle_begin(struct tuner *t)
 static int on_busy_checked(sd_event_source *src, uint64_t usec, void *ud)
 {
     struct tuner *t = ud;
-    unsigned long long b;
+    struct kernel_sock_bytes *now;
+    size_t n;
     struct err e;
     double mbps;
 
     t->timer = sd_event_source_disable_unref(t->timer);
-    if (kernel_port_bytes(t->smb_port, &b, &e) < 0) {
+    if (kernel_port_sockets(t->smb_port, &now, &n, &e) < 0) {
         journal_log(LOG_WARNING, "cannot watch client traffic: %s", e.msg);
         cycle_go(t);
         return 0;
     }
-    mbps = (double)(b - t->busy_bytes0) / 1e6 / BUSY_SAMPLE_S;
-    if (b >= t->busy_bytes0 && mbps > t->o.busy_mbps) {
+    mbps = (double)kernel_bytes_since(t->busy0, t->nbusy0, now, n) / 1e6 / BUSY_SAMPLE_S;
+    free(now);
+    if (mbps > t->o.busy_mbps) {
         journal_log(LOG_INFO, "clients move %.1f MB/s (more than %.1f): tuning deferred", mbps,
                     t->o.busy_mbps);
         set_status(t, "deferred: clients busy (%.1f MB/s)", mbps);
@@ -856,80 +887,6 @@ static int on_busy_checked(sd_event_source *src, uint64_t usec, void *ud)
     }
     cycle_go(t);
     return 0;
-}
-
-/* The measured rate that ranks a buffer: server side, writes rank
- * SO_RCVBUF and reads SO_SNDBUF; on the probe's client socket it is the
- * other way round. */
-static double ranked_mean(const struct tuner *t, const struct seen *sn, bool rcv)
-{
-    bool by_write = rcv == (t->o.trials != TUNER_CLIENT);
-
-    if (by_write)
-        return sn->nw ? sn->w / sn->nw : NAN;
-    return sn->nr ? sn->r / sn->nr : NAN;
-}
-
-/* The explicit size to commit for one buffer when AUTO won but cannot take
- * effect before smbd restarts: the smallest measured size within min_gain
- * of the best measured one (memory per connection, as the search prefers
- * too), or the largest allowed size when none was measured (what comes
- * closest to autotuning). *ratio: its rate against AUTO's. */
-static long best_explicit(const struct tuner *t, bool rcv, double *ratio)
-{
-    const struct seen *pick = NULL;
-    double best = 0, autom = NAN;
-
-    for (int pass = 0; pass < 2; pass++) {
-        for (int i = 0; i < t->nseen; i++) {
-            const struct seen *sn = &t->seen[i];
-            long v = rcv ? sn->c.rcvbuf : sn->c.sndbuf;
-            double m = ranked_mean(t, sn, rcv);
-
-            if (isnan(m))
-                continue;
-            if (v == SEARCH_AUTO) {
-                autom = isnan(autom) ? m : fmax(autom, m);
-            } else if (pass == 0) {
-                best = fmax(best, m);
-            } else if (m >= best * (1 - t->s.p.min_gain) &&
-                       (pick == NULL || v < (rcv ? pick->c.rcvbuf : pick->c.sndbuf))) {
-                pick = sn;
-            }
-        }
-    }
-    if (pick == NULL) {
-        *ratio = NAN;
-        return rcv ? t->s.p.max_rcvbuf : t->s.p.max_sndbuf;
-    }
-    *ratio = ranked_mean(t, pick, rcv) / autom;
-    return rcv ? pick->c.rcvbuf : pick->c.sndbuf;
-}
-
-/* AUTO for a buffer whose smbd listener has an explicit size would not
- * reach new connections until smbd restarts: commit the best explicit size
- * instead, which takes effect at once, and say so. */
-static struct search_config effective_winner(struct tuner *t, struct search_config w)
-{
-    double ratio;
-
-    if (t->o.trials == TUNER_LIVE)
-        return w; /* live trials never offer AUTO while it cannot work */
-    if (w.rcvbuf == SEARCH_AUTO && t->listener_rcv) {
-        w.rcvbuf = best_explicit(t, true, &ratio);
-        journal_log(LOG_NOTICE, "autotuning won for SO_RCVBUF, but smbd's listener keeps "
-                    "an explicit size until smbd restarts: committing SO_RCVBUF=%ld "
-                    "(%.0f%% of autotuning's rate); autotuning would serve as well after "
-                    "a restart of smbd", w.rcvbuf, isnan(ratio) ? 100.0 : 100 * ratio);
-    }
-    if (w.sndbuf == SEARCH_AUTO && t->listener_snd) {
-        w.sndbuf = best_explicit(t, false, &ratio);
-        journal_log(LOG_NOTICE, "autotuning won for SO_SNDBUF, but smbd's listener keeps "
-                    "an explicit size until smbd restarts: committing SO_SNDBUF=%ld "
-                    "(%.0f%% of autotuning's rate); autotuning would serve as well after "
-                    "a restart of smbd", w.sndbuf, isnan(ratio) ? 100.0 : 100 * ratio);
-    }
-    return w;
 }
 
 /* Commit the winner w (tune mode). Returns what to say. */
@@ -1001,19 +958,39 @@ static bool not_network_bound(const struct tuner *t)
            hi[1] <= lo[1] * (1 + t->s.p.min_gain);
 }
 
+/* What autotuning measured against the winner, which the search could not
+ * offer: the admin decides whether a restart of smbd is worth it. */
+static void auto_after_restart(struct tuner *t, struct search_config w)
+{
+    struct search_config a = {SEARCH_AUTO, SEARCH_AUTO};
+    double dw = mean_w(t, a) / mean_w(t, w) - 1, dr = mean_r(t, a) / mean_r(t, w) - 1;
+    double gain = t->s.p.min_gain;
+
+    if (isnan(dw) || isnan(dr))
+        return;
+    if (dw < gain && dr < gain)
+        journal_log(LOG_NOTICE, "autotuning (no explicit size) measured write %+.0f%%, read "
+                    "%+.0f%% against the sizes chosen: they serve as well; autotuning would "
+                    "too after a restart of smbd, whose listener keeps explicit sizes until "
+                    "then", 100 * dw, 100 * dr);
+    else
+        journal_log(LOG_NOTICE, "autotuning (no explicit size) measured write %+.0f%%, read "
+                    "%+.0f%% against the sizes chosen, but smbd's listener keeps explicit "
+                    "sizes until smbd restarts: remove the sizes and restart smbd to have it",
+                    100 * dw, 100 * dr);
+}
+
 static void finish_search(struct tuner *t)
 {
-    struct search_config won = search_incumbent(&t->s);
-    struct search_config w = effective_winner(t, won);
-    /* A size put in for AUTO may not have been measured: then the rates
-     * quoted are AUTO's, which it was judged equal to. */
-    struct search_config rated = isnan(mean_w(t, w)) ? won : w;
+    struct search_config w = search_incumbent(&t->s);
     char what[1280], cs[96], *after;
     bool committed = false;
 
     cfg_str(w, cs, sizeof(cs));
     after = value_with(t->value0, w);
     shadow_down(t);
+    if (t->auto_blocked)
+        auto_after_restart(t, w);
     /* The largest size the kernel allows won: a larger one might do
      * better, and only the admin can allow it. */
     if (w.rcvbuf != SEARCH_AUTO && w.rcvbuf == t->s.p.max_rcvbuf &&
@@ -1051,14 +1028,14 @@ static void finish_search(struct tuner *t)
         t->st.have_incumbent = true;
         t->st.rcvbuf = committed || cfg_eq(w, t->inc0) ? w.rcvbuf : t->inc0.rcvbuf;
         t->st.sndbuf = committed || cfg_eq(w, t->inc0) ? w.sndbuf : t->inc0.sndbuf;
-        t->st.write_mbps = mean_w(t, rated);
-        t->st.read_mbps = mean_r(t, rated);
+        t->st.write_mbps = mean_w(t, w);
+        t->st.read_mbps = mean_r(t, w);
         t->st.cycles++;
         save_state(t);
         t->converged = committed || cfg_eq(w, t->inc0);
     }
     set_status(t, "%s", what);
-    report(t, after, w, rated, committed, what);
+    report(t, after, w, w, committed, what);
     free(after);
     cycle_end(t, !t->failed);
 }
@@ -1075,9 +1052,13 @@ static void step(struct tuner *t)
         cycle_end(t, true);
         return;
     }
-    if (search_ask(&t->s, &c) == SEARCH_DONE) {
-        finish_search(t);
-        return;
+    if (t->phase == AUTO_CHECK || search_ask(&t->s, &c) == SEARCH_DONE) {
+        if (!t->auto_blocked || t->auto_checks >= AUTO_CHECKS) {
+            finish_search(t);
+            return;
+        }
+        t->phase = AUTO_CHECK;
+        c = (struct search_config){SEARCH_AUTO, SEARCH_AUTO};
     }
     if (probe_launch(t, c) < 0) {
         trial_teardown(t);
@@ -1189,6 +1170,7 @@ void tuner_free(struct tuner *t)
     state_free(&t->st);
     free(t->value0);
     free(t->live_value);
+    free(t->busy0);
     sd_event_unref(t->ev);
     free(t);
 }

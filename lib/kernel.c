@@ -132,7 +132,8 @@ int kernel_proc_cmdline(pid_t pid, char *buf, size_t len)
 /* Visit every TCP socket of one family in the given states whose local
  * port is port, with the requested sock_diag extension. */
 static int diag_dump(int family, int port, unsigned states, int ext,
-                     void (*visit)(struct rtattr *a, void *ctx), void *ctx)
+                     void (*visit)(const struct inet_diag_msg *m, struct rtattr *a, void *ctx),
+                     void *ctx)
 {
     struct {
         struct nlmsghdr nlh;
@@ -179,7 +180,7 @@ static int diag_dump(int family, int port, unsigned states, int ext,
             alen = h->nlmsg_len - NLMSG_LENGTH(sizeof(*m));
             for (a = (struct rtattr *)(m + 1); RTA_OK(a, alen); a = RTA_NEXT(a, alen))
                 if (a->rta_type == ext)
-                    visit(a, ctx);
+                    visit(m, a, ctx);
         }
     }
 out:
@@ -192,7 +193,7 @@ struct listener {
     bool found;
 };
 
-static void visit_meminfo(struct rtattr *a, void *ctx)
+static void visit_meminfo(const struct inet_diag_msg *m, struct rtattr *a, void *ctx)
 {
     struct listener *l = ctx;
     const unsigned *mem = RTA_DATA(a);
@@ -220,26 +221,74 @@ int kernel_listener_buffers(int port, long *rcvbuf, long *sndbuf, struct err *e)
     return 0;
 }
 
-static void visit_info(struct rtattr *a, void *ctx)
+struct sockets {
+    struct kernel_sock_bytes *v;
+    size_t n, cap;
+    int err;
+};
+
+static void visit_info(const struct inet_diag_msg *m, struct rtattr *a, void *ctx)
 {
-    unsigned long long *sum = ctx;
+    struct sockets *ss = ctx;
     struct tcp_info ti = {0};
     size_t n = RTA_PAYLOAD(a) < sizeof(ti) ? RTA_PAYLOAD(a) : sizeof(ti);
 
+    if (ss->n == ss->cap) {
+        size_t cap = ss->cap ? ss->cap * 2 : 64;
+        struct kernel_sock_bytes *nv = realloc(ss->v, cap * sizeof(*nv));
+
+        if (nv == NULL) {
+            ss->err = -ENOMEM;
+            return;
+        }
+        ss->v = nv;
+        ss->cap = cap;
+    }
     /* Older kernels send a shorter tcp_info: what is missing stays 0. */
     memcpy(&ti, RTA_DATA(a), n);
-    *sum += ti.tcpi_bytes_acked + ti.tcpi_bytes_received;
+    ss->v[ss->n].cookie = (uint64_t)m->id.idiag_cookie[0] | (uint64_t)m->id.idiag_cookie[1] << 32;
+    ss->v[ss->n].bytes = ti.tcpi_bytes_acked + ti.tcpi_bytes_received;
+    ss->n++;
 }
 
-int kernel_port_bytes(int port, unsigned long long *bytes, struct err *e)
+int kernel_port_sockets(int port, struct kernel_sock_bytes **v, size_t *n, struct err *e)
 {
+    struct sockets ss = {0};
     int r;
 
-    *bytes = 0;
-    r = diag_dump(AF_INET, port, 1 << STATE_ESTABLISHED, INET_DIAG_INFO, visit_info, bytes);
+    r = diag_dump(AF_INET, port, 1 << STATE_ESTABLISHED, INET_DIAG_INFO, visit_info, &ss);
     if (r == 0)
-        r = diag_dump(AF_INET6, port, 1 << STATE_ESTABLISHED, INET_DIAG_INFO, visit_info, bytes);
-    if (r < 0)
+        r = diag_dump(AF_INET6, port, 1 << STATE_ESTABLISHED, INET_DIAG_INFO, visit_info, &ss);
+    if (r == 0)
+        r = ss.err;
+    if (r < 0) {
+        free(ss.v);
         return err_set(e, r, "sock_diag: %s", strerror(-r));
+    }
+    *v = ss.v;
+    *n = ss.n;
     return 0;
+}
+
+unsigned long long kernel_bytes_since(const struct kernel_sock_bytes *then, size_t nthen,
+                                      const struct kernel_sock_bytes *now, size_t nnow)
+{
+    unsigned long long sum = 0;
+
+    for (size_t i = 0; i < nnow; i++) {
+        unsigned long long before = 0;
+
+        /* A connection that was not there before moved all its bytes
+         * since; one that closed meanwhile is not seen (clients keep
+         * their SMB sessions open, so that is rare). */
+        for (size_t j = 0; j < nthen; j++) {
+            if (then[j].cookie == now[i].cookie) {
+                before = then[j].bytes;
+                break;
+            }
+        }
+        if (now[i].bytes >= before)
+            sum += now[i].bytes - before;
+    }
+    return sum;
 }

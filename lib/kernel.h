@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "util.h"
@@ -32,9 +33,19 @@ int kernel_proc_cmdline(pid_t pid, char *buf, size_t len);
  * what an accepted connection inherits. -ENOENT when nothing listens. */
 int kernel_listener_buffers(int port, long *rcvbuf, long *sndbuf, struct err *e);
 
-/* Bytes moved so far (acked out + received) by the established TCP
- * connections whose local port is port: sampled twice, the traffic of
- * smbd's clients. */
-int kernel_port_bytes(int port, unsigned long long *bytes, struct err *e);
+/* One established TCP connection and the bytes it has moved so far (acked
+ * out + received). */
+struct kernel_sock_bytes {
+    uint64_t cookie; /* the kernel's name for the socket */
+    unsigned long long bytes;
+};
+
+/* The established connections whose local port is port (smbd's clients),
+ * malloc'ed into *v. */
+int kernel_port_sockets(int port, struct kernel_sock_bytes **v, size_t *n, struct err *e);
+
+/* Bytes moved between two snapshots, connection by connection. Pure. */
+unsigned long long kernel_bytes_since(const struct kernel_sock_bytes *then, size_t nthen,
+                                      const struct kernel_sock_bytes *now, size_t nnow);
 
 #endif

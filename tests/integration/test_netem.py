@@ -67,8 +67,11 @@ LISTEN = textwrap.dedent("""
 
 def test_path_carries_traffic_with_delay_and_cleans_up(tmp_path):
     before = namespaces()
+    lines_before = set(delaylines())
     with wan.WanPath(tmp_path, rtt_ms=40, rate_mbit=100) as w:
         assert {w.client_ns, w.server_ns} <= namespaces()
+        ours = set(delaylines()) - lines_before
+        assert ours, "no delay line process while the path is up"
         # The addresses exist only inside the namespaces.
         out = subprocess.run(["ip", "-o", "addr"], capture_output=True, text=True).stdout
         assert w.server_addr not in out and w.client_addr not in out
@@ -87,7 +90,7 @@ def test_path_carries_traffic_with_delay_and_cleans_up(tmp_path):
         assert rtt_ms >= 39.5
     assert namespaces() == before
     assert "forwarded" in w.stats()
-    assert not any(str(tmp_path) in str(p) for p in delaylines())
+    assert not ours & set(delaylines()), "the delay line outlived its path"
 
 
 def owner_script(tmp_path):

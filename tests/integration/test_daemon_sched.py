@@ -1,0 +1,98 @@
+"""When the daemon does not tune, and what it says when the ground moved:
+cycles deferred while clients are busy or outside the time window (and
+smb.conf untouched meanwhile), and a changed Samba version reported against
+the old baseline."""
+
+import datetime
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from daemon_util import RESULT_RE, q
+from test_daemon import make_env  # noqa: F401  (the fixture)
+
+ON_LATTICE = "TCP_NODELAY SO_RCVBUF=131072 SO_SNDBUF=131072"
+
+
+def busy_clients(srv, stop):
+    """Keep smbd busy the way a real client does: one long session that
+    fetches a 64 MiB file over and over, until stop is set."""
+    big = srv.share_dir / "big.bin"
+    with open(big, "wb") as f:
+        f.write(b"\xa5" * (64 << 20))
+    while not stop.is_set():
+        srv.smbclient("-c", "; ".join(["get big.bin /dev/null"] * 40), timeout=120)
+
+
+def test_busy_clients_defer_the_cycle(make_env):
+    env = make_env(ON_LATTICE)
+    env.write_config(tune={"busy_rate": "1M", "interval": "1h", "mode": q("tune")})
+    before = env.srv.conf.read_bytes()
+    stop = threading.Event()
+    t = threading.Thread(target=busy_clients, args=(env.srv, stop))
+    t.start()
+    try:
+        time.sleep(1.0)  # traffic under way before the daemon looks
+        d = env.start()
+        d.wait_for(lambda: "tuning deferred" in d.stderr, timeout=60,
+                   what="the busy deferral")
+    finally:
+        stop.set()
+        t.join(timeout=120)
+    line = [ln for ln in d.stderr.splitlines() if "tuning deferred" in ln][0]
+    assert "clients move" in line and "more than 1.0" in line, line
+    assert RESULT_RE.search(d.stderr) is None, "a cycle ran although clients were busy"
+    assert "sample" not in d.stderr
+    d.signal(signal.SIGTERM)
+    assert d.wait(timeout=60) == 0, d.stderr
+    assert env.srv.conf.read_bytes() == before
+    assert env.leftovers() == []
+
+
+def test_outside_the_window_defers_the_cycle(make_env):
+    env = make_env(ON_LATTICE)
+    now = datetime.datetime.now()
+    # A one-hour window that starts two hours from now: never now.
+    start = (now + datetime.timedelta(hours=2)).strftime("%H:00")
+    end = (now + datetime.timedelta(hours=3)).strftime("%H:00")
+    env.write_config(tune={"window": q(f"{start}-{end}"), "interval": "1h"})
+    before = env.srv.conf.read_bytes()
+    d = env.start()
+    d.wait_for(lambda: "outside the time window" in d.stderr, timeout=60,
+               what="the window deferral")
+    assert f"{start}-{end}" in d.stderr
+    assert RESULT_RE.search(d.stderr) is None
+    d.signal(signal.SIGTERM)
+    assert d.wait(timeout=60) == 0, d.stderr
+    assert env.srv.conf.read_bytes() == before
+    assert env.leftovers() == []
+
+
+def test_samba_upgrade_is_reported_against_the_old_baseline(make_env):
+    env = make_env(ON_LATTICE)
+    env.write_config(tune={"max_bytes": "48M"})
+    rc, _, err = env.run("--once", "--dry-run")
+    assert rc == 0, err
+    st = env.state()
+    samba = subprocess.run(["smbd", "-V"], capture_output=True, text=True).stdout.split()[-1]
+    assert st["samba"] == samba, st
+    # Pretend the last measurements were made on another Samba, at other rates.
+    text = (env.state_dir / "state").read_text().splitlines()
+    text = [("samba 4.0.0" if ln.startswith("samba ") else
+             "write_mbps 100.0" if ln.startswith("write_mbps ") else
+             "read_mbps 100.0" if ln.startswith("read_mbps ") else
+             "have_incumbent yes" if ln.startswith("have_incumbent ") else ln)
+            for ln in text]
+    (env.state_dir / "state").write_text("\n".join(text) + "\n")
+
+    rc, _, err = env.run("--once", "--dry-run")
+    assert rc == 0, err
+    lines = [ln for ln in err.splitlines() if "Samba 4.0.0 -> " + samba in ln]
+    assert any("searching again" in ln for ln in lines), err
+    report = [ln for ln in lines if "at the same settings" in ln]
+    assert report, err
+    assert "write " in report[0] and "%" in report[0] and "read " in report[0], report[0]
+    assert env.state()["samba"] == samba
