@@ -497,13 +497,25 @@ static bool pop(const struct search *s, struct search_dim *d)
 
 /* ---- decisions ---- */
 
+/* A difference of log rates for the journal: "+12.3%", or "1234x" when the
+ * base was a stall (a timed-out sample can be near zero). */
+static const char *gain_str(double d, char *buf, size_t len)
+{
+    if (d > log(10.0))
+        snprintf(buf, len, "%.0fx", exp(fmin(d, 700.0)));
+    else
+        snprintf(buf, len, "%+.1f%%", 100 * expm1(d));
+    return buf;
+}
+
 static void move(struct search *s, struct search_dim *d, const struct cmp *c)
 {
-    char a[24], b[24];
+    char a[24], b[24], g[32];
     long from = d->lv[d->inc].size, to = d->lv[d->cand].size;
 
-    why(s, "%s %s -> %s: %s %+.1f%% (p=%.2g, n=%d/%d)", d->name, size_str(from, a, sizeof(a)),
-        size_str(to, b, sizeof(b)), rate_names[d->rank], 100 * expm1(c->d), c->p, c->kc, c->ki);
+    why(s, "%s %s -> %s: %s %s (p=%.2g, n=%d/%d)", d->name, size_str(from, a, sizeof(a)),
+        size_str(to, b, sizeof(b)), rate_names[d->rank], gain_str(c->d, g, sizeof(g)), c->p,
+        c->kc, c->ki);
     d->lv[d->inc].tabu = true;
     d->lv[d->cand].since = d->lv[d->cand].n;
     if (to == SEARCH_AUTO)
@@ -530,12 +542,12 @@ static bool below(const struct search_dim *d, int a, int b)
 
 static void reject(struct search *s, struct search_dim *d, const struct cmp *c, const char *how)
 {
-    char a[24], b[24];
+    char a[24], b[24], g[32];
     int cand = d->cand;
 
-    why(s, "%s stays %s: %s %s %+.1f%% (p=%.2g, n=%d/%d)%s", d->name,
+    why(s, "%s stays %s: %s %s %s (p=%.2g, n=%d/%d)%s", d->name,
         size_str(d->lv[d->inc].size, a, sizeof(a)), size_str(d->lv[cand].size, b, sizeof(b)),
-        rate_names[d->rank], 100 * expm1(c->d), c->p, c->kc, c->ki, how);
+        rate_names[d->rank], gain_str(c->d, g, sizeof(g)), c->p, c->kc, c->ki, how);
     d->cand = -1;
     if (!d->cand_walk)
         return;
