@@ -112,6 +112,7 @@ static int make_opts(struct daemon *d, struct err *e)
     t->search.abort_ratio = c->tune.abort_ratio;
     t->search.max_samples = (int)c->tune.max_samples;
     t->search.tied = c->tune.tied;
+    t->restart_smbd = c->tune.restart_smbd;
     t->max_bytes = c->tune.max_bytes;
     t->interval_s = (double)c->tune.interval_s;
     t->busy_mbps = (double)c->tune.busy_rate / 1e6;

@@ -697,7 +697,7 @@ static void search_bounds(struct tuner *t, struct search_params *p)
      * Live, it could not even be measured. Shadow and client trials
      * measure it after the search, for the admin's information. */
     t->auto_blocked = false;
-    if (t->listener_rcv || t->listener_snd) {
+    if ((t->listener_rcv || t->listener_snd) && (t->o.trials == TUNER_LIVE || !t->o.restart_smbd)) {
         p->auto_observable = false;
         t->auto_blocked = t->o.trials != TUNER_LIVE;
         t->auto_checks = 0;
@@ -930,8 +930,17 @@ static void commit(struct tuner *t, struct search_config w, char *what, size_t l
     free(t->live_value);
     t->live_value = NULL;
     save_state(t);
-    if (apply_run(t->o.apply, t->o.smb_conf, &e) < 0)
+    if ((w.rcvbuf == SEARCH_AUTO && t->listener_rcv) ||
+        (w.sndbuf == SEARCH_AUTO && t->listener_snd)) {
+        /* Only reachable with restart_smbd = yes (otherwise AUTO is no
+         * candidate while the listener holds explicit sizes). */
+        journal_log(LOG_NOTICE, "restarting smbd so that autotuning reaches new connections "
+                    "(restart_smbd = yes): its listener keeps the old explicit sizes until then");
+        if (apply_restart_smbd(&e) < 0)
+            journal_log(LOG_WARNING, "written, but smbd was not restarted: %s", e.msg);
+    } else if (apply_run(t->o.apply, t->o.smb_conf, &e) < 0) {
         journal_log(LOG_WARNING, "written, but smbd was not told: %s", e.msg);
+    }
     snprintf(what, len, "committed socket options = %s", res.new_value);
     smbconf_result_free(&res);
 }

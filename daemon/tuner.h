@@ -40,6 +40,7 @@ struct tuner_opts {
     double busy_mbps;          /* defer while clients move more than this; 0: never */
     int window_start;          /* minutes after midnight; -1: any time */
     int window_end;
+    bool restart_smbd; /* may restart smbd.service so that AUTO takes effect */
     bool once;     /* one cycle, then leave the loop */
     bool json;     /* --once: the before/after object on stdout */
     bool progress; /* --once: a line per sample on stderr */

@@ -50,7 +50,8 @@ static int apply_signal(const char *smb_conf, struct err *e)
     return 0;
 }
 
-static int apply_systemd(struct err *e)
+/* ReloadUnit or RestartUnit of smbd.service over D-Bus. */
+static int systemd_unit(const char *method, struct err *e)
 {
     sd_bus *bus = NULL;
     sd_bus_error be = SD_BUS_ERROR_NULL;
@@ -59,14 +60,19 @@ static int apply_systemd(struct err *e)
     if (r < 0)
         return err_set(e, r, "cannot reach systemd over D-Bus: %s", strerror(-r));
     r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                           "org.freedesktop.systemd1.Manager", "ReloadUnit", &be, NULL, "ss",
+                           "org.freedesktop.systemd1.Manager", method, &be, NULL, "ss",
                            "smbd.service", "replace");
     if (r < 0)
-        err_set(e, r, "systemd: reload of smbd.service failed: %s",
+        err_set(e, r, "systemd: %s of smbd.service failed: %s", method,
                 be.message ? be.message : strerror(-r));
     sd_bus_error_free(&be);
     sd_bus_unref(bus);
     return r < 0 ? r : 0;
+}
+
+int apply_restart_smbd(struct err *e)
+{
+    return systemd_unit("RestartUnit", e);
 }
 
 int apply_run(enum apply_method m, const char *smb_conf, struct err *e)
@@ -83,7 +89,7 @@ int apply_run(enum apply_method m, const char *smb_conf, struct err *e)
     if (m == APPLY_SIGNAL)
         return apply_signal(smb_conf, e);
     if (m == APPLY_SYSTEMD)
-        return apply_systemd(e);
+        return systemd_unit("ReloadUnit", e);
     r = util_run(argv, SMBCONTROL_TIMEOUT_S, out, sizeof(out), errout, sizeof(errout), &status);
     if (r < 0)
         return err_set(e, r, "cannot run smbcontrol: %s", strerror(-r));

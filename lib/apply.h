@@ -17,4 +17,9 @@ const char *apply_name(enum apply_method m);
 /* Tell the smbd that runs with config file smb_conf to reload it. */
 int apply_run(enum apply_method m, const char *smb_conf, struct err *e);
 
+/* Restart smbd.service through systemd: the only way to give its listener,
+ * and so new connections, autotuning back. Only when the admin asked for
+ * it (tune { restart_smbd = yes }). */
+int apply_restart_smbd(struct err *e);
+
 #endif

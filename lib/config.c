@@ -318,12 +318,22 @@ static int parse_window(const char *s, struct config *c, struct err *e)
     return 0;
 }
 
-static int parse_tied(const char *s, struct config *c, struct err *e)
+static int parse_yes_no(const char *s, bool *v, const char *what, struct err *e)
 {
     if (strcmp(s, "yes") != 0 && strcmp(s, "no") != 0)
-        return err_set(e, -EINVAL, "tied '%s' is not yes or no", s);
-    c->tune.tied = strcmp(s, "yes") == 0;
+        return err_set(e, -EINVAL, "%s '%s' is not yes or no", what, s);
+    *v = strcmp(s, "yes") == 0;
     return 0;
+}
+
+static int parse_tied(const char *s, struct config *c, struct err *e)
+{
+    return parse_yes_no(s, &c->tune.tied, "tied", e);
+}
+
+static int parse_restart_smbd(const char *s, struct config *c, struct err *e)
+{
+    return parse_yes_no(s, &c->tune.restart_smbd, "restart_smbd", e);
 }
 
 static const struct field tune_fields[] = {
@@ -334,7 +344,7 @@ static const struct field tune_fields[] = {
     {"min_gain", parse_min_gain},       {"abort_ratio", parse_abort_ratio},
     {"max_samples", parse_max_samples}, {"max_bytes", parse_max_bytes},
     {"busy_rate", parse_busy_rate},     {"window", parse_window},
-    {"tied", parse_tied},
+    {"tied", parse_tied},               {"restart_smbd", parse_restart_smbd},
 };
 
 struct section {
