@@ -195,20 +195,36 @@ static struct seen *seen_of(struct tuner *t, struct search_config c)
     return &t->seen[t->nseen++];
 }
 
+/* The write rate of a configuration is the mean over the samples that had
+ * the buffer the write ranks (server side SO_RCVBUF, the probe's client
+ * socket SO_SNDBUF), whatever the other buffer was: the search assumes the
+ * other does not matter to it, and the pair it ends at may never have been
+ * measured as such. Likewise the read rate. */
+static double mean_rate(const struct tuner *t, struct search_config c, bool write)
+{
+    bool rcv = write == (t->o.trials != TUNER_CLIENT);
+    double sum = 0;
+    int n = 0;
+
+    for (int i = 0; i < t->nseen; i++) {
+        const struct seen *sn = &t->seen[i];
+
+        if ((rcv ? sn->c.rcvbuf != c.rcvbuf : sn->c.sndbuf != c.sndbuf))
+            continue;
+        sum += write ? sn->w : sn->r;
+        n += write ? sn->nw : sn->nr;
+    }
+    return n > 0 ? sum / n : NAN;
+}
+
 static double mean_w(const struct tuner *t, struct search_config c)
 {
-    for (int i = 0; i < t->nseen; i++)
-        if (cfg_eq(t->seen[i].c, c) && t->seen[i].nw > 0)
-            return t->seen[i].w / t->seen[i].nw;
-    return NAN;
+    return mean_rate(t, c, true);
 }
 
 static double mean_r(const struct tuner *t, struct search_config c)
 {
-    for (int i = 0; i < t->nseen; i++)
-        if (cfg_eq(t->seen[i].c, c) && t->seen[i].nr > 0)
-            return t->seen[i].r / t->seen[i].nr;
-    return NAN;
+    return mean_rate(t, c, false);
 }
 
 static void json_num(FILE *f, double v)
