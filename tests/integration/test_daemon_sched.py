@@ -96,3 +96,25 @@ def test_samba_upgrade_is_reported_against_the_old_baseline(make_env):
     assert report, err
     assert "write " in report[0] and "%" in report[0] and "read " in report[0], report[0]
     assert env.state()["samba"] == samba
+
+
+def test_smbd_option_override_is_warned(make_env, smbd_factory, tmp_path):
+    """smbd started with --option='socket options=...' ignores smb.conf's
+    line: smbtuned must say so rather than tune in vain."""
+    env = make_env(ON_LATTICE)
+    srv = smbd_factory(socket_options=ON_LATTICE,
+                       extra_args=["--option=socket options=TCP_NODELAY SO_RCVBUF=65536"])
+    env.srv = srv
+    env.write_config(tune={"max_bytes": "32M"})
+    rc, _, err = env.run("--once", "--dry-run")
+    assert rc == 0, err
+    warn = [ln for ln in err.splitlines() if "--option" in ln]
+    assert warn and f"pid {srv.pid}" in warn[0] and "overrides smb.conf" in warn[0], err
+
+    # The same smbd without the option: no warning.
+    env.srv = env_srv = smbd_factory(socket_options=ON_LATTICE)
+    env.write_config(tune={"max_bytes": "32M"})
+    rc, _, err = env.run("--once", "--dry-run")
+    assert rc == 0, err
+    assert "--option" not in err, err
+    assert env_srv.alive()
