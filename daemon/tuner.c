@@ -84,21 +84,12 @@ static void step(struct tuner *t);
 static void cycle_end(struct tuner *t, bool ok);
 static void cycle_search(struct tuner *t);
 
-static const char *size_str(long v, char *buf, size_t len)
-{
-    if (v == SEARCH_AUTO)
-        snprintf(buf, len, "auto");
-    else
-        snprintf(buf, len, "%ld", v);
-    return buf;
-}
-
 static const char *cfg_str(struct search_config c, char *buf, size_t len)
 {
     char a[32], b[32];
 
-    snprintf(buf, len, "SO_RCVBUF %s SO_SNDBUF %s", size_str(c.rcvbuf, a, sizeof(a)),
-             size_str(c.sndbuf, b, sizeof(b)));
+    snprintf(buf, len, "SO_RCVBUF %s SO_SNDBUF %s", search_size_str(c.rcvbuf, a, sizeof(a)),
+             search_size_str(c.sndbuf, b, sizeof(b)));
     return buf;
 }
 
@@ -283,10 +274,10 @@ static void report(struct tuner *t, const char *after, struct search_config ca,
     printf("\nsocket options\n  before  %s\n  %-6s  %s\n\n", t->value0,
            committed ? "after" : "best", after);
     printf("%-12s %12s %12s\n", "", "before", committed ? "after" : "best");
-    printf("%-12s %12s %12s\n", "SO_RCVBUF", size_str(t->inc0.rcvbuf, a, sizeof(a)),
-           size_str(ca.rcvbuf, b, sizeof(b)));
-    printf("%-12s %12s %12s\n", "SO_SNDBUF", size_str(t->inc0.sndbuf, a, sizeof(a)),
-           size_str(ca.sndbuf, b, sizeof(b)));
+    printf("%-12s %12s %12s\n", "SO_RCVBUF", search_size_str(t->inc0.rcvbuf, a, sizeof(a)),
+           search_size_str(ca.rcvbuf, b, sizeof(b)));
+    printf("%-12s %12s %12s\n", "SO_SNDBUF", search_size_str(t->inc0.sndbuf, a, sizeof(a)),
+           search_size_str(ca.sndbuf, b, sizeof(b)));
     printf("%-12s %12.2f %12.2f\n", "write MB/s", w0, w1);
     printf("%-12s %12.2f %12.2f\n", "read MB/s", r0, r1);
     printf("\n%s\n%d samples, %.1f MB moved, %.0f s\n", what, t->samples, t->bytes / 1e6,

@@ -139,7 +139,7 @@ static void why(struct search *s, const char *fmt, ...)
     va_end(ap);
 }
 
-static const char *size_str(long size, char *buf, size_t len)
+const char *search_size_str(long size, char *buf, size_t len)
 {
     if (size == SEARCH_AUTO)
         snprintf(buf, len, "auto");
@@ -513,8 +513,8 @@ static void move(struct search *s, struct search_dim *d, const struct cmp *c)
     char a[24], b[24], g[32];
     long from = d->lv[d->inc].size, to = d->lv[d->cand].size;
 
-    why(s, "%s %s -> %s: %s %s (p=%.2g, n=%d/%d)", d->name, size_str(from, a, sizeof(a)),
-        size_str(to, b, sizeof(b)), rate_names[d->rank], gain_str(c->d, g, sizeof(g)), c->p,
+    why(s, "%s %s -> %s: %s %s (p=%.2g, n=%d/%d)", d->name, search_size_str(from, a, sizeof(a)),
+        search_size_str(to, b, sizeof(b)), rate_names[d->rank], gain_str(c->d, g, sizeof(g)), c->p,
         c->kc, c->ki);
     d->lv[d->inc].tabu = true;
     d->lv[d->cand].since = d->lv[d->cand].n;
@@ -546,7 +546,8 @@ static void reject(struct search *s, struct search_dim *d, const struct cmp *c, 
     int cand = d->cand;
 
     why(s, "%s stays %s: %s %s %s (p=%.2g, n=%d/%d)%s", d->name,
-        size_str(d->lv[d->inc].size, a, sizeof(a)), size_str(d->lv[cand].size, b, sizeof(b)),
+        search_size_str(d->lv[d->inc].size, a, sizeof(a)),
+        search_size_str(d->lv[cand].size, b, sizeof(b)),
         rate_names[d->rank], gain_str(c->d, g, sizeof(g)), c->p, c->kc, c->ki, how);
     d->cand = -1;
     if (!d->cand_walk)
@@ -561,7 +562,7 @@ static void reject(struct search *s, struct search_dim *d, const struct cmp *c, 
         }
         d->nqueue = n;
         why(s, "%s: %s is below %s, the walk down stops", d->name, b,
-            size_str(d->lv[d->walk_best].size, a, sizeof(a)));
+            search_size_str(d->lv[d->walk_best].size, a, sizeof(a)));
     }
     if (d->walk_best < 0 || d->lv[cand].mean > d->lv[d->walk_best].mean)
         d->walk_best = cand;
@@ -580,7 +581,7 @@ static void advance(struct search *s, struct search_dim *d)
             char a[24];
             d->done = true;
             why(s, "%s converged at %s after %d samples", d->name,
-                size_str(d->lv[d->inc].size, a, sizeof(a)), s->total);
+                search_size_str(d->lv[d->inc].size, a, sizeof(a)), s->total);
             return;
         }
         if (!at_look(d))
@@ -861,7 +862,7 @@ static bool trial_aborted(struct search *s, struct search_dim *d, double w, doub
             continue;
         if (timeout[dir] || (!isnan(thr[dir]) && !isnan(v[dir]) && v[dir] < thr[dir])) {
             why(s, "%s %s trial ended: %s %.3g%s, %.0f%% of the incumbent's %.3g", d->name,
-                size_str(d->lv[d->cand].size, a, sizeof(a)), rate_names[dir], exp(v[dir]),
+                search_size_str(d->lv[d->cand].size, a, sizeof(a)), rate_names[dir], exp(v[dir]),
                 timeout[dir] ? " (timeout)" : "",
                 100 * exp(v[dir] - level_dir_mean(d, d->inc, dir)),
                 exp(level_dir_mean(d, d->inc, dir)));

@@ -16,6 +16,7 @@
 #define SMBTUNE_SEARCH_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "stats.h"
 
@@ -151,6 +152,9 @@ void search_params_default(struct search_params *p);
  * cap). Returns 0, or -EINVAL for inconsistent parameters, -ERANGE for a
  * lattice too large. */
 int search_init(struct search *s, const struct search_params *p, struct search_config incumbent);
+
+/* A size for people: "auto" or the number of bytes. Returns buf. */
+const char *search_size_str(long size, char *buf, size_t len);
 
 /* What to measure next, or the winner once converged. */
 enum search_step search_ask(const struct search *s, struct search_config *next);
