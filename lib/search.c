@@ -453,7 +453,10 @@ static void build_queue(struct search *s, struct search_dim *d)
         push(s, d, up, false);
     else if (d->last_dir < 0)
         push(s, d, down, false);
-    push(s, d, auto_level(d), false);
+    /* Without AUTO, the largest size stands in for it: the one jump that
+     * gets a search off a plateau of slow small sizes, where every
+     * neighbour is as slow (8192 and 16384 both stall on loopback). */
+    push(s, d, s->p.auto_observable ? auto_level(d) : top_level(d), false);
     push(s, d, up, false);
     push(s, d, down, false);
 }
