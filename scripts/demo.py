@@ -11,6 +11,7 @@ machine's /etc/samba is not touched.
 
 import difflib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,9 @@ def run(*args):
 
 
 def main():
+    # A SIGTERM (or a timeout) must still stop the throwaway smbd: turn it
+    # into an exception so that the finally below runs.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(f"demo: signal {signal.SIGTERM}"))
     # A short path: the shadow smbds' sockets live under the state directory.
     with tempfile.TemporaryDirectory(prefix="smbtuned-demo-", dir="/tmp") as tmp:
         tmp = Path(tmp)
