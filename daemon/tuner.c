@@ -76,6 +76,7 @@ struct tuner {
     struct probe_job job;
     bool probing;
     struct search_config probe_cfg;
+    bool probe_dirty; /* a probe was killed: its file may be in the share */
     sd_event_source *probe_io, *probe_timer;
     unsigned seq;
 };
@@ -479,6 +480,20 @@ static void probe_kill(struct tuner *t)
     kill(t->job.pid, SIGKILL);
     probe_finish(&t->job, &r, &e);
     t->probing = false;
+    t->probe_dirty = true;
+}
+
+/* A killed probe's file is removed by the next probe; at the end of a
+ * cycle, or at a stop, there is no next one. */
+static void probe_tidy(struct tuner *t)
+{
+    struct err e;
+
+    if (!t->probe_dirty)
+        return;
+    t->probe_dirty = false;
+    if (probe_cleanup(&t->o.probe, &e) < 0)
+        journal_log(LOG_WARNING, "removing a killed probe's file: %s", e.msg);
 }
 
 static void tell(struct tuner *t, const struct probe_result *r)
@@ -555,6 +570,8 @@ static int on_probe_done(sd_event_source *src, int fd, uint32_t revents, void *u
     probe_sources_off(t);
     t->probing = false;
     ret = probe_finish(&t->job, &r, &e);
+    if (ret < 0 || r.outcome == PROBE_TIMEOUT)
+        t->probe_dirty = true;
     if (ret < 0 || (r.outcome != PROBE_OK && r.outcome != PROBE_TIMEOUT)) {
         journal_log(LOG_ERR, "probe of %s failed: %s", t->o.probe.url,
                     ret < 0 ? e.msg : r.cause);
@@ -1097,6 +1114,7 @@ static void cycle_end(struct tuner *t, bool ok)
         t->failed = true;
         trial_teardown(t);
     }
+    probe_tidy(t);
     /* The state file always tells how the last cycle left things. */
     save_state(t);
     t->phase = IDLE;
@@ -1161,6 +1179,7 @@ void tuner_stop(struct tuner *t)
 {
     probe_kill(t);
     trial_teardown(t);
+    probe_tidy(t);
     t->timer = sd_event_source_disable_unref(t->timer);
     t->phase = IDLE;
 }

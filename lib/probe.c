@@ -1121,9 +1121,25 @@ static int wait_job(struct probe_job *job)
     }
 }
 
+int probe_cleanup(const struct probe_params *p, struct err *e)
+{
+    struct probe_params q = *p;
+    struct probe_result ignored;
+    struct probe_job job;
+    int ret;
+
+    q.deadline_s = CLEANUP_DEADLINE_S;
+    ret = start(&q, true, &job, e);
+    if (ret < 0)
+        return ret;
+    wait_job(&job);
+    return probe_finish(&job, &ignored, e);
+}
+
 int probe_run(const struct probe_params *p, struct probe_result *r, struct err *e)
 {
     struct probe_job job;
+    struct err e2;
     int ret;
 
     ret = probe_start(p, &job, e);
@@ -1131,18 +1147,9 @@ int probe_run(const struct probe_params *p, struct probe_result *r, struct err *
         return ret;
     wait_job(&job);
     ret = probe_finish(&job, r, e);
-    if (ret == 0 && r->outcome == PROBE_TIMEOUT) {
-        /* The killed child left its file behind: remove it now rather than
-         * at the next measurement. Best effort, bounded. */
-        struct probe_params q = *p;
-        struct probe_result ignored;
-        struct err e2;
-
-        q.deadline_s = CLEANUP_DEADLINE_S;
-        if (start(&q, true, &job, &e2) == 0) {
-            wait_job(&job);
-            probe_finish(&job, &ignored, &e2);
-        }
-    }
+    /* The killed child left its file behind: remove it now rather than at
+     * the next measurement. Best effort, bounded. */
+    if (ret == 0 && r->outcome == PROBE_TIMEOUT)
+        probe_cleanup(p, &e2);
     return ret;
 }

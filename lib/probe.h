@@ -140,6 +140,11 @@ int probe_start(const struct probe_params *p, struct probe_job *job, struct err 
  * outcome in r, or a negative errno when the result cannot be had. */
 int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e);
 
+/* Remove the files that killed probes from this host left in the target
+ * directory (a short child of its own, at most a few seconds). For after a
+ * probe was killed at its deadline or by a stop. */
+int probe_cleanup(const struct probe_params *p, struct err *e);
+
 /* probe_start + wait + probe_finish. After a timeout it runs a short
  * cleanup-only child that removes the probe file the killed child left. */
 int probe_run(const struct probe_params *p, struct probe_result *r, struct err *e);

@@ -118,3 +118,19 @@ def test_smbd_option_override_is_warned(make_env, smbd_factory, tmp_path):
     assert rc == 0, err
     assert "--option" not in err, err
     assert env_srv.alive()
+
+
+def test_sigterm_mid_probe_leaves_no_probe_file(make_env):
+    """A probe killed in the middle of its transfer leaves its file in the
+    share; stopping must remove it, not leave it to the next cycle."""
+    env = make_env(ON_LATTICE)
+    # Large enough that a transfer is under way when the signal comes.
+    env.write_config(probe={"size": "512M", "request_size": "1M", "deadline": "60"},
+                     tune={"mode": q("advise")})
+    d = env.start("--once")
+    d.wait_line(r"^sample\s+1\s")
+    d.wait_for(lambda: any(env.srv.share_dir.glob(".smbtuned-probe-*")),
+               what="a probe file being written", poll=0.005)
+    d.signal(signal.SIGTERM)
+    d.wait(timeout=120)
+    assert env.leftovers() == []
