@@ -1147,6 +1147,11 @@ int tuner_recover(struct tuner *t, struct err *e)
     free(base);
     if (r < 0)
         return r;
+    /* A killed predecessor's probe may have left its file, still open on
+     * the server for a moment: the cleanup child retries for a while,
+     * which a measurement's own sweep does not. */
+    t->probe_dirty = true;
+    probe_tidy(t);
     r = state_load(t->o.state_dir, &t->st, e);
     if (r < 0 || !t->st.pending)
         return r;
