@@ -83,7 +83,7 @@ int main(int argc, char **argv)
                 struct search_config start =
                     st ? (struct search_config){0, 0} : (struct search_config){8192, 8192};
                 int within = 0, wrong = 0, small = 0, sweep = 0, early = 0, late = 0, none = 0;
-                int alarm10 = 0;
+                int alarm10 = 0, strict = 0, research = 0;
                 for (int i = 0; i < seeds; i++) {
                     struct sim_spec sp;
                     struct sim_result r;
@@ -101,14 +101,15 @@ int main(int argc, char **argv)
                     samples[i] = r.samples;
                     worst[i] = r.worst_trial;
                     sweep = r.sweep;
-                    if (r.alarm < 0)
-                        early++;
-                    else if (r.alarm == 0)
+                    early += r.early_alarms > 0;
+                    research += r.research_samples;
+                    if (r.alarm == 0)
                         none++;
                     else if (r.alarm > 10)
                         late++;
                     else
                         alarm10++;
+                    strict += r.alarm > 0 && r.alarm <= 10 && r.early_alarms == 0;
                 }
                 qsort(samples, (size_t)seeds, sizeof(int), cmp_int);
                 qsort(worst, (size_t)seeds, sizeof(double), cmp_double);
@@ -119,16 +120,22 @@ int main(int argc, char **argv)
                 if (obj->kind == SIM_DRIFT || !only)
                     dlen += (size_t)snprintf(
                         drift + dlen, dlen < sizeof(drift) ? sizeof(drift) - dlen : 0,
-                        "| %s | %.2f | %s | %d/%d | %d | %d | %d |\n", obj->name, sigma,
-                        st ? "auto" : "8192", alarm10, seeds, late, none, early);
+                        "| %s | %.2f | %s | %d/%d | %d | %d | %d | %d | %.1f |\n", obj->name, sigma,
+                        st ? "auto" : "8192", alarm10, seeds, late, none, strict, early,
+                        (double)research / seeds);
             }
         }
     }
-    printf("\nVerification: after convergence the winner is sampled 40 times. In drift the "
-           "link rate steps down 20%% after the 20th; in the others nothing changes, so "
-           "every alarm there is a false one. Runs by when their first alarm came.\n\n");
-    printf("| objective | sigma | start | samples 21-30 | 31-40 | never | 1-20 |\n");
-    printf("|---|---|---|---|---|---|---|\n");
+    printf("\nVerification: after convergence the winner is sampled 40 times, one sample per "
+           "daemon cycle. In drift the link rate steps down 20%% after the 20th; in the others "
+           "nothing changes, so every alarm there is a false one. An alarm before the step runs "
+           "a new search from the winner (as the daemon does) and verification goes on. Runs by "
+           "when their first alarm after the step came; \"strict\" counts the runs caught "
+           "within 10 that had no alarm before the step; \"1-20\" the runs with an alarm "
+           "before it, and the mean samples those searches took per run.\n\n");
+    printf("| objective | sigma | start | samples 21-30 | 31-40 | never | strict | 1-20 | "
+           "search samples |\n");
+    printf("|---|---|---|---|---|---|---|---|---|\n");
     fputs(drift, stdout);
     free(samples);
     free(worst);

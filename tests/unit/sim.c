@@ -251,6 +251,46 @@ static long dim_value(struct search_config c, int k)
     return k == 0 ? c.rcvbuf : c.sndbuf;
 }
 
+/* Run search s to convergence on the link rate link. With res, the
+ * moves and trials are judged against the truth (the first search). */
+static int converge(const struct sim_spec *sp, struct search *s, struct sim_rng *rng, double link,
+                    struct sim_result *res, struct search_config *end)
+{
+    const struct search_params *p = &sp->params;
+    bool tied = p->tied;
+    int ndims = tied ? 1 : 2;
+    struct search_config cfg, inc = search_incumbent(s);
+
+    while (search_ask(s, &cfg) == SEARCH_MEASURE) {
+        double wmin, rmin;
+        struct search_sample x;
+        search_abort_rates(s, cfg, &wmin, &rmin);
+        for (int k = 0; k < ndims && res; k++) {
+            if (dim_value(cfg, k) == dim_value(inc, k))
+                continue;
+            double ratio = ranked_truth(sp, k, cfg) /
+                           ranked_truth(sp, k, with(cfg, k, dim_value(inc, k), tied, p));
+            res->worst_trial = fmin(res->worst_trial, ratio);
+        }
+        measure(sp, rng, cfg, link, wmin, rmin, &x);
+        if (search_tell(s, cfg, &x) < 0)
+            return -1;
+        struct search_config now = search_incumbent(s);
+        for (int k = 0; k < ndims && res; k++) {
+            if (dim_value(now, k) == dim_value(inc, k))
+                continue;
+            res->moves++;
+            double before = ranked_truth(sp, k, inc);
+            double after = ranked_truth(sp, k, with(inc, k, dim_value(now, k), tied, p));
+            if (after < before * (1 - p->min_gain))
+                res->wrong_moves++;
+        }
+        inc = now;
+    }
+    *end = cfg;
+    return 0;
+}
+
 int sim_run(const struct sim_spec *sp, struct sim_result *res)
 {
     struct search *s = malloc(sizeof(*s));
@@ -266,41 +306,11 @@ int sim_run(const struct sim_spec *sp, struct sim_result *res)
     res->ndims = ndims;
     res->worst_trial = 1;
     sim_rng_seed(&rng, sp->seed);
-    if ((rc = search_init(s, p, sp->start)) < 0) {
+    if ((rc = search_init(s, p, sp->start)) < 0 ||
+        (rc = converge(sp, s, &rng, 1, res, &res->end)) < 0) {
         free(s);
         return rc;
     }
-
-    struct search_config cfg, inc = search_incumbent(s);
-    while (search_ask(s, &cfg) == SEARCH_MEASURE) {
-        double wmin, rmin;
-        struct search_sample x;
-        search_abort_rates(s, cfg, &wmin, &rmin);
-        for (int k = 0; k < ndims; k++) {
-            if (dim_value(cfg, k) == dim_value(inc, k))
-                continue;
-            double ratio = ranked_truth(sp, k, cfg) /
-                           ranked_truth(sp, k, with(cfg, k, dim_value(inc, k), tied, p));
-            res->worst_trial = fmin(res->worst_trial, ratio);
-        }
-        measure(sp, &rng, cfg, 1, wmin, rmin, &x);
-        if (search_tell(s, cfg, &x) < 0) {
-            free(s);
-            return -1;
-        }
-        struct search_config now = search_incumbent(s);
-        for (int k = 0; k < ndims; k++) {
-            if (dim_value(now, k) == dim_value(inc, k))
-                continue;
-            res->moves++;
-            double before = ranked_truth(sp, k, inc);
-            double after = ranked_truth(sp, k, with(inc, k, dim_value(now, k), tied, p));
-            if (after < before * (1 - p->min_gain))
-                res->wrong_moves++;
-        }
-        inc = now;
-    }
-    res->end = cfg;
     res->samples = search_samples(s);
 
     /* Quality: each dim's true ranked rate against the best it could take. */
@@ -334,14 +344,30 @@ int sim_run(const struct sim_spec *sp, struct sim_result *res)
                     : (ncand[0] - p->auto_observable) * (ncand[1] - p->auto_observable);
     res->sweep = 5 * (grid + 1);
 
-    /* Verification of the winner; the link steps down in SIM_DRIFT. */
+    /* Verification of the winner, one sample per daemon cycle; the link
+     * steps down in SIM_DRIFT after verify_pre of them. An alarm before the
+     * step does what it does in the daemon: a new search from the winner,
+     * within that cycle (minutes, where the cycles are hours apart), and
+     * verification of its winner from the next cycle on. */
+    struct search_config win = res->end;
     for (int i = 0; i < sp->verify_pre + sp->verify_post && res->alarm == 0; i++) {
         bool after = i >= sp->verify_pre;
         double link = after && sp->obj->kind == SIM_DRIFT ? 0.8 : 1;
         struct search_sample x;
-        measure(sp, &rng, res->end, link, 0, 0, &x);
-        if (search_verify_tell(s, &x) == SEARCH_VERIFY_RESEARCH)
-            res->alarm = after ? i - sp->verify_pre + 1 : i - sp->verify_pre;
+        measure(sp, &rng, win, link, 0, 0, &x);
+        if (search_verify_tell(s, &x) != SEARCH_VERIFY_RESEARCH)
+            continue;
+        if (after) {
+            res->alarm = i - sp->verify_pre + 1;
+            break;
+        }
+        if (res->early_alarms++ == 0)
+            res->first_early = i + 1;
+        if ((rc = search_init(s, p, win)) < 0 || (rc = converge(sp, s, &rng, 1, NULL, &win)) < 0) {
+            free(s);
+            return rc;
+        }
+        res->research_samples += search_samples(s);
     }
     free(s);
     return 0;
