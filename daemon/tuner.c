@@ -545,6 +545,12 @@ static void tell(struct tuner *t, const struct probe_result *r)
             journal_log(LOG_NOTICE, "the rates at %s drifted: searching again", cs);
             t->converged = false;
             t->research = true;
+        } else {
+            /* One line per cycle, so that the journal shows the winner
+             * being watched, not only when it fails. */
+            journal_log(LOG_INFO, "verified %s: write %.2f MB/s, read %.2f MB/s%s", cs,
+                        r->write_mbps, r->read_mbps,
+                        r->outcome == PROBE_TIMEOUT ? " (deadline: lower bound)" : "");
         }
         t->phase = IDLE; /* one sample per verification cycle */
         return;
@@ -970,8 +976,9 @@ static void commit(struct tuner *t, struct search_config w, char *what, size_t l
 }
 
 /* Every configuration tried gave the same rates within noise: the share is
- * limited by something else (disk, CPU), not by socket buffers. */
-static bool not_network_bound(const struct tuner *t)
+ * limited by something else (the link's rate, disk, CPU), not by socket
+ * buffers. */
+static bool buffers_do_not_matter(const struct tuner *t)
 {
     double lo[2] = {INFINITY, INFINITY}, hi[2] = {0, 0};
     int n = 0;
@@ -1040,9 +1047,9 @@ static void finish_search(struct tuner *t)
     }
     if (cfg_eq(w, t->inc0)) {
         live_restore(t);
-        if (not_network_bound(t))
-            snprintf(what, sizeof(what), "not network-bound: every buffer size tried gave "
-                     "the same rates (write %.1f, read %.1f MB/s); kept socket options = %s",
+        if (buffers_do_not_matter(t))
+            snprintf(what, sizeof(what), "buffers do not limit this share: every size tried "
+                     "gave the same rates (write %.1f, read %.1f MB/s); kept socket options = %s",
                      mean_w(t, w), mean_r(t, w), t->value0);
         else
             snprintf(what, sizeof(what), "kept socket options = %s: no neighbour did better",

@@ -40,7 +40,7 @@ SMALL_TUNE = {"min_size": "64K", "max_size": "256K", "max_samples": "6"}
 
 # Journal lines that end a cycle (tuner.c: finish_search, step, commit).
 RESULT_RE = re.compile(r"^<\d>(kept socket options|advice: socket options|socket options: "
-                       r"|not network-bound|byte budget of|not written)", re.M)
+                       r"|buffers do not limit|byte budget of|not written)", re.M)
 
 
 def conf_text(probe, tune):
@@ -201,9 +201,13 @@ class Daemon:
 
 
 class DaemonEnv:
-    def __init__(self, smbtuned, srv, tmp_path):
+    def __init__(self, smbtuned, srv, tmp_path, prefix=None):
+        """prefix: argv that runs smbtuned elsewhere, e.g. ["ip", "netns",
+        "exec", NS] (which execs it in place: the Daemon's pid stays
+        smbtuned's)."""
         self.smbtuned = Path(smbtuned)
         self.srv = srv
+        self.prefix = list(prefix or [])
         self.tmp = Path(tmp_path)
         self.state_dir = Path(tempfile.mkdtemp(prefix="smbtd-", dir="/tmp"))
         self.tmpdir = Path(tempfile.mkdtemp(prefix="smbtd-tmp-", dir="/tmp"))
@@ -236,7 +240,8 @@ class DaemonEnv:
         return e
 
     def cmd(self, *args, conf=None):
-        return [str(self.smbtuned), "-c", str(conf or self.conf), *(str(a) for a in args)]
+        return [*self.prefix, str(self.smbtuned), "-c", str(conf or self.conf),
+                *(str(a) for a in args)]
 
     def start(self, *args, conf=None):
         self.nruns += 1
