@@ -176,37 +176,37 @@ double stats_norm_quantile(double p)
     return q < 0 ? -v : v;
 }
 
+#define LENTZ_TINY 1e-300
+
+/* One term aa of a continued fraction by the modified Lentz method: updates
+ * c and d, returns the factor the value is multiplied by. */
+static double lentz_step(double aa, double *c, double *d)
+{
+    *d = 1 + aa * *d;
+    if (fabs(*d) < LENTZ_TINY)
+        *d = LENTZ_TINY;
+    *c = 1 + aa / *c;
+    if (fabs(*c) < LENTZ_TINY)
+        *c = LENTZ_TINY;
+    *d = 1 / *d;
+    return *d * *c;
+}
+
 /* Continued fraction for the incomplete beta function (modified Lentz). */
 static double betacf(double a, double b, double x)
 {
-    const double tiny = 1e-300, eps = 1e-15;
+    const double eps = 1e-15;
     double qab = a + b, qap = a + 1, qam = a - 1;
     double c = 1, d = 1 - qab * x / qap;
 
-    if (fabs(d) < tiny)
-        d = tiny;
+    if (fabs(d) < LENTZ_TINY)
+        d = LENTZ_TINY;
     d = 1 / d;
     double h = d;
     for (int m = 1; m <= 300; m++) {
         int m2 = 2 * m;
-        double aa = m * (b - m) * x / ((qam + m2) * (a + m2));
-        d = 1 + aa * d;
-        if (fabs(d) < tiny)
-            d = tiny;
-        c = 1 + aa / c;
-        if (fabs(c) < tiny)
-            c = tiny;
-        d = 1 / d;
-        h *= d * c;
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2));
-        d = 1 + aa * d;
-        if (fabs(d) < tiny)
-            d = tiny;
-        c = 1 + aa / c;
-        if (fabs(c) < tiny)
-            c = tiny;
-        d = 1 / d;
-        double del = d * c;
+        h *= lentz_step(m * (b - m) * x / ((qam + m2) * (a + m2)), &c, &d);
+        double del = lentz_step(-(a + m) * (qab + m) * x / ((a + m2) * (qap + m2)), &c, &d);
         h *= del;
         if (fabs(del - 1) < eps)
             break;
