@@ -18,15 +18,18 @@
 
 #include "sim.h"
 
-#define PRE 20
-#define WINDOW 10
-#define CLIP 2.0
+#define WINDOW 10 /* SEARCH_VERIFY_WINDOW */
+#define CLIP 2.0  /* search.c's VERIFY_CLIP */
+#define STEP 0.8  /* sim.c: the drift objective's link after the step */
+#define MAX_SAMPLES 64
 
-static double score(struct sim_rng *rng, double sigma, double shift)
+/* One rate's score in spreads: the simulator's noise (sim_spec_init) on
+ * log rate shift from the true mean. */
+static double score(const struct sim_spec *sp, struct sim_rng *rng, double shift)
 {
-    double u = sim_rng_normal(rng) + shift / sigma;
-    if (sim_rng_uniform(rng) < 0.02)
-        u = log(0.1) / sigma;
+    double u = sim_rng_normal(rng) + shift / sp->sigma;
+    if (sim_rng_uniform(rng) < sp->outlier_rate)
+        u += log(sp->outlier_factor) / sp->sigma;
     return fmax(-CLIP, fmin(CLIP, u));
 }
 
@@ -40,10 +43,20 @@ int main(int argc, char **argv)
             sigma = atof(argv[i + 1]);
         else if (strcmp(argv[i], "--runs") == 0)
             runs = atoi(argv[i + 1]);
+        else
+            runs = 0;
     }
     if (sigma <= 0 || runs < 1 || argc % 2 == 0) {
         fprintf(stderr, "usage: drift-bound [--sigma S] [--runs N]\n");
         return 2;
+    }
+    struct sim_spec sp;
+    sim_spec_init(&sp, sim_objective_find("drift"), sigma, (struct search_config){0, 0}, 0);
+    const int pre = sp.verify_pre;
+    if (pre + WINDOW > MAX_SAMPLES) {
+        fprintf(stderr, "drift-bound: %d samples before the step: at most %d\n", pre,
+                MAX_SAMPLES - WINDOW);
+        return 1;
     }
 
     /* the window sum's spread under no drift, measured rather than derived */
@@ -51,7 +64,7 @@ int main(int argc, char **argv)
     double sum = 0, sum2 = 0;
     sim_rng_seed(&rng, 1);
     for (int i = 0; i < 1000000; i++) {
-        double z = score(&rng, sigma, 0) + score(&rng, sigma, 0);
+        double z = score(&sp, &rng, 0) + score(&sp, &rng, 0);
         sum += z;
         sum2 += z * z;
     }
@@ -64,11 +77,11 @@ int main(int argc, char **argv)
         int ok = 0, early = 0;
         sim_rng_seed(&rng, 2);
         for (int r = 0; r < runs; r++) {
-            double z[PRE + WINDOW];
+            double z[MAX_SAMPLES];
             int alarm = 0;
-            for (int i = 0; i < PRE + WINDOW && !alarm; i++) {
-                double shift = i >= PRE ? log(0.8) : 0;
-                z[i] = score(&rng, sigma, shift) + score(&rng, sigma, shift) - mean;
+            for (int i = 0; i < pre + WINDOW && !alarm; i++) {
+                double shift = i >= pre ? log(STEP) : 0;
+                z[i] = score(&sp, &rng, shift) + score(&sp, &rng, shift) - mean;
                 if (i < WINDOW - 1)
                     continue;
                 double w = 0;
@@ -77,8 +90,8 @@ int main(int argc, char **argv)
                 if (fabs(w) > thr * sd)
                     alarm = i + 1;
             }
-            early += alarm > 0 && alarm <= PRE;
-            ok += alarm > PRE;
+            early += alarm > 0 && alarm <= pre;
+            ok += alarm > pre;
         }
         printf("| %.1f | %.1f%% | %.1f%% | %.1f%% |\n", thr, 100.0 * ok / runs,
                100.0 * early / runs, 100.0 * (runs - ok - early) / runs);

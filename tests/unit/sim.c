@@ -361,8 +361,7 @@ int sim_run(const struct sim_spec *sp, struct sim_result *res)
             res->alarm = i - sp->verify_pre + 1;
             break;
         }
-        if (res->early_alarms++ == 0)
-            res->first_early = i + 1;
+        res->early_alarms++;
         if ((rc = search_init(s, p, win)) < 0 || (rc = converge(sp, s, &rng, 1, NULL, &win)) < 0) {
             free(s);
             return rc;

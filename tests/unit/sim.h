@@ -72,16 +72,15 @@ struct sim_result {
     double quality[2]; /* per dim: true ranked rate of the end / best candidate */
     int wrong_moves;   /* moves to a level truly worse by more than min_gain */
     int moves;
-    double worst_trial; /* lowest true ranked rate of a trial / its incumbent's */
-    int sweep;          /* samples of the exhaustive sweep: 5 per grid point + AUTO */
-    int alarm;          /* verification: the first alarm at the step or after:
-                         * k > 0 the k-th sample after it, 0 none */
-    int early_alarms;   /* alarms before the step, each followed by a new
-                         * search (false ones: the link had not changed) */
-    int first_early;    /* the sample of the first of them, 0 none */
+    double worst_trial;   /* lowest true ranked rate of a trial / its incumbent's */
+    int sweep;            /* samples of the exhaustive sweep: 5 per grid point + AUTO */
+    int alarm;            /* verification: the first alarm at the step or after:
+                           * k > 0 the k-th sample after it, 0 none */
+    int early_alarms;     /* alarms before the step, each followed by a new
+                           * search (false ones: the link had not changed) */
     int research_samples; /* the samples of those searches */
-    bool small_or_auto; /* every dim ended at AUTO or at the smallest size
-                         * within 0.5% of its best (flat) */
+    bool small_or_auto;   /* every dim ended at AUTO or at the smallest size
+                           * within 0.5% of its best (flat) */
 };
 
 int sim_run(const struct sim_spec *sp, struct sim_result *res);
