@@ -82,40 +82,41 @@ def test_drift_starts_a_new_search(smbtuned, smbd_factory, tmp_path, shaped_ns):
         d = env.start()
         d.wait_for(lambda: RESULT_RE.search(d.stderr), timeout=CYCLE_TIMEOUT * 3,
                    what="the first search's result")
-        before = srv.conf.read_bytes()
 
-        def cycle(n_verified, n_drift):
+        def cycle():
             """One SIGHUP-started cycle; True when it reported a drift."""
+            nv, nd = count(VERIFIED_RE, d.stderr), count(DRIFT_RE, d.stderr)
             d.signal(signal.SIGHUP)
-            d.wait_for(lambda: count(VERIFIED_RE, d.stderr) > n_verified or
-                       count(DRIFT_RE, d.stderr) > n_drift, timeout=CYCLE_TIMEOUT,
+            d.wait_for(lambda: count(VERIFIED_RE, d.stderr) > nv or
+                       count(DRIFT_RE, d.stderr) > nd, timeout=CYCLE_TIMEOUT,
                        what="a verification cycle")
-            return count(DRIFT_RE, d.stderr) > n_drift
+            return count(DRIFT_RE, d.stderr) > nd
 
-        # Steady: every cycle verifies. A false alarm here is possible (the
-        # window test's rate) and costs a search: it is allowed, but must
-        # end in a result line like any search.
+        def wait_result(nr):
+            d.wait_for(lambda: count(RESULT_RE, d.stderr) > nr, timeout=CYCLE_TIMEOUT * 3,
+                       what="the result of the new search")
+
+        # Steady: every cycle verifies and leaves smb.conf alone. A false
+        # alarm here is possible (the window test's rate) and costs a
+        # search: it is allowed, but must end in a result line.
         for _ in range(STEADY):
-            nv, nd, nr = (count(VERIFIED_RE, d.stderr), count(DRIFT_RE, d.stderr),
-                          len(RESULT_RE.findall(d.stderr)))
-            if cycle(nv, nd):
-                d.wait_for(lambda: len(RESULT_RE.findall(d.stderr)) > nr,
-                           timeout=CYCLE_TIMEOUT * 3, what="the result of a search")
+            before, nr = srv.conf.read_bytes(), count(RESULT_RE, d.stderr)
+            if cycle():
+                wait_result(nr)
+            else:
+                assert srv.conf.read_bytes() == before, "a verification cycle changed smb.conf"
         assert count(VERIFIED_RE, d.stderr) >= STEADY // 2, d.stderr
-        assert srv.conf.read_bytes() == before, "a verification cycle changed smb.conf"
 
         tbf(shaped_ns, "change", RATE_MBIT // 2)
         mark = len(d.stderr)
-        nr = len(RESULT_RE.findall(d.stderr))
+        nr = count(RESULT_RE, d.stderr)
         for _ in range(AFTER):
-            if cycle(count(VERIFIED_RE, d.stderr), count(DRIFT_RE, d.stderr)):
+            if cycle():
                 break
         else:
             raise AssertionError(f"no drift reported within {AFTER} cycles of the rate change"
                                  f"\nstderr:\n{d.stderr[mark:]}")
-        # The new search runs in the same cycle and ends with a result.
-        d.wait_for(lambda: len(RESULT_RE.findall(d.stderr)) > nr, timeout=CYCLE_TIMEOUT * 3,
-                   what="the new search's result")
+        wait_result(nr)  # the new search runs in the same cycle
         after = d.stderr[mark:]
         why = [ln for ln in after.splitlines() if "drift " in ln and "new search" in ln]
         assert why and "write -" in why[0] and "read -" in why[0], after
