@@ -478,6 +478,7 @@ void smbconf_edit_free(struct smbconf_edit *ed)
     free(ed->file);
     free(ed->written);
     free(ed->original);
+    free(ed->prev);
     memset(ed, 0, sizeof(*ed));
 }
 
@@ -585,11 +586,27 @@ int smbconf_render(const struct smbconf *c, const char *value, char **out, size_
     return 0;
 }
 
+/* Whether f holds, from offset at, ed->written with its line replaced by
+ * line (len bytes), and the line in force is exactly that line. */
+static bool holds(const struct smbconf_file *f, size_t at, const struct smbconf_edit *ed,
+                  const char *line, size_t len)
+{
+    size_t tail = ed->line_off + ed->line_len, wlen = strlen(ed->written), rest;
+
+    if (tail > wlen) /* a corrupt record (the state file is ours, but checked) */
+        return false;
+    rest = wlen - tail;
+    return ed->line_off + len + rest <= f->len - at &&
+           memcmp(f->buf + at, ed->written, ed->line_off) == 0 &&
+           memcmp(f->buf + at + ed->line_off, line, len) == 0 &&
+           memcmp(f->buf + at + ed->line_off + len, ed->written + tail, rest) == 0;
+}
+
 int smbconf_unrender(const struct smbconf *c, const struct smbconf_edit *ed, char **out,
                      size_t *outlen, struct err *e)
 {
     const struct smbconf_file *f;
-    size_t wlen = strlen(ed->written), at;
+    size_t wlen = strlen(ed->written), at, hit, cut = 0;
 
     if (!c->found && ed->original[0] == '\0')
         return err_set(e, -EALREADY, "%s: the line smbtuned added is not there", ed->file);
@@ -605,15 +622,20 @@ int smbconf_unrender(const struct smbconf *c, const struct smbconf_edit *ed, cha
                        "force: leaving the file as it is",
                        ed->file);
     f = &c->files[c->hit.file];
-    if (c->hit.start < ed->line_off || c->hit.end - c->hit.start != ed->line_len ||
-        c->hit.start - ed->line_off + wlen > f->len ||
-        memcmp(f->buf + c->hit.start - ed->line_off, ed->written, wlen) != 0)
+    hit = c->hit.end - c->hit.start;
+    at = c->hit.start - ed->line_off;
+    if (c->hit.start >= ed->line_off) {
+        if (hit == ed->line_len && holds(f, at, ed, ed->written + ed->line_off, hit))
+            cut = wlen;
+        else if (ed->prev && hit == strlen(ed->prev) && holds(f, at, ed, ed->prev, hit))
+            cut = wlen - ed->line_len + hit;
+    }
+    if (cut == 0)
         return err_set(e, -ECANCELED,
                        "%s:%d: the socket options line was changed since smbtuned wrote it: "
                        "leaving it as it is",
                        ed->file, c->hit.line);
-    at = c->hit.start - ed->line_off;
-    if (splice(f, at, wlen, ed->original, out, outlen) < 0)
+    if (splice(f, at, cut, ed->original, out, outlen) < 0)
         return err_set(e, -ENOMEM, "out of memory");
     return 0;
 }
@@ -624,7 +646,9 @@ int smbconf_edit_copy(const struct smbconf_edit *src, struct smbconf_edit *dst)
     dst->file = strdup(src->file);
     dst->written = strdup(src->written);
     dst->original = strdup(src->original);
-    if (dst->file == NULL || dst->written == NULL || dst->original == NULL) {
+    dst->prev = src->prev ? strdup(src->prev) : NULL;
+    if (dst->file == NULL || dst->written == NULL || dst->original == NULL ||
+        (src->prev && dst->prev == NULL)) {
         smbconf_edit_free(dst);
         return -ENOMEM;
     }
@@ -648,9 +672,15 @@ int smbconf_edit_chain(const struct smbconf_edit *first, const struct smbconf_ed
     if (r < 0)
         return r;
     free(out->written);
+    free(out->prev);
+    out->prev = strndup(w + first->line_off, first->line_len);
     if (asprintf(&out->written, "%.*s%s%s", (int)first->line_off, w, next->written, w + tail) <
         0) {
         out->written = NULL;
+        smbconf_edit_free(out);
+        return -ENOMEM;
+    }
+    if (out->prev == NULL) {
         smbconf_edit_free(out);
         return -ENOMEM;
     }

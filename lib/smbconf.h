@@ -63,6 +63,10 @@ struct smbconf_edit {
     char *original; /* the bytes they replaced ("" when a line was added) */
     size_t line_off; /* where the parameter line starts inside written */
     size_t line_len; /* and how long it is (without its line end) */
+    /* A chained edit's line before its last step (NULL: none). A step is
+     * recorded before it is written, so until then, or when it failed,
+     * the file still holds this line where written has its own. */
+    char *prev;
 };
 
 int smbconf_parse(struct smbconf *c, const char *path, const struct smbconf_io *io,
@@ -75,7 +79,8 @@ int smbconf_render(const struct smbconf *c, const char *value, char **out, size_
                    struct smbconf_edit *ed, struct err *e);
 
 /* New bytes for ed->file with the edit taken back, computed on a fresh
- * parse: only while the line in force is still exactly what we wrote.
+ * parse: only while the line in force is still exactly what we wrote (or,
+ * for a chained edit, what its previous step wrote: ed->prev).
  * -EALREADY when the file holds the original again (nothing to undo: the
  * edit never reached the disk, or was undone); -ECANCELED otherwise
  * (someone edited it since: theirs stands). */
@@ -86,7 +91,7 @@ void smbconf_edit_free(struct smbconf_edit *ed);
 
 /* One edit that does what `first` then `next` did, when next rewrote the
  * line first had written (successive trial values): undoing it gives back
- * the bytes before first. */
+ * the bytes before first. out->prev is first's line. */
 int smbconf_edit_chain(const struct smbconf_edit *first, const struct smbconf_edit *next,
                        struct smbconf_edit *out);
 

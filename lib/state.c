@@ -40,6 +40,7 @@ static const struct field fields[] = {
     F("pending_original", K_STR, pending_edit.original),
     F("pending_line_off", K_SIZE, pending_edit.line_off),
     F("pending_line_len", K_SIZE, pending_edit.line_len),
+    F("pending_prev", K_STR, pending_edit.prev),
     F("cycles", K_LONG, cycles),
 };
 

@@ -280,6 +280,20 @@ static void test_edit_chain(void **state)
     /* an edit that does not follow the first is refused */
     assert_int_equal(smbconf_edit_chain(&e2, &e1, &(struct smbconf_edit){0}), -EINVAL);
 
+    /* the second step recorded but not (or no longer) on disk: the file
+     * holds the first step's bytes, and the undo still gives back orig */
+    files[0].text = out1;
+    assert_int_equal(parse(files, &c3, &e), 0);
+    assert_int_equal(smbconf_unrender(&c3, &chained, &back, &nb, &e), 0);
+    assert_string_equal(back, orig);
+    free(back);
+    smbconf_free(&c3);
+    /* neither step's line: someone else's, which stands */
+    files[0].text = "[global]\n\tsocket options = V3\n[share]\npath = /x\n";
+    assert_int_equal(parse(files, &c3, &e), 0);
+    assert_int_equal(smbconf_unrender(&c3, &chained, &back, &nb, &e), -ECANCELED);
+    smbconf_free(&c3);
+
     files[0].text = out2;
     assert_int_equal(parse(files, &c3, &e), 0);
     assert_int_equal(smbconf_unrender(&c3, &chained, &back, &nb, &e), 0);

@@ -32,6 +32,7 @@ static void test_round_trip(void **state)
     assert_int_equal(state_set_str(&a.pending_edit.original, ""), 0);
     a.pending_edit.line_off = 10;
     a.pending_edit.line_len = 21;
+    assert_int_equal(state_set_str(&a.pending_edit.prev, "socket options = X\tY"), 0);
 
     text = state_format(&a);
     assert_non_null(text);
@@ -48,6 +49,7 @@ static void test_round_trip(void **state)
     assert_string_equal(b.pending_edit.original, "");
     assert_int_equal(b.pending_edit.line_off, 10);
     assert_int_equal(b.pending_edit.line_len, 21);
+    assert_string_equal(b.pending_edit.prev, "socket options = X\tY");
     assert_null(b.kernel);
     free(text);
     state_free(&a);
