@@ -124,6 +124,11 @@ void tuner_set_opts(struct tuner *t, const struct tuner_opts *o)
     t->o = *o;
 }
 
+bool tuner_busy(const struct tuner *t)
+{
+    return t->phase != IDLE || t->probing;
+}
+
 /* socket options value with the buffers of c, the other tokens of base. */
 static char *value_with(const char *base, struct search_config c)
 {
@@ -314,8 +319,9 @@ static int record(struct tuner *t, const struct smbconf_edit *ed, bool commit)
     struct err e;
     int r;
 
-    if (!commit && t->st.pending && !t->st.pending_commit)
-        /* a later trial value replaces the earlier one: undo both at once */
+    if (t->st.pending && !t->st.pending_commit)
+        /* a later value (trial or commit) replaces a trial: one record
+         * undoes both, from either step (smbconf_edit_chain) */
         r = smbconf_edit_chain(&t->st.pending_edit, ed, &next);
     else
         r = smbconf_edit_copy(ed, &next);
@@ -385,19 +391,49 @@ static int live_put(struct tuner *t, struct search_config c)
     return 0;
 }
 
-/* Take a live trial back: only our line, only while it holds our value. */
-static void live_restore(struct tuner *t)
+/* Whether the line in force is the one the pending edit wrote. */
+static bool pending_on_disk(struct tuner *t)
+{
+    const struct smbconf_edit *ed = &t->st.pending_edit;
+    const char *line = ed->written + ed->line_off;
+    struct smbconf c;
+    struct err e;
+    bool on;
+
+    if (smbconf_load(&c, t->o.smb_conf, &e) < 0)
+        return false;
+    on = c.found && strcmp(c.files[c.hit.file].path, ed->file) == 0 &&
+         c.hit.end - c.hit.start == ed->line_len &&
+         memcmp(c.files[c.hit.file].buf + c.hit.start, line, ed->line_len) == 0;
+    if (on)
+        state_set_str(&t->st.last_written, c.value);
+    smbconf_free(&c);
+    return on;
+}
+
+/* Take back what the pending record put in, or was putting in, when its
+ * step failed or the run died in it: a live trial, or a commit that did
+ * not go through. Only our line, only while it holds a value we wrote.
+ * With keep, a commit found on disk stays: the run that died after
+ * writing it had decided it. */
+static void take_back(struct tuner *t, bool keep)
 {
     struct err e;
     int r;
 
-    if (!t->st.pending || t->st.pending_commit)
+    if (!t->st.pending)
         return;
+    if (keep && t->st.pending_commit && pending_on_disk(t)) {
+        pending_clear(t);
+        save_state(t);
+        return;
+    }
     r = smbconf_revert(t->o.smb_conf, t->o.state_dir, &t->st.pending_edit, &e);
     if (r == 0 || r == -EALREADY) {
         if (r == 0)
-            journal_log(LOG_NOTICE, "live trial taken back in %s: the socket options line "
-                        "holds what it held before", t->st.pending_edit.file);
+            journal_log(LOG_NOTICE, "%s taken back in %s: the socket options line holds what "
+                        "it held before", t->st.pending_commit ? "unfinished change" :
+                        "live trial", t->st.pending_edit.file);
         if (r == 0 && apply_run(t->o.apply == APPLY_NONE ? APPLY_SMBCONTROL : t->o.apply,
                                 t->o.smb_conf, &e) < 0)
             journal_log(LOG_WARNING, "%s", e.msg);
@@ -406,7 +442,8 @@ static void live_restore(struct tuner *t)
     } else if (r == -ECANCELED) {
         hold(t, e.msg);
     } else {
-        journal_log(LOG_ERR, "taking the live trial back failed: %s", e.msg);
+        /* the record stays: the next cycle, or the next start, tries again */
+        journal_log(LOG_ERR, "taking our change back failed: %s", e.msg);
     }
     free(t->live_value);
     t->live_value = NULL;
@@ -458,7 +495,7 @@ url:
 static void trial_teardown(struct tuner *t)
 {
     shadow_down(t);
-    live_restore(t);
+    take_back(t, false);
 }
 
 /* ---- probing ---- */
@@ -576,7 +613,9 @@ static int on_probe_done(sd_event_source *src, int fd, uint32_t revents, void *u
     probe_sources_off(t);
     t->probing = false;
     ret = probe_finish(&t->job, &r, &e);
-    if (ret < 0 || r.outcome == PROBE_TIMEOUT)
+    /* Only a probe that ended well removed its file itself (a failed
+     * delete is a failure: probe.c). */
+    if (ret < 0 || r.outcome != PROBE_OK)
         t->probe_dirty = true;
     if (ret < 0 || (r.outcome != PROBE_OK && r.outcome != PROBE_TIMEOUT)) {
         journal_log(LOG_ERR, "probe of %s failed: %s", t->o.probe.url,
@@ -791,6 +830,10 @@ static int cycle_prepare(struct tuner *t)
                     t->st.hold_reason ? t->st.hold_reason : "");
         return -EPERM;
     }
+    /* A take-back that failed last time (lock held, disk full) first. */
+    take_back(t, false);
+    if (t->st.pending || t->st.hold)
+        return -EAGAIN;
     r = smbconf_load(&c, t->o.smb_conf, &e);
     if (r < 0) {
         journal_log(LOG_ERR, "%s", e.msg);
@@ -930,7 +973,7 @@ static void commit(struct tuner *t, struct search_config w, char *what, size_t l
 
     if (t->o.trials == TUNER_LIVE && t->live_value) {
         if (cfg_eq(w, t->inc0)) {
-            live_restore(t);
+            take_back(t, false);
             snprintf(what, len, "kept socket options = %s", t->value0);
             return;
         }
@@ -948,8 +991,7 @@ static void commit(struct tuner *t, struct search_config w, char *what, size_t l
         journal_log(LOG_ERR, "commit: %s", e.msg);
         snprintf(what, len, "not written: %s", e.msg);
         t->failed = true;
-        pending_clear(t);
-        save_state(t);
+        take_back(t, false); /* the commit's record, and a live trial under it */
         smbconf_result_free(&res);
         return;
     }
@@ -1046,7 +1088,7 @@ static void finish_search(struct tuner *t)
         return;
     }
     if (cfg_eq(w, t->inc0)) {
-        live_restore(t);
+        take_back(t, false);
         if (buffers_do_not_matter(t))
             snprintf(what, sizeof(what), "buffers do not limit this share: every size tried "
                      "gave the same rates (write %.1f, read %.1f MB/s); kept socket options = %s",
@@ -1056,7 +1098,7 @@ static void finish_search(struct tuner *t)
                      t->value0);
         journal_log(LOG_NOTICE, "%s", what);
     } else if (t->o.mode == TUNER_ADVISE) {
-        live_restore(t);
+        take_back(t, false);
         snprintf(what, sizeof(what), "advice: socket options = %s (advise mode: smb.conf not "
                  "changed)", after);
         journal_log(LOG_NOTICE, "%s", what);
@@ -1144,7 +1186,6 @@ void tuner_kick(struct tuner *t)
 
 int tuner_recover(struct tuner *t, struct err *e)
 {
-    struct smbconf c;
     char *base = shadow_base(t);
     int r;
 
@@ -1162,29 +1203,10 @@ int tuner_recover(struct tuner *t, struct err *e)
     r = state_load(t->o.state_dir, &t->st, e);
     if (r < 0 || !t->st.pending)
         return r;
-    if (!t->st.pending_commit) {
-        journal_log(LOG_NOTICE, "a live trial was left in %s by a run that did not finish: "
-                    "taking it back", t->st.pending_edit.file);
-        live_restore(t);
-        return 0;
-    }
-    /* A commit that may have reached the disk before we died: when the
-     * line holds it, it is ours; otherwise it never happened. */
-    r = smbconf_load(&c, t->o.smb_conf, e);
-    if (r < 0)
-        return r;
-    {
-        const struct smbconf_edit *ed = &t->st.pending_edit;
-        const char *line = ed->written + ed->line_off;
-        const struct smbconf_file *f = c.found ? &c.files[c.hit.file] : NULL;
-
-        if (f && strcmp(f->path, ed->file) == 0 && c.hit.end - c.hit.start == ed->line_len &&
-            memcmp(f->buf + c.hit.start, line, ed->line_len) == 0)
-            state_set_str(&t->st.last_written, c.value);
-    }
-    smbconf_free(&c);
-    pending_clear(t);
-    return state_save(t->o.state_dir, &t->st, e);
+    journal_log(LOG_NOTICE, "a run that did not finish left a %s of %s pending: settling it",
+                t->st.pending_commit ? "change" : "live trial", t->st.pending_edit.file);
+    take_back(t, true);
+    return 0;
 }
 
 void tuner_stop(struct tuner *t)

@@ -51,8 +51,12 @@ struct tuner;
 int tuner_new(sd_event *ev, const struct tuner_opts *o, struct tuner **t, struct err *e);
 void tuner_free(struct tuner *t);
 
-/* Replace the options (SIGHUP with a good config): taken at the next cycle. */
+/* Replace the options (SIGHUP with a good config). Only between cycles
+ * (see tuner_busy): the strings are the caller's, read at once. */
 void tuner_set_opts(struct tuner *t, const struct tuner_opts *o);
+
+/* A cycle is under way: its probes, trials and edits use the options. */
+bool tuner_busy(const struct tuner *t);
 
 /* At start-up: take back a live trial a killed run left in smb.conf (only
  * while our line still holds it), remove leftover shadow smbds. */

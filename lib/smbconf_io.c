@@ -214,6 +214,7 @@ static int revert_locked(const char *path, const char *state_dir,
     r = smbconf_load(&c, path, e);
     if (r < 0)
         return r;
+    sweep(&c); /* a run killed mid-write left its temp file: the lock is ours */
     r = smbconf_unrender(&c, ed, &out, &outlen, e);
     if (r == 0)
         r = write_edit(state_dir, &c, ed->file, out, outlen, e);

@@ -10,7 +10,9 @@ What is held here is structure and safety, never which buffer size wins
 - --dry-run writes nothing;
 - SIGTERM/SIGINT mid-trial take a live trial back, byte for byte;
 - after kill -9 mid-trial, the next start takes the trial back by
-  compare-and-set, keeping an admin's edit elsewhere in the file;
+  compare-and-set, keeping an admin's edit elsewhere in the file; so it does
+  after a SIGKILL at any rename of a live cycle (a step recorded, not yet
+  written);
 - an edit by hand of our line makes smbtuned hold off until --resume;
 - SIGHUP with a bad config keeps the one in force;
 - -t names the file and line of a problem;
@@ -24,6 +26,7 @@ the file runs in a few minutes on two cores.
 
 import json
 import re
+import shutil
 import signal
 import time
 
@@ -260,6 +263,56 @@ def test_kill9_mid_live_trial_recovered(make_env, point, n):
     assert st.get("pending") == "no", st
     assert st.get("hold", "no") == "no", f"an edit elsewhere made it hold: {st}\n{err}"
     assert_clean(env)
+
+
+RENAME_CALLS = "rename,renameat,renameat2"
+MAX_RENAMES = 60  # a bound on the loop below, far above a small live cycle's
+
+
+def test_kill9_at_each_rename_of_a_live_cycle(make_env):
+    """Every state save and every smb.conf write (a trial value, the next
+    one, the commit) ends in a rename, and each edit is recorded before its
+    rename. SIGKILL at the n-th rename of a live --once run, n = 1, 2, ...
+    until a run gets through: the next start must leave the original line or
+    the committed one, never a trial value, and no temp file; it must not
+    mistake its own half-done step for an admin's edit (hold)."""
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed")
+    env = make_env(ON_LATTICE)
+    env.write_config(tune={"trials": q("live"), "apply": q("smbcontrol"), "max_bytes": "160M"})
+    recover = env.write_config(tune={"max_bytes": "8M"}, path=env.tmp / "recover.conf")
+    conf = env.srv.conf
+    before = conf.read_bytes()
+    changed_at_kill = 0  # kills that found a value of ours in the file
+    for n in range(1, MAX_RENAMES + 1):
+        conf.write_bytes(before)
+        for p in env.state_dir.iterdir():
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+        env.prefix = ["strace", "-f", "-qq", "-o", "/dev/null", "-e", f"trace={RENAME_CALLS}",
+                      "-e", f"inject={RENAME_CALLS}:signal=KILL:when={n}"]
+        rc, _, err = env.run("--once")
+        env.prefix = []
+        mid = socket_value(conf.read_bytes())
+        if rc == 0:
+            break
+        changed_at_kill += mid != socket_value(before)
+
+        rc2, out2, err2 = env.run("--once", "--dry-run", conf=recover)
+        assert rc2 == 0, f"kill at rename {n}: recovery failed\n{out2}\n{err2}"
+        after = conf.read_bytes()
+        st = env.state()
+        assert st.get("hold", "no") == "no", f"kill at rename {n}: holds: {st}\n{err}\n{err2}"
+        assert st.get("pending") == "no", f"kill at rename {n}: {st}"
+        got = socket_value(after)
+        committed = st.get("last_written")
+        assert got == socket_value(before) or got == committed, \
+            f"kill at rename {n}: smb.conf holds {got!r}, neither the original nor a commit" \
+            f"\n{err}\n{err2}"
+        assert only_socket_line_changed(before, after) is None
+        assert_clean(env)
+    else:
+        raise AssertionError(f"a live --once still renamed after {MAX_RENAMES} kills")
+    assert changed_at_kill >= 2, f"only {changed_at_kill} of {n - 1} kills found a value of ours"
 
 
 def test_kill9_mid_shadow_trial_swept(make_env):
