@@ -27,6 +27,7 @@ struct daemon {
     struct config cfg;
     struct probe_creds creds;
     struct tuner_opts topts;
+    sd_event_source *hup_retry; /* a SIGHUP waits for the cycle to end */
 };
 
 /* A target on this machine is served by the local smbd: its candidates can
@@ -139,6 +140,8 @@ static int on_term(sd_event_source *s, const struct signalfd_siginfo *si, void *
 /* SIGHUP: read the config again; a bad one is refused and the old one
  * stays in force. The state file is read at the next cycle anyway, which
  * is where `--resume` clears the hold. */
+static int on_hup_retry(sd_event_source *s, uint64_t usec, void *ud);
+
 static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *ud)
 {
     struct daemon *d = ud;
@@ -146,6 +149,17 @@ static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *u
     struct daemon tmp;
     struct err e = {{0}};
 
+    /* The tuner's options point into d->cfg: a cycle under way (a live
+     * trial, a commit) must finish on the file, state directory and trial
+     * mode it began with, so the reload waits for it. */
+    if (tuner_busy(d->tuner)) {
+        if (d->hup_retry == NULL) {
+            journal_log(LOG_INFO, "SIGHUP: reloading once the cycle under way ends");
+            sd_event_add_time_relative(d->ev, &d->hup_retry, CLOCK_MONOTONIC, 1000000, 100000,
+                                       on_hup_retry, d);
+        }
+        return 0;
+    }
     sd_notify(0, "RELOADING=1");
     if (cmd_load_config(d->o, &fresh, &e) < 0) {
         journal_log(LOG_ERR, "SIGHUP: %s; keeping the configuration in force", e.msg);
@@ -167,6 +181,14 @@ static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *u
     sd_notify(0, "READY=1");
     tuner_kick(d->tuner);
     return 0;
+}
+
+static int on_hup_retry(sd_event_source *s, uint64_t usec, void *ud)
+{
+    struct daemon *d = ud;
+
+    d->hup_retry = sd_event_source_disable_unref(d->hup_retry);
+    return on_hup(NULL, NULL, d);
 }
 
 static int on_status(sd_event_source *s, uint64_t usec, void *ud)
@@ -275,6 +297,7 @@ int cmd_run(const struct opts *o)
     r = sd_event_loop(d.ev);
     if (o->once && r == 0)
         r = tuner_exit_code(d.tuner);
+    sd_event_source_disable_unref(d.hup_retry);
     tuner_free(d.tuner);
     sd_event_unref(d.ev);
     probe_creds_clear(&d.creds);

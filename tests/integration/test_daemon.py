@@ -14,7 +14,8 @@ What is held here is structure and safety, never which buffer size wins
   after a SIGKILL at any rename of a live cycle (a step recorded, not yet
   written);
 - an edit by hand of our line makes smbtuned hold off until --resume;
-- SIGHUP with a bad config keeps the one in force;
+- SIGHUP with a bad config keeps the one in force; one that arrives during
+  a cycle waits for its end;
 - -t names the file and line of a problem;
 - nothing outlives a run: no shadow smbd or run dir, no probe child, probe
   file or work dir, no editor temp file.
@@ -432,6 +433,37 @@ def test_sighup_bad_config_keeps_old(make_env, bad):
     rc = d.wait(timeout=120)
     assert rc == 0, d.stderr
     assert env.srv.conf.read_text().count("socket options = " + ON_LATTICE) == 1
+    assert_clean(env)
+
+
+def test_sighup_mid_live_cycle_waits_for_its_end(make_env):
+    """A reload that switches live trials off arrives while a live trial is
+    in smb.conf: the cycle must end on the options it began with (take its
+    trial back or commit), then the new ones apply. Applied at once, the
+    commit would expect the original line, find the trial, and hold off
+    with the trial value left in the file."""
+    env = make_env(ON_LATTICE)
+    live = {"trials": q("live"), "apply": q("smbcontrol"), "interval": "1h", "max_bytes": "96M"}
+    env.write_config(tune=live)
+    conf = env.srv.conf
+    before = conf.read_bytes()
+    d = env.start()
+    d.wait_for(lambda: conf.read_bytes() != before, what="a live trial in smb.conf", poll=0.005)
+    env.write_config(tune={**live, "trials": q("client")})
+    d.signal(signal.SIGHUP)
+    d.wait_for(lambda: "configuration reloaded" in d.stderr, timeout=240,
+               what="the reload after the cycle")
+    err = d.stderr
+    assert "reloading once the cycle under way ends" in err, err
+    assert err.index("reloading once") < err.index("configuration reloaded"), err
+    assert RESULT_RE.search(err[:err.index("configuration reloaded")]), err
+    d.signal(signal.SIGTERM)
+    assert d.wait(timeout=120) == 0, d.stderr
+    st = env.state()
+    assert st.get("hold", "no") == "no", f"{st}\n{d.stderr}"
+    assert st.get("pending") == "no", st
+    got = socket_value(conf.read_bytes())
+    assert got in (socket_value(before), st.get("last_written")), f"{got!r}\n{d.stderr}"
     assert_clean(env)
 
 
