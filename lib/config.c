@@ -387,26 +387,36 @@ int config_set(struct config *c, const char *section, const char *name, const ch
     return 0;
 }
 
-/* libconfuse's error callback has no user-data pointer, so the message of
+/* libconfuse's error callback has no user-data pointer, so the state of
  * the parse in progress goes through this per-thread pointer; it is set
  * only for the duration of one config_parse_string() call. */
-static __thread struct err *parse_err;
-static __thread const char *parse_name;
+struct parse_ctx {
+    struct err *e;
+    const char *name;
+    /* The options set so far and their lines: libconfuse lets the last of
+     * two `size = ...` win without a word. Sections cannot repeat (the
+     * pre-scan refuses that), so a field names its section too. */
+    const struct field *set[64];
+    int set_line[64];
+    size_t nset;
+};
+
+static __thread struct parse_ctx *parse_ctx;
 
 static void on_error(cfg_t *cfg, const char *fmt, va_list ap)
 {
-    char msg[sizeof(parse_err->msg)];
+    char msg[sizeof(parse_ctx->e->msg)];
 
-    if (parse_err == NULL)
+    if (parse_ctx == NULL)
         return;
     vsnprintf(msg, sizeof(msg), fmt, ap);
     /* Keep the first error: later ones are usually its consequences. */
-    if (parse_err->msg[0] != '\0')
+    if (parse_ctx->e->msg[0] != '\0')
         return;
     if (cfg != NULL && cfg->line > 0)
-        err_set(parse_err, -EINVAL, "%s:%d: %s", parse_name, cfg->line, msg);
+        err_set(parse_ctx->e, -EINVAL, "%s:%d: %s", parse_ctx->name, cfg->line, msg);
     else
-        err_set(parse_err, -EINVAL, "%s: %s", parse_name, msg);
+        err_set(parse_ctx->e, -EINVAL, "%s: %s", parse_ctx->name, msg);
 }
 
 /* Runs while libconfuse reads the line, so that the message has it. */
@@ -416,12 +426,153 @@ static int validate(cfg_t *cfg, cfg_opt_t *opt)
     struct err e = {{0}};
     const char *v = cfg_opt_getnstr(opt, cfg_opt_size(opt) - 1);
     const struct field *f = find_field(cfg_name(cfg), cfg_opt_name(opt));
+    struct parse_ctx *ctx = parse_ctx;
 
+    for (size_t i = 0; f != NULL && ctx != NULL && i < ctx->nset; i++) {
+        if (ctx->set[i] == f) {
+            cfg_error(cfg, "%s: %s is given twice (first at line %d): give it once", cfg_name(cfg),
+                      f->name, ctx->set_line[i]);
+            return -1;
+        }
+    }
+    if (f != NULL && ctx != NULL && ctx->nset < sizeof(ctx->set) / sizeof(ctx->set[0])) {
+        ctx->set[ctx->nset] = f;
+        ctx->set_line[ctx->nset++] = cfg->line;
+    }
     config_defaults(&scratch);
     if (f != NULL && f->parse(v ? v : "", &scratch, &e) < 0) {
         cfg_error(cfg, "%s: %s", cfg_name(cfg), e.msg);
         return -1;
     }
+    return 0;
+}
+
+/* libconfuse accepts without a word what the pre-scan below refuses:
+ * a section whose closing brace is missing (the end of the file closes
+ * it), a comment or string left open (the rest of the file is ignored), a
+ * section given twice (the two are merged) and ${VAR}, which it replaces
+ * from the environment of the process that parses, so that `smbtuned -t`
+ * from a shell would check another value than the service reads. None of
+ * that can be switched off, so the text is checked first by the rules of
+ * libconfuse's lexer (src/lexer.l, 3.3): where a token starts, # and //
+ * comment out the rest of the line and slash-star opens a comment that the
+ * next star-slash closes; "..." and '...' are strings in which a backslash
+ * takes the next character along; a word is a run of characters other
+ * than blanks and # " ' = { } ( ) + , *; anything else is one character. */
+#define SCAN_DEPTH 8
+#define SCAN_SECTIONS 8
+
+struct scan_word {
+    const char *s;
+    size_t n;
+    int line;
+};
+
+static bool word_char(char ch)
+{
+    return ch != '\0' && strchr(" \t\r\n#\"'={}()+,*", ch) == NULL;
+}
+
+static int env_error(const char *name, int line, struct err *e)
+{
+    return err_set(e, -EINVAL,
+                   "%s:%d: '${' is not allowed: libconfuse would put in a value from the "
+                   "environment of whoever reads the file; write the value itself",
+                   name, line);
+}
+
+/* A section name followed by '{' at the top level: refuse a second one. */
+static int scan_section(struct scan_word *seen, size_t *nseen, const struct scan_word *w,
+                        const char *name, struct err *e)
+{
+    for (size_t i = 0; i < *nseen; i++)
+        if (seen[i].n == w->n && memcmp(seen[i].s, w->s, w->n) == 0)
+            return err_set(e, -EINVAL,
+                           "%s:%d: section %.*s is given twice (first at line %d): give it once",
+                           name, w->line, (int)w->n, w->s, seen[i].line);
+    /* More sections than there are names: libconfuse refuses the unknown ones. */
+    if (*nseen < SCAN_SECTIONS)
+        seen[(*nseen)++] = *w;
+    return 0;
+}
+
+static int prescan(const char *text, const char *name, struct err *e)
+{
+    struct scan_word seen[SCAN_SECTIONS], word = {NULL, 0, 0};
+    size_t nseen = 0;
+    int line = 1, depth = 0, open_line[SCAN_DEPTH];
+    const char *p = text;
+
+    while (*p != '\0') {
+        if (*p == '\n') {
+            line++;
+            p++;
+        } else if (*p == '#' || (p[0] == '/' && p[1] == '/')) {
+            p += strcspn(p, "\n");
+        } else if (p[0] == '/' && p[1] == '*') {
+            const char *end = strstr(p + 2, "*/");
+
+            if (end == NULL)
+                return err_set(e, -EINVAL,
+                               "%s:%d: comment '/*' is not closed: expected '*/' (the rest of "
+                               "the file would be ignored)",
+                               name, line);
+            for (; p < end; p++)
+                line += *p == '\n';
+            p = end + 2;
+        } else if (*p == '"' || *p == '\'') {
+            char quote = *p++;
+            int start = line;
+
+            for (; *p != '\0' && *p != quote; p++) {
+                if (quote == '"' && p[0] == '$' && p[1] == '{')
+                    return env_error(name, line, e);
+                if (*p == '\\' && p[1] != '\0')
+                    p++;
+                line += *p == '\n';
+            }
+            if (*p == '\0')
+                return err_set(e, -EINVAL,
+                               "%s:%d: string is not closed: expected %c before the end of the "
+                               "file",
+                               name, start, quote);
+            p++;
+            word.s = NULL;
+        } else if (p[0] == '$' && p[1] == '{') {
+            return env_error(name, line, e);
+        } else if (word_char(*p)) {
+            word = (struct scan_word){p, 0, line};
+            for (; word_char(*p); p++)
+                if (p[0] == '$' && p[1] == '{')
+                    return env_error(name, line, e);
+            word.n = (size_t)(p - word.s);
+        } else if (*p == '{') {
+            if (depth == 0 && word.s != NULL && scan_section(seen, &nseen, &word, name, e) < 0)
+                return -EINVAL;
+            /* Sections do not nest; lists may hold no braces: any depth
+             * beyond this is an error of libconfuse's anyway. */
+            if (depth == SCAN_DEPTH)
+                return err_set(e, -EINVAL, "%s:%d: braces nested too deeply", name, line);
+            open_line[depth++] = line;
+            word.s = NULL;
+            p++;
+        } else if (*p == '}') {
+            if (depth == 0)
+                return err_set(e, -EINVAL, "%s:%d: '}' without a '{' before it", name, line);
+            depth--;
+            word.s = NULL;
+            p++;
+        } else {
+            /* Blanks leave a section name pending; = ( ) + , end it. */
+            if (*p != ' ' && *p != '\t' && *p != '\r')
+                word.s = NULL;
+            p++;
+        }
+    }
+    if (depth > 0)
+        return err_set(e, -EINVAL,
+                       "%s:%d: '{' is not closed: expected '}' before the end of the file", name,
+                       open_line[depth - 1]);
     return 0;
 }
 
@@ -433,10 +584,14 @@ int config_parse_string(const char *text, const char *name, struct config *c, st
     cfg_opt_t sec_opts[2][20];
     cfg_opt_t opts[3];
     struct err local = {{0}};
+    struct parse_ctx ctx = {.e = &local, .name = name};
     cfg_t *cfg;
-    int r = 0;
+    int r;
 
     config_defaults(c);
+    r = prescan(text, name, e);
+    if (r < 0)
+        return r;
     for (size_t i = 0; i < 2; i++) {
         size_t j;
 
@@ -460,13 +615,11 @@ int config_parse_string(const char *text, const char *name, struct config *c, st
         }
     }
 
-    parse_err = &local;
-    parse_name = name;
+    parse_ctx = &ctx;
     if (cfg_parse_buf(cfg, text) != CFG_SUCCESS)
         r = local.msg[0] ? err_set(e, -EINVAL, "%s", local.msg)
                          : err_set(e, -EINVAL, "%s: cannot be parsed", name);
-    parse_err = NULL;
-    parse_name = NULL;
+    parse_ctx = NULL;
 
     for (size_t i = 0; r == 0 && i < 2; i++) {
         cfg_t *sec = cfg_getsec(cfg, sections[i].name);

@@ -91,6 +91,73 @@ static void test_errors_name_file_and_line(void **state)
     check_error("probe {\n  size = 1M\n}\n}\n", "/etc/smbtuned.conf:4:");
 }
 
+/* What libconfuse accepts without a word (issue 9, defect 6): each is an
+ * error that names the file, the line and what was expected. */
+static void test_broken_structure(void **state)
+{
+    (void)state;
+    /* The end of the file closed the section. */
+    check_error("probe {\n  size = 1M\n", "/etc/smbtuned.conf:1: '{' is not closed: expected '}'");
+    check_error("probe {\n  size = 1M\n}\ntune {\n  mode = advise\n\n",
+                "/etc/smbtuned.conf:4: '{' is not closed");
+    /* The rest of the file was ignored, a wrong value with it. */
+    check_error("probe {\n  size = 1M\n}\n/* old\ntune {\n  mode = bogus\n}\n",
+                "/etc/smbtuned.conf:4: comment '/*' is not closed: expected '*/'");
+    check_error("probe {\n  size = 1M\n}\n\"\n", "/etc/smbtuned.conf:4: string is not closed");
+    check_error("probe {\n  url = 'smb://x/y\n}\n", "/etc/smbtuned.conf:2: string is not closed");
+}
+
+static void test_given_twice(void **state)
+{
+    (void)state;
+    /* The two sections were merged, the last size won. */
+    check_error("probe {\n  size = 1M\n}\n\nprobe {\n  size = 2M\n}\n",
+                "/etc/smbtuned.conf:5: section probe is given twice (first at line 1)");
+    check_error("tune{}probe{}\ntune {\n}\n", "/etc/smbtuned.conf:2: section tune is given twice");
+    check_error("probe {\n  size = 1M\n  deadline = 5\n  size = 2M\n}\n",
+                "/etc/smbtuned.conf:4: probe: size is given twice (first at line 2)");
+    check_error("tune {\n  mode = advise\n  mode = \"tune\"\n}\n",
+                "/etc/smbtuned.conf:3: tune: mode is given twice (first at line 2)");
+}
+
+static void test_no_environment(void **state)
+{
+    (void)state;
+    /* libconfuse would put in the values of the caller's environment. */
+    setenv("SMBTUNED_TEST_URL", "smb://127.0.0.1/share", 1);
+    check_error("probe {\n  url = ${SMBTUNED_TEST_URL}\n}\n",
+                "/etc/smbtuned.conf:2: '${' is not allowed");
+    check_error("probe {\n\n  url = \"smb://${SMBTUNED_TEST_HOST:-127.0.0.1}/share\"\n}\n",
+                "/etc/smbtuned.conf:3: '${' is not allowed");
+    check_error("probe {\n  size = 1M${X}\n}\n", "/etc/smbtuned.conf:2: '${' is not allowed");
+    unsetenv("SMBTUNED_TEST_URL");
+}
+
+/* The pre-scan reads the text as libconfuse's lexer does: what is inside
+ * comments and strings is not structure. */
+static void test_comments_and_strings(void **state)
+{
+    struct config c;
+    struct err e = {{0}};
+    const char *text = "/* probe {\n   a disabled section, ${X} */\n"
+                       "probe { # {{ ${X}\n"
+                       "    url = \"smb://127.0.0.1/a}b\" // }\n"
+                       "    directory = 'x\\'${y}{'\n"
+                       "    socket_options = \"TCP_NODELAY /* \\\" \\${z}\"\n"
+                       "    credentials = /etc/a//b\n"
+                       "}\n"
+                       "tune {\n    smb_conf = \"/etc/samba/smb.conf\" /* } */\n}\n";
+
+    (void)state;
+    if (config_parse_string(text, "x.conf", &c, &e) != 0)
+        fail_msg("%s", e.msg);
+    assert_string_equal(c.probe.url, "smb://127.0.0.1/a}b");
+    assert_string_equal(c.probe.directory, "x'${y}{");
+    assert_string_equal(c.probe.socket_options, "TCP_NODELAY /* \" ${z}");
+    assert_string_equal(c.probe.credentials, "/etc/a//b");
+    assert_string_equal(c.tune.smb_conf, "/etc/samba/smb.conf");
+}
+
 static void test_error_keeps_first(void **state)
 {
     struct config c;
@@ -174,6 +241,10 @@ int main(void)
         cmocka_unit_test(test_empty_gives_defaults),
         cmocka_unit_test(test_full_probe_section),
         cmocka_unit_test(test_errors_name_file_and_line),
+        cmocka_unit_test(test_broken_structure),
+        cmocka_unit_test(test_given_twice),
+        cmocka_unit_test(test_no_environment),
+        cmocka_unit_test(test_comments_and_strings),
         cmocka_unit_test(test_error_keeps_first),
         cmocka_unit_test(test_load),
         cmocka_unit_test(test_shipped_config_parses),

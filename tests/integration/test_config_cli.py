@@ -1,0 +1,59 @@
+"""`smbtuned -t -c FILE` refuses a broken /etc/smbtuned.conf with its file
+and line (issue 9, defect 6).
+
+No smbd is needed: -t stops at the config file's error before smb.conf.
+"""
+
+import os
+import subprocess
+
+import pytest
+
+GOOD_TAIL = 'probe {\n    url = "smb://127.0.0.1/share"\n}\n'
+
+CASES = {
+    "missing-brace": ("tune {\n    mode = advise\n" + GOOD_TAIL, 1, "'{' is not closed"),
+    "open-comment": (GOOD_TAIL + "/* old\ntune {\n    mode = bogus\n}\n", 4,
+                     "comment '/*' is not closed"),
+    "section-twice": (GOOD_TAIL + "tune {\n}\ntune {\n}\n", 6, "given twice (first at line 4)"),
+    "key-twice": ("tune {\n    mode = advise\n    mode = tune\n}\n" + GOOD_TAIL, 3,
+                  "mode is given twice (first at line 2)"),
+    "environment": ('probe {\n    url = "smb://${SMBTUNED_TEST_HOST}/share"\n}\n', 2,
+                    "'${' is not allowed"),
+}
+
+
+@pytest.fixture
+def smb_conf(tmp_path):
+    p = tmp_path / "smb.conf"
+    p.write_text("[global]\n    socket options = TCP_NODELAY\n")
+    return p
+
+
+def check(smbtuned, conf, smb_conf):
+    # The variable is set so that the old behaviour (expansion) would yield
+    # a valid URL and pass.
+    env = dict(os.environ, SMBTUNED_TEST_HOST="127.0.0.1")
+    return subprocess.run([str(smbtuned), "-t", "-c", str(conf), "--smb-conf", str(smb_conf)],
+                          capture_output=True, text=True, timeout=60, env=env,
+                          stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_broken_config_is_refused_with_file_and_line(smbtuned, tmp_path, smb_conf, case):
+    text, line, what = CASES[case]
+    conf = tmp_path / "smbtuned.conf"
+    conf.write_text(text)
+    r = check(smbtuned, conf, smb_conf)
+    assert r.returncode != 0, f"{case}: -t accepted it: {r.stdout} {r.stderr}"
+    assert f"{conf}:{line}: " in r.stderr, r.stderr
+    assert what in r.stderr, r.stderr
+
+
+def test_good_config_passes(smbtuned, tmp_path, smb_conf):
+    """The same checks against a file without the defects: -t says yes."""
+    conf = tmp_path / "smbtuned.conf"
+    conf.write_text("# ok: ${NOT} /* in a comment\ntune {\n    mode = advise\n}\n" + GOOD_TAIL)
+    r = check(smbtuned, conf, smb_conf)
+    assert r.returncode == 0, r.stderr
+
