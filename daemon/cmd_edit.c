@@ -35,6 +35,29 @@ static void print_size(const char *name, long v, bool broken)
                name, name, v);
 }
 
+/* The %-includes that were accepted, and what a file they name later
+ * could do: the admin should know the judgement holds only for today. */
+static void print_notes(const struct smbconf_note *n, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        printf("note: %s:%d: include = %s: %s\n", n[i].file, n[i].line, n[i].include, n[i].what);
+}
+
+static void print_notes_json(const struct smbconf_note *n, size_t count)
+{
+    fputs(",\"notes\":[", stdout);
+    for (size_t i = 0; i < count; i++) {
+        fputs(i ? ",{\"file\":" : "{\"file\":", stdout);
+        util_json_string(stdout, n[i].file);
+        printf(",\"line\":%d,\"include\":", n[i].line);
+        util_json_string(stdout, n[i].include);
+        fputs(",\"note\":", stdout);
+        util_json_string(stdout, n[i].what);
+        fputs("}", stdout);
+    }
+    fputs("]", stdout);
+}
+
 int cmd_show(const struct opts *o)
 {
     struct smbconf c;
@@ -70,6 +93,7 @@ int cmd_show(const struct opts *o)
         print_size_json(rcv);
         fputs(",\"sndbuf\":", stdout);
         print_size_json(snd);
+        print_notes_json(c.notes, c.nnotes);
         fputs("}\n", stdout);
     } else {
         printf("socket options = %s\n", c.value);
@@ -79,6 +103,7 @@ int cmd_show(const struct opts *o)
             printf("  not set in %s: Samba's default\n", o->smb_conf);
         print_size("SO_RCVBUF", rcv, rbroken);
         print_size("SO_SNDBUF", snd, sbroken);
+        print_notes(c.notes, c.nnotes);
     }
     sockopts_free(&so);
     smbconf_free(&c);
@@ -153,6 +178,7 @@ int cmd_set_buffers(const struct opts *o)
     else
         printf("%s:%d: socket options = %s (was %s)\n", res.file ? res.file : o->smb_conf,
                res.line, res.new_value, res.old_value);
+    print_notes(res.notes, res.nnotes);
     if (res.changed && autotuning_back(res.old_value, res.new_value))
         printf("note: connections made before smbd restarts keep explicit buffers: only a "
                "restart of smbd gives autotuning back (its listening socket keeps them)\n");

@@ -9,8 +9,24 @@
 #include <string.h>
 #include <strings.h>
 
-/* Samba has no limit, but a loop of includes would recurse for ever. */
-#define MAX_INCLUDE_DEPTH 16
+/* Samba's own limit (lib/param/loadparm.c, "Maximum include depth (100)
+ * exceeded!"): a chain of 100 nested includes loads, 101 does not. */
+#define MAX_INCLUDE_DEPTH 100
+
+/* Files read or walked for one parse: the main file, every include each
+ * time Samba reads it (a file included twice is read twice) and every
+ * file a %-include's pattern names today. Depth alone does not bound the
+ * work: 8 includes per file over 14 levels is 8^14 reads. Only per-client
+ * files (one `smb.conf.%m` per machine) make a real configuration name
+ * many files; 10000 leaves room for a large site and still ends a
+ * fan-out within a second. */
+#define MAX_FILES_READ 10000
+
+static const char note_override[] =
+    "a file it names later could override socket options for some clients";
+static const char note_section[] =
+    "a file it names later could open a section for some clients, and the socket options "
+    "line after it would then not be global for them";
 
 /* One logical line, as lib/util/tini.c reads it. */
 struct lline {
@@ -31,10 +47,16 @@ struct walk {
     bool section_known; /* false after an include that may open a section */
     long seq;           /* logical lines seen, in Samba's reading order */
     long hit_seq;
-    long risk_seq; /* last include that may set the parameter */
-    char risk_where[512];
+    long risk_seq; /* last %-include whose files may set the parameter */
+    char *risk;    /* what that include (or one opening a section) does */
     bool seen_global_header;
     bool want_indent;
+    long nread;                          /* see MAX_FILES_READ */
+    size_t stack[MAX_INCLUDE_DEPTH + 1]; /* the files being walked, outermost first */
+    /* Notes (c->notes) of %-includes: those before notes_open have a
+     * section header after them; at the hit, the split was hit_closed and
+     * hit_notes (see finish_notes). */
+    size_t notes_open, hit_closed, hit_notes;
 };
 
 /* Samba's strwicmp: equal ignoring case and all whitespace. */
@@ -170,8 +192,20 @@ int smbconf_file_index(const struct smbconf *c, const char *path)
     return -1;
 }
 
-/* Read a file once; later includes of the same path share the copy. */
-static int add_file(struct walk *w, const char *path, size_t *idx)
+/* Count one more file read; -E2BIG past MAX_FILES_READ. */
+static int count_read(struct walk *w, const char *fpath, int line)
+{
+    if (++w->nread <= MAX_FILES_READ)
+        return 0;
+    return err_set(w->e, -E2BIG,
+                   "%s:%d: more than %d files read through includes: smbtuned stops there "
+                   "(an include fan-out?)",
+                   fpath, line, MAX_FILES_READ);
+}
+
+/* Read a file once; later includes of the same path share the copy. The
+ * reason for a failure goes into re (it names the file). */
+static int add_file(struct walk *w, const char *path, size_t *idx, struct err *re)
 {
     struct smbconf *c = w->c;
     struct smbconf_file *nf;
@@ -184,19 +218,19 @@ static int add_file(struct walk *w, const char *path, size_t *idx)
         *idx = (size_t)i;
         return 0;
     }
-    r = w->io->read(w->io->ctx, path, &buf, &len);
+    r = w->io->read(w->io->ctx, path, &buf, &len, re);
     if (r < 0)
         return r;
     nf = realloc(c->files, (c->nfiles + 1) * sizeof(*nf));
     if (nf == NULL) {
         free(buf);
-        return -ENOMEM;
+        return err_set(re, -ENOMEM, "out of memory");
     }
     c->files = nf;
     nf[c->nfiles].path = strdup(path);
     if (nf[c->nfiles].path == NULL) {
         free(buf);
-        return -ENOMEM;
+        return err_set(re, -ENOMEM, "out of memory");
     }
     nf[c->nfiles].buf = buf;
     nf[c->nfiles].len = len;
@@ -207,14 +241,15 @@ static int add_file(struct walk *w, const char *path, size_t *idx)
 /* What a file named by a %-include could do to us: open a section, set
  * socket options, or pull in more files. Checked on the files that exist
  * now; a harmless one is one that only sets other parameters. */
-static int include_risk(struct walk *w, const char *path, bool *opens_section, bool *sets)
+static int include_risk(struct walk *w, const char *path, bool *opens_section, bool *sets,
+                        struct err *re)
 {
     char *buf;
     size_t len, pos = 0, cap = 0;
     int lineno = 1, r;
     struct lline ll = {0};
 
-    r = w->io->read(w->io->ctx, path, &buf, &len);
+    r = w->io->read(w->io->ctx, path, &buf, &len, re);
     if (r == -ENOENT)
         return 0;
     if (r < 0)
@@ -236,15 +271,121 @@ static int include_risk(struct walk *w, const char *path, bool *opens_section, b
     }
     free(ll.text);
     free(buf);
-    return r;
+    return r == -ENOMEM ? err_set(re, r, "out of memory") : r;
+}
+
+/* Remember a %-include that was accepted: what it could do later is
+ * decided when the parse knows where the line in force is. */
+static int add_note(struct walk *w, const char *fpath, int line, const char *value)
+{
+    struct smbconf *c = w->c;
+    struct smbconf_note *nn = realloc(c->notes, (c->nnotes + 1) * sizeof(*nn));
+
+    if (nn == NULL)
+        return -ENOMEM;
+    c->notes = nn;
+    nn[c->nnotes].file = strdup(fpath);
+    nn[c->nnotes].include = strdup(value);
+    nn[c->nnotes].line = line;
+    nn[c->nnotes].what = note_override;
+    c->nnotes++;
+    if (nn[c->nnotes - 1].file == NULL || nn[c->nnotes - 1].include == NULL)
+        return -ENOMEM;
+    return 0;
+}
+
+/* A %-include after the line in force could override it; one before it,
+ * with no section header in between, could move it out of [global]; one
+ * before a header can do neither and needs no note. */
+static void finish_notes(struct walk *w)
+{
+    struct smbconf *c = w->c;
+    size_t keep = 0;
+
+    for (size_t i = 0; i < c->nnotes; i++) {
+        struct smbconf_note n = c->notes[i];
+
+        if (w->hit_seq >= 0 && i < w->hit_closed) {
+            free(n.file);
+            free(n.include);
+            continue;
+        }
+        n.what = w->hit_seq >= 0 && i < w->hit_notes ? note_section : note_override;
+        c->notes[keep++] = n;
+    }
+    c->nnotes = keep;
 }
 
 static int walk_file(struct walk *w, size_t fi, int depth);
+
+/* A %-include: the name depends on the client (%m, %U ...), so every
+ * file the pattern can name today must be harmless; what it names later
+ * is only noted. */
+static int handle_percent_include(struct walk *w, const char *fpath, int line, const char *value)
+{
+    char *pat, **paths = NULL;
+    size_t n = 0, j = 0;
+    bool opens = false, sets = false;
+    struct err re = {{0}};
+    int r;
+
+    pat = malloc(strlen(value) + 1);
+    if (pat == NULL)
+        return err_set(w->e, -ENOMEM, "out of memory");
+    for (const char *s = value; *s; s++) {
+        if (*s == '%' && s[1] != '\0') {
+            pat[j++] = '*';
+            s++;
+        } else {
+            pat[j++] = *s;
+        }
+    }
+    pat[j] = '\0';
+    r = w->io->glob(w->io->ctx, pat, &paths, &n);
+    free(pat);
+    if (r < 0)
+        err_set(&re, r, "%s", strerror(-r));
+    for (size_t k = 0; r >= 0 && k < n; k++) {
+        r = count_read(w, fpath, line);
+        if (r < 0)
+            break;
+        r = include_risk(w, paths[k], &opens, &sets, &re);
+    }
+    for (size_t k = 0; k < n; k++)
+        free(paths[k]);
+    free(paths);
+    if (r == -E2BIG)
+        return r; /* count_read said why */
+    if (r < 0)
+        return err_set(w->e, r,
+                       "%s:%d: cannot check the files a client-dependent include can "
+                       "name: %s (include = %s)",
+                       fpath, line, re.msg, value);
+    if (opens || sets) {
+        w->risk_seq = w->seq;
+        free(w->risk);
+        if (asprintf(&w->risk,
+                     "%s:%d: this include depends on the client, and a file it can name %s "
+                     "(include = %s)",
+                     fpath, line,
+                     sets ? "sets socket options (or includes or config files)" : "opens a section",
+                     value) < 0) {
+            w->risk = NULL;
+            return err_set(w->e, -ENOMEM, "out of memory");
+        }
+    }
+    if (opens)
+        w->section_known = false;
+    if (add_note(w, fpath, line, value) < 0)
+        return err_set(w->e, -ENOMEM, "out of memory");
+    return 0;
+}
 
 static int handle_include(struct walk *w, size_t fi, const struct lline *ll, const char *value,
                           int depth)
 {
     const char *fpath = w->c->files[fi].path;
+    struct err re = {{0}};
     size_t idx;
     int r;
 
@@ -253,58 +394,33 @@ static int handle_include(struct walk *w, size_t fi, const struct lline *ll, con
                        "%s:%d: 'include = registry' takes global settings from Samba's "
                        "registry, which smbtuned does not edit",
                        fpath, ll->line);
-    if (strchr(value, '%') != NULL) {
-        /* The name depends on the client (%m, %U ...): every existing file
-         * the pattern can name must be harmless. */
-        char pat[4096], **paths = NULL;
-        size_t n = 0, j = 0;
-        bool opens = false, sets = false;
-
-        for (const char *s = value; *s && j < sizeof(pat) - 2; s++) {
-            if (*s == '%' && s[1] != '\0') {
-                pat[j++] = '*';
-                s++;
-            } else {
-                pat[j++] = *s;
-            }
-        }
-        pat[j] = '\0';
-        r = w->io->glob(w->io->ctx, pat, &paths, &n);
-        for (size_t k = 0; r >= 0 && k < n; k++)
-            r = include_risk(w, paths[k], &opens, &sets);
-        for (size_t k = 0; k < n; k++)
-            free(paths[k]);
-        free(paths);
-        if (r < 0)
-            return err_set(w->e, r, "%s:%d: cannot check the files 'include = %s' can name: %s",
-                           fpath, ll->line, value, strerror(-r));
-        if (opens || sets) {
-            w->risk_seq = w->seq;
-            snprintf(w->risk_where, sizeof(w->risk_where),
-                     "%s:%d: 'include = %s' depends on the client, and a file it can name "
-                     "%s",
-                     fpath, ll->line, value,
-                     sets ? "sets socket options (or includes or config files)"
-                          : "opens a section");
-        }
-        if (opens)
-            w->section_known = false;
-        return 0;
-    }
+    if (strchr(value, '%') != NULL)
+        return handle_percent_include(w, fpath, ll->line, value);
     if (value[0] != '/')
         return err_set(w->e, -ENOTSUP,
-                       "%s:%d: 'include = %s' is a relative path: smbd resolves it against its "
-                       "working directory, which smbtuned cannot know",
+                       "%s:%d: a relative path in an include: smbd resolves it against its working "
+                       "directory, which smbtuned cannot know (include = %s)",
                        fpath, ll->line, value);
+    for (int k = 0; k <= depth; k++)
+        if (strcmp(w->c->files[w->stack[k]].path, value) == 0)
+            return err_set(w->e, -ELOOP,
+                           "%s:%d: an include loop: %s is already being read, so it would "
+                           "include itself for ever (Samba refuses it at depth %d)",
+                           fpath, ll->line, value, MAX_INCLUDE_DEPTH);
     if (depth >= MAX_INCLUDE_DEPTH)
-        return err_set(w->e, -ELOOP, "%s:%d: includes nested more than %d deep (a loop?)", fpath,
-                       ll->line, MAX_INCLUDE_DEPTH);
-    r = add_file(w, value, &idx);
+        return err_set(w->e, -ELOOP,
+                       "%s:%d: includes nested more than %d deep, Samba's limit: Samba cannot "
+                       "load this file (include = %s)",
+                       fpath, ll->line, MAX_INCLUDE_DEPTH, value);
+    r = count_read(w, fpath, ll->line);
+    if (r < 0)
+        return r;
+    r = add_file(w, value, &idx, &re);
     if (r == -ENOENT)
         return 0; /* Samba skips a missing include silently. */
     if (r < 0)
-        return err_set(w->e, r, "%s:%d: cannot read included file %s: %s", fpath, ll->line,
-                       value, strerror(-r));
+        return err_set(w->e, r, "%s:%d: cannot read an included file: %s", fpath, ll->line, re.msg);
+    w->stack[depth + 1] = idx;
     return walk_file(w, idx, depth + 1);
 }
 
@@ -363,14 +479,14 @@ static int handle_param(struct walk *w, size_t fi, const struct lline *ll, int d
                        fpath, ll->line);
     if (wequal(name, "config file"))
         return err_set(w->e, -ENOTSUP,
-                       "%s:%d: 'config file = %s' makes smbd switch to that file: point smbtuned "
-                       "at it with --smb-conf",
+                       "%s:%d: 'config file' makes smbd switch to another file: point smbtuned "
+                       "at it with --smb-conf (config file = %s)",
                        fpath, ll->line, value);
     if (!wequal(name, "socket options"))
         return 0;
     if (!w->section_known)
         return err_set(w->e, -ENOTSUP, "%s:%d: cannot tell which section this line is in: %s",
-                       fpath, ll->line, w->risk_where);
+                       fpath, ll->line, w->risk);
     free(c->value);
     c->value = strdup(value);
     if (c->value == NULL)
@@ -381,6 +497,8 @@ static int handle_param(struct walk *w, size_t fi, const struct lline *ll, int d
     c->hit.end = ll->end;
     c->hit.line = ll->line;
     w->hit_seq = w->seq;
+    w->hit_closed = w->notes_open;
+    w->hit_notes = c->nnotes;
     return 0;
 }
 
@@ -409,6 +527,7 @@ static int walk_file(struct walk *w, size_t fi, int depth)
             *close = '\0';
             w->in_global = wequal(ll.text + 1, "global") || wequal(ll.text + 1, "globals");
             w->section_known = true;
+            w->notes_open = w->c->nnotes;
             note_header(w, depth, &ll, b, len);
             continue;
         }
@@ -425,8 +544,15 @@ static int walk_file(struct walk *w, size_t fi, int depth)
 int smbconf_parse(struct smbconf *c, const char *path, const struct smbconf_io *io,
                   struct err *e)
 {
-    struct walk w = {.c = c, .io = io, .e = e, .in_global = true, .section_known = true,
-                     .hit_seq = -1, .risk_seq = -1};
+    struct walk w = {.c = c,
+                     .io = io,
+                     .e = e,
+                     .in_global = true,
+                     .section_known = true,
+                     .hit_seq = -1,
+                     .risk_seq = -1,
+                     .nread = 1};
+    struct err re = {{0}};
     size_t idx;
     int r;
 
@@ -434,9 +560,9 @@ int smbconf_parse(struct smbconf *c, const char *path, const struct smbconf_io *
     strcpy(c->indent, "\t");
     strcpy(c->eol, "\n");
     c->insert_header = true;
-    r = add_file(&w, path, &idx);
+    r = add_file(&w, path, &idx, &re);
     if (r < 0) {
-        err_set(e, r, "%s: cannot read: %s", path, strerror(-r));
+        err_set(e, r, "cannot read the configuration: %s", re.msg);
         smbconf_free(c);
         return r;
     }
@@ -448,15 +574,19 @@ int smbconf_parse(struct smbconf *c, const char *path, const struct smbconf_io *
         if (nl != NULL && nl > c->files[0].buf && nl[-1] == '\r')
             strcpy(c->eol, "\r\n");
     }
+    w.stack[0] = idx;
     r = walk_file(&w, idx, 0);
     if (r == 0 && w.risk_seq > w.hit_seq)
-        r = err_set(e, -ENOTSUP, "%s, so smbtuned cannot know which socket options are in force",
-                    w.risk_where);
+        r = err_set(e, -ENOTSUP, "smbtuned cannot know which socket options are in force: %s",
+                    w.risk);
     if (r == 0 && !c->found) {
         c->value = strdup("TCP_NODELAY");
         if (c->value == NULL)
             r = err_set(e, -ENOMEM, "out of memory");
     }
+    free(w.risk);
+    if (r == 0)
+        finish_notes(&w);
     if (r < 0)
         smbconf_free(c);
     return r;
@@ -470,7 +600,42 @@ void smbconf_free(struct smbconf *c)
     }
     free(c->files);
     free(c->value);
+    smbconf_notes_free(c->notes, c->nnotes);
     memset(c, 0, sizeof(*c));
+}
+
+void smbconf_notes_free(struct smbconf_note *notes, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(notes[i].file);
+        free(notes[i].include);
+    }
+    free(notes);
+}
+
+int smbconf_notes_copy(const struct smbconf *c, struct smbconf_note **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (c->nnotes == 0)
+        return 0;
+    *out = calloc(c->nnotes, sizeof(**out));
+    if (*out == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < c->nnotes; i++) {
+        (*out)[i].file = strdup(c->notes[i].file);
+        (*out)[i].include = strdup(c->notes[i].include);
+        (*out)[i].line = c->notes[i].line;
+        (*out)[i].what = c->notes[i].what;
+        *n = i + 1;
+        if ((*out)[i].file == NULL || (*out)[i].include == NULL) {
+            smbconf_notes_free(*out, *n);
+            *out = NULL;
+            *n = 0;
+            return -ENOMEM;
+        }
+    }
+    return 0;
 }
 
 void smbconf_edit_free(struct smbconf_edit *ed)

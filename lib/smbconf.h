@@ -20,10 +20,11 @@
 #include "util.h"
 
 /* How the parser reaches files. read: whole file, -ENOENT when missing
- * (Samba skips missing includes). glob: the existing paths matching a
- * shell pattern (for includes with %-substitutions). */
+ * (Samba skips missing includes), the reason in e (naming the file) for
+ * any failure. glob: the existing paths matching a shell pattern (for
+ * includes with %-substitutions). */
 struct smbconf_io {
-    int (*read)(void *ctx, const char *path, char **buf, size_t *len);
+    int (*read)(void *ctx, const char *path, char **buf, size_t *len, struct err *e);
     int (*glob)(void *ctx, const char *pattern, char ***paths, size_t *n);
     void *ctx;
 };
@@ -42,6 +43,16 @@ struct smbconf_span {
     int line;     /* 1-based number of its first physical line */
 };
 
+/* A %-include that was accepted because no file it names today sets
+ * socket options, opens a section or includes more: said to the admin,
+ * since a file it names later could change that. */
+struct smbconf_note {
+    char *file; /* where the include is, as named */
+    int line;
+    char *include;    /* its value */
+    const char *what; /* what a file it names later could do */
+};
+
 struct smbconf {
     struct smbconf_file *files; /* files[0] is the main file */
     size_t nfiles;
@@ -53,6 +64,8 @@ struct smbconf {
     bool insert_header; /* no global section header: create `[global]` */
     char indent[16];
     char eol[3];
+    struct smbconf_note *notes; /* in reading order */
+    size_t nnotes;
 };
 
 /* A change as it was made: enough to take it back later (also from a
@@ -72,6 +85,10 @@ struct smbconf_edit {
 int smbconf_parse(struct smbconf *c, const char *path, const struct smbconf_io *io,
                   struct err *e);
 void smbconf_free(struct smbconf *c);
+
+/* A copy of c's notes, for a result that outlives c. */
+int smbconf_notes_copy(const struct smbconf *c, struct smbconf_note **out, size_t *n);
+void smbconf_notes_free(struct smbconf_note *notes, size_t n);
 
 /* New bytes for the file that carries (or will carry) the line, holding
  * `value`; *ed describes the change. */
@@ -105,6 +122,10 @@ int smbconf_file_index(const struct smbconf *c, const char *path);
 /* Parse the files as they are on disk now. */
 int smbconf_load(struct smbconf *c, const char *path, struct err *e);
 
+/* The name under STATE_DIR/backup/ of the backup of the file at real (an
+ * absolute path): an injective encoding of the whole path. malloc'ed. */
+char *smbconf_backup_name(const char *real);
+
 /* The value of a global parameter according to Samba's own parser
  * (testparm), e.g. "socket options", "pid directory", "smb ports". */
 int smbconf_testparm(const char *path, const char *param, char **value, struct err *e);
@@ -127,6 +148,8 @@ struct smbconf_result {
     char *new_value;
     bool changed;
     struct smbconf_edit edit; /* valid when changed */
+    struct smbconf_note *notes; /* the configuration's notes, as in struct smbconf */
+    size_t nnotes;
 };
 
 /* Set the buffer sizes in the line in force, under the lock in state_dir,

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,10 +19,10 @@
 #define LOCK_WAIT_S 10.0
 #define TESTPARM_TIMEOUT_S 60.0
 
-static int disk_read(void *ctx, const char *path, char **buf, size_t *len)
+static int disk_read(void *ctx, const char *path, char **buf, size_t *len, struct err *e)
 {
     (void)ctx;
-    return util_read_file(path, buf, len);
+    return util_read_file_err(path, buf, len, e);
 }
 
 static int disk_glob(void *ctx, const char *pattern, char ***paths, size_t *n)
@@ -70,15 +71,18 @@ static const char *testparm_cmd(void)
 
 int smbconf_testparm(const char *path, const char *param, char **value, struct err *e)
 {
-    char out[8192], errout[8192], opt[256];
+    char *out, *errout, opt[256];
     char *argv[] = {(char *)testparm_cmd(), "-s", opt, (char *)path, NULL};
     int status, r;
     size_t n;
 
     snprintf(opt, sizeof(opt), "--parameter-name=%s", param);
-    r = util_run(argv, TESTPARM_TIMEOUT_S, out, sizeof(out), errout, sizeof(errout), &status);
+    /* The value is as long as smb.conf makes it: no fixed buffer, only a
+     * bound far above any configuration (util_read_file's own). */
+    r = util_run_alloc(argv, TESTPARM_TIMEOUT_S, UTIL_MAX_FILE, &out, &errout, &status);
     if (r < 0)
-        return err_set(e, r, "cannot run %s: %s", argv[0], strerror(-r));
+        return err_set(e, r, "cannot run %s: %s", argv[0],
+                       r == -EFBIG ? "it printed more than 64 MiB" : strerror(-r));
     n = strcspn(out, "\n");
     out[n] = '\0';
     /* An empty line is a value too: `socket options =` sets none. */
@@ -90,11 +94,15 @@ int smbconf_testparm(const char *path, const char *param, char **value, struct e
         for (char *l = strtok_r(errout, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
             if (strstr(l, "Weak crypto") == NULL && l[0] != '\0')
                 last = l;
-        return err_set(e, -EINVAL, "%s: Samba's testparm cannot read '%s' (%s)", path, param,
-                       last ? last : "no reason given");
+        r = err_set(e, -EINVAL, "%s: Samba's testparm cannot read '%s' (%s)", path, param,
+                    last ? last : "no reason given");
+        free(out);
+        free(errout);
+        return r;
     }
-    *value = strdup(out);
-    return *value ? 0 : err_set(e, -ENOMEM, "out of memory");
+    free(errout);
+    *value = out;
+    return 0;
 }
 
 /* Serialise editors on a file of our own: a lock on smb.conf itself would
@@ -128,23 +136,59 @@ static int take_lock(const char *state_dir, struct err *e)
     return fd;
 }
 
+/* A file name for the backup of the file at real (an absolute path): the
+ * path with `%` written as %25 and `/` as %2F (after the leading one), as
+ * in a URL. Every `%` starts an escape, so the encoding can be read back
+ * and two paths never share a name (`/a/b.conf` is a%2Fb.conf,
+ * `/a_b.conf` is a_b.conf). NULL when out of memory. */
+char *smbconf_backup_name(const char *real)
+{
+    size_t n = 0;
+    char *out, *o;
+
+    for (const char *s = real + 1; *s; s++)
+        n += *s == '/' || *s == '%' ? 3 : 1;
+    out = malloc(n + 1);
+    if (out == NULL)
+        return NULL;
+    o = out;
+    for (const char *s = real + 1; *s; s++) {
+        if (*s == '/' || *s == '%') {
+            sprintf(o, "%%%02X", (unsigned char)*s);
+            o += 3;
+        } else {
+            *o++ = *s;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
 /* The previous bytes of a file, kept in the state directory under a name
  * made from the file's path. */
 static int backup(const char *state_dir, const char *real, const struct smbconf_file *f,
                   struct err *e)
 {
-    char path[PATH_MAX];
+    char path[PATH_MAX], *name;
     size_t n;
     int r;
 
     n = (size_t)snprintf(path, sizeof(path), "%s/backup", state_dir);
     r = util_mkdir_p(path);
-    if (r < 0 || n + strlen(real) + 2 >= sizeof(path))
-        return err_set(e, r < 0 ? r : -ENAMETOOLONG, "cannot create %s", path);
-    path[n++] = '/';
-    for (const char *s = real + 1; *s; s++)
-        path[n++] = *s == '/' ? '_' : *s;
-    path[n] = '\0';
+    if (r < 0)
+        return err_set(e, r, "cannot create %s: %s", path, strerror(-r));
+    name = smbconf_backup_name(real);
+    if (name == NULL)
+        return err_set(e, -ENOMEM, "out of memory");
+    if (n + strlen(name) + 2 >= sizeof(path) || strlen(name) > NAME_MAX) {
+        free(name);
+        return err_set(e, -ENAMETOOLONG,
+                       "cannot back up %s: its path is too long for a file "
+                       "name in %s",
+                       real, path);
+    }
+    snprintf(path + n, sizeof(path) - n, "/%s", name);
+    free(name);
     r = util_write_atomic(path, f->buf, f->len, NULL);
     if (r < 0)
         return err_set(e, r, "cannot write backup %s: %s", path, strerror(-r));
@@ -166,9 +210,18 @@ static int replace_file(const char *state_dir, const struct smbconf_file *f, con
         return err_set(e, -errno, "%s: %s", f->path, strerror(errno));
     if (stat(real, &st) < 0)
         return err_set(e, -errno, "%s: %s", real, strerror(errno));
-    r = util_read_file(real, &now, &nowlen);
+    /* A new file renamed over one name of a hard-linked file would leave
+     * the other names with the old bytes: smbd and the admin would read
+     * different files. Refuse before anything is written. */
+    if (st.st_nlink > 1)
+        return err_set(e, -EMLINK,
+                       "%s has %ju hard links: smbtuned replaces the file by a rename, which "
+                       "would split them (the other names would keep the old bytes): nothing "
+                       "written; make it a single file or a symlink",
+                       real, (uintmax_t)st.st_nlink);
+    r = util_read_file_err(real, &now, &nowlen, e);
     if (r < 0)
-        return err_set(e, r, "%s: cannot read: %s", real, strerror(-r));
+        return r;
     r = nowlen == f->len && memcmp(now, f->buf, nowlen) == 0;
     free(now);
     if (!r)
@@ -178,8 +231,16 @@ static int replace_file(const char *state_dir, const struct smbconf_file *f, con
     if (r < 0)
         return r;
     r = util_write_atomic(real, data, len, &st);
+    if (r == -ESTALE)
+        return err_set(e, r,
+                       "%s was replaced on disk while smbtuned was editing it: nothing "
+                       "written",
+                       real);
     if (r < 0)
-        return err_set(e, r, "cannot replace %s: %s", real, strerror(-r));
+        return err_set(e, r,
+                       "cannot replace %s (nothing written: it keeps its old bytes, "
+                       "owner, mode and extended attributes): %s",
+                       real, strerror(-r));
     return 0;
 }
 
@@ -263,6 +324,10 @@ static int set_locked(const char *path, const char *state_dir, const struct smbc
         return r;
     sweep(&c);
     res->old_value = strdup(c.value);
+    if (smbconf_notes_copy(&c, &res->notes, &res->nnotes) < 0) {
+        r = err_set(e, -ENOMEM, "out of memory");
+        goto out;
+    }
     if (c.found) {
         res->file = strdup(c.files[c.hit.file].path);
         res->line = c.hit.line;
@@ -273,17 +338,22 @@ static int set_locked(const char *path, const char *state_dir, const struct smbc
         goto out;
     if (!sockopts_same(judge, c.value)) {
         r = err_set(e, -EPROTO,
-                    "%s: smbtuned reads socket options '%s'%s but Samba's testparm reports "
-                    "'%s': not changing anything",
+                    "%s: Samba's testparm reads socket options differently from smbtuned: not "
+                    "changing anything; smbtuned reads '%s'%s, testparm reports '%s'",
                     path, c.value, c.found ? " from the line it found" : " (none set)", judge);
         goto out;
     }
     if (ch->expect != NULL && !sockopts_same(ch->expect, c.value)) {
-        r = err_set(e, -ECANCELED,
-                    "%s%s%d: socket options is now '%s', not the expected '%s' (edited by "
-                    "someone else?): nothing written",
-                    c.found ? c.files[c.hit.file].path : path, c.found ? ":" : "",
-                    c.found ? c.hit.line : 0, c.value, ch->expect);
+        if (c.found)
+            r = err_set(e, -ECANCELED,
+                        "%s:%d: socket options is not the expected value (edited by someone "
+                        "else?): nothing written; it is '%s', expected '%s'",
+                        c.files[c.hit.file].path, c.hit.line, c.value, ch->expect);
+        else
+            r = err_set(e, -ECANCELED,
+                        "%s: socket options is not the expected value (edited by someone "
+                        "else?): nothing written; it is '%s' (not set), expected '%s'",
+                        path, c.value, ch->expect);
         goto out;
     }
     res->new_value = new_value(c.value, ch);
@@ -312,12 +382,16 @@ static int set_locked(const char *path, const char *state_dir, const struct smbc
         r = err_set(e, -EPROTO, "%s: after the change Samba's testparm reports '%s' instead of "
                     "'%s'", path, judge, res->new_value);
     if (r < 0) {
-        struct err e2;
+        /* What happened to smb.conf comes first: the reason after it may
+         * carry long values and be cut. */
+        struct err why = *e, e2 = {{0}};
         int r2 = revert_locked(path, state_dir, &res->edit, &e2);
-        size_t n = strlen(e->msg);
 
-        snprintf(e->msg + n, sizeof(e->msg) - n, r2 == 0 ? "; the old line is restored"
-                 : "; restoring failed too: %s", e2.msg);
+        if (r2 == 0)
+            err_set(e, r, "the change was taken back, the old line is restored: %s", why.msg);
+        else
+            err_set(e, r, "the change was written and restoring the old line failed (%s): %s",
+                    e2.msg, why.msg);
         res->changed = r2 < 0;
     }
     if (r == 0 && !c.found) {
@@ -356,6 +430,7 @@ int smbconf_set_buffers(const char *path, const char *state_dir,
 
 void smbconf_result_free(struct smbconf_result *res)
 {
+    smbconf_notes_free(res->notes, res->nnotes);
     free(res->file);
     free(res->old_value);
     free(res->new_value);

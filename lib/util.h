@@ -28,7 +28,18 @@ int util_parse_long(const char *s, long long min, long long max, long long *out)
  * (binary multiples, case-insensitive), e.g. 262144, 256K, 1M. */
 int util_parse_size(const char *s, long long min, long long max, long long *out);
 
-/* Read a whole file into a NUL-terminated malloc'ed buffer. */
+/* The largest file util_read_file reads, and the most output util_run_alloc
+ * collects: far above any configuration file, low enough that a wrong
+ * path cannot exhaust memory. */
+#define UTIL_MAX_FILE (64 * 1024 * 1024)
+
+/* Read a whole regular file into a NUL-terminated malloc'ed buffer. It is
+ * opened non-blocking, so that a FIFO or a device is refused (-EINVAL,
+ * -EISDIR for a directory) instead of blocking for ever; e gets a reason
+ * that names the file. */
+int util_read_file_err(const char *path, char **buf, size_t *len, struct err *e);
+
+/* util_read_file_err without the reason. */
 int util_read_file(const char *path, char **buf, size_t *len);
 
 /* Monotonic clock in seconds. */
@@ -42,13 +53,22 @@ double util_now(void);
 int util_run(char *const argv[], double timeout_s, char *out, size_t outlen, char *errout,
              size_t errlen, int *status);
 
+/* util_run with output of any length up to max bytes each, in malloc'ed
+ * strings (*errout may be NULL when not wanted): for output that carries
+ * a value of unknown length. -EFBIG when the program said more than max. */
+int util_run_alloc(char *const argv[], double timeout_s, size_t max, char **out, char **errout,
+                   int *status);
+
 /* Temporary files of ours start with this, next to the file they replace:
  * `.smbtuned-NAME.XXXXXX`. */
 #define UTIL_TMP_PREFIX ".smbtuned-"
 
-/* Replace path atomically: a temporary file in the same directory, owner
- * and mode copied from *like (when given), fsync, rename, fsync of the
- * directory. path must not be a symlink (resolve it first). */
+/* Replace path atomically: a temporary file in the same directory, fsync,
+ * rename, fsync of the directory. With like (path's fstat as the caller
+ * judged it): owner, every mode bit and every extended attribute (ACLs,
+ * SELinux label) of the file at path, -ESTALE when path is no longer
+ * that file; a failure to copy them writes nothing. path must not be a
+ * symlink (resolve it first). */
 int util_write_atomic(const char *path, const char *data, size_t len, const struct stat *like);
 
 /* Remove temporary files that util_write_atomic left next to path when a
@@ -58,7 +78,8 @@ void util_sweep_tmp(const char *path);
 /* mkdir -p; the last component gets mode 0700 when created. */
 int util_mkdir_p(const char *dir);
 
-/* Write s as a JSON string literal. */
+/* Write s as a JSON string literal, always valid UTF-8: bytes that are
+ * not well-formed UTF-8 are written as U+FFFD. */
 void util_json_string(FILE *f, const char *s);
 
 #endif

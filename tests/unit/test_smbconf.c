@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <errno.h>
 #include <fnmatch.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,8 +19,9 @@ struct mem_file {
     const char *text;
 };
 
-static int mem_read(void *ctx, const char *path, char **buf, size_t *len)
+static int mem_read(void *ctx, const char *path, char **buf, size_t *len, struct err *e)
 {
+    (void)e;
     for (const struct mem_file *f = ctx; f->path; f++) {
         if (strcmp(f->path, path) == 0) {
             *buf = strdup(f->text);
@@ -147,7 +149,8 @@ static void test_refusals(void **state)
     f[0].text = "[global]\nsocket options = A\ninclude = registry\n";
     check_refused(f, "/etc/smb.conf:3: 'include = registry'");
     f[0].text = "[global]\nconfig file = /etc/other.conf\n";
-    check_refused(f, "/etc/smb.conf:2: 'config file = /etc/other.conf'");
+    check_refused(f, "/etc/smb.conf:2: 'config file' makes smbd switch");
+    check_refused(f, "(config file = /etc/other.conf)");
     f[0].text = "[global]\ninclude = inc.conf\n";
     check_refused(f, "relative path");
     f[0].text = "[global]\n[share\n";
@@ -158,7 +161,9 @@ static void test_refusals(void **state)
     /* a %-include after our line that can name a file setting it */
     f[0].text = "[global]\nsocket options = A\ninclude = /etc/smb.conf.%m\n";
     f[1].text = "socket options = B\n";
-    check_refused(f, "/etc/smb.conf:3: 'include = /etc/smb.conf.%m'");
+    check_refused(f, "cannot know which socket options are in force: /etc/smb.conf:3: this "
+                     "include depends on the client");
+    check_refused(f, "(include = /etc/smb.conf.%m)");
     /* ... or opening a section before our line */
     f[0].text = "[global]\ninclude = /etc/smb.conf.%m\nsocket options = A\n";
     f[1].text = "[share]\n";
@@ -179,6 +184,139 @@ static void test_harmless_percent_include(void **state)
     assert_int_equal(parse(f, &c, &e), 0);
     assert_string_equal(c.value, "A");
     smbconf_free(&c);
+}
+
+/* An accepted %-include is said, with its file and line and what a file
+ * it names later could do. */
+static void check_note(const char *text, const char *what, int line)
+{
+    struct mem_file f[] = {
+        {"/etc/smb.conf", text}, {"/etc/smb.conf.host1", "workgroup = X\n"}, {NULL, NULL}};
+    struct smbconf c;
+    struct err e = {{0}};
+
+    assert_int_equal(parse(f, &c, &e), 0);
+    if (what == NULL) {
+        assert_int_equal(c.nnotes, 0);
+    } else {
+        assert_int_equal(c.nnotes, 1);
+        assert_string_equal(c.notes[0].file, "/etc/smb.conf");
+        assert_int_equal(c.notes[0].line, line);
+        assert_string_equal(c.notes[0].include, "/etc/smb.conf.%m");
+        if (strstr(c.notes[0].what, what) == NULL)
+            fail_msg("note '%s' lacks '%s'", c.notes[0].what, what);
+    }
+    smbconf_free(&c);
+}
+
+static void test_percent_include_notes(void **state)
+{
+    (void)state;
+    /* after the line in force, or with no line at all: it could override */
+    check_note("[global]\nsocket options = A\ninclude = /etc/smb.conf.%m\n",
+               "could override socket options for some clients", 3);
+    check_note("[global]\ninclude = /etc/smb.conf.%m\n",
+               "could override socket options for some clients", 2);
+    /* in a share section after it: a file can open [global] again */
+    check_note("[global]\nsocket options = A\n[s]\ninclude = /etc/smb.conf.%m\n",
+               "could override socket options", 4);
+    /* right before it: it could move the line out of [global] */
+    check_note("[global]\ninclude = /etc/smb.conf.%m\nsocket options = A\n", "open a section", 2);
+    /* before a header that comes before the line: it can do neither */
+    check_note("[s]\ninclude = /etc/smb.conf.%m\n[global]\nsocket options = A\n", NULL, 0);
+    check_note("[global]\nsocket options = A\n", NULL, 0);
+}
+
+/* files[0] = /c/0 including /c/1 ... /c/n, which sets the value. */
+static struct mem_file *chain(int n)
+{
+    struct mem_file *f = calloc((size_t)n + 2, sizeof(*f));
+    char *p, *t;
+
+    for (int i = 0; i <= n; i++) {
+        assert_true(asprintf(&p, "/c/%d", i) > 0);
+        if (i < n)
+            assert_true(asprintf(&t, "[global]\ninclude = /c/%d\n", i + 1) > 0);
+        else
+            assert_true(asprintf(&t, "socket options = DEPTH%d\n", n) > 0);
+        f[i].path = p;
+        f[i].text = t;
+    }
+    return f;
+}
+
+static void chain_free(struct mem_file *f)
+{
+    for (struct mem_file *g = f; g->path; g++) {
+        free((char *)g->path);
+        free((char *)g->text);
+    }
+    free(f);
+}
+
+/* Samba loads 100 nested includes and refuses 101 (checked with testparm
+ * 4.17); a deep chain without a loop is not called a loop. */
+static void test_include_depth(void **state)
+{
+    static const int ok[] = {17, 50, 99, 100};
+    struct smbconf c;
+    struct err e = {{0}};
+    struct mem_file *f;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        char want[32];
+
+        f = chain(ok[i]);
+        if (parse(f, &c, &e) != 0)
+            fail_msg("a %d-deep chain: %s", ok[i], e.msg);
+        snprintf(want, sizeof(want), "DEPTH%d", ok[i]);
+        assert_string_equal(c.value, want);
+        smbconf_free(&c);
+        chain_free(f);
+    }
+    f = chain(101);
+    check_refused(f, "/c/100:2: includes nested more than 100 deep, Samba's limit");
+    assert_null(strstr(e.msg, "loop"));
+    chain_free(f);
+
+    /* a real loop is named as one */
+    {
+        struct mem_file loop[] = {
+            {"/c/a", "include = /c/b\n"}, {"/c/b", "include = /c/a\n"}, {NULL, NULL}};
+
+        check_refused(loop, "/c/b:1: an include loop: /c/a is already being read");
+    }
+}
+
+/* 8 includes per file over 14 levels: 8^14 reads unless bounded. */
+static void test_include_fanout(void **state)
+{
+    struct mem_file f[16] = {{0}};
+    char *texts[15], *paths[15];
+
+    (void)state;
+    for (int i = 0; i < 15; i++) {
+        assert_true(asprintf(&paths[i], "/f/%d", i) > 0);
+        if (i < 14) {
+            char one[32];
+            size_t n = 0;
+
+            texts[i] = calloc(8, sizeof(one));
+            snprintf(one, sizeof(one), "include = /f/%d\n", i + 1);
+            for (int k = 0; k < 8; k++)
+                n += (size_t)sprintf(texts[i] + n, "%s", one);
+        } else {
+            texts[i] = strdup("workgroup = W\n");
+        }
+        f[i].path = paths[i];
+        f[i].text = texts[i];
+    }
+    check_refused(f, "more than 10000 files read through includes");
+    for (int i = 0; i < 15; i++) {
+        free(paths[i]);
+        free(texts[i]);
+    }
 }
 
 /* Render value into a one-file config and compare the whole result. */
@@ -324,6 +462,9 @@ int main(void)
         cmocka_unit_test(test_include),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_harmless_percent_include),
+        cmocka_unit_test(test_percent_include_notes),
+        cmocka_unit_test(test_include_depth),
+        cmocka_unit_test(test_include_fanout),
         cmocka_unit_test(test_render),
         cmocka_unit_test(test_unrender_refuses_foreign_edit),
         cmocka_unit_test(test_edit_chain),
