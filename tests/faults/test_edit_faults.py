@@ -1,0 +1,406 @@
+"""Faults at the moment smbtuned edits smb.conf (issue 9, "Faults").
+
+Each test injects one fault into a real cycle (smbtuned --once against a
+real smbd from the fixture) at the commit or between two live trials:
+
+- smb.conf's directory full (a small tmpfs, filled at commit time) and
+  read-only (the tmpfs remounted read-only at commit time);
+- smb.conf replaced by an admin (a new file renamed over it): during a
+  probe, with a different socket options line (the commit must hold off
+  and keep the admin's file), and at the commit itself, between smbtuned's
+  read and its write (the compare-and-set must see it);
+- the editor lock (STATE_DIR/smbconf.lock) held by the test for longer
+  than the editor waits (10 s, lib/smbconf_io.c): at the commit, and
+  between two live trials (the trial in smb.conf cannot be taken back
+  either; the next start does it once the lock is free);
+- testparm failing after the write (a fault-injecting testparm first on
+  PATH: a real one cannot fail on demand);
+- ENOSPC on the state directory (a tmpfs as the state directory, filled at
+  commit time, when the edit must be recorded before it is written).
+
+"At commit time" is exact, not a sleep: the testparm wrapper counts its
+calls that ask for `socket options` (only the editor asks for that one:
+lib/smbconf_io.c checks Samba's reading before it writes and after) and
+runs the test's hook script before the N-th one. The first such call of a
+shadow --once is the commit's check before the write.
+
+Every fault ends with faultutil.check_promises: a journal line that says
+what happened, no probe file, no shadow smbd, smb.conf old or a complete
+candidate. Mounts live under the test's own directories and are undone in
+a finally. A cycle from the legacy 8192 line on shadow smbds commits
+(8192 stalls on loopback, test_daemon.py), which is what reaches the
+commit. About 20-40 s per test on two cores.
+"""
+
+import contextlib
+import fcntl
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from daemon_util import LEGACY, q, socket_line_index, socket_value
+from faultutil import FaultEnv, check_promises, wait_until, wrapper
+
+pytestmark = [pytest.mark.smbd, pytest.mark.slow]
+
+SHADOW = {"trials": q("shadow"), "apply": q("smbcontrol"), "mode": q("tune")}
+LIVE = {"trials": q("live"), "apply": q("smbcontrol"), "mode": q("tune"), "max_bytes": "160M"}
+ON_LATTICE = "TCP_NODELAY IPTOS_LOWDELAY SO_RCVBUF=131072 SO_SNDBUF=131072"
+# 8192 stalls on loopback: a short deadline bounds those samples.
+PROBE = {"deadline": "5"}
+LOCK_WAIT_S = 10  # lib/smbconf_io.c LOCK_WAIT_S
+MOUNT_TIMEOUT = 30
+
+
+# ------------------------------------------------------------------ helpers
+
+@pytest.fixture
+def make_env(smbtuned, smbd_factory, tmp_path):
+    """make_env(socket_options) -> FaultEnv around a fresh fixture smbd,
+    with the fault-injecting testparm first on PATH (see install_testparm).
+    Each env is cleaned up when the test ends."""
+    with contextlib.ExitStack() as stack:
+        def make(socket_options=LEGACY):
+            env = FaultEnv(smbtuned, smbd_factory(socket_options=socket_options), tmp_path)
+            stack.callback(env.cleanup)
+            env.fault_dir = tmp_path / "fault"
+            install_testparm(env.fault_dir)
+            env.path_first(env.fault_dir / "bin")
+            return env
+        yield make
+
+
+def install_testparm(d):
+    """A testparm wrapper in d/bin. Its calls with `--parameter-name=socket
+    options` are counted in d/count; before the N-th it runs d/hook.N if
+    that exists, and it fails (exit 1, a message on stderr) when d/fail.N
+    exists. Every other call, and every call without a marker, is the real
+    testparm."""
+    d = Path(d)
+    d.mkdir(parents=True, exist_ok=True)
+    wrapper(d / "bin", "testparm", f"""\
+case "$*" in
+*"--parameter-name=socket options"*)
+    n=$(( $(cat {d}/count 2>/dev/null || echo 0) + 1 ))
+    echo $n > {d}/count
+    if [ -x {d}/hook.$n ]; then {d}/hook.$n >>{d}/hook.log 2>&1; fi
+    if [ -e {d}/fail.$n ]; then
+        echo "testparm: injected failure at call $n" >&2
+        exit 1
+    fi
+    ;;
+esac""")
+
+
+def hook(env, n, script):
+    """Run sh `script` (set -e) before the n-th socket-options testparm."""
+    p = env.fault_dir / f"hook.{n}"
+    p.write_text("#!/bin/sh\nset -e\n" + script + "\n")
+    p.chmod(0o755)
+
+
+def tp_calls(env):
+    p = env.fault_dir / "count"
+    return int(p.read_text()) if p.exists() else 0
+
+
+def hook_ran(env, n):
+    """The hook before call n ran: the fault was injected."""
+    return tp_calls(env) >= n
+
+
+def mount_tmpfs(path, size):
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(path)],
+                   check=True, capture_output=True, text=True, timeout=MOUNT_TIMEOUT)
+
+
+def umount(path):
+    r = subprocess.run(["umount", str(path)], capture_output=True, text=True,
+                       timeout=MOUNT_TIMEOUT)
+    if r.returncode != 0:  # busy: detach it, so that nothing stays mounted
+        subprocess.run(["umount", "-l", str(path)], capture_output=True, text=True,
+                       timeout=MOUNT_TIMEOUT)
+
+
+def fill_cmd(dirpath):
+    """sh text that fills the filesystem of dirpath to ENOSPC."""
+    return (f"dd if=/dev/zero of={dirpath}/filler bs=4096 2>/dev/null || true\n"
+            f"dd if=/dev/zero of={dirpath}/filler2 bs=1 2>/dev/null || true")
+
+
+class ConfOnTmpfs:
+    """smb.conf moved into a small tmpfs under the test's directory; the
+    fixture's path becomes a symlink to it (smbd reads through it, the
+    editor writes through it to the target: README). Undone on exit: the
+    last bytes are copied back as a regular file, the tmpfs unmounted."""
+
+    def __init__(self, env, size="256k"):
+        self.env = env
+        self.link = Path(env.srv.conf)
+        self.dir = env.tmp / "confdir"
+        self.size = size
+
+    def __enter__(self):
+        mount_tmpfs(self.dir, self.size)
+        self.real = self.dir / "smb.conf"
+        shutil.copy2(self.link, self.real)
+        tmp = self.link.with_name("smb.conf.link")
+        tmp.symlink_to(self.real)
+        os.replace(tmp, self.link)
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            data = self.real.read_bytes()
+            self.link.unlink()
+            self.link.write_bytes(data)
+        finally:
+            umount(self.dir)
+        return False
+
+
+def assert_no_state_temps(env):
+    left = sorted(Path(env.state_dir).glob(".smbtuned-*"))
+    assert not left, f"temp files left in the state directory: {left}"
+
+
+# ------------------------------------------------------------------ smb.conf's directory
+
+def test_conf_dir_full_at_commit(make_env, faults):
+    env = make_env()
+    env.write_config(probe=PROBE, tune=SHADOW)
+    with ConfOnTmpfs(env) as c:
+        before = c.real.read_bytes()
+        hook(env, 1, fill_cmd(c.dir))
+        rc, out, err = env.run("--once")
+        assert hook_ran(env, 1), f"the cycle never reached the commit\n{err}"
+        line, outcome = check_promises(env, before, err, r"^commit: .*No space left on device",
+                                       conf=c.real)
+        assert outcome == "old", line
+        assert rc == 1, err
+        left = sorted(p.name for p in c.dir.iterdir() if not p.name.startswith("filler"))
+        assert left == ["smb.conf"], f"files left beside smb.conf: {left}"
+        assert env.state().get("pending") == "no", env.state()
+        assert env.state().get("hold", "no") == "no", env.state()
+    faults.record("smb.conf dir full at commit", "not written")
+
+
+def test_conf_dir_read_only_at_commit(make_env, faults):
+    env = make_env()
+    env.write_config(probe=PROBE, tune=SHADOW)
+    with ConfOnTmpfs(env) as c:
+        before = c.real.read_bytes()
+        hook(env, 1, f"mount -o remount,ro {c.dir}")
+        try:
+            rc, out, err = env.run("--once")
+        finally:
+            subprocess.run(["mount", "-o", "remount,rw", str(c.dir)], capture_output=True,
+                           timeout=MOUNT_TIMEOUT)
+        assert hook_ran(env, 1), f"the cycle never reached the commit\n{err}"
+        line, outcome = check_promises(env, before, err, r"^commit: .*Read-only file system",
+                                       conf=c.real)
+        assert outcome == "old", line
+        assert rc == 1, err
+        assert env.state().get("pending") == "no", env.state()
+    faults.record("smb.conf dir read-only at commit", "not written")
+
+
+# ------------------------------------------------------------------ an admin's new file
+
+def admin_replace(conf, data):
+    """What an editor does: write a new file, rename it over smb.conf."""
+    tmp = Path(conf).with_name("smb.conf.admin-new")
+    tmp.write_bytes(data)
+    os.rename(tmp, conf)
+
+
+def with_socket_value(data, value):
+    lines = data.splitlines(keepends=True)
+    lines[socket_line_index(lines)] = f"   socket options = {value}\n".encode()
+    return b"".join(lines)
+
+
+def test_admin_replaces_conf_mid_probe(make_env, faults):
+    """The admin renames a new smb.conf with another socket options line
+    over the file while a probe runs: the commit must not write over it;
+    it says so and holds off until --resume."""
+    env = make_env()
+    env.write_config(probe=PROBE, tune=SHADOW)
+    conf = env.srv.conf
+    hand = "TCP_NODELAY SO_RCVBUF=32768 SO_SNDBUF=32768"
+    admin = with_socket_value(conf.read_bytes(), hand) + b"# the admin's own file\n"
+    d = env.start("--once")
+    d.wait_line(r"^sample\s+1\s")
+    admin_replace(conf, admin)
+    rc = d.wait()
+    err = d.stderr
+    line, outcome = check_promises(env, admin, err, r"edited by someone else\?")
+    assert outcome == "old", f"the admin's file was changed\n{err}"
+    check_promises(env, admin, err, r"hands off smb\.conf until `smbtuned --resume`")
+    assert rc == 1, err
+    st = env.state()
+    assert st.get("hold") == "yes", st
+    assert st.get("pending") == "no", st
+    faults.record("admin replaced smb.conf mid-probe", "held")
+
+
+def test_admin_replaces_conf_at_commit(make_env, faults):
+    """The admin's rename lands between the commit's read of smb.conf and
+    its write (the hook runs before the commit's first testparm, after the
+    editor has read the file): the compare-and-set sees the new bytes and
+    writes nothing; the admin's file stays as the admin wrote it."""
+    env = make_env()
+    env.write_config(probe=PROBE, tune=SHADOW)
+    conf = env.srv.conf
+    admin = conf.read_bytes().replace(b"workgroup = SMBTUNEDTEST\n",
+                                      b"workgroup = ADMINSGROUP\n") + b"# admin\n"
+    assert admin != conf.read_bytes()
+    src = env.fault_dir / "admin.conf"
+    src.write_bytes(admin)
+    hook(env, 1, f"cp {src} {conf}.admin-new\nmv {conf}.admin-new {conf}")
+    rc, out, err = env.run("--once")
+    assert hook_ran(env, 1), f"the cycle never reached the commit\n{err}"
+    line, outcome = check_promises(env, admin, err,
+                                   r"^commit: .*changed on disk while smbtuned was editing it")
+    assert outcome == "old", f"the admin's file was changed\n{err}"
+    assert rc == 1, err
+    assert env.state().get("pending") == "no", env.state()
+    faults.record("admin replaced smb.conf at commit", "not written")
+
+
+# ------------------------------------------------------------------ the editor lock
+
+class HeldLock:
+    """STATE_DIR/smbconf.lock held by this process (flock, as the editor
+    takes it) until release()."""
+
+    def __init__(self, state_dir):
+        self.path = Path(state_dir) / "smbconf.lock"
+        self.fd = None
+
+    def take(self, timeout=30):
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+
+        def got():
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                return False
+        wait_until(got, timeout, "the editor lock")
+        self.since = time.monotonic()
+        return self
+
+    def release(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def test_lock_held_at_commit(make_env, faults):
+    env = make_env()
+    env.write_config(probe=PROBE, tune=SHADOW)
+    before = env.srv.conf.read_bytes()
+    lock = HeldLock(env.state_dir).take()
+    try:
+        rc, out, err = env.run("--once")
+    finally:
+        lock.release()
+    line, outcome = check_promises(env, before, err,
+                                   r"^commit: .*smbconf\.lock is held by another smbtuned")
+    assert outcome == "old", line
+    assert rc == 1, err
+    assert env.state().get("pending") == "no", env.state()
+    faults.record("editor lock held at commit", "not written")
+
+
+def test_lock_held_between_live_trials(make_env, faults):
+    """The lock is taken while a live trial is in smb.conf: the next trial
+    cannot be written and the trial cannot be taken back either. The file
+    holds a complete candidate and the state file records it; once the lock
+    is free, the next start puts the old line back."""
+    env = make_env(ON_LATTICE)
+    env.write_config(tune=LIVE)
+    conf = env.srv.conf
+    before = conf.read_bytes()
+    lock = HeldLock(env.state_dir)
+    d = env.start("--once")
+    try:
+        d.wait_for(lambda: conf.read_bytes() != before, what="a live trial in smb.conf",
+                   poll=0.005)
+        lock.take()
+        rc = d.wait()
+    finally:
+        lock.release()
+    err = d.stderr
+    line, outcome = check_promises(env, before, err,
+                                   r"^taking our change back failed: .*smbconf\.lock is held")
+    check_promises(env, before, err, r"^live trial: .*smbconf\.lock is held")
+    assert rc == 1, err
+    assert env.state().get("pending") == "yes", \
+        f"the trial in smb.conf is not recorded: {env.state()}\n{err}"
+    assert outcome == "candidate", "no trial in smb.conf: the fault was not injected"
+
+    rc2, out2, err2 = env.run("--once", "--dry-run")
+    assert rc2 == 0, err2
+    line, outcome = check_promises(env, before, err2, r"live trial taken back in ")
+    assert outcome == "old", f"the trial stayed after the lock was freed\n{err2}"
+    assert env.state().get("pending") == "no", env.state()
+    faults.record("editor lock held between live trials", "taken back later")
+
+
+# ------------------------------------------------------------------ testparm
+
+def test_testparm_fails_after_the_write(make_env, faults):
+    """Samba's parser fails on the file just written (the wrapper's second
+    socket-options call: the check after the commit's write): the editor
+    puts the old line back and says so."""
+    env = make_env()
+    env.write_config(probe=PROBE, tune=SHADOW)
+    conf = env.srv.conf
+    before = conf.read_bytes()
+    (env.fault_dir / "fail.2").touch()
+    rc, out, err = env.run("--once")
+    assert hook_ran(env, 2), f"the cycle never reached the check after the write\n{err}"
+    line, outcome = check_promises(env, before, err,
+                                   r"^commit: .*testparm cannot read.*injected failure.*"
+                                   r"the old line is restored")
+    assert outcome == "old", f"smb.conf not restored\n{err}"
+    assert rc == 1, err
+    assert env.state().get("pending") == "no", env.state()
+    assert not env.state().get("last_written"), env.state()
+    faults.record("testparm fails after the write", "restored")
+
+
+# ------------------------------------------------------------------ the state directory
+
+def test_state_dir_full_at_commit(make_env, faults):
+    """The state directory (a tmpfs) fills up just before the commit: the
+    edit cannot be recorded, so it is not written (a write the state file
+    does not know of could not be taken back after a crash)."""
+    env = make_env()
+    env.write_config(probe=PROBE, tune=SHADOW)
+    conf = env.srv.conf
+    before = conf.read_bytes()
+    # Shadow smbds keep their run dirs in the state directory: room for them.
+    mount_tmpfs(env.state_dir, "64m")
+    try:
+        hook(env, 1, fill_cmd(env.state_dir))
+        rc, out, err = env.run("--once")
+        assert hook_ran(env, 1), f"the cycle never reached the commit\n{err}"
+        line, outcome = check_promises(env, before, err,
+                                       r"^commit: not written: recording the change failed")
+        check_promises(env, before, err, r"cannot write .*/state: No space left on device")
+        assert outcome == "old", line
+        assert rc == 1, err
+        assert_no_state_temps(env)
+        for p in env.state_dir.glob("filler*"):
+            p.unlink()
+    finally:
+        umount(env.state_dir)
+    faults.record("state dir full at commit", "not written")
