@@ -403,7 +403,8 @@ struct parse_ctx {
 
 static __thread struct parse_ctx *parse_ctx;
 
-static void on_error(cfg_t *cfg, const char *fmt, va_list ap)
+/* The attribute lets clang check the vsnprintf below (-Wformat-nonliteral). */
+__attribute__((format(printf, 2, 0))) static void on_error(cfg_t *cfg, const char *fmt, va_list ap)
 {
     char msg[sizeof(parse_ctx->e->msg)];
 
@@ -642,8 +643,7 @@ int config_parse_string(const char *text, const char *name, struct config *c, st
     return r;
 }
 
-int config_probe_params(const struct config *c, struct probe_params *p,
-                        struct probe_creds *creds, struct err *e)
+int config_probe_params(const struct config *c, struct probe_params *p, struct err *e)
 {
     probe_params_default(p);
     p->url = c->probe.url;
@@ -652,16 +652,20 @@ int config_probe_params(const struct config *c, struct probe_params *p,
     p->request_size = c->probe.request_size;
     p->deadline_s = (double)c->probe.deadline_s;
     p->socket_options = c->probe.socket_options;
-    p->creds = NULL;
+    p->workdir_base = c->tune.state_dir;
+    p->credentials = NULL;
     if (c->probe.url[0] == '\0')
         return err_set(e, -EINVAL, "no URL: give --url smb://host/share or set url in the "
                        "probe section of the config file");
     if (c->probe.credentials[0] != '\0') {
-        int r = probe_load_credentials(c->probe.credentials, 0, creds, e);
+        /* Checked here (owner, mode, syntax) so that a bad file is
+         * refused at once, but not kept: only the probe child reads the
+         * password, right before it logs on. */
+        int r = probe_check_credentials(c->probe.credentials, 0, e);
 
         if (r < 0)
             return r;
-        p->creds = creds;
+        p->credentials = c->probe.credentials;
     }
     return 0;
 }
@@ -672,9 +676,12 @@ int config_load(const char *path, struct config *c, struct err *e)
     size_t len;
     int r;
 
-    r = util_read_file(path, &text, &len);
+    /* util_read_file_err opens non-blocking and reads only a regular file:
+     * a FIFO in place of the file would otherwise block -t and SIGHUP for
+     * ever. The message names the file. */
+    r = util_read_file_err(path, &text, &len, e);
     if (r < 0)
-        return err_set(e, r, "%s: %s", path, strerror(-r));
+        return r;
     if (strlen(text) != len) {
         free(text);
         return err_set(e, -EINVAL, "%s: contains a NUL byte", path);

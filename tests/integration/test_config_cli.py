@@ -1,5 +1,5 @@
 """`smbtuned -t -c FILE` refuses a broken /etc/smbtuned.conf with its file
-and line (issue 9, defect 6).
+and line (issue 9, defect 6), and never waits on a FIFO in its place.
 
 No smbd is needed: -t stops at the config file's error before smb.conf.
 """
@@ -8,6 +8,8 @@ import os
 import subprocess
 
 import pytest
+
+from conftest import run_editor
 
 GOOD_TAIL = 'probe {\n    url = "smb://127.0.0.1/share"\n}\n'
 
@@ -57,3 +59,11 @@ def test_good_config_passes(smbtuned, tmp_path, smb_conf):
     r = check(smbtuned, conf, smb_conf)
     assert r.returncode == 0, r.stderr
 
+
+def test_fifo_is_refused(smbtuned, tmp_path, smb_conf):
+    conf = tmp_path / "smbtuned.conf"
+    os.mkfifo(conf)
+    # A hang shows up as TimeoutExpired, which fails the test.
+    r = run_editor(smbtuned, "-t", "-c", conf, "--smb-conf", smb_conf, timeout=30)
+    assert r.returncode != 0
+    assert f"{conf} is a FIFO" in r.stderr, r.stderr

@@ -10,6 +10,9 @@
 
 #include <cmocka.h>
 #include <errno.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -158,6 +161,46 @@ static void test_comments_and_strings(void **state)
     assert_string_equal(c.tune.smb_conf, "/etc/samba/smb.conf");
 }
 
+/* config_load in a child that an alarm kills if open() waits for a
+ * writer; returns the child's exit status (0: refused, naming the file). */
+static int load_in_child(const char *path)
+{
+    int status;
+    pid_t pid = fork();
+
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct config c;
+        struct err e = {{0}};
+
+        alarm(10);
+        _exit(config_load(path, &c, &e) < 0 && strstr(e.msg, path) != NULL &&
+                      strstr(e.msg, "regular files") != NULL
+                  ? 0
+                  : 1);
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (WIFSIGNALED(status))
+        fail_msg("config_load(%s) hung (killed by signal %d)", path, WTERMSIG(status));
+    return WEXITSTATUS(status);
+}
+
+static void test_load_fifo(void **state)
+{
+    char dir[4096], path[4200];
+
+    (void)state;
+    snprintf(dir, sizeof(dir), "%s/test_config.XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/smbtuned.conf", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    assert_int_equal(load_in_child(path), 0);
+    assert_int_equal(load_in_child(dir), 0);
+    unlink(path);
+    rmdir(dir);
+}
+
 static void test_error_keeps_first(void **state)
 {
     struct config c;
@@ -245,6 +288,7 @@ int main(void)
         cmocka_unit_test(test_given_twice),
         cmocka_unit_test(test_no_environment),
         cmocka_unit_test(test_comments_and_strings),
+        cmocka_unit_test(test_load_fifo),
         cmocka_unit_test(test_error_keeps_first),
         cmocka_unit_test(test_load),
         cmocka_unit_test(test_shipped_config_parses),
