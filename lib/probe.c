@@ -494,9 +494,27 @@ static void read_client_buffers(struct child *c)
     }
 }
 
+/* A zombie counts as gone: a probe killed with its parent (PDEATHSIG) stays
+ * a zombie until whoever inherits it reaps it, and an init that reaps
+ * slowly (a container's took ~2 s here) made the clean-up at the next start
+ * keep the dead probe's file. */
 static bool pid_alive(long pid)
 {
-    return pid > 0 && pid <= INT32_MAX && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+    char path[64], buf[512], *p;
+    bool zombie = false;
+    FILE *f;
+
+    if (pid <= 0 || pid > INT32_MAX || (kill((pid_t)pid, 0) < 0 && errno != EPERM))
+        return false;
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    f = fopen(path, "re");
+    if (f != NULL) {
+        /* "pid (comm) S ...": comm may hold ')', the state follows the last */
+        if (fgets(buf, sizeof(buf), f) != NULL && (p = strrchr(buf, ')')) != NULL)
+            zombie = p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+        fclose(f);
+    }
+    return !zombie;
 }
 
 /* A probe file of this host: PREFIX<host>-<pid>-<n>. Returns its pid, or -1

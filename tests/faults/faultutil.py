@@ -14,7 +14,8 @@ made of it (issue 9, "Faults"):
 - check_promises(env, before, text, pattern): all four; every fault test
   calls it, so that all of them hold the daemon to the same promises.
 
-Helpers: FaultEnv (a DaemonEnv with extra environment variables, e.g. a
+Helpers: fault_env (a fixture: FaultEnvs around fresh fixture smbds),
+FaultEnv (a DaemonEnv with extra environment variables, e.g. a
 PATH with a wrapper first or SMBTUNED_TESTPARM), wrapper() (a
 fault-injecting script around a real tool), shadow_pids(), wait_until()
 (every wait is bounded), restart_smbd().
@@ -22,6 +23,7 @@ fault-injecting script around a real tool), shadow_pids(), wait_until()
 The checks raise AssertionError with a reason and the daemon's stderr.
 """
 
+import contextlib
 import os
 import re
 import shutil
@@ -29,6 +31,8 @@ import stat
 import subprocess
 import time
 from pathlib import Path
+
+import pytest
 
 from daemon_util import (EDITOR_TEMP_GLOB, PROBE_FILE_GLOB, WAIT_S, DaemonEnv,
                          only_socket_line_changed, proc_cmdline, procs_naming, socket_value)
@@ -203,6 +207,19 @@ class FaultEnv(DaemonEnv):
     def path_first(self, bindir):
         """Put bindir first on the PATH of later runs."""
         self.extra_env["PATH"] = f"{bindir}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+
+
+@pytest.fixture
+def fault_env(smbtuned, smbd_factory, tmp_path):
+    """fault_env(socket_options) -> FaultEnv around a fresh fixture smbd
+    whose smb.conf has that socket options line; cleaned up at the end.
+    A test module imports it to use it."""
+    with contextlib.ExitStack() as stack:
+        def make(socket_options):
+            env = FaultEnv(smbtuned, smbd_factory(socket_options=socket_options), tmp_path)
+            stack.callback(env.cleanup)
+            return env
+        yield make
 
 
 def wrapper(bindir, name, body):
