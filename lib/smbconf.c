@@ -685,6 +685,12 @@ int smbconf_render(const struct smbconf *c, const char *value, char **out, size_
     memset(ed, 0, sizeof(*ed));
     if (strchr(value, '\n') != NULL || strchr(value, '\r') != NULL)
         return err_set(e, -EINVAL, "a socket options value cannot span lines");
+    /* The edit keeps the line as a C string (and so does the state file):
+     * a NUL in it would be lost when the edit is taken back (found by
+     * tests/fuzz/fuzz_smbconf). */
+    if (c->found && memchr(f->buf + c->hit.start, '\0', c->hit.end - c->hit.start) != NULL)
+        return err_set(e, -EINVAL, "%s:%d: the socket options line holds a NUL byte: remove it",
+                       f->path, c->hit.line);
     ed->file = strdup(f->path);
     if (c->found) {
         /* Keep the line's own text up to its value: indent, the name as
@@ -717,6 +723,19 @@ int smbconf_render(const struct smbconf *c, const char *value, char **out, size_
     } else {
         char *line = concat(c->indent, "socket options = ", value, "");
         bool at_eof_no_nl = c->insert_at == f->len && f->len > 0 && f->buf[f->len - 1] != '\n';
+        /* The header's line ends the file with a `\` that continues
+         * nothing yet: a line put after it would be joined to the header.
+         * A line end of our own goes first, for the `\` to take (found by
+         * tests/fuzz/fuzz_smbconf). */
+        size_t k = f->len;
+        bool dangling;
+
+        if (c->insert_at == f->len && k > 0 && f->buf[k - 1] == '\n')
+            k--;
+        while (c->insert_at == f->len && k > 0 && f->buf[k - 1] != '\n' &&
+               isspace((unsigned char)f->buf[k - 1]))
+            k--;
+        dangling = c->insert_at == f->len && k > 0 && f->buf[k - 1] == '\\';
 
         if (line == NULL) {
             smbconf_edit_free(ed);
@@ -725,10 +744,11 @@ int smbconf_render(const struct smbconf *c, const char *value, char **out, size_
         if (c->insert_header) {
             ed->written = concat("[global]", c->eol, line, c->eol);
             ed->line_off = strlen("[global]") + strlen(c->eol);
-        } else if (at_eof_no_nl) {
+        } else if (at_eof_no_nl || dangling) {
             /* The file ends without a newline: keep it that way. */
-            ed->written = concat(c->eol, line, "", "");
-            ed->line_off = strlen(c->eol);
+            ed->written = concat(c->eol, dangling && at_eof_no_nl ? c->eol : "", line,
+                                 at_eof_no_nl ? "" : c->eol);
+            ed->line_off = strlen(c->eol) * (dangling && at_eof_no_nl ? 2 : 1);
         } else {
             ed->written = concat(line, c->eol, "", "");
             ed->line_off = 0;
