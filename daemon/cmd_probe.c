@@ -1,4 +1,12 @@
-/* --probe: one throughput measurement, printed. */
+/* --probe: one throughput measurement, printed.
+ *
+ * Exit status (a script must not take a timeout's lower bounds, or the
+ * zeros of a failure, for a measurement):
+ *   0  ok: both rates measured
+ *   1  failed: nothing measured (the outcome says why; a configuration,
+ *      URL or credentials file that is refused gives outcome "error")
+ *   2  timeout: the deadline passed; the rates are lower bounds
+ * With --json the object is printed in every case. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -6,6 +14,9 @@
 #include "cmd.h"
 #include "config.h"
 #include "probe.h"
+
+#define EXIT_PROBE_FAILED 1
+#define EXIT_PROBE_TIMEOUT 2
 
 static void print_json_failure(void)
 {
@@ -27,14 +38,13 @@ static int setup_failure(const struct opts *o, const char *what, const char *msg
     fprintf(stderr, "smbtuned: probe%s%s: %s\n", what[0] ? " " : "", what, msg);
     if (o->json)
         print_json_failure();
-    return 1;
+    return EXIT_PROBE_FAILED;
 }
 
 int cmd_probe(const struct opts *o)
 {
     struct config cfg;
     struct probe_params p;
-    struct probe_creds creds;
     struct probe_result r;
     struct err e = {{0}};
     int ret;
@@ -42,13 +52,11 @@ int cmd_probe(const struct opts *o)
     ret = cmd_load_config(o, &cfg, &e);
     if (ret < 0)
         return setup_failure(o, o->url ? o->url : "", e.msg);
-    ret = config_probe_params(&cfg, &p, &creds, &e);
+    ret = config_probe_params(&cfg, &p, &e);
     if (ret < 0)
         return setup_failure(o, cfg.probe.url, e.msg);
 
     ret = probe_run(&p, &r, &e);
-    if (p.creds != NULL)
-        probe_creds_clear(&creds);
     if (ret < 0)
         return setup_failure(o, p.url, e.msg);
 
@@ -66,9 +74,9 @@ int cmd_probe(const struct opts *o)
             printf("  (timeout: %s; the rates are lower bounds)\n", r.cause);
     }
     fflush(stdout);
-    if (r.outcome == PROBE_OK || r.outcome == PROBE_TIMEOUT)
+    if (r.outcome == PROBE_OK)
         return 0;
     fprintf(stderr, "smbtuned: probe %s: %s: %s\n", p.url, probe_outcome_name(r.outcome),
             r.cause[0] ? r.cause : "no detail");
-    return 1;
+    return r.outcome == PROBE_TIMEOUT ? EXIT_PROBE_TIMEOUT : EXIT_PROBE_FAILED;
 }

@@ -25,7 +25,6 @@ struct daemon {
     sd_event *ev;
     struct tuner *tuner;
     struct config cfg;
-    struct probe_creds creds;
     struct tuner_opts topts;
     sd_event_source *hup_retry; /* a SIGHUP waits for the cycle to end */
 };
@@ -102,8 +101,9 @@ static int make_opts(struct daemon *d, struct err *e)
     }
     if (apply_parse(c->tune.apply, &t->apply, e) < 0)
         return -EINVAL;
-    probe_creds_clear(&d->creds);
-    if (config_probe_params(c, &t->probe, &d->creds, e) < 0)
+    /* Checks the credentials file; the password stays out of this
+     * process (the probe child reads it). */
+    if (config_probe_params(c, &t->probe, e) < 0)
         return -EINVAL;
     search_params_default(&t->search);
     t->search.min_size = c->tune.min_size;
@@ -174,7 +174,6 @@ static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *u
         return 0;
     }
     d->cfg = fresh;
-    d->creds = tmp.creds;
     make_opts(d, &e);
     tuner_set_opts(d->tuner, &d->topts);
     journal_log(LOG_NOTICE, "configuration reloaded from %s", d->o->config_file);
@@ -215,7 +214,6 @@ int cmd_check(const struct opts *o)
         return 1;
     }
     smbconf_free(&c);
-    probe_creds_clear(&d.creds);
     return 0;
 }
 
@@ -300,6 +298,5 @@ int cmd_run(const struct opts *o)
     sd_event_source_disable_unref(d.hup_retry);
     tuner_free(d.tuner);
     sd_event_unref(d.ev);
-    probe_creds_clear(&d.creds);
     return r < 0 ? 1 : r;
 }

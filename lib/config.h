@@ -56,13 +56,12 @@ struct config {
 };
 
 struct probe_params;
-struct probe_creds;
 
-/* The probe's parameters from the probe section; the credentials file,
- * when one is set, is checked and read into *creds (clear it after use).
- * The strings point into c. */
-int config_probe_params(const struct config *c, struct probe_params *p,
-                        struct probe_creds *creds, struct err *e);
+/* The probe's parameters from the probe section (its work directories in
+ * the state directory); the credentials file, when one is set, is checked
+ * but not kept in memory (the probe child reads it). The strings point
+ * into c. */
+int config_probe_params(const struct config *c, struct probe_params *p, struct err *e);
 
 /* Set one option from its text, as if the file said it (the command line
  * overrides the file this way). Errors have no file or line. */

@@ -52,7 +52,12 @@ enum probe_outcome {
 #define PROBE_DEFAULT_DEADLINE_S 60.0
 #define PROBE_DEFAULT_SOCKET_OPTIONS "TCP_NODELAY"
 #define PROBE_MAX_REQUEST_SIZE (8LL * 1024 * 1024)
+/* Probe files are PREFIX<host>-<pid>-<16 hex digits from getrandom>: a
+ * name nobody can plant in advance. The pid lets a later probe of this host
+ * tell a killed probe's file (pid gone) from a running one's. */
 #define PROBE_FILE_PREFIX ".smbtuned-probe-"
+#define PROBE_WORKDIR_SUBDIR "probe"
+#define PROBE_WORKDIR_PREFIX "smbtuned-probe-"
 
 struct probe_url {
     char host[256]; /* as written, without the brackets of an IPv6 literal */
@@ -86,27 +91,39 @@ struct probe_creds {
 
 /* Parse a credentials file's text in smbclient's -A format:
  * `username = NAME`, `password = SECRET`, `domain = NAME`, blank lines and
- * `#` comments. Errors name the file and line, never the password. Pure. */
+ * `#` comments. Errors name the file and the line number, never anything
+ * the line holds (a malformed line may be mostly password). Pure. */
 int probe_parse_credentials(const char *text, const char *path, struct probe_creds *c,
                             struct err *e);
 
 /* Open, check and parse a credentials file: it must be a regular file owned
- * by root (owner_uid, 0 in production) with mode 0600 or stricter. */
+ * by root (owner_uid, 0 in production) with mode 0600 or stricter. It is
+ * opened non-blocking, so that a FIFO is refused rather than waited on. */
 int probe_load_credentials(const char *path, uid_t owner_uid, struct probe_creds *c, struct err *e);
+
+/* probe_load_credentials() that keeps nothing: for the parent (config
+ * load, -t, the daemon), which checks the file but must not hold the
+ * password. Only the probe child that logs on reads it for real. */
+int probe_check_credentials(const char *path, uid_t owner_uid, struct err *e);
 
 /* Overwrite the secret in memory. */
 void probe_creds_clear(struct probe_creds *c);
 
 struct probe_params {
-    const char *url;                 /* smb://host[:port]/share[/dir] */
-    const char *directory;           /* extra directory inside the URL's path, or NULL */
-    const struct probe_creds *creds; /* NULL: guest */
-    long long size;                  /* bytes written, then read back */
-    long long request_size;          /* bytes per write/read call */
-    double deadline_s;               /* hard limit on the whole measurement */
-    const char *socket_options;      /* the client's `socket options` (NULL: TCP_NODELAY) */
-    const char *workdir_base; /* where the private client dir is made (NULL: $TMPDIR or /tmp) */
-    unsigned seq;             /* the caller's measurement counter, part of the file name */
+    const char *url;       /* smb://host[:port]/share[/dir] */
+    const char *directory; /* extra directory inside the URL's path, or NULL */
+    /* Credentials file (smbclient -A format, owned by root, 0600), read by
+     * the probe child right before it logs on; NULL: guest. */
+    const char *credentials;
+    long long size;             /* bytes written, then read back */
+    long long request_size;     /* bytes per write/read call */
+    double deadline_s;          /* hard limit on the whole measurement */
+    const char *socket_options; /* the client's `socket options` (NULL: TCP_NODELAY) */
+    /* The state directory: the private client directories are made in
+     * its subdirectory `probe` (created 0700; refused when it is a symlink
+     * or not ours). NULL: $TMPDIR or /tmp, which others can write too. */
+    const char *workdir_base;
+    unsigned seq; /* the caller's measurement counter (not in the file name: see above) */
 };
 
 void probe_params_default(struct probe_params *p);

@@ -5,7 +5,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -17,6 +16,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "rmtree.h"
 
 /* How often the blocking start looks at the shadow, in seconds. */
 #define POLL_INTERVAL_S 0.05
@@ -220,22 +221,6 @@ static int owner_write(const char *run_dir, const struct trial_owner *o, struct 
         r = util_write_atomic(path, buf, strlen(buf), NULL);
     if (r < 0)
         return err_set(e, r, "cannot write %s/" TRIAL_PIDFILE ": %s", run_dir, strerror(-r));
-    return 0;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st;
-    (void)flag;
-    (void)f;
-    return remove(path) < 0 && errno != ENOENT ? -1 : 0;
-}
-
-/* rm -r without following symlinks or leaving the file system. */
-static int rm_tree(const char *dir)
-{
-    if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0 && errno != ENOENT)
-        return -errno;
     return 0;
 }
 
@@ -666,9 +651,8 @@ int trial_shadow_stop(struct trial_shadow *t, struct err *e)
         t->reaped = false;
     }
     if (t->run_dir[0] != '\0') {
-        r = rm_tree(t->run_dir);
-        if (r < 0)
-            err_set(e, r, "cannot remove %s: %s", t->run_dir, strerror(-r));
+        /* Only what is ours, never through a link (rmtree.h). */
+        r = rmtree_path(t->run_dir, e);
         t->run_dir[0] = '\0';
     }
     return r;
@@ -679,6 +663,7 @@ int trial_shadow_stop(struct trial_shadow *t, struct err *e)
 static int sweep_one(int base_fd, const char *base_dir, const char *name, struct err *e)
 {
     struct trial_owner own = {0};
+    struct err e2 = {{0}};
     char path[PATH_MAX], pidfile[PATH_MAX], *text = NULL;
     const char *p = name + strlen(TRIAL_DIR_PREFIX);
     char pidbuf[16];
@@ -724,9 +709,11 @@ static int sweep_one(int base_fd, const char *base_dir, const char *name, struct
         return 0;
     }
     free(text);
-    r = rm_tree(path);
+    /* Relative to the open base: a name swapped for a symlink, or a
+     * directory that is not ours, stays (rmtree.h). */
+    r = rmtree_at(base_fd, name, &e2);
     if (r < 0)
-        return err_set(e, r, "cannot remove %s: %s", path, strerror(-r));
+        return err_set(e, r, "cannot remove %s: %s", path, e2.msg);
     return 0;
 }
 

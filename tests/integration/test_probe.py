@@ -33,11 +33,14 @@ PASSWORD = "Probe-pw-7c1f"
 
 
 def probe_conf(tmp_path, name="probe.conf", **opts):
-    """A config file with a probe section; values are written as given."""
+    """A config file with a probe section; values are written as given. The
+    state directory (where the probe makes its private directories) is the
+    test's own."""
     opts.setdefault("size", str(SIZE))
     body = "".join(f'    {k} = "{v}"\n' for k, v in opts.items())
     p = tmp_path / name
-    p.write_text("probe {\n" + body + "}\n")
+    p.write_text("probe {\n" + body + "}\n"
+                 f'tune {{\n    state_dir = "{tmp_path / "state"}"\n}}\n')
     return p
 
 
@@ -154,7 +157,8 @@ def test_probe_file_is_patterned_and_named(smbd, smbtuned, tmp_path):
             proc.wait()
     assert seen is not None, "never saw the probe file"
     name, keep = seen
-    assert re.fullmatch(re.escape(PREFIX + own_host()) + r"-\d+-\d+", name), name
+    # PREFIX<host>-<pid>-<16 random hex digits>: nobody can plant it ahead.
+    assert re.fullmatch(re.escape(PREFIX + own_host()) + r"-\d+-[0-9a-f]{16}", name), name
     with open(keep, "rb") as f:
         blocks = [f.read(4096) for _ in range(64)]
     blocks = [b for b in blocks if len(b) == 4096]
@@ -162,6 +166,7 @@ def test_probe_file_is_patterned_and_named(smbd, smbtuned, tmp_path):
     assert all(b != bytes(4096) for b in blocks)
     assert len(set(blocks)) == len(blocks), "blocks repeat"
     assert json.loads(out)["outcome"] == "timeout"
+    assert proc.returncode == 2
 
 
 # ---- outcomes from real causes ----
@@ -266,9 +271,12 @@ def test_full_share_is_disk_full(full_tmpfs, smbd_factory, smbtuned, tmp_path):
 def test_short_deadline_is_timeout_with_lower_bound(smbd, smbtuned, tmp_path):
     conf = probe_conf(tmp_path, size="16G", deadline="1")
     r = run_probe(smbtuned, conf, url=smbd.url)
-    assert r.returncode == 0, r.stderr
+    # Not 0: a script must not take lower bounds for a measurement. The
+    # JSON is printed all the same.
+    assert r.returncode == 2, r.stderr
     j = result(r)
     assert j["outcome"] == "timeout"
+    assert "timeout" in r.stderr
     # The bytes moved before the deadline count: a positive lower bound.
     assert 0 < j["write_bytes"] < 16 * 1024 ** 3
     assert j["write_mbps"] > 0 and 0 < j["write_s"] <= 1.5
@@ -279,15 +287,18 @@ def test_short_deadline_is_timeout_with_lower_bound(smbd, smbtuned, tmp_path):
 
 def test_leftovers_of_dead_probes_are_removed(smbd, smbtuned, tmp_path):
     host = own_host()
-    dead = f"{PREFIX}{host}-{dead_pid()}-3"
+    dead = f"{PREFIX}{host}-{dead_pid()}-3"  # the old form: a counter
+    dead_new = f"{PREFIX}{host}-{dead_pid()}-0123456789abcdef"  # the random tag
     alive = f"{PREFIX}{host}-{os.getpid()}-0"  # a live process: not ours to remove
+    alive_new = f"{PREFIX}{host}-{os.getpid()}-fedcba9876543210"
     other = f"{PREFIX}otherhost-{dead_pid()}-0"  # another host's
     unrelated = f"{PREFIX}{host}-notapid"
-    for n in (dead, alive, other, unrelated):
+    not_a_tag = f"{PREFIX}{host}-{dead_pid()}-0123456789abcdefX"
+    for n in (dead, dead_new, alive, alive_new, other, unrelated, not_a_tag):
         (smbd.share_dir / n).write_bytes(b"x")
     r = run_probe(smbtuned, probe_conf(tmp_path), url=smbd.url)
     assert r.returncode == 0, r.stderr
-    assert probe_files(smbd.share_dir) == sorted([alive, other, unrelated])
+    assert probe_files(smbd.share_dir) == sorted([alive, alive_new, other, unrelated, not_a_tag])
 
 
 # ---- credentials file checks ----

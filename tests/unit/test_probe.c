@@ -160,14 +160,27 @@ static void check_bad_creds(const char *text, const char *want)
         fail_msg("message '%s' lacks '%s'", e.msg, want);
     /* A refused file leaves nothing behind in memory. */
     assert_string_equal(c.password, "");
+    /* Nothing of the file's text is shown: a malformed line may be mostly
+     * password. */
     assert_null(strstr(e.msg, "s3cret"));
+    assert_null(strstr(e.msg, "S3cr3t"));
+    assert_null(strstr(e.msg, "passwd"));
 }
 
 static void test_parse_credentials_errors(void **state)
 {
+    char longline[400];
+
     (void)state;
     check_bad_creds("username = a\npassword s3cret\n", "/etc/cred:2: expected 'key = value'");
-    check_bad_creds("username = a\npasswd = s3cret\n", "/etc/cred:2: unknown key 'passwd'");
+    check_bad_creds("username = a\npasswd = s3cret\n", "/etc/cred:2: unknown key");
+    /* The key of `password S3cr3t=` is "password S3cr3t". */
+    check_bad_creds("username = a\n\npassword S3cr3t=\n", "/etc/cred:3: unknown key");
+    check_bad_creds("username = a\npassword S3cr3t = x\n", "/etc/cred:2: unknown key");
+    check_bad_creds("username = a\nS3cr3t\n", "/etc/cred:2: expected 'key = value'");
+    check_bad_creds("username = a\n S3cr3t=password\n", "/etc/cred:2: unknown key");
+    snprintf(longline, sizeof(longline), "username = a\npassword = S3cr3t%0300d\n", 0);
+    check_bad_creds(longline, "/etc/cred:2: the value is too long");
     check_bad_creds("password = s3cret\n", "no 'username");
     check_bad_creds("", "no 'username");
 }
@@ -232,6 +245,25 @@ static void test_load_credentials_checks(void **state)
     memset(&e, 0, sizeof(e));
     assert_int_equal(probe_load_credentials(dir, me, &c, &e), -EINVAL);
     assert_non_null(strstr(e.msg, "not a regular file"));
+
+    /* The parent's check keeps nothing and says the same. */
+    assert_int_equal(probe_check_credentials(path, me, &e), 0);
+    assert_int_equal(probe_check_credentials(path, me + 1, &e), -EPERM);
+
+    /* A FIFO is refused at once, never waited on (with no writer, a
+     * blocking open would hang here until the test's timeout). */
+    {
+        char fifo[4200];
+
+        snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+        assert_int_equal(mkfifo(fifo, 0600), 0);
+        memset(&e, 0, sizeof(e));
+        assert_int_equal(probe_load_credentials(fifo, me, &c, &e), -EINVAL);
+        assert_non_null(strstr(e.msg, "not a regular file"));
+        assert_non_null(strstr(e.msg, fifo));
+        assert_int_equal(probe_check_credentials(fifo, me, &e), -EINVAL);
+        unlink(fifo);
+    }
     remove_cred(path, dir);
 
     memset(&e, 0, sizeof(e));
