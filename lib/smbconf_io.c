@@ -197,9 +197,13 @@ static int backup(const char *state_dir, const char *real, const struct smbconf_
 
 /* Replace f's file with data, but only while it still holds the bytes we
  * parsed (compare-and-set against an admin's editor). A symlink is written
- * through: its target is replaced, the link stays. */
+ * through: its target is replaced, the link stays. With undo (taking our
+ * own change back) a backup that cannot be written (a full state
+ * directory) does not stop the write: the bytes going back are the ones
+ * our change replaced, and a trial must not stay in force for every
+ * client because of a backup. */
 static int replace_file(const char *state_dir, const struct smbconf_file *f, const char *data,
-                        size_t len, struct err *e)
+                        size_t len, bool undo, struct err *e)
 {
     char real[PATH_MAX], *now;
     size_t nowlen;
@@ -228,7 +232,7 @@ static int replace_file(const char *state_dir, const struct smbconf_file *f, con
         return err_set(e, -ESTALE, "%s changed on disk while smbtuned was editing it: nothing "
                        "written", f->path);
     r = backup(state_dir, real, f, e);
-    if (r < 0)
+    if (r < 0 && !undo)
         return r;
     r = util_write_atomic(real, data, len, &st);
     if (r == -ESTALE)
@@ -245,13 +249,13 @@ static int replace_file(const char *state_dir, const struct smbconf_file *f, con
 }
 
 static int write_edit(const char *state_dir, const struct smbconf *c, const char *file,
-                      const char *data, size_t len, struct err *e)
+                      const char *data, size_t len, bool undo, struct err *e)
 {
     int i = smbconf_file_index(c, file);
 
     if (i < 0)
         return err_set(e, -ENOENT, "%s is not part of the configuration", file);
-    return replace_file(state_dir, &c->files[i], data, len, e);
+    return replace_file(state_dir, &c->files[i], data, len, undo, e);
 }
 
 /* Sweep what a killed run of ours may have left next to every file. */
@@ -278,7 +282,7 @@ static int revert_locked(const char *path, const char *state_dir,
     sweep(&c); /* a run killed mid-write left its temp file: the lock is ours */
     r = smbconf_unrender(&c, ed, &out, &outlen, e);
     if (r == 0)
-        r = write_edit(state_dir, &c, ed->file, out, outlen, e);
+        r = write_edit(state_dir, &c, ed->file, out, outlen, true, e);
     free(out);
     smbconf_free(&c);
     return r;
@@ -371,7 +375,7 @@ static int set_locked(const char *path, const char *state_dir, const struct smbc
         err_set(e, r, "not written: recording the change failed: %s", strerror(-r));
         goto out;
     }
-    r = write_edit(state_dir, &c, res->edit.file, out, outlen, e);
+    r = write_edit(state_dir, &c, res->edit.file, out, outlen, false, e);
     if (r < 0)
         goto out;
     res->changed = true;

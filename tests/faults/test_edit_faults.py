@@ -43,7 +43,8 @@ from pathlib import Path
 import pytest
 
 from daemon_util import LEGACY, q, socket_line_index, socket_value
-from faultutil import FaultEnv, check_promises, wait_until, wrapper
+from faultutil import (FaultEnv, check_journal, check_promises, journal_lines, wait_until,
+                       wrapper)
 
 pytestmark = [pytest.mark.smbd, pytest.mark.slow]
 
@@ -127,6 +128,22 @@ def umount(path):
                        timeout=MOUNT_TIMEOUT)
 
 
+@contextlib.contextmanager
+def tmpfs(path, size):
+    """A tmpfs of `size` mounted on path (under the test's own directories)
+    for the with block; unmounted whatever happens."""
+    mount_tmpfs(path, size)
+    try:
+        yield path
+    finally:
+        umount(path)
+
+
+def fill(dirpath):
+    """Fill the filesystem of dirpath to ENOSPC (now, from the test)."""
+    subprocess.run(["sh", "-c", fill_cmd(dirpath)], check=True, timeout=60)
+
+
 def fill_cmd(dirpath):
     """sh text that fills the filesystem of dirpath to ENOSPC."""
     return (f"dd if=/dev/zero of={dirpath}/filler bs=4096 2>/dev/null || true\n"
@@ -165,8 +182,11 @@ class ConfOnTmpfs:
 
 
 def assert_no_state_temps(env):
-    left = sorted(Path(env.state_dir).glob(".smbtuned-*"))
-    assert not left, f"temp files left in the state directory: {left}"
+    """No temp file of an atomic write, no probe work directory left in the
+    state directory."""
+    sd = Path(env.state_dir)
+    left = sorted(sd.glob(".smbtuned-*")) + sorted(sd.glob("probe/*"))
+    assert not left, f"left in the state directory: {left}"
 
 
 # ------------------------------------------------------------------ smb.conf's directory
@@ -385,11 +405,9 @@ def test_state_dir_full_at_commit(make_env, faults):
     does not know of could not be taken back after a crash)."""
     env = make_env()
     env.write_config(probe=PROBE, tune=SHADOW)
-    conf = env.srv.conf
-    before = conf.read_bytes()
+    before = env.srv.conf.read_bytes()
     # Shadow smbds keep their run dirs in the state directory: room for them.
-    mount_tmpfs(env.state_dir, "64m")
-    try:
+    with tmpfs(env.state_dir, "64m"):
         hook(env, 1, fill_cmd(env.state_dir))
         rc, out, err = env.run("--once")
         assert hook_ran(env, 1), f"the cycle never reached the commit\n{err}"
@@ -399,8 +417,51 @@ def test_state_dir_full_at_commit(make_env, faults):
         assert outcome == "old", line
         assert rc == 1, err
         assert_no_state_temps(env)
-        for p in env.state_dir.glob("filler*"):
-            p.unlink()
-    finally:
-        umount(env.state_dir)
     faults.record("state dir full at commit", "not written")
+
+
+def test_state_dir_full_between_live_trials(make_env, faults):
+    """The state directory fills up while a live trial is in smb.conf: the
+    next trial cannot be recorded, so it is not written, and the trial in
+    force is taken back all the same (a backup of the trial's bytes cannot
+    be written either, and is not needed: smbconf_io.c replace_file)."""
+    env = make_env(ON_LATTICE)
+    env.write_config(tune=LIVE)
+    conf = env.srv.conf
+    before = conf.read_bytes()
+    with tmpfs(env.state_dir, "16m"):
+        d = env.start("--once")
+        d.wait_for(lambda: conf.read_bytes() != before, what="a live trial in smb.conf",
+                   poll=0.005)
+        fill(env.state_dir)
+        rc = d.wait()
+        err = d.stderr
+        # What meets the full disk first, the next trial's record or the
+        # next probe's work directory (in the state directory), is not
+        # the point: that it is said, and the trial taken back, is.
+        check_journal(err, r"No space left on device")
+        vague = [m for _, m in journal_lines(err) if m.endswith("failed")]
+        assert not vague, f"journal lines that do not say why: {vague}"
+        line, outcome = check_promises(env, before, err, r"^live trial taken back in ")
+        assert outcome == "old", f"a live trial stayed in smb.conf\n{err}"
+        assert rc == 1, err
+        assert_no_state_temps(env)
+    faults.record("state dir full between live trials", "taken back")
+
+
+def test_state_dir_full_from_the_start(make_env, faults):
+    """A full state directory before the cycle begins (shadow smbds keep
+    their run directories there): the cycle fails, says why, and leaves no
+    shadow smbd and no file behind."""
+    env = make_env()
+    env.write_config(probe=PROBE, tune=SHADOW)
+    before = env.srv.conf.read_bytes()
+    with tmpfs(env.state_dir, "1m"):
+        fill(env.state_dir)
+        rc, out, err = env.run("--once")
+        line, outcome = check_promises(env, before, err, r"No space left on device",
+                                       run_dirs=True)
+        assert outcome == "old", line
+        assert rc == 1, err
+        assert_no_state_temps(env)
+    faults.record("state dir full from the start", "failed cleanly")
