@@ -5,7 +5,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <libsmbclient.h>
 #include <netdb.h>
 #include <poll.h>
@@ -17,11 +16,15 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "rmtree.h"
 
 /* Every 4 KiB block of the probe file starts with its own offset (mixed
  * with a per-measurement tag), so no two blocks are equal: nothing on the
@@ -31,6 +34,22 @@
 
 /* How long a cleanup-only child may take after a timeout. */
 #define CLEANUP_DEADLINE_S 15.0
+
+/* Probe files left by killed probes are removed by later probes, within
+ * bounds: anyone who can write to the share can plant files that look like
+ * ours, and no number of them may stop a measurement. A measurement spends
+ * at most LEFTOVER_QUICK_S and LEFTOVER_QUICK_MAX deletions on it, a
+ * cleanup-only child (after a timeout, at the end of a cycle) more; both
+ * look at no more than LEFTOVER_SCAN_MAX directory entries. */
+#define LEFTOVER_SCAN_MAX 10000
+#define LEFTOVER_QUICK_MAX 32
+#define LEFTOVER_QUICK_S 2
+#define LEFTOVER_THOROUGH_MAX 256
+#define LEFTOVER_THOROUGH_S 10
+
+/* A random name collides only when someone planted it on purpose after
+ * reading ours, or by a 2^-64 chance: a few new names are enough. */
+#define NAME_ATTEMPTS 8
 
 static const char *const outcome_names[] = {
     [PROBE_OK] = "ok",
@@ -237,11 +256,14 @@ int probe_parse_credentials(const char *text, const char *path, struct probe_cre
         buf[n] = '\0';
         line += n + (line[n] == '\n');
         key = trim(buf);
-        if (*key == '\0' || *key == '#' || *key == ';')
+        if (*key == '\0' || *key == '#' || *key == ';') {
+            explicit_bzero(buf, sizeof(buf));
             continue;
+        }
         eq = strchr(key, '=');
         if (eq == NULL) {
             r = err_set(e, -EINVAL, "%s:%d: expected 'key = value'", path, lineno);
+            explicit_bzero(buf, sizeof(buf));
             break;
         }
         *eq = '\0';
@@ -257,13 +279,17 @@ int probe_parse_credentials(const char *text, const char *path, struct probe_cre
             dst = c->domain;
             dstlen = sizeof(c->domain);
         } else {
-            /* The key is not secret; the value may be, so it is not shown. */
-            r = err_set(e, -EINVAL, "%s:%d: unknown key '%.64s' (username, password, domain)", path,
-                        lineno, key);
+            /* Nothing of the line is shown, not even the key: in
+             * `password S3cr3t=` the "key" is the password. */
+            r = err_set(e, -EINVAL, "%s:%d: unknown key (the keys are username, password, domain)",
+                        path, lineno);
+            explicit_bzero(buf, sizeof(buf));
             break;
         }
         if (strlen(val) >= dstlen) {
-            r = err_set(e, -EINVAL, "%s:%d: %s is too long", path, lineno, key);
+            r = err_set(e, -EINVAL, "%s:%d: the value is too long (at most %zu bytes)", path,
+                        lineno, dstlen - 1);
+            explicit_bzero(buf, sizeof(buf));
             break;
         }
         memcpy(dst, val, strlen(val) + 1);
@@ -343,6 +369,15 @@ out:
     return r;
 }
 
+int probe_check_credentials(const char *path, uid_t owner_uid, struct err *e)
+{
+    struct probe_creds c;
+    int r = probe_load_credentials(path, owner_uid, &c, e);
+
+    probe_creds_clear(&c);
+    return r;
+}
+
 /* ---- outcome mapping (pure) ---- */
 
 enum probe_outcome probe_classify_errno(int err, bool connecting)
@@ -417,6 +452,10 @@ struct child {
     SMBCCTX *ctx;
     char dir_url[4096];
     char host[64]; /* ours, as it appears in probe file names */
+    /* Read by the child itself, after fork, so that the parent never
+     * holds the password. */
+    struct probe_creds creds;
+    bool have_creds;
 };
 
 static int64_t mono_ns(void)
@@ -517,8 +556,9 @@ static bool pid_alive(long pid)
     return !zombie;
 }
 
-/* A probe file of this host: PREFIX<host>-<pid>-<n>. Returns its pid, or -1
- * when the name is not exactly that (another host's, or not ours). */
+/* A probe file of this host: PREFIX<host>-<pid>-<tag>, the tag 16 hex
+ * digits (or, from older versions, a decimal counter). Returns its pid, or
+ * -1 when the name is not exactly that (another host's, or not ours). */
 static long own_probe_pid(const struct child *c, const char *name)
 {
     size_t pl = strlen(PROBE_FILE_PREFIX), hl = strlen(c->host);
@@ -533,43 +573,46 @@ static long own_probe_pid(const struct child *c, const char *name)
     if (!isdigit((unsigned char)*p))
         return -1;
     pid = strtol(p, &end, 10);
-    if (*end != '-' || !isdigit((unsigned char)end[1]))
+    if (*end != '-' || strlen(end + 1) < 1 || strlen(end + 1) > 16 ||
+        strspn(end + 1, "0123456789abcdef") != strlen(end + 1))
         return -1;
-    for (p = end + 1; *p; p++) {
-        if (!isdigit((unsigned char)*p))
-            return -1;
-    }
     return pid;
 }
 
 /* Remove this host's probe files whose process is gone (a probe killed at
  * its deadline leaves its file). Files of other hosts and of live probes
  * are left alone. A file still held open by the server for a connection
- * that just died cannot be deleted yet: retry a few times when asked to. */
-static void remove_leftovers(struct child *c, int attempts)
+ * that just died cannot be deleted yet: a thorough pass retries a few
+ * times. Bounded in entries read, files deleted and time (see
+ * LEFTOVER_SCAN_MAX): what is left waits for the next probe. */
+static void remove_leftovers(struct child *c, bool thorough)
 {
+    static char names[LEFTOVER_THOROUGH_MAX][256];
     smbc_opendir_fn opendir_fn = smbc_getFunctionOpendir(c->ctx);
     smbc_readdir_fn readdir_fn = smbc_getFunctionReaddir(c->ctx);
     smbc_closedir_fn closedir_fn = smbc_getFunctionClosedir(c->ctx);
     smbc_unlink_fn unlink_fn = smbc_getFunctionUnlink(c->ctx);
-    int i;
+    int max = thorough ? LEFTOVER_THOROUGH_MAX : LEFTOVER_QUICK_MAX;
+    int attempts = thorough ? 10 : 1, i;
+    int64_t stop = mono_ns() + (thorough ? LEFTOVER_THOROUGH_S : LEFTOVER_QUICK_S) * 1000000000LL;
 
-    for (i = 0; i < attempts; i++) {
-        char names[16][256];
+    for (i = 0; i < attempts && mono_ns() < stop; i++) {
         int n = 0, busy = 0, k;
+        long scanned = 0;
         struct smbc_dirent *d;
         SMBCFILE *dir = opendir_fn(c->ctx, c->dir_url);
 
         if (dir == NULL)
             return;
-        while ((d = readdir_fn(c->ctx, dir)) != NULL && n < 16) {
+        while (n < max && scanned++ < LEFTOVER_SCAN_MAX && mono_ns() < stop &&
+               (d = readdir_fn(c->ctx, dir)) != NULL) {
             long pid = own_probe_pid(c, d->name);
 
             if (pid > 0 && !pid_alive(pid) && strlen(d->name) < sizeof(names[0]))
                 snprintf(names[n++], sizeof(names[0]), "%s", d->name);
         }
         closedir_fn(c->ctx, dir);
-        for (k = 0; k < n; k++) {
+        for (k = 0; k < n && mono_ns() < stop; k++) {
             char url[4352];
 
             snprintf(url, sizeof(url), "%s/%s", c->dir_url, names[k]);
@@ -580,6 +623,49 @@ static void remove_leftovers(struct child *c, int attempts)
             return;
         usleep(200 * 1000);
     }
+}
+
+/* PREFIX<host>-<pid>-<16 hex digits>: unpredictable, so that nobody can
+ * plant the names of future probes (an exclusive create would fail on
+ * each), and still carrying the pid for remove_leftovers(). */
+static int probe_file_name(const struct child *c, char *out, size_t len)
+{
+    uint64_t tag;
+
+    if (getrandom(&tag, sizeof(tag), 0) != (ssize_t)sizeof(tag))
+        return -errno;
+    if ((size_t)snprintf(out, len, "%s%s-%ld-%016llx", PROBE_FILE_PREFIX, c->host, (long)getpid(),
+                         (unsigned long long)tag) >= len)
+        return -ENAMETOOLONG;
+    return 0;
+}
+
+/* Create the probe file under a fresh name, exclusively; a name that exists
+ * is someone else's and gets another try. */
+static enum probe_outcome create_probe_file(struct child *c, char *file_url, size_t len,
+                                            SMBCFILE **f)
+{
+    smbc_open_fn open_fn = smbc_getFunctionOpen(c->ctx);
+    char name[256];
+    int i, er = EEXIST;
+
+    for (i = 0; i < NAME_ATTEMPTS; i++) {
+        int r = probe_file_name(c, name, sizeof(name));
+
+        if (r < 0)
+            return fail(c, PROBE_ERROR, "naming the probe file: %s", strerror(-r));
+        if ((size_t)snprintf(file_url, len, "%s/%s", c->dir_url, name) >= len)
+            return fail(c, PROBE_ERROR, "URL too long");
+        *f = open_fn(c->ctx, file_url, O_WRONLY | O_CREAT | O_EXCL, 0600);
+        if (*f != NULL)
+            return PROBE_OK;
+        er = errno;
+        if (er != EEXIST)
+            break;
+    }
+    file_url[0] = '\0';
+    return fail(c, probe_classify_errno(er, false), "creating the probe file: %s%s", strerror(er),
+                er == EEXIST ? " (every fresh name was taken)" : "");
 }
 
 static uint64_t xorshift(uint64_t *s)
@@ -622,7 +708,8 @@ static bool stamps_ok(const unsigned char *buf, size_t n, int64_t off, uint64_t 
     return true;
 }
 
-static enum probe_outcome transfer(struct child *c, const char *file_url)
+/* Write to f (the probe file, open for writing; closed here), read it back. */
+static enum probe_outcome transfer(struct child *c, SMBCFILE *f, const char *file_url)
 {
     smbc_open_fn open_fn = smbc_getFunctionOpen(c->ctx);
     smbc_write_fn write_fn = smbc_getFunctionWrite(c->ctx);
@@ -632,12 +719,13 @@ static enum probe_outcome transfer(struct child *c, const char *file_url)
     size_t req = (size_t)p->request_size, i;
     uint64_t seed = (uint64_t)mono_ns() ^ ((uint64_t)getpid() << 32), tag;
     unsigned char *buf;
-    SMBCFILE *f;
     int64_t off, bad;
 
     buf = malloc(req);
-    if (buf == NULL)
+    if (buf == NULL) {
+        close_fn(c->ctx, f);
         return fail(c, PROBE_ERROR, "out of memory for a %zu-byte buffer", req);
+    }
     for (i = 0; i + 8 <= req; i += 8) {
         uint64_t v = xorshift(&seed);
 
@@ -647,14 +735,6 @@ static enum probe_outcome transfer(struct child *c, const char *file_url)
         buf[i] = (unsigned char)xorshift(&seed);
     tag = xorshift(&seed);
 
-    f = open_fn(c->ctx, file_url, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    if (f == NULL) {
-        int er = errno;
-
-        free(buf);
-        return fail(c, probe_classify_errno(er, false), "creating the probe file: %s",
-                    strerror(er));
-    }
     publish(&c->sh->write_t0, mono_ns());
     for (off = 0; off < p->size;) {
         size_t n = (size_t)(p->size - off) < req ? (size_t)(p->size - off) : req;
@@ -727,7 +807,7 @@ static enum probe_outcome transfer(struct child *c, const char *file_url)
  * apart. */
 static enum probe_outcome connect_failure(struct child *c, int er)
 {
-    const struct probe_creds *cr = c->p->creds;
+    const struct probe_creds *cr = c->have_creds ? &c->creds : NULL;
     const char *who = cr ? cr->username : "guest";
     struct probe_url ipc = c->url;
     char url[4096];
@@ -763,9 +843,10 @@ static enum probe_outcome measure(struct child *c)
     const struct probe_params *p = c->p;
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
     struct probe_url share_only = c->url;
-    char share_url[4096], file_url[4352], name[256];
+    char share_url[4096], file_url[4352];
     struct stat st;
     enum probe_outcome o;
+    SMBCFILE *f = NULL;
     int r;
 
     /* Resolve the name ourselves first: libsmbclient reports an unknown
@@ -777,6 +858,17 @@ static enum probe_outcome measure(struct child *c)
                     r == EAI_SYSTEM ? strerror(errno) : gai_strerror(r));
     freeaddrinfo(ai);
 
+    /* The password enters this process only here, right before the logon,
+     * after child_main() made it undumpable. The file was checked by the
+     * parent; it is checked again, as it may have changed since. */
+    if (p->credentials != NULL) {
+        struct err e = {{0}};
+
+        if (probe_load_credentials(p->credentials, 0, &c->creds, &e) < 0)
+            return fail(c, PROBE_ERROR, "%s", e.msg);
+        c->have_creds = true;
+    }
+
     c->ctx = smbc_new_context();
     if (c->ctx == NULL)
         return fail(c, PROBE_ERROR, "cannot create a libsmbclient context: %s", strerror(errno));
@@ -787,8 +879,8 @@ static enum probe_outcome measure(struct child *c)
     smbc_setOptionUseCCache(c->ctx, 0);
     /* With credentials, a wrong password must fail, not turn into an
      * anonymous session that fails later for another reason. */
-    smbc_setOptionNoAutoAnonymousLogin(c->ctx, p->creds != NULL);
-    smbc_setOptionUserData(c->ctx, (void *)p->creds);
+    smbc_setOptionNoAutoAnonymousLogin(c->ctx, c->have_creds);
+    smbc_setOptionUserData(c->ctx, c->have_creds ? &c->creds : NULL);
     smbc_setFunctionAuthDataWithContext(c->ctx, auth_fn);
     /* The parent's deadline is the limit; libsmbclient's own per-request
      * timeout must not fire first and look like an error. */
@@ -814,13 +906,14 @@ static enum probe_outcome measure(struct child *c)
                     "directory %s: %s", c->dir_url, strerror(er));
     }
 
-    remove_leftovers(c, c->cleanup_only ? 10 : 1);
+    remove_leftovers(c, c->cleanup_only);
     if (c->cleanup_only)
         return PROBE_OK;
 
-    snprintf(name, sizeof(name), "%s%s-%ld-%u", PROBE_FILE_PREFIX, c->host, (long)getpid(), p->seq);
-    snprintf(file_url, sizeof(file_url), "%s/%s", c->dir_url, name);
-    o = transfer(c, file_url);
+    o = create_probe_file(c, file_url, sizeof(file_url), &f);
+    if (o != PROBE_OK)
+        return o;
+    o = transfer(c, f, file_url);
     unlink_fn = smbc_getFunctionUnlink(c->ctx);
     if (unlink_fn(c->ctx, file_url) < 0 && errno != ENOENT && o == PROBE_OK) {
         int er = errno;
@@ -848,6 +941,12 @@ static void child_main(struct child *c, const char *workdir, int notify_fd, pid_
     sigset_t none;
     int devnull;
 
+    struct rlimit no_core = {0, 0};
+
+    /* This process will hold the password: no core dump of it, and no
+     * ptrace or /proc/PID/mem by anyone but root (not dumpable). */
+    if (prctl(PR_SET_DUMPABLE, 0) < 0 || setrlimit(RLIMIT_CORE, &no_core) < 0)
+        _exit(1);
     /* Die with the parent, and make sure the parent did not die before
      * this took effect. */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
@@ -875,6 +974,7 @@ static void child_main(struct child *c, const char *workdir, int notify_fd, pid_
     c->sh->outcome = measure(c);
     if (c->ctx != NULL)
         smbc_free_context(c->ctx, 1);
+    probe_creds_clear(&c->creds);
     __atomic_store_n(&c->sh->done, 1, __ATOMIC_RELEASE);
     if (write(3, "x", 1) < 0)
         _exit(1);
@@ -883,33 +983,24 @@ static void child_main(struct child *c, const char *workdir, int notify_fd, pid_
 
 /* ---- the parent ---- */
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    remove(path);
-    return 0;
-}
-
-static void remove_tree(const char *path)
-{
-    if (path[0] != '\0')
-        nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 /* Private directories are named smbtuned-probe-<pid of the parent>-XXXXXX;
- * remove those whose parent is gone (killed before probe_finish()). */
-static void remove_stale_workdirs(const char *base)
+ * remove those whose parent is gone (killed before probe_finish()). Only
+ * ours: rmtree leaves alone a directory of someone else's (in /tmp anyone
+ * can plant one with a dead pid in its name) and never follows a link. */
+static void remove_stale_workdirs(int basefd)
 {
-    static const char prefix[] = "smbtuned-probe-";
-    DIR *d = opendir(base);
+    static const char prefix[] = PROBE_WORKDIR_PREFIX;
+    int fd = fcntl(basefd, F_DUPFD_CLOEXEC, 0);
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
     struct dirent *de;
 
-    if (d == NULL)
+    if (d == NULL) {
+        if (fd >= 0)
+            close(fd);
         return;
+    }
     while ((de = readdir(d)) != NULL) {
-        char path[4352], *end;
+        char *end;
         long pid;
 
         if (strncmp(de->d_name, prefix, sizeof(prefix) - 1) != 0 ||
@@ -919,10 +1010,54 @@ static void remove_stale_workdirs(const char *base)
         pid = strtol(de->d_name + sizeof(prefix) - 1, &end, 10);
         if (errno != 0 || *end != '-' || pid_alive(pid))
             continue;
-        snprintf(path, sizeof(path), "%s/%s", base, de->d_name);
-        remove_tree(path);
+        rmtree_at(basefd, de->d_name, NULL);
     }
     closedir(d);
+}
+
+/* Where the private directories are made, open: <workdir_base>/probe,
+ * which we create 0700 and accept only as a directory of ours that nobody
+ * else can write (not a symlink); without a workdir_base, $TMPDIR or /tmp.
+ * The path goes into out. */
+static int open_workdir_base(const struct probe_params *p, char *out, size_t len, struct err *e)
+{
+    const char *tmp = getenv("TMPDIR");
+    struct stat st;
+    int fd, r;
+
+    if (p->workdir_base == NULL || p->workdir_base[0] == '\0') {
+        if (tmp == NULL || tmp[0] == '\0')
+            tmp = "/tmp";
+        if ((size_t)snprintf(out, len, "%s", tmp) >= len)
+            return err_set(e, -ENAMETOOLONG, "TMPDIR too long");
+        fd = open(out, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0)
+            return err_set(e, -errno, "%s: %s", out, strerror(errno));
+        return fd;
+    }
+    r = util_mkdir_p(p->workdir_base);
+    if (r < 0)
+        return err_set(e, r, "cannot create %s: %s", p->workdir_base, strerror(-r));
+    if ((size_t)snprintf(out, len, "%s/%s", p->workdir_base, PROBE_WORKDIR_SUBDIR) >= len)
+        return err_set(e, -ENAMETOOLONG, "work directory name too long");
+    if (mkdir(out, 0700) < 0 && errno != EEXIST)
+        return err_set(e, -errno, "cannot create %s: %s", out, strerror(errno));
+    fd = open(out, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        r = -errno;
+        if (r == -ELOOP || r == -ENOTDIR)
+            return err_set(e, r, "%s is a symlink or not a directory: refused", out);
+        return err_set(e, r, "%s: %s", out, strerror(-r));
+    }
+    if (fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 022) != 0) {
+        r = err_set(e, -EPERM,
+                    "%s is owned by uid %u with mode %04o: refused, it must be uid %u's and "
+                    "writable by it only",
+                    out, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
+        close(fd);
+        return r;
+    }
+    return fd;
 }
 
 static int write_client_conf(const char *workdir, const char *socket_options, struct err *e)
@@ -970,10 +1105,10 @@ static int write_client_conf(const char *workdir, const char *socket_options, st
 static int start(const struct probe_params *p, bool cleanup_only, struct probe_job *job,
                  struct err *e)
 {
-    const char *base = p->workdir_base;
+    char base[4096];
     const char *so = p->socket_options ? p->socket_options : PROBE_DEFAULT_SOCKET_OPTIONS;
     struct child c;
-    int fds[2], r;
+    int fds[2], r, basefd;
     pid_t parent = getpid();
 
     memset(job, 0, sizeof(*job));
@@ -1004,14 +1139,15 @@ static int start(const struct probe_params *p, bool cleanup_only, struct probe_j
         return err_set(e, -EINVAL, "the deadline must be positive");
     own_host(c.host, sizeof(c.host));
 
-    if (base == NULL)
-        base = getenv("TMPDIR");
-    if (base == NULL || base[0] == '\0')
-        base = "/tmp";
-    remove_stale_workdirs(base);
-    if ((size_t)snprintf(job->workdir, sizeof(job->workdir), "%s/smbtuned-probe-%ld-XXXXXX", base,
-                         (long)parent) >= sizeof(job->workdir))
+    basefd = open_workdir_base(p, base, sizeof(base), e);
+    if (basefd < 0)
+        return basefd;
+    remove_stale_workdirs(basefd);
+    close(basefd);
+    if ((size_t)snprintf(job->workdir, sizeof(job->workdir), "%s/%s%ld-XXXXXX", base,
+                         PROBE_WORKDIR_PREFIX, (long)parent) >= sizeof(job->workdir))
         return err_set(e, -ENAMETOOLONG, "work directory name too long");
+    /* mkdir with a random name, exclusive, mode 0700: safe in /tmp too. */
     if (mkdtemp(job->workdir) == NULL) {
         r = err_set(e, -errno, "cannot make a private directory in %s: %s", base, strerror(errno));
         job->workdir[0] = '\0';
@@ -1051,7 +1187,7 @@ fail:
     if (job->shm != NULL)
         munmap(job->shm, sizeof(struct probe_shared));
     job->shm = NULL;
-    remove_tree(job->workdir);
+    rmtree_path(job->workdir, NULL);
     return r;
 }
 
@@ -1117,7 +1253,7 @@ int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e)
 
     close(job->fd);
     munmap(sh, sizeof(*sh));
-    remove_tree(job->workdir);
+    rmtree_path(job->workdir, NULL);
     job->fd = -1;
     job->shm = NULL;
     job->pid = -1;
