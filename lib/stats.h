@@ -46,21 +46,19 @@ struct stats_summary {
  * -EINVAL when n < 1 or n > STATS_MAX_N. */
 int stats_summarize(const double *x, int n, double reject, struct stats_summary *out);
 
-/* Standard normal distribution function and its inverse (Wichura's AS241,
- * relative error below 1e-15). stats_norm_quantile returns -INFINITY or
- * INFINITY at 0 and 1, NAN outside [0, 1]. */
+/* Standard normal distribution function and its inverse (GSL's).
+ * stats_norm_quantile returns -INFINITY or INFINITY at 0 and 1, NAN
+ * outside [0, 1]. */
 double stats_norm_cdf(double z);
 double stats_norm_quantile(double p);
 
 /* Student's t with df degrees of freedom (df > 0, not necessarily an
  * integer): P(T <= t), and its inverse. The t distribution, not the normal,
  * because early in a search the spread is estimated from a handful of
- * samples and a z test would call chance differences significant. */
+ * samples and a z test would call chance differences significant. GSL's
+ * functions, with the domain checked here: NAN for a bad argument. */
 double stats_t_cdf(double t, double df);
 double stats_t_quantile(double p, double df);
-
-/* Regularized incomplete beta function I_x(a, b), a, b > 0, 0 <= x <= 1. */
-double stats_betai(double a, double b, double x);
 
 /* Two-sided CUSUM on standardized scores: up accumulates z - k, down
  * accumulates -z - k, each floored at 0. It detects a lasting shift of
