@@ -61,12 +61,13 @@ MOUNT_TIMEOUT = 30
 
 @pytest.fixture
 def make_env(smbtuned, smbd_factory, tmp_path):
-    """make_env(socket_options) -> FaultEnv around a fresh fixture smbd,
-    with the fault-injecting testparm first on PATH (see install_testparm).
-    Each env is cleaned up when the test ends."""
+    """make_env(socket_options, **smbd_options) -> FaultEnv around a fresh
+    fixture smbd, with the fault-injecting testparm first on PATH (see
+    install_testparm). Each env is cleaned up when the test ends."""
     with contextlib.ExitStack() as stack:
-        def make(socket_options=LEGACY):
-            env = FaultEnv(smbtuned, smbd_factory(socket_options=socket_options), tmp_path)
+        def make(socket_options=LEGACY, **smbd_options):
+            srv = smbd_factory(socket_options=socket_options, **smbd_options)
+            env = FaultEnv(smbtuned, srv, tmp_path)
             stack.callback(env.cleanup)
             env.fault_dir = tmp_path / "fault"
             install_testparm(env.fault_dir)
