@@ -618,3 +618,295 @@ def test_apply_reaches_new_connections(smbtuned, smbd_factory, tmp_path, method)
     after = new_connection_rcvbuf(srv)
     assert after >= expect_rb, f"server rb {after} < {expect_rb} after --apply\n{srv.log_tail()}"
     assert srv.alive()
+
+
+# ------------------------------- files that are not files, deep includes (issue 9)
+
+# A hang must fail the test, not stall CI: every run here has a deadline
+# far below the default (the editor answers these in milliseconds).
+HANG_S = 20
+
+
+def conf_with(d, text):
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "smb.conf").write_text(text)
+    return d / "smb.conf"
+
+
+def refused(smbtuned, tmp_path, conf, *args):
+    """Run the editor (with --set-buffers unless args say otherwise); it
+    must fail with one line on stderr; returns that line."""
+    args = args or ("--set-buffers", "256K,256K")
+    r = run_editor(smbtuned, "--smb-conf", conf, *args, "--state-dir", tmp_path / "state",
+                   timeout=HANG_S)
+    assert r.returncode == 1, f"exit {r.returncode}: {r.stdout} {r.stderr}"
+    msg = r.stderr.strip()
+    assert len(msg.splitlines()) == 1, r.stderr
+    assert msg.startswith("smbtuned: "), msg
+    return msg[len("smbtuned: "):]
+
+
+def test_fifo_as_smb_conf(smbtuned, tmp_path):
+    fifo = tmp_path / "smb.conf"
+    os.mkfifo(fifo)
+    for args in (("--show",), ("--show", "--json"), ("--set-buffers", "256K,256K")):
+        msg = refused(smbtuned, tmp_path, fifo, *args)
+        assert f"{fifo} is a FIFO" in msg, msg
+    # -t reads it too
+    cfg = tmp_path / "smbtuned.conf"
+    cfg.write_text("")
+    r = run_editor(smbtuned, "-t", "-c", cfg, "--url", "smb://127.0.0.1/x", "--smb-conf", fifo,
+                   "--state-dir", tmp_path / "state", timeout=HANG_S)
+    assert r.returncode == 1 and f"{fifo} is a FIFO" in r.stderr, r.stderr
+
+
+def test_fifo_as_include_at_depth_3(smbtuned, tmp_path):
+    d = tmp_path / "c"
+    conf = conf_with(d, f"[global]\nsocket options = TCP_NODELAY\ninclude = {d}/a.conf\n")
+    (d / "a.conf").write_text(f"include = {d}/b.conf\n")
+    (d / "b.conf").write_text(f"include = {d}/fifo.conf\n")
+    os.mkfifo(d / "fifo.conf")
+    before = snapshot(d)
+    msg = refused(smbtuned, tmp_path, conf)
+    assert msg.startswith(f"{d}/b.conf:1: cannot read an included file: {d}/fifo.conf is a FIFO"), \
+        msg
+    assert_unchanged(before, d, "FIFO include")
+
+
+def test_fifo_matched_by_percent_m(smbtuned, tmp_path):
+    d = tmp_path / "c"
+    conf = conf_with(d, f"[global]\nsocket options = TCP_NODELAY\ninclude = {d}/smb.conf.%m\n")
+    os.mkfifo(d / "smb.conf.host1")
+    before = snapshot(d)
+    for args in (("--show",), ("--set-buffers", "256K,256K")):
+        msg = refused(smbtuned, tmp_path, conf, *args)
+        assert f"{d}/smb.conf.host1 is a FIFO" in msg and f"{conf}:3:" in msg, msg
+    assert_unchanged(before, d, "FIFO %m match")
+
+
+def include_chain(d, depth):
+    """smb.conf including inc1 ... inc<depth>, which sets socket options."""
+    conf = conf_with(d, f"[global]\nworkgroup = W\ninclude = {d}/inc1.conf\n")
+    for i in range(1, depth + 1):
+        text = (f"include = {d}/inc{i + 1}.conf\n" if i < depth
+                else "socket options = TCP_NODELAY SO_RCVBUF=65536\n")
+        (d / f"inc{i}.conf").write_text(text)
+    return conf
+
+
+def test_include_chain_50_deep_is_edited(smbtuned, tmp_path):
+    d = tmp_path / "c"
+    conf = include_chain(d, 50)
+    r = run_editor(smbtuned, "--smb-conf", conf, "--set-buffers", "1M,1M",
+                   "--state-dir", tmp_path / "state", timeout=HANG_S)
+    assert r.returncode == 0, r.stderr
+    assert samba_value(conf) == "TCP_NODELAY SO_RCVBUF=1048576 SO_SNDBUF=1048576"
+    assert b"SO_RCVBUF=1048576" in (d / "inc50.conf").read_bytes()
+
+
+def test_include_chain_101_deep_refused(smbtuned, tmp_path):
+    """Samba loads 100 nested includes and no more (testparm: "Maximum
+    include depth (100) exceeded!"); a chain is not a loop."""
+    d = tmp_path / "c"
+    conf = include_chain(d, 101)
+    before = snapshot(d)
+    msg = refused(smbtuned, tmp_path, conf)
+    assert msg.startswith(f"{d}/inc100.conf:1: includes nested more than 100 deep"), msg
+    assert "loop" not in msg, msg
+    assert_unchanged(before, d, "101 deep")
+
+
+def test_include_fanout_refused(smbtuned, tmp_path):
+    """8 includes per file over 14 levels: 8^14 reads without a bound."""
+    d = tmp_path / "c"
+    conf = conf_with(d, "[global]\n" + f"include = {d}/f1.conf\n" * 8)
+    for i in range(1, 15):
+        (d / f"f{i}.conf").write_text(f"include = {d}/f{i + 1}.conf\n" * 8 if i < 14
+                                      else "workgroup = W\n")
+    before = snapshot(d)
+    for args in (("--show",), ("--set-buffers", "256K,256K")):
+        msg = refused(smbtuned, tmp_path, conf, *args)
+        assert "more than 10000 files read through includes" in msg, msg
+    assert_unchanged(before, d, "fan-out")
+
+
+# ------------------------------------------------------------- long values
+
+def test_value_of_20000_characters_is_edited(smbtuned, tmp_path):
+    """testparm's answer was read into 8 KiB: a long valid value looked
+    like a disagreement with Samba."""
+    value = " ".join(["TCP_NODELAY"] * 1700)
+    assert len(value) > 20000
+    conf = conf_with(tmp_path / "c", f"[global]\n\tsocket options = {value}\n")
+    r = run_editor(smbtuned, "--smb-conf", conf, "--set-buffers", "1M,256K",
+                   "--state-dir", tmp_path / "state", timeout=HANG_S)
+    assert r.returncode == 0, r.stderr[:300]
+    assert samba_value(conf) == f"{value} SO_RCVBUF=1048576 SO_SNDBUF=262144"
+
+
+def test_failure_after_the_write_says_restored_first(smbtuned, tmp_path):
+    """testparm fails on the file just written (a wrapper: the second
+    call), with a long value in the message: what happened to smb.conf is
+    said before anything that could be cut."""
+    value = " ".join(["TCP_NODELAY"] * 200)
+    d = tmp_path / "c"
+    conf = conf_with(d, f"[global]\nsocket options = {value}\n")
+    before = conf.read_bytes()
+    wrapper = tmp_path / "testparm"
+    wrapper.write_text("#!/bin/sh\n"
+                       f'n=$(cat "{tmp_path}/calls" 2>/dev/null || echo 0); n=$((n + 1))\n'
+                       f'echo $n > "{tmp_path}/calls"\n'
+                       'if [ $n -eq 2 ]; then echo "injected failure" >&2; exit 1; fi\n'
+                       'exec testparm "$@"\n')
+    wrapper.chmod(0o755)
+    r = subprocess.run([str(smbtuned), "--smb-conf", str(conf), "--set-buffers", "1M,1M",
+                        "--state-dir", str(tmp_path / "state")],
+                       capture_output=True, text=True, timeout=HANG_S, stdin=subprocess.DEVNULL,
+                       env={**os.environ, "SMBTUNED_TESTPARM": str(wrapper)})
+    assert r.returncode == 1, r.stderr
+    assert (tmp_path / "calls").read_text().strip() == "2"
+    assert conf.read_bytes() == before
+    assert "restored" in r.stderr[:100], r.stderr
+    assert "injected failure" in r.stderr, r.stderr
+
+
+# ---------------------------------------------------------------- metadata
+
+@pytest.fixture
+def xattr_dir(tmp_path):
+    """A directory on a filesystem that keeps user xattrs and ACLs: the
+    test's own when it does, else a tmpfs mounted for the test."""
+    for tool in ("setfattr", "getfattr", "setfacl", "getfacl"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is missing (Debian's attr and acl: scripts/install-deps)")
+    d = tmp_path / "x"
+    d.mkdir()
+    probe = d / "probe"
+    probe.write_text("")
+    ok = subprocess.run(["setfattr", "-n", "user.probe", "-v", "1", str(probe)]).returncode == 0
+    probe.unlink()
+    if ok:
+        yield d
+        return
+    if os.geteuid() != 0:
+        pytest.skip("no user xattrs here, and no root to mount a tmpfs")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(d)], check=True)
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", str(d)], check=True)
+
+
+def xattr_dump(p):
+    """Every extended attribute (user, security, trusted, the ACLs)."""
+    return subprocess.run(["getfattr", "-d", "-m", "-", "-e", "hex", "--absolute-names", str(p)],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def test_xattrs_and_acls_kept(smbtuned, tmp_path, xattr_dir):
+    conf = conf_with(xattr_dir, "[global]\nsocket options = TCP_NODELAY\n")
+    subprocess.run(["setfattr", "-n", "user.note", "-v", "admin's", str(conf)], check=True)
+    subprocess.run(["setfacl", "-m", "u:nobody:r,g:nogroup:rw", str(conf)], check=True)
+    acl = subprocess.run(["getfacl", "-c", str(conf)], capture_output=True, text=True).stdout
+    dump = xattr_dump(conf)
+    assert "user.note" in dump and "system.posix_acl_access" in dump, dump
+    r = run_editor(smbtuned, "--smb-conf", conf, "--set-buffers", "1M,1M",
+                   "--state-dir", tmp_path / "state", timeout=HANG_S)
+    assert r.returncode == 0, r.stderr
+    assert b"SO_RCVBUF=1048576" in conf.read_bytes()
+    assert xattr_dump(conf) == dump
+    assert subprocess.run(["getfacl", "-c", str(conf)], capture_output=True,
+                          text=True).stdout == acl
+
+
+def test_setuid_and_setgid_kept(smbtuned, tmp_path):
+    conf = conf_with(tmp_path / "c", "[global]\nsocket options = TCP_NODELAY\n")
+    if os.geteuid() == 0:
+        os.chown(conf, 0, 65534)
+    conf.chmod(0o6640)
+    st = conf.stat()
+    r = run_editor(smbtuned, "--smb-conf", conf, "--set-buffers", "1M,1M",
+                   "--state-dir", tmp_path / "state", timeout=HANG_S)
+    assert r.returncode == 0, r.stderr
+    st2 = conf.stat()
+    assert (oct(st2.st_mode), st2.st_uid, st2.st_gid) == (oct(st.st_mode), st.st_uid, st.st_gid)
+
+
+def test_hard_linked_smb_conf_refused(smbtuned, tmp_path):
+    d = tmp_path / "c"
+    conf = conf_with(d, "[global]\nsocket options = TCP_NODELAY\n")
+    os.link(conf, d / "other-name.conf")
+    before = snapshot(d)
+    msg = refused(smbtuned, tmp_path, conf)
+    assert msg.startswith(f"{conf} has 2 hard links"), msg
+    assert "split" in msg and "nothing written" in msg, msg
+    assert_unchanged(before, d, "hard link")
+    assert os.path.samefile(conf, d / "other-name.conf")
+    assert not (tmp_path / "state" / "backup").exists() or \
+        not any((tmp_path / "state" / "backup").iterdir())
+
+
+def test_backup_names_never_collide(smbtuned, tmp_path):
+    """/X/a/b.conf and /X/a_b.conf once shared the backup name X_a_b.conf."""
+    state = tmp_path / "state"
+    one = conf_with(tmp_path / "a", "[global]\nsocket options = TCP_NODELAY SO_RCVBUF=1\n")
+    one = one.rename(tmp_path / "a" / "b.conf")
+    two = tmp_path / "a_b.conf"
+    two.write_text("[global]\nsocket options = TCP_NODELAY SO_RCVBUF=2\n")
+    old = {one: one.read_bytes(), two: two.read_bytes()}
+    for conf in (one, two):
+        r = run_editor(smbtuned, "--smb-conf", conf, "--set-buffers", "1M,1M",
+                       "--state-dir", state, timeout=HANG_S)
+        assert r.returncode == 0, r.stderr
+    kept = {p.read_bytes() for p in (state / "backup").iterdir() if p.is_file()}
+    assert old[one] in kept and old[two] in kept, sorted((state / "backup").iterdir())
+
+
+# ------------------------------------------------------------ JSON, notes
+
+def test_show_json_is_utf8_with_invalid_bytes(smbtuned, tmp_path):
+    """A path and a value with bytes that are not UTF-8: the JSON must still
+    decode strictly (they become U+FFFD)."""
+    d = os.path.join(os.fsencode(tmp_path), b"dir-\xff\xfe")
+    os.mkdir(d)
+    conf = os.path.join(d, b"smb.conf")
+    with open(conf, "wb") as f:
+        f.write(b"[global]\nsocket options = TCP_NODELAY SO_RCVBUF=65536 \xc3(\xa0\xed\xa0\x80\n")
+    r = subprocess.run([os.fsencode(smbtuned), b"--smb-conf", conf, b"--show", b"--json",
+                        b"--state-dir", os.fsencode(tmp_path / "state")],
+                       capture_output=True, timeout=HANG_S, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout.decode("utf-8", errors="strict"), strict=True)
+    assert got["file"] == os.fsdecode(conf).encode("utf-8", "surrogateescape") \
+        .decode("utf-8", "replace")
+    assert got["value"] == "TCP_NODELAY SO_RCVBUF=65536 \ufffd(\ufffd\ufffd\ufffd\ufffd"
+    assert got["line"] == 2 and got["rcvbuf"] == 65536
+
+
+def test_percent_include_is_noted(smbtuned, tmp_path):
+    """A %-include whose files are harmless today is accepted, and said."""
+    d = tmp_path / "c"
+    conf = conf_with(d, f"[global]\nsocket options = TCP_NODELAY\n"
+                        f"include = {d}/smb.conf.%m\n")
+    (d / "smb.conf.host1").write_text("workgroup = W\n")
+    note = (f"note: {conf}:3: include = {d}/smb.conf.%m: a file it names later could override "
+            "socket options for some clients")
+    r = run_editor(smbtuned, "--smb-conf", conf, "--show", "--state-dir", tmp_path / "state",
+                   timeout=HANG_S)
+    assert r.returncode == 0, r.stderr
+    assert note in r.stdout.splitlines(), r.stdout
+    r = run_editor(smbtuned, "--smb-conf", conf, "--show", "--json",
+                   "--state-dir", tmp_path / "state", timeout=HANG_S)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["notes"] == [
+        {"file": str(conf), "line": 3, "include": f"{d}/smb.conf.%m",
+         "note": "a file it names later could override socket options for some clients"}]
+    r = run_editor(smbtuned, "--smb-conf", conf, "--set-buffers", "1M,1M",
+                   "--state-dir", tmp_path / "state", timeout=HANG_S)
+    assert r.returncode == 0, r.stderr
+    assert note in r.stdout.splitlines(), r.stdout
+    # without such an include: no note, an empty list
+    conf2 = conf_with(tmp_path / "plain", "[global]\nsocket options = TCP_NODELAY\n")
+    r = run_editor(smbtuned, "--smb-conf", conf2, "--show", "--json",
+                   "--state-dir", tmp_path / "state", timeout=HANG_S)
+    assert json.loads(r.stdout)["notes"] == []
