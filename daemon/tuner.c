@@ -824,10 +824,11 @@ static int cycle_prepare(struct tuner *t)
         return r;
     }
     if (t->st.hold) {
+        /* The reason says why: an edit by hand, a damaged state file. */
         set_status(t, "holding off: %s", t->st.hold_reason ? t->st.hold_reason : "by request");
-        journal_log(LOG_NOTICE, "not tuning: smb.conf was edited by hand (%s); "
-                    "`smbtuned --resume` hands control back",
-                    t->st.hold_reason ? t->st.hold_reason : "");
+        journal_log(LOG_NOTICE,
+                    "not tuning: holding off: %s; `smbtuned --resume` hands control back",
+                    t->st.hold_reason ? t->st.hold_reason : "by request");
         return -EPERM;
     }
     /* A take-back that failed last time (lock held, disk full) first. */

@@ -3,13 +3,21 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "journal.h"
 
 #define STATE_FILE "state"
+/* Copies of damaged files kept aside in one second before we give up. */
+#define ASIDE_TRIES 1000
 
 enum kind { K_BOOL, K_LONG, K_DOUBLE, K_STR, K_SIZE };
 
@@ -17,32 +25,37 @@ struct field {
     const char *key;
     enum kind kind;
     size_t off;
+    long long max; /* K_LONG, K_SIZE: the largest value (the smallest is 0) */
 };
 
-#define F(k, kind, member) {k, kind, offsetof(struct state, member)}
+#define F(k, kind, member, max) {k, kind, offsetof(struct state, member), max}
 
+/* Buffer sizes: Samba passes an int. Offsets and lengths into smb.conf's
+ * bytes are checked against the bytes themselves (check_records). */
 static const struct field fields[] = {
-    F("have_incumbent", K_BOOL, have_incumbent),
-    F("rcvbuf", K_LONG, rcvbuf),
-    F("sndbuf", K_LONG, sndbuf),
-    F("write_mbps", K_DOUBLE, write_mbps),
-    F("read_mbps", K_DOUBLE, read_mbps),
-    F("last_written", K_STR, last_written),
-    F("hold", K_BOOL, hold),
-    F("hold_reason", K_STR, hold_reason),
-    F("kernel", K_STR, kernel),
-    F("samba", K_STR, samba),
-    F("smb_conf", K_STR, smb_conf),
-    F("pending", K_BOOL, pending),
-    F("pending_commit", K_BOOL, pending_commit),
-    F("pending_file", K_STR, pending_edit.file),
-    F("pending_written", K_STR, pending_edit.written),
-    F("pending_original", K_STR, pending_edit.original),
-    F("pending_line_off", K_SIZE, pending_edit.line_off),
-    F("pending_line_len", K_SIZE, pending_edit.line_len),
-    F("pending_prev", K_STR, pending_edit.prev),
-    F("cycles", K_LONG, cycles),
+    F("have_incumbent", K_BOOL, have_incumbent, 0),
+    F("rcvbuf", K_LONG, rcvbuf, INT_MAX),
+    F("sndbuf", K_LONG, sndbuf, INT_MAX),
+    F("write_mbps", K_DOUBLE, write_mbps, 0),
+    F("read_mbps", K_DOUBLE, read_mbps, 0),
+    F("last_written", K_STR, last_written, 0),
+    F("hold", K_BOOL, hold, 0),
+    F("hold_reason", K_STR, hold_reason, 0),
+    F("kernel", K_STR, kernel, 0),
+    F("samba", K_STR, samba, 0),
+    F("smb_conf", K_STR, smb_conf, 0),
+    F("pending", K_BOOL, pending, 0),
+    F("pending_commit", K_BOOL, pending_commit, 0),
+    F("pending_file", K_STR, pending_edit.file, 0),
+    F("pending_written", K_STR, pending_edit.written, 0),
+    F("pending_original", K_STR, pending_edit.original, 0),
+    F("pending_line_off", K_SIZE, pending_edit.line_off, LONG_MAX),
+    F("pending_line_len", K_SIZE, pending_edit.line_len, LONG_MAX),
+    F("pending_prev", K_STR, pending_edit.prev, 0),
+    F("cycles", K_LONG, cycles, LONG_MAX),
 };
+
+#define NFIELDS (sizeof(fields) / sizeof(fields[0]))
 
 int state_set_str(char **dst, const char *src)
 {
@@ -81,7 +94,9 @@ static int unescape(const char *in, char **out)
             *p++ = '\t';
             break;
         case 'x':
-            if (isxdigit((unsigned char)in[1]) && isxdigit((unsigned char)in[2])) {
+            /* \x00 would end the string early, and what follows be lost */
+            if (isxdigit((unsigned char)in[1]) && isxdigit((unsigned char)in[2]) &&
+                !(in[1] == '0' && in[2] == '0')) {
                 char hex[3] = {in[1], in[2], 0};
 
                 *p++ = (char)strtol(hex, NULL, 16);
@@ -119,6 +134,27 @@ static void escape(FILE *f, const char *s)
     }
 }
 
+/* What a field's value must look like, for the message. */
+static void expected(const struct field *fd, char *buf, size_t len)
+{
+    switch (fd->kind) {
+    case K_BOOL:
+        snprintf(buf, len, "yes or no");
+        return;
+    case K_LONG:
+    case K_SIZE:
+        snprintf(buf, len, "a whole number from 0 to %lld", fd->max);
+        return;
+    case K_DOUBLE:
+        snprintf(buf, len, "a rate such as 11.590000 (digits and a point, below 1e12)");
+        return;
+    case K_STR:
+        snprintf(buf, len, "text with \\\\, \\n, \\r, \\t and \\xNN escapes (not \\x00)");
+        return;
+    }
+    buf[0] = '\0';
+}
+
 static int set_field(struct state *s, const struct field *fd, const char *val)
 {
     void *p = (char *)s + fd->off;
@@ -134,16 +170,20 @@ static int set_field(struct state *s, const struct field *fd, const char *val)
         *(bool *)p = strcmp(val, "yes") == 0;
         return 0;
     case K_LONG:
-        r = util_parse_long(val, 0, LONG_MAX, &v);
+        r = util_parse_long(val, 0, fd->max, &v);
         if (r == 0)
             *(long *)p = (long)v;
         return r;
     case K_SIZE:
-        r = util_parse_long(val, 0, LONG_MAX, &v);
+        r = util_parse_long(val, 0, fd->max, &v);
         if (r == 0)
             *(size_t *)p = (size_t)v;
         return r;
     case K_DOUBLE:
+        /* As state_format writes it: strtod alone would also take blanks,
+         * a sign, hex, "inf" and "nan". */
+        if (val[0] == '\0' || strspn(val, "0123456789.") != strlen(val))
+            return -EINVAL;
         errno = 0;
         d = strtod(val, &end);
         if (errno != 0 || end == val || *end != '\0' || !(d >= 0 && d < 1e12))
@@ -161,38 +201,187 @@ static int set_field(struct state *s, const struct field *fd, const char *val)
     return -EINVAL;
 }
 
-int state_parse(const char *text, const char *name, struct state *s, struct err *e)
+/* A piece of the file fit for a message: at most 40 bytes, anything
+ * unprintable as '?' (the bytes are damaged, by definition). */
+static const char *excerpt(const char *s, size_t n, char buf[48])
 {
-    char *copy = strdup(text), *line, *save = NULL;
-    int lineno = 0, r = 0;
+    size_t i;
+
+    for (i = 0; i < n && i < 40; i++)
+        buf[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+    if (i < n)
+        buf[i++] = '.', buf[i++] = '.', buf[i++] = '.';
+    buf[i] = '\0';
+    return buf;
+}
+
+static int damaged(struct err *e, const char *name, int lineno, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int damaged(struct err *e, const char *name, int lineno, const char *fmt, ...)
+{
+    char what[sizeof(e->msg)];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    return err_set(e, -EBADMSG, "%s:%d: %s", name, lineno, what);
+}
+
+/* The index of key in fields[], NFIELDS when it is unknown. */
+static size_t index_of(const char *key)
+{
+    size_t i;
+
+    for (i = 0; i < NFIELDS && strcmp(fields[i].key, key) != 0; i++)
+        ;
+    return i;
+}
+
+/* Each record complete and consistent. seen[i]: the line of field i, 0
+ * when absent; last: the file's last line. */
+static int check_records(const struct state *s, const int *seen, int last, const char *name,
+                         struct err *e)
+{
+    static const char *const pending_parts[] = {"pending_file", "pending_written",
+                                                "pending_original"};
+    const struct smbconf_edit *ed = &s->pending_edit;
+    size_t i, pending = index_of("pending"), hold = index_of("hold");
+
+    /* Every scalar is always written (state_format), in every version so
+     * far: one missing means the file was cut short or written by hand. */
+    for (i = 0; i < NFIELDS; i++)
+        if (fields[i].kind != K_STR && seen[i] == 0)
+            return damaged(e, name, last,
+                           "the file ends without '%s': it is incomplete "
+                           "(expected every key state_format writes, cycles last)",
+                           fields[i].key);
+    if (s->pending) {
+        for (size_t k = 0; k < sizeof(pending_parts) / sizeof(pending_parts[0]); k++) {
+            if (seen[index_of(pending_parts[k])] == 0)
+                return damaged(e, name, seen[pending],
+                               "a pending edit without %s (expected "
+                               "pending_file, pending_written and pending_original)",
+                               pending_parts[k]);
+        }
+        if (ed->file[0] != '/')
+            return damaged(e, name, seen[pending],
+                           "the pending edit's pending_file is not an "
+                           "absolute path");
+        if (ed->line_off > strlen(ed->written) || ed->line_len > strlen(ed->written) - ed->line_off)
+            return damaged(e, name, seen[pending],
+                           "the pending edit's line (pending_line_off %zu, "
+                           "pending_line_len %zu) lies outside its pending_written (%zu bytes)",
+                           ed->line_off, ed->line_len, strlen(ed->written));
+    } else {
+        /* pending_clear leaves nothing of an edit behind */
+        if (s->pending_commit || ed->file || ed->written || ed->original || ed->prev ||
+            ed->line_off || ed->line_len)
+            return damaged(e, name, seen[pending],
+                           "parts of a pending edit, but 'pending no' "
+                           "(expected none of pending_* then)");
+    }
+    if (!s->hold && s->hold_reason)
+        return damaged(e, name, seen[hold],
+                       "a hold_reason, but 'hold no' (`smbtuned --resume` "
+                       "removes both)");
+    return 0;
+}
+
+int state_parse(const char *text, size_t len, const char *name, struct state *s, struct err *e)
+{
+    int seen[NFIELDS] = {0}, lineno = 0, vline = 0, entries = 0, r = 0;
+    size_t pos = 0;
+    char x[48];
 
     memset(s, 0, sizeof(*s));
-    if (copy == NULL)
-        return err_set(e, -ENOMEM, "out of memory");
-    for (line = strtok_r(copy, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
-        char *sp;
+    while (pos < len && r == 0) {
+        const char *l = text + pos, *nl = memchr(l, '\n', len - pos), *sp;
+        size_t n = nl ? (size_t)(nl - l) : len - pos, i, klen;
+        char *line;
 
         lineno++;
-        if (line[0] == '#' || line[0] == '\0')
+        pos += n + (nl != NULL);
+        if (nl == NULL) {
+            /* We write every line whole and replace the file by rename. */
+            r = damaged(e, name, lineno, "'%s' has no line end: the file was cut short",
+                        excerpt(l, n, x));
+            break;
+        }
+        for (i = 0; i < n && (unsigned char)l[i] >= 0x20 && l[i] != 0x7f; i++)
+            ;
+        if (i < n) {
+            /* Values are written escaped: a raw NUL or control byte is
+             * damage, and a NUL would silently hide the rest of a line. */
+            r = damaged(e, name, lineno,
+                        "%s at column %zu (expected printable text: values "
+                        "are written escaped)",
+                        l[i] == '\0' ? "a NUL byte" : "a control character", i + 1);
+            break;
+        }
+        if (n == 0 || l[0] == '#')
             continue;
-        sp = strchr(line, ' ');
+        sp = memchr(l, ' ', n);
         if (sp == NULL) {
-            r = err_set(e, -EINVAL, "%s:%d: expected 'key value'", name, lineno);
+            r = damaged(e, name, lineno, "'%s': expected 'key value'", excerpt(l, n, x));
             break;
         }
-        *sp = '\0';
-        for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-            if (strcmp(fields[i].key, line) != 0)
-                continue;
-            r = set_field(s, &fields[i], sp + 1);
-            if (r < 0)
-                err_set(e, r, "%s:%d: bad value for %s: '%s'", name, lineno, line, sp + 1);
+        klen = (size_t)(sp - l);
+        line = strndup(l, n);
+        if (line == NULL) {
+            r = err_set(e, -ENOMEM, "out of memory");
             break;
         }
-        if (r < 0)
-            break;
+        line[klen] = '\0';
+        entries++;
+        if (strcmp(line, "version") == 0) {
+            long long v;
+
+            if (entries > 1)
+                r = damaged(e, name, lineno,
+                            "'version' %s (expected it once, as the first "
+                            "entry)",
+                            vline ? "given twice" : "after other entries");
+            else if (util_parse_long(line + klen + 1, 1, LLONG_MAX, &v) < 0)
+                r = damaged(e, name, lineno,
+                            "bad value for version: '%s' (expected a whole "
+                            "number from 1)",
+                            excerpt(line + klen + 1, n - klen - 1, x));
+            else if (v > STATE_VERSION)
+                r = damaged(e, name, lineno,
+                            "format version %lld, written by a newer "
+                            "smbtuned (expected version %d or older)",
+                            v, STATE_VERSION);
+            vline = lineno;
+        } else if ((i = index_of(line)) == NFIELDS) {
+            r = damaged(e, name, lineno,
+                        "unknown key '%s' (expected a key of format version "
+                        "%d)",
+                        excerpt(line, klen, x), STATE_VERSION);
+        } else if (seen[i] != 0) {
+            r = damaged(e, name, lineno,
+                        "'%s' given twice (first at line %d; expected each "
+                        "key once)",
+                        fields[i].key, seen[i]);
+        } else {
+            const struct field *fd = &fields[i];
+            char want[96];
+            int rf = set_field(s, fd, line + klen + 1);
+
+            seen[i] = lineno;
+            if (rf == -ENOMEM) {
+                r = err_set(e, -ENOMEM, "out of memory");
+            } else if (rf < 0) {
+                expected(fd, want, sizeof(want));
+                r = damaged(e, name, lineno, "bad value for %s: '%s' (expected %s)", fd->key,
+                            excerpt(line + klen + 1, n - klen - 1, x), want);
+            }
+        }
+        free(line);
     }
-    free(copy);
+    if (r == 0) /* an empty file ends at line 1 */
+        r = check_records(s, seen, lineno > 0 ? lineno : 1, name, e);
     if (r < 0)
         state_free(s);
     return r;
@@ -207,7 +396,8 @@ char *state_format(const struct state *s)
     if (f == NULL)
         return NULL;
     fputs("# smbtuned state: written by smbtuned, read at start-up\n", f);
-    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+    fprintf(f, "version %d\n", STATE_VERSION);
+    for (size_t i = 0; i < NFIELDS; i++) {
         const struct field *fd = &fields[i];
         const void *p = (const char *)s + fd->off;
 
@@ -242,7 +432,7 @@ char *state_format(const struct state *s)
 
 void state_free(struct state *s)
 {
-    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+    for (size_t i = 0; i < NFIELDS; i++) {
         if (fields[i].kind == K_STR) {
             char **p = (char **)((char *)s + fields[i].off);
 
@@ -252,22 +442,70 @@ void state_free(struct state *s)
     memset(s, 0, sizeof(*s));
 }
 
+/* Keep path aside as path.damaged-STAMP[-N], under a name that no earlier
+ * file has: a hard link, so that path itself is only replaced once the
+ * hold that names the copy is saved (a crash in between finds the damaged
+ * file again, and keeps another copy). Where links are not supported, a
+ * rename that refuses to replace. */
+static int keep_aside(const char *path, char *aside, size_t len)
+{
+    char stamp[32];
+    struct tm tm;
+    time_t now = time(NULL);
+    int r = -EEXIST;
+
+    localtime_r(&now, &tm);
+    strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
+    for (int n = 0; n < ASIDE_TRIES && r == -EEXIST; n++) {
+        int w = n == 0 ? snprintf(aside, len, "%s.damaged-%s", path, stamp)
+                       : snprintf(aside, len, "%s.damaged-%s-%d", path, stamp, n);
+
+        if (w < 0 || (size_t)w >= len)
+            return -ENAMETOOLONG;
+        r = link(path, aside) == 0 ? 0 : -errno;
+        if (r == -EPERM || r == -EOPNOTSUPP || r == -EMLINK)
+            r = renameat2(AT_FDCWD, path, AT_FDCWD, aside, RENAME_NOREPLACE) == 0 ? 0 : -errno;
+    }
+    return r;
+}
+
 int state_load(const char *dir, struct state *s, struct err *e)
 {
-    char path[PATH_MAX], *text;
+    char path[PATH_MAX], aside[PATH_MAX + 64], *text, *reason = NULL;
+    struct err why;
     size_t len;
     int r;
 
+    memset(s, 0, sizeof(*s));
     snprintf(path, sizeof(path), "%s/" STATE_FILE, dir);
     r = util_read_file(path, &text, &len);
-    if (r == -ENOENT) {
-        memset(s, 0, sizeof(*s));
+    if (r == -ENOENT)
         return 0;
-    }
     if (r < 0)
         return err_set(e, r, "cannot read %s: %s", path, strerror(-r));
-    r = state_parse(text, path, s, e);
+    r = state_parse(text, len, path, s, &why);
     free(text);
+    if (r != -EBADMSG)
+        return r < 0 ? err_set(e, r, "%s", why.msg) : 0;
+
+    r = keep_aside(path, aside, sizeof(aside));
+    if (r < 0)
+        return err_set(e, r,
+                       "%s; it cannot be kept aside (%s): not starting, smb.conf not "
+                       "touched",
+                       why.msg, strerror(-r));
+    journal_log(LOG_ERR, "%s; kept as %s, smb.conf not touched", why.msg, aside);
+    if (asprintf(&reason,
+                 "the state file was damaged (%s); it is kept as %s. If a live "
+                 "trial was under way, smb.conf may still hold its value: check the socket "
+                 "options line, then `smbtuned --resume`",
+                 why.msg, aside) < 0)
+        return err_set(e, -ENOMEM, "out of memory");
+    s->hold = true;
+    s->hold_reason = reason;
+    r = state_save(dir, s, e);
+    if (r < 0)
+        state_free(s);
     return r;
 }
 

@@ -1,12 +1,23 @@
 /* state: what smbtuned must remember across restarts, in STATE_DIR/state.
  *
  * A text file of `key value` lines (values C-escaped), replaced atomically.
- * Unknown keys are ignored so that an older smbtuned reads a newer file.
+ * The first entry is `version N` (STATE_VERSION). A file without it was
+ * written before the format had a version and is read as version 1, which
+ * it is, so that an upgrade keeps its state (a pending trial included).
+ *
+ * The file is read strictly, because a record we misread could make us
+ * write smb.conf: every key known and given once, every number in range,
+ * every record complete (a pending edit has all its parts), no NUL byte or
+ * raw control character, every line ended. A newer version is refused as
+ * well: its keys could mean what this version cannot know. state_load
+ * keeps such a file aside for the admin and holds off (see there).
+ *
  * The parse and format are pure; state_load/state_save touch the disk. */
 #ifndef SMBTUNE_STATE_H
 #define SMBTUNE_STATE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "smbconf.h"
 #include "util.h"
@@ -14,7 +25,7 @@
 struct state {
     /* the configuration in force, as far as smbtuned knows, and its rates */
     bool have_incumbent;
-    long rcvbuf, sndbuf; /* 0: autotuning */
+    long rcvbuf, sndbuf; /* SEARCH_AUTO (0): no explicit size, else a size */
     double write_mbps, read_mbps;
     /* the socket options value smbtuned last wrote, and where */
     char *last_written;
@@ -33,12 +44,26 @@ struct state {
     long cycles;
 };
 
-int state_parse(const char *text, const char *name, struct state *s, struct err *e);
+/* The format this smbtuned writes, and the newest it reads. */
+#define STATE_VERSION 1
+
+/* Parse len bytes of text (NULs included: they make the file damaged).
+ * -EBADMSG for a damaged, partial or newer file, with "NAME:LINE: what
+ * was found; what was expected" in e; -ENOMEM. */
+int state_parse(const char *text, size_t len, const char *name, struct state *s, struct err *e);
 /* malloc'ed text; NULL when out of memory */
 char *state_format(const struct state *s);
 void state_free(struct state *s);
 
-/* STATE_DIR/state; a missing file is an empty state. */
+/* STATE_DIR/state; a missing file is an empty state.
+ *
+ * A damaged one (state_parse's -EBADMSG) never stops a start: it is kept
+ * aside as STATE_DIR/state.damaged-YYYYmmdd-HHMMSS[-N] (a name no earlier
+ * file has; its bytes untouched), the reason is logged, and the state
+ * becomes a hold whose reason names the kept file: nothing is written to
+ * smb.conf until `smbtuned --resume`, since a record we cannot read may
+ * stand for a live trial still in smb.conf. Returns 0 then; <0 only when
+ * the file cannot be read or the hold cannot be saved. */
 int state_load(const char *dir, struct state *s, struct err *e);
 int state_save(const char *dir, const struct state *s, struct err *e);
 

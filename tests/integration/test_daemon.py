@@ -94,6 +94,17 @@ def check_report(obj):
     assert isinstance(obj["result"], str) and obj["result"], obj
 
 
+def resume_then_dry_run(env):
+    """--resume hands control back, and a dry run works again: its report."""
+    rc, out, err = env.run("--resume")
+    assert rc == 0, f"{out}\n{err}"
+    assert env.state().get("hold") == "no", env.state()
+    rc, obj, err = env.run_json("--dry-run")
+    assert rc == 0, err
+    check_report(obj)
+    return obj
+
+
 def assert_clean(env):
     left = env.leftovers()
     assert not left, "left behind:\n" + "\n".join(left)
@@ -377,15 +388,9 @@ def test_hand_edit_holds_until_resume(make_env):
     assert rc == 1, f"{out}\n{err}"
     assert conf.read_bytes() == hand
 
-    # 4. --resume hands control back.
-    rc, out, err = env.run("--resume")
-    assert rc == 0, f"{out}\n{err}"
-    assert env.state().get("hold") == "no", env.state()
-
-    # 5. A dry run works again and still writes nothing.
-    rc, obj, err = env.run_json("--dry-run")
-    assert rc == 0, err
-    check_report(obj)
+    # 4. --resume hands control back; 5. a dry run works again and still
+    # writes nothing.
+    obj = resume_then_dry_run(env)
     assert obj["before"]["value"] == hand_value
     assert conf.read_bytes() == hand
     assert env.state().get("hold") == "no", env.state()
@@ -513,3 +518,122 @@ def test_check_registry_smb_conf(make_env, tmp_path):
     rc, out, err = env.run("-t", timeout=60)
     assert rc == 1, f"{out}\n{err}"
     assert f"{reg}:4" in err, err
+
+
+# ------------------------------------------------------ a damaged state file
+
+def legacy_state(conf, **changes):
+    """A state file as smbtuned wrote it before the format had a version
+    line, with keys replaced (a value) or removed (None)."""
+    keys = {"have_incumbent": "no", "rcvbuf": "0", "sndbuf": "0", "write_mbps": "0.000000",
+            "read_mbps": "0.000000", "hold": "no", "smb_conf": str(conf), "pending": "no",
+            "pending_commit": "no", "pending_line_off": "0", "pending_line_len": "0",
+            "cycles": "0"}
+    keys.update(changes)
+    out = ["# smbtuned state: written by smbtuned, read at start-up"]
+    out += [f"{k} {v}" for k, v in keys.items() if v is not None]
+    return ("\n".join(out) + "\n").encode()
+
+
+def state_escape(data):
+    """A string value as state.c's escape() writes it."""
+    out = []
+    for c in data:
+        ch = chr(c)
+        out.append({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(ch) or
+                   (f"\\x{c:02x}" if c < 0x20 or c == 0x7f else ch))
+    return "".join(out)
+
+
+def line_of(data, start):
+    """1-based number of the first line of data starting with start."""
+    return [i + 1 for i, l in enumerate(data.split(b"\n")) if l.startswith(start)][0]
+
+
+def damaged_states(conf):
+    """{name: (bytes, line the message names, what it says)}"""
+    no_original = legacy_state(conf, pending="yes", pending_file=str(conf),
+                               pending_written=state_escape(conf.read_bytes()),
+                               pending_line_off="9", pending_line_len="20")
+    return {
+        # the reproducer of the crash loop
+        "pending-alone": (b"pending yes\n", 1, "the file ends without"),
+        "written-without-original": (no_original, line_of(no_original, b"pending yes"),
+                                     "a pending edit without pending_original"),
+        "newer-version": (b"version 2\n" + legacy_state(conf), 1,
+                          "format version 2, written by a newer smbtuned"),
+        "nul-inside": (legacy_state(conf).replace(b"hold no", b"hold no\0hold yes"),
+                       line_of(legacy_state(conf), b"hold no"), "a NUL byte"),
+    }
+
+
+DAMAGED = ["pending-alone", "written-without-original", "newer-version", "nul-inside"]
+
+
+@pytest.mark.parametrize("form", DAMAGED)
+def test_damaged_state_held_until_resume(make_env, form):
+    """A damaged state file never crashes a start (it made Restart=on-failure
+    loop): it is reported with its file and line, kept aside under a new
+    name, smb.conf is not touched, and smbtuned holds off until --resume."""
+    env = make_env(ON_LATTICE)
+    env.write_config(tune={"trials": q("live"), "apply": q("smbcontrol"), "mode": q("tune")})
+    conf = env.srv.conf
+    before, mtime = conf.read_bytes(), conf.stat().st_mtime_ns
+    data, line, what = damaged_states(conf)[form]
+    state = env.state_dir / "state"
+    state.write_bytes(data)
+
+    rc, out, err = env.run("--once")
+    assert rc == 1, f"exit {rc} (a negative one is a signal: a crash)\n{out}\n{err}"
+    assert f"{state}:{line}: " in err and what in err, err
+    kept = sorted(env.state_dir.glob("state.damaged-*"))
+    assert len(kept) == 1, sorted(env.state_dir.iterdir())
+    assert re.fullmatch(r"state\.damaged-\d{8}-\d{6}", kept[0].name), kept[0].name
+    assert kept[0].read_bytes() == data, "the damaged file was changed, not kept"
+    assert f"kept as {kept[0]}" in err, err
+    assert conf.read_bytes() == before and conf.stat().st_mtime_ns == mtime
+    st = env.state()
+    assert st.get("version") == "1" and st.get("hold") == "yes", st
+    assert str(kept[0]) in st.get("hold_reason", ""), st
+    assert not re.search(r"^<\d>sample\s", err, re.M), f"measured while holding off:\n{err}"
+    assert "holding off" in err, err
+
+    # A restart keeps holding, and keeps nothing more aside.
+    rc, out, err = env.run("--once")
+    assert rc == 1, f"{out}\n{err}"
+    assert str(kept[0]) in err, err
+    assert sorted(env.state_dir.glob("state.damaged-*")) == kept
+    assert conf.read_bytes() == before
+
+    if form != "pending-alone":
+        return
+    # A second damaged file does not overwrite the first copy.
+    state.write_bytes(b"garbage\n")
+    rc, out, err = env.run("--once")
+    assert rc == 1, f"{out}\n{err}"
+    assert f"{state}:1: 'garbage': expected 'key value'" in err, err
+    kept2 = sorted(env.state_dir.glob("state.damaged-*"))
+    assert len(kept2) == 2 and kept[0] in kept2, kept2
+    assert {p.read_bytes() for p in kept2} == {data, b"garbage\n"}
+
+    # --resume lifts the hold; a dry run then measures and writes nothing.
+    resume_then_dry_run(env)
+    assert conf.read_bytes() == before
+    assert sorted(env.state_dir.glob("state.damaged-*")) == kept2
+    assert_clean(env)
+
+
+def test_damaged_state_daemon_holds(make_env):
+    """The daemon itself stays up and holds off, cycle after cycle."""
+    env = make_env(ON_LATTICE)
+    env.write_config(tune={"trials": q("live"), "apply": q("smbcontrol"), "interval": "1h"})
+    before = env.srv.conf.read_bytes()
+    (env.state_dir / "state").write_bytes(b"pending yes\n")
+    d = env.start()
+    d.wait_line(r"^<\d>not tuning: holding off: the state file was damaged", timeout=60)
+    assert d.alive(), d.stderr
+    d.signal(signal.SIGTERM)
+    d.wait()
+    assert f"{env.state_dir / 'state'}:1: " in d.stderr, d.stderr
+    assert env.srv.conf.read_bytes() == before
+    assert_clean(env)

@@ -1,15 +1,25 @@
 /* Unit tests for lib/state: the state file survives a round trip, bytes
- * and all, and a damaged one is refused with its line. */
+ * and all; a damaged, partial or newer one is refused with its file and
+ * line, and state_load keeps it aside and holds off. */
+#include <dirent.h>
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "state.h"
+
+static int parse(const char *text, struct state *s, struct err *e)
+{
+    return state_parse(text, strlen(text), "/var/lib/smbtuned/state", s, e);
+}
 
 static void test_round_trip(void **state)
 {
@@ -27,8 +37,8 @@ static void test_round_trip(void **state)
     assert_int_equal(state_set_str(&a.hold_reason, "edited by hand\\ at line 3"), 0);
     a.pending = true;
     assert_int_equal(state_set_str(&a.pending_edit.file, "/etc/samba/smb.conf"), 0);
-    assert_int_equal(state_set_str(&a.pending_edit.written,
-                                   "[global]\r\n\tsocket options = A\t\x01\r\n"), 0);
+    assert_int_equal(
+        state_set_str(&a.pending_edit.written, "[global]\r\n\tsocket options = A\t\x01\r\n"), 0);
     assert_int_equal(state_set_str(&a.pending_edit.original, ""), 0);
     a.pending_edit.line_off = 10;
     a.pending_edit.line_len = 21;
@@ -36,7 +46,8 @@ static void test_round_trip(void **state)
 
     text = state_format(&a);
     assert_non_null(text);
-    assert_int_equal(state_parse(text, "state", &b, &e), 0);
+    assert_non_null(strstr(text, "\nversion 1\n"));
+    assert_int_equal(parse(text, &b, &e), 0);
     assert_true(b.have_incumbent);
     assert_int_equal(b.rcvbuf, 262144);
     assert_int_equal(b.sndbuf, 0);
@@ -56,29 +67,326 @@ static void test_round_trip(void **state)
     state_free(&b);
 }
 
-static void test_bad_files(void **state)
+/* A complete file of today's format, without its version line: what
+ * smbtuned wrote before the format had one. */
+static const char legacy[] = "# smbtuned state: written by smbtuned, read at start-up\n"
+                             "have_incumbent yes\n"
+                             "rcvbuf 262144\n"
+                             "sndbuf 0\n"
+                             "write_mbps 11.590000\n"
+                             "read_mbps 0.000000\n"
+                             "last_written TCP_NODELAY SO_RCVBUF=262144\n"
+                             "hold no\n"
+                             "pending no\n"
+                             "pending_commit no\n"
+                             "pending_line_off 0\n"
+                             "pending_line_len 0\n"
+                             "cycles 3\n";
+
+/* legacy with its `from` line (1-based, after the comment) replaced by to
+ * (NULL: removed; a string with several lines: inserted). */
+static char *legacy_with(int line, const char *to)
+{
+    char *out = malloc(sizeof(legacy) + (to ? strlen(to) : 0) + 1), *p = out;
+    const char *l = legacy;
+
+    for (int n = 1; *l; n++) {
+        const char *nl = strchr(l, '\n') + 1;
+
+        if (n == line) {
+            if (to != NULL)
+                p += sprintf(p, "%s\n", to);
+        } else {
+            memcpy(p, l, (size_t)(nl - l));
+            p += nl - l;
+        }
+        l = nl;
+    }
+    *p = '\0';
+    return out;
+}
+
+static void assert_damaged(const char *text, size_t len, const char *want)
 {
     struct state s;
     struct err e = {{0}};
 
+    assert_int_equal(state_parse(text, len, "/var/lib/smbtuned/state", &s, &e), -EBADMSG);
+    if (strstr(e.msg, want) == NULL)
+        fail_msg("message '%s' lacks '%s'", e.msg, want);
+    assert_null(s.hold_reason);
+}
+
+static void assert_damaged_str(const char *text, const char *want)
+{
+    assert_damaged(text, strlen(text), want);
+}
+
+/* legacy with one line replaced (legacy_with) is damaged, as want says. */
+static void assert_legacy_damaged(int line, const char *to, const char *want)
+{
+    char *t = legacy_with(line, to);
+
+    assert_damaged_str(t, want);
+    free(t);
+}
+
+static void test_legacy_and_version(void **state)
+{
+    struct state s;
+    struct err e = {{0}};
+    char *t;
+
     (void)state;
-    assert_int_equal(state_parse("# c\nfuture_key whatever\nrcvbuf 5\n", "f", &s, &e), 0);
-    assert_int_equal(s.rcvbuf, 5);
+    /* An upgrade keeps the state: no version line is version 1. */
+    assert_int_equal(parse(legacy, &s, &e), 0);
+    assert_int_equal(s.rcvbuf, 262144);
+    assert_int_equal(s.cycles, 3);
     state_free(&s);
-    assert_true(state_parse("rcvbuf 5\nsndbuf -3\n", "/var/lib/smbtuned/state", &s, &e) < 0);
-    assert_string_equal(e.msg, "/var/lib/smbtuned/state:2: bad value for sndbuf: '-3'");
-    assert_true(state_parse("hold maybe\n", "f", &s, &e) < 0);
-    assert_true(state_parse("keyonly\n", "f", &s, &e) < 0);
-    assert_non_null(strstr(e.msg, "f:1: expected 'key value'"));
-    assert_true(state_parse("last_written a\\q\n", "f", &s, &e) < 0);
-    assert_true(state_parse("write_mbps nan\n", "f", &s, &e) < 0);
+    t = legacy_with(1, "# smbtuned state\nversion 1");
+    assert_int_equal(parse(t, &s, &e), 0);
+    state_free(&s);
+    free(t);
+    assert_legacy_damaged(1, "version 2",
+                          "state:1: format version 2, written by a newer smbtuned (expected "
+                          "version 1 or older)");
+    assert_legacy_damaged(1, "version 99999999999999999999", "state:1: bad value for version");
+    assert_legacy_damaged(3, "version 1", "state:3: 'version' after other entries");
+}
+
+static void test_pending_incomplete(void **state)
+{
+    char *t;
+
+    (void)state;
+    /* The reproducer of the crash loop. */
+    assert_damaged_str("pending yes\n", "state:1: the file ends without 'have_incumbent'");
+    /* pending_written without pending_original */
+    assert_legacy_damaged(9,
+                          "pending yes\npending_file /etc/samba/smb.conf\n"
+                          "pending_written [global]\\n\\tsocket options = X\\n",
+                          "state:9: a pending edit without pending_original");
+    assert_legacy_damaged(9, "pending yes\npending_written x\npending_original y",
+                          "state:9: a pending edit without pending_file");
+    assert_legacy_damaged(9,
+                          "pending yes\npending_file smb.conf\npending_written x\n"
+                          "pending_original ",
+                          "not an absolute path");
+    /* the line lies outside the bytes written */
+    t = legacy_with(9, "pending yes\npending_file /s\npending_written abc\npending_original ");
+    {
+        char *u = strstr(t, "pending_line_len 0");
+
+        memcpy(u, "pending_line_len 4", 18);
+    }
+    assert_damaged_str(t, "state:9: the pending edit's line (pending_line_off 0, "
+                          "pending_line_len 4) lies outside its pending_written (3 bytes)");
+    free(t);
+    /* parts of an edit without pending yes */
+    assert_legacy_damaged(9, "pending no\npending_original x",
+                          "state:9: parts of a pending edit, but 'pending no'");
+    assert_legacy_damaged(8, "hold no\nhold_reason why", "state:8: a hold_reason, but 'hold no'");
+}
+
+static void test_truncated(void **state)
+{
+    size_t cut = strstr(legacy, "pending_line_len") - legacy + 10;
+
+    (void)state;
+    /* cut inside a line: the line has no end */
+    assert_damaged(legacy, cut, "state:12: 'pending_li' has no line end: the file was cut short");
+    /* cut after a line: keys are missing */
+    assert_damaged(legacy, strstr(legacy, "cycles") - legacy,
+                   "state:12: the file ends without 'cycles'");
+    assert_damaged("", 0, "state:1: the file ends without 'have_incumbent'");
+    assert_damaged_str("keyonly\n", "state:1: 'keyonly': expected 'key value'");
+}
+
+static void test_bad_numbers(void **state)
+{
+    static const struct {
+        int line;
+        const char *to, *want;
+    } cases[] = {
+        {4, "sndbuf -3",
+         "state:4: bad value for sndbuf: '-3' (expected a whole number from 0 "
+         "to 2147483647)"},
+        {3, "rcvbuf 2147483648", "state:3: bad value for rcvbuf"},
+        {3, "rcvbuf 0x10", "state:3: bad value for rcvbuf"},
+        {3, "rcvbuf  5", "state:3: bad value for rcvbuf"},
+        {3, "rcvbuf ", "state:3: bad value for rcvbuf"},
+        {13, "cycles 99999999999999999999", "state:13: bad value for cycles"},
+        {11, "pending_line_off -1", "state:11: bad value for pending_line_off"},
+        {5, "write_mbps nan", "state:5: bad value for write_mbps"},
+        {5, "write_mbps -1.0", "state:5: bad value for write_mbps"},
+        {5, "write_mbps 1e300", "state:5: bad value for write_mbps"},
+        {5, "write_mbps 0x1p3", "state:5: bad value for write_mbps"},
+        {8, "hold maybe", "state:8: bad value for hold: 'maybe' (expected yes or no)"},
+        {7, "last_written a\\q", "state:7: bad value for last_written"},
+        {7, "last_written a\\x00b", "state:7: bad value for last_written"},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        assert_legacy_damaged(cases[i].line, cases[i].to, cases[i].want);
+}
+
+static void test_unknown_duplicate_nul(void **state)
+{
+    char *t;
+    size_t len;
+
+    (void)state;
+    assert_legacy_damaged(13, "cycles 3\nfuture_key whatever",
+                          "state:14: unknown key 'future_key' (expected a key of format version "
+                          "1)");
+    assert_legacy_damaged(13, "cycles 3\nrcvbuf 5",
+                          "state:14: 'rcvbuf' given twice (first at line 3; expected each key "
+                          "once)");
+    /* A NUL inside: what follows it on the line, and the lines after,
+     * must not be dropped silently. */
+    t = strdup(legacy);
+    len = strlen(t);
+    t[strstr(t, "hold no") - t + 4] = '\0';
+    assert_damaged(t, len, "state:8: a NUL byte at column 5");
+    /* and one after the last line */
+    memcpy(t, legacy, len);
+    t = realloc(t, len + 3);
+    memcpy(t + len, "\0x\n", 3);
+    assert_damaged(t, len + 3, "state:14: a NUL byte at column 1");
+    free(t);
+    assert_legacy_damaged(8, "hold no\r", "state:8: a control character at column 8");
+}
+
+/* ---- state_load on a directory of our own ---- */
+
+static char *tmpdir(void)
+{
+    char *d = strdup("/tmp/smbtuned-test-state-XXXXXX");
+
+    assert_non_null(mkdtemp(d));
+    return d;
+}
+
+static void write_file(const char *dir, const char *name, const char *data, size_t len)
+{
+    char p[4096];
+    FILE *f;
+
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    f = fopen(p, "w");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+}
+
+static char *read_back(const char *dir, const char *name)
+{
+    char p[4096], *buf;
+    size_t len;
+
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    assert_int_equal(util_read_file(p, &buf, &len), 0);
+    return buf;
+}
+
+/* Names in dir starting with prefix, sorted, joined by spaces. */
+static int count_prefixed(const char *dir, const char *prefix, char names[][256], int max)
+{
+    struct dirent **ents;
+    int n = scandir(dir, &ents, NULL, alphasort), k = 0;
+
+    assert_true(n >= 0);
+    for (int i = 0; i < n; i++) {
+        if (strncmp(ents[i]->d_name, prefix, strlen(prefix)) == 0 && k < max)
+            snprintf(names[k++], 256, "%s", ents[i]->d_name);
+        free(ents[i]);
+    }
+    free(ents);
+    return k;
+}
+
+static void rm_rf(const char *dir)
+{
+    char cmd[4200];
+
+    snprintf(cmd, sizeof(cmd), "rm -rf -- '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_load_keeps_damaged_aside(void **state)
+{
+    char *dir = tmpdir(), names[4][256], *text, *t;
+    struct state s;
+    struct err e = {{0}};
+
+    (void)state;
+    /* a good file loads as it is */
+    write_file(dir, "state", legacy, strlen(legacy));
+    assert_int_equal(state_load(dir, &s, &e), 0);
+    assert_false(s.hold);
+    state_free(&s);
+    assert_int_equal(count_prefixed(dir, "state.damaged-", names, 4), 0);
+
+    /* The reproducer: held, with the kept file named; the file itself
+     * unchanged under its new name. */
+    write_file(dir, "state", "pending yes\n", 12);
+    assert_int_equal(state_load(dir, &s, &e), 0);
+    assert_true(s.hold);
+    assert_false(s.pending);
+    assert_int_equal(count_prefixed(dir, "state.damaged-", names, 4), 1);
+    assert_non_null(strstr(s.hold_reason, names[0]));
+    assert_non_null(strstr(s.hold_reason, "/state:1: the file ends without"));
+    text = read_back(dir, names[0]);
+    assert_string_equal(text, "pending yes\n");
+    free(text);
+    state_free(&s);
+    /* the hold is on disk: a restart holds too, and keeps nothing more */
+    assert_int_equal(state_load(dir, &s, &e), 0);
+    assert_true(s.hold);
+    assert_non_null(strstr(s.hold_reason, names[0]));
+    state_free(&s);
+    assert_int_equal(count_prefixed(dir, "state.damaged-", names, 4), 1);
+
+    /* A second damaged file in the same second does not replace the
+     * first copy. */
+    t = legacy_with(1, "version 7");
+    write_file(dir, "state", t, strlen(t));
+    assert_int_equal(state_load(dir, &s, &e), 0);
+    assert_true(s.hold);
+    state_free(&s);
+    write_file(dir, "state", "x\n", 2);
+    assert_int_equal(state_load(dir, &s, &e), 0);
+    state_free(&s);
+    assert_int_equal(count_prefixed(dir, "state.damaged-", names, 4), 3);
+    {
+        int found = 0;
+
+        for (int i = 0; i < 3; i++) {
+            text = read_back(dir, names[i]);
+            found |= strcmp(text, "pending yes\n") == 0 ? 1
+                     : strcmp(text, t) == 0             ? 2
+                     : strcmp(text, "x\n") == 0         ? 4
+                                                        : 8;
+            free(text);
+        }
+        assert_int_equal(found, 7);
+    }
+    free(t);
+    rm_rf(dir);
+    free(dir);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_legacy_and_version),
+        cmocka_unit_test(test_pending_incomplete),
+        cmocka_unit_test(test_truncated),
+        cmocka_unit_test(test_bad_numbers),
+        cmocka_unit_test(test_unknown_duplicate_nul),
+        cmocka_unit_test(test_load_keeps_damaged_aside),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
