@@ -389,8 +389,8 @@ def test_testparm_fails_after_the_write(make_env, faults):
     rc, out, err = env.run("--once")
     assert hook_ran(env, 2), f"the cycle never reached the check after the write\n{err}"
     line, outcome = check_promises(env, before, err,
-                                   r"^commit: .*testparm cannot read.*injected failure.*"
-                                   r"the old line is restored")
+                                   r"^commit: .*the old line is restored: "
+                                   r".*testparm cannot read.*injected failure")
     assert outcome == "old", f"smb.conf not restored\n{err}"
     assert rc == 1, err
     assert env.state().get("pending") == "no", env.state()
