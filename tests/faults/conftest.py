@@ -36,6 +36,7 @@ copy_fixture = integration.copy_fixture
 run_editor = integration.run_editor
 samba_value = integration.samba_value
 pytest_configure = integration.pytest_configure
+pytest_sessionfinish = integration.pytest_sessionfinish
 
 _COUNTS = collections.Counter()
 

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,21 @@ def samba_value(conf):
 def pytest_configure(config):
     config.addinivalue_line("markers", "smbd: starts a real smbd (needs root and samba)")
     config.addinivalue_line("markers", "slow: takes more than a few seconds")
+    # Guests (nobody) must traverse the test's directories to reach a share
+    # (smbd.py opens them with o+x). Every pytest session resets
+    # /tmp/pytest-of-root to 0700, so a second session started while one
+    # runs locks the first one's guests out ("Permission denied" on the
+    # share). A base directory of each session's own avoids that.
+    if config.option.basetemp is None and not hasattr(config, "workerinput"):
+        config.option.basetemp = tempfile.mkdtemp(prefix="smbtuned-pytest-", dir="/tmp")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    # The session's own base directory goes when every test passed; after a
+    # failure it stays, for the logs in it.
+    base = session.config.option.basetemp
+    if exitstatus == 0 and base and Path(base).name.startswith("smbtuned-pytest-"):
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def _require_smbd():
