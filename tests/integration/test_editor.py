@@ -819,6 +819,23 @@ def test_xattrs_and_acls_kept(smbtuned, tmp_path, xattr_dir):
                           text=True).stdout == acl
 
 
+def test_xattr_copy_failure_writes_nothing(smbtuned, tmp_path, xattr_dir):
+    """fsetxattr on the new file fails (strace injects EIO): smb.conf keeps
+    its bytes and its attributes, and no temporary file is left."""
+    if shutil.which("strace") is None:
+        pytest.skip("needs strace to inject the failure")
+    conf = conf_with(xattr_dir, "[global]\nsocket options = TCP_NODELAY\n")
+    subprocess.run(["setfattr", "-n", "user.note", "-v", "kept", str(conf)], check=True)
+    before, dump = snapshot(xattr_dir), xattr_dump(conf)
+    r = run_editor(smbtuned, "--smb-conf", conf, "--set-buffers", "1M,1M",
+                   "--state-dir", tmp_path / "state", timeout=HANG_S,
+                   prefix=("strace", "-o", "/dev/null", "-e", "inject=fsetxattr:error=EIO"))
+    assert r.returncode == 1, r.stderr
+    assert "nothing written" in r.stderr and "Input/output error" in r.stderr, r.stderr
+    assert_unchanged(before, xattr_dir, "fsetxattr failed")
+    assert xattr_dump(conf) == dump
+
+
 def test_setuid_and_setgid_kept(smbtuned, tmp_path):
     conf = conf_with(tmp_path / "c", "[global]\nsocket options = TCP_NODELAY\n")
     if os.geteuid() == 0:

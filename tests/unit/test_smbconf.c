@@ -319,6 +319,25 @@ static void test_include_fanout(void **state)
     }
 }
 
+/* Backup names: every path its own, so backups never overwrite another's. */
+static void test_backup_name(void **state)
+{
+    static const char *const paths[][2] = {
+        {"/a/b.conf", "a%2Fb.conf"},
+        {"/a_b.conf", "a_b.conf"},
+        {"/a%2Fb.conf", "a%252Fb.conf"},
+        {"/etc/samba/smb.conf", "etc%2Fsamba%2Fsmb.conf"},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+        char *n = smbconf_backup_name(paths[i][0]);
+
+        assert_string_equal(n, paths[i][1]);
+        free(n);
+    }
+}
+
 /* Render value into a one-file config and compare the whole result. */
 static void check_render(const char *text, const char *value, const char *want)
 {
@@ -465,6 +484,7 @@ int main(void)
         cmocka_unit_test(test_percent_include_notes),
         cmocka_unit_test(test_include_depth),
         cmocka_unit_test(test_include_fanout),
+        cmocka_unit_test(test_backup_name),
         cmocka_unit_test(test_render),
         cmocka_unit_test(test_unrender_refuses_foreign_edit),
         cmocka_unit_test(test_edit_chain),
