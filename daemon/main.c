@@ -15,7 +15,8 @@ static void usage(FILE *f)
             "usage: smbtuned --smb-conf FILE --show [--json]\n"
             "       smbtuned --smb-conf FILE --set-buffers RCV,SND [--expect VALUE]\n"
             "                [--state-dir DIR] [--apply smbcontrol|signal|systemd|none]\n"
-            "       smbtuned --probe [-c FILE] [--url URL] [--credentials FILE] [--json]\n"
+            "       smbtuned --probe [-c FILE] [--url URL] [--credentials FILE]\n"
+            "                [--state-dir DIR] [--json]\n"
             "       smbtuned [-c FILE] [--once [--dry-run] [--json]] [--smb-conf FILE]\n"
             "                [--url URL] [--credentials FILE] [--state-dir DIR]\n"
             "                [--mode tune|advise] [--trials shadow|client|live]\n"
@@ -36,7 +37,10 @@ static void usage(FILE *f)
             "  --trials WHERE      shadow: a private smbd per candidate (local target)\n"
             "                      client: the probe's own socket (peer target)\n"
             "                      live: smb.conf itself (reaches every client)\n"
-            "  --state-dir DIR     backups and the lock (default %s)\n"
+            "  --probe             one measurement; exit 0 ok, 1 failed, 2 timeout (the\n"
+            "                      rates are lower bounds); --json prints it in every case\n"
+            "  --state-dir DIR     backups, the lock, the probe's work directories\n"
+            "                      (default %s)\n"
             "  --smb-conf FILE     default %s\n",
             SMBTUNED_STATE_DIR, DEFAULT_SMB_CONF);
 }

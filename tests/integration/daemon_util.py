@@ -287,7 +287,10 @@ class DaemonEnv:
             out += [f"shadow run dir left: {p}" for p in sorted(shadow.iterdir())]
         out += [f"probe file left in the share: {p}"
                 for p in sorted(self.srv.share_dir.rglob(PROBE_FILE_GLOB))]
-        out += [f"probe work dir left: {p}" for p in sorted(self.tmpdir.glob("smbtuned-probe-*"))]
+        # The probe's work dirs live in STATE_DIR/probe; $TMPDIR is checked
+        # too, as nothing of ours may go there.
+        out += [f"probe work dir left: {p}" for d in (self.tmpdir, self.state_dir / "probe")
+                for p in sorted(d.glob("smbtuned-probe-*"))]
         out += [f"editor temp file left: {p}"
                 for p in sorted(Path(self.srv.conf).parent.glob(EDITOR_TEMP_GLOB))]
         return out

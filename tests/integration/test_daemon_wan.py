@@ -165,7 +165,7 @@ class Host:
         conf = self.base / f"probe-{self.nprobe}.conf"
         conf.write_text(conf_text({"url": q(self.srv.url), **PROBE,
                                    "socket_options": q(socket_options)},
-                                  {"state_dir": q(self.base / "probe-state")}))
+                                  {"state_dir": q(self.state_dir)}))
         r = self.wan.run("client", [str(self.smbtuned), "--probe", "--json", "-c", str(conf)],
                          timeout=PROBE_TIMEOUT, env=self.env())
         # 2: a timeout (lower bounds), kept and marked below.
@@ -190,7 +190,8 @@ class Host:
                    str(self.tmpdir).encode()]
         out += [f"process {pid} still runs: {' '.join(a)}"
                 for pid, a in procs_naming(needles).items()]
-        out += [f"probe work dir left: {p}" for p in sorted(self.tmpdir.glob("smbtuned-probe-*"))]
+        out += [f"probe work dir left: {p}" for d in (self.tmpdir, self.state_dir / "probe")
+                for p in sorted(d.glob("smbtuned-probe-*"))]
         return out
 
     def cleanup(self):

@@ -12,7 +12,10 @@
 
 #include <cmocka.h>
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -346,6 +349,114 @@ static void test_start_refuses_bad_params(void **state)
     assert_int_equal(probe_start(&p, &job, &e), -EINVAL);
 }
 
+/* A pid no process has now. */
+static long dead_pid(void)
+{
+    for (long pid = 4194303; pid > 300; pid--) {
+        if (kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+            return pid;
+    }
+    fail_msg("no free pid");
+    return -1;
+}
+
+/* dir/rel, in one of a few static buffers. */
+static const char *in(const char *dir, const char *rel)
+{
+    static char buf[4][8192];
+    static int i;
+
+    i = (i + 1) % 4;
+    if ((size_t)snprintf(buf[i], sizeof(buf[i]), "%s/%s", dir, rel) >= sizeof(buf[i]))
+        fail_msg("path too long");
+    return buf[i];
+}
+
+static bool exists_in(const char *dir, const char *rel)
+{
+    struct stat st;
+
+    return lstat(in(dir, rel), &st) == 0;
+}
+
+static void mkdir_in(const char *dir, const char *rel, uid_t owner)
+{
+    assert_int_equal(mkdir(in(dir, rel), 0755), 0);
+    assert_int_equal(lchown(in(dir, rel), owner, owner), 0);
+}
+
+static void file_in(const char *dir, const char *rel, uid_t owner)
+{
+    int fd = open(in(dir, rel), O_WRONLY | O_CREAT | O_EXCL, 0644);
+
+    assert_true(fd >= 0);
+    assert_int_equal(fchown(fd, owner, owner), 0);
+    close(fd);
+}
+
+/* Without a state directory the probe works in $TMPDIR, where anyone can
+ * plant a tree named like a dead probe's: someone else's stays, whole; one
+ * of ours goes, but not what its links point to; the probe's own goes. */
+static void test_tmpdir_sweep_removes_only_ours(void **state)
+{
+    char tmp[4096], theirs[128], theirs_sub[160], ours[128], link[160], cmd[4200];
+    const char *old = getenv("TMPDIR");
+    struct probe_params p;
+    struct probe_result r;
+    struct probe_job job;
+    struct err e = {{0}};
+    struct pollfd pfd;
+    struct dirent *de;
+    long pid = dead_pid();
+    int n = 0;
+    DIR *d;
+
+    (void)state;
+    if (geteuid() != 0)
+        skip();
+    snprintf(tmp, sizeof(tmp), "%s/test_probe_tmp.XXXXXX", old ? old : "/tmp");
+    assert_non_null(mkdtemp(tmp));
+    snprintf(theirs, sizeof(theirs), PROBE_WORKDIR_PREFIX "%ld-aaaaaa", pid);
+    snprintf(theirs_sub, sizeof(theirs_sub), "%s/.smb", theirs);
+    snprintf(ours, sizeof(ours), PROBE_WORKDIR_PREFIX "%ld-bbbbbb", pid);
+    snprintf(link, sizeof(link), "%s/link", ours);
+    mkdir_in(tmp, theirs, 65534);
+    mkdir_in(tmp, theirs_sub, 65534);
+    file_in(tmp, in(theirs_sub, "smb.conf"), 65534);
+    mkdir_in(tmp, "precious", 0);
+    file_in(tmp, "precious/f", 0);
+    mkdir_in(tmp, ours, 0);
+    assert_int_equal(symlink(in(tmp, "precious"), in(tmp, link)), 0);
+
+    setenv("TMPDIR", tmp, 1);
+    probe_params_default(&p);
+    p.url = "smb://127.0.0.1:1/share"; /* refused at once */
+    p.deadline_s = 30;
+    assert_int_equal(probe_start(&p, &job, &e), 0);
+    pfd.fd = job.fd;
+    pfd.events = POLLIN;
+    assert_int_equal(poll(&pfd, 1, 30000), 1);
+    assert_int_equal(probe_finish(&job, &r, &e), 0);
+    if (old)
+        setenv("TMPDIR", old, 1);
+    else
+        unsetenv("TMPDIR");
+
+    assert_int_equal(r.outcome, PROBE_CONNECT_REFUSED);
+    assert_true(exists_in(tmp, in(theirs_sub, "smb.conf")));
+    assert_false(exists_in(tmp, ours));
+    assert_true(exists_in(tmp, "precious/f"));
+    /* Nothing of this probe's own is left: theirs and precious only. */
+    d = opendir(tmp);
+    assert_non_null(d);
+    while ((de = readdir(d)) != NULL)
+        n += de->d_name[0] != '.';
+    closedir(d);
+    assert_int_equal(n, 2);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -361,6 +472,7 @@ int main(void)
         cmocka_unit_test(test_outcome_names),
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_start_refuses_bad_params),
+        cmocka_unit_test(test_tmpdir_sweep_removes_only_ours),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
