@@ -589,7 +589,7 @@ static long own_probe_pid(const struct child *c, const char *name)
  * LEFTOVER_SCAN_MAX): what is left waits for the next probe. */
 static void remove_leftovers(struct child *c, bool thorough)
 {
-    static char names[LEFTOVER_THOROUGH_MAX][256];
+    char(*names)[256];
     smbc_opendir_fn opendir_fn = smbc_getFunctionOpendir(c->ctx);
     smbc_readdir_fn readdir_fn = smbc_getFunctionReaddir(c->ctx);
     smbc_closedir_fn closedir_fn = smbc_getFunctionClosedir(c->ctx);
@@ -598,6 +598,9 @@ static void remove_leftovers(struct child *c, bool thorough)
     int attempts = thorough ? 10 : 1, i;
     int64_t stop = mono_ns() + (thorough ? LEFTOVER_THOROUGH_S : LEFTOVER_QUICK_S) * 1000000000LL;
 
+    names = malloc(sizeof(*names) * (size_t)max);
+    if (names == NULL)
+        return;
     for (i = 0; i < attempts && mono_ns() < stop; i++) {
         int n = 0, busy = 0, k;
         long scanned = 0;
@@ -605,7 +608,7 @@ static void remove_leftovers(struct child *c, bool thorough)
         SMBCFILE *dir = opendir_fn(c->ctx, c->dir_url);
 
         if (dir == NULL)
-            return;
+            break;
         while (n < max && scanned++ < LEFTOVER_SCAN_MAX && mono_ns() < stop &&
                (d = readdir_fn(c->ctx, dir)) != NULL) {
             long pid = own_probe_pid(c, d->name);
@@ -622,9 +625,10 @@ static void remove_leftovers(struct child *c, bool thorough)
                 busy++;
         }
         if (busy == 0)
-            return;
+            break;
         usleep(200 * 1000);
     }
+    free(names);
 }
 
 /* PREFIX<host>-<pid>-<16 hex digits>: unpredictable, so that nobody can
