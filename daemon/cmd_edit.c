@@ -1,11 +1,13 @@
 /* --show and --set-buffers: the smb.conf editor from the command line. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "apply.h"
 #include "cmd.h"
+#include "kernel.h"
 #include "smbconf.h"
 #include "sockopts.h"
 
@@ -15,24 +17,47 @@ static int fail(const char *msg)
     return 1;
 }
 
-static void print_size_json(long v)
+/* The int smbd passes to setsockopt; null only when no token names it. */
+static void print_size_json(struct sockopts_size z)
 {
-    if (v == SOCKOPTS_AUTO)
-        fputs("null", stdout);
+    if (z.present)
+        printf("%d", z.value);
     else
-        printf("%ld", v);
+        fputs("null", stdout);
 }
 
-static void print_size(const char *name, long v, bool broken)
+/* What smbd passes and what the kernel makes of it (sockopts_kernel):
+ * cap < 0 when rmem_max/wmem_max cannot be read, min 0 when the minimum
+ * is unknown. */
+static void print_size(enum sockopts_buf which, struct sockopts_size z, long cap, long min)
 {
-    if (v == SOCKOPTS_AUTO)
+    const char *name = sockopts_name(which);
+    const char *sysctl = which == SOCKOPTS_RCVBUF ? "net.core.rmem_max" : "net.core.wmem_max";
+    struct sockopts_kernel k;
+
+    if (!z.present) {
         printf("  %s: auto (no explicit size: the kernel autotunes)\n", name);
+        return;
+    }
+    printf("  %s: %d (explicit: autotuning is off for it)", name, z.value);
+    k = sockopts_kernel(z.value, cap < 0 ? LONG_MAX : cap, min);
+    if (k.effect == SOCKOPTS_AT_MIN && min > 0)
+        printf(": the kernel's minimum, %ld bytes\n", k.bytes);
+    else if (k.effect == SOCKOPTS_AT_MIN)
+        printf(": the kernel's minimum\n");
+    else if (k.effect == SOCKOPTS_AT_CAP)
+        printf(": the kernel's cap, %s = %ld (%ld bytes)%s\n", sysctl, cap, k.bytes,
+               z.value < 0 ? "; a negative size is taken as a huge one" : "");
+    else if (cap < 0)
+        printf(": the kernel gives twice that, at most twice %s (unreadable)\n", sysctl);
     else
-        printf("  %s: %ld bytes (explicit: autotuning is off for it)\n", name, v);
-    if (broken)
-        printf("  warning: %s is not written as %s=BYTES, so Samba sets %ld bytes "
-               "(the kernel's minimum)\n",
-               name, name, v);
+        printf(": the kernel gives %ld bytes (twice the size)\n", k.bytes);
+    if (z.broken && strchr(z.token, '=') == NULL)
+        printf("  warning: '%s' is not written as %s=BYTES, so Samba passes %d\n", z.token, name,
+               z.value);
+    else if (z.broken)
+        printf("  warning: Samba reads '%s' with C atoi into an int: it passes %d\n", z.token,
+               z.value);
 }
 
 /* The %-includes that were accepted, and what a file they name later
@@ -63,8 +88,8 @@ int cmd_show(const struct opts *o)
     struct smbconf c;
     struct sockopts so;
     struct err e = {{0}};
-    bool rbroken, sbroken;
-    long rcv, snd;
+    struct sockopts_size rcv, snd;
+    long cap[2] = {-1, -1}, min[2] = {0, 0};
     const char *file = NULL;
 
     if (smbconf_load(&c, o->smb_conf, &e) < 0)
@@ -73,8 +98,14 @@ int cmd_show(const struct opts *o)
         smbconf_free(&c);
         return fail("out of memory");
     }
-    rcv = sockopts_get(&so, SOCKOPTS_RCVBUF, &rbroken);
-    snd = sockopts_get(&so, SOCKOPTS_SNDBUF, &sbroken);
+    rcv = sockopts_get(&so, SOCKOPTS_RCVBUF);
+    snd = sockopts_get(&so, SOCKOPTS_SNDBUF);
+    /* What the kernel makes of the sizes is told, not needed: unreadable
+     * limits only shorten the text. */
+    if (kernel_buffer_caps(&cap[0], &cap[1], &e) < 0)
+        cap[0] = cap[1] = -1;
+    if (kernel_buffer_mins(&min[0], &min[1], &e) < 0)
+        min[0] = min[1] = 0;
     if (c.found)
         file = c.files[c.hit.file].path;
     if (o->json) {
@@ -101,8 +132,8 @@ int cmd_show(const struct opts *o)
             printf("  from %s line %d\n", file, c.hit.line);
         else
             printf("  not set in %s: Samba's default\n", o->smb_conf);
-        print_size("SO_RCVBUF", rcv, rbroken);
-        print_size("SO_SNDBUF", snd, sbroken);
+        print_size(SOCKOPTS_RCVBUF, rcv, cap[0], min[0]);
+        print_size(SOCKOPTS_SNDBUF, snd, cap[1], min[1]);
         print_notes(c.notes, c.nnotes);
     }
     sockopts_free(&so);
@@ -146,8 +177,7 @@ static bool autotuning_back(const char *old_value, const char *new_value)
         return false;
     if (sockopts_parse(new_value, &b) == 0) {
         for (int w = SOCKOPTS_RCVBUF; w <= SOCKOPTS_SNDBUF; w++)
-            if (sockopts_get(&a, w, NULL) != SOCKOPTS_AUTO &&
-                sockopts_get(&b, w, NULL) == SOCKOPTS_AUTO)
+            if (sockopts_get(&a, w).present && !sockopts_get(&b, w).present)
                 back = true;
         sockopts_free(&b);
     }

@@ -60,6 +60,8 @@ struct tuner {
     struct kernel_sock_bytes *busy0; /* client connections at the busy check's start */
     size_t nbusy0;
     int smb_port;             /* production smbd's first port, 0 unknown */
+    long kcap[2], kmin[2];    /* [SOCKOPTS_RCVBUF], [SOCKOPTS_SNDBUF]: the kernel's cap
+                               * (rmem_max, wmem_max) and smallest buffer */
     bool listener_rcv, listener_snd; /* its listener hands out explicit sizes */
     bool research;            /* a verification sample asked for a new search */
     bool auto_blocked;        /* AUTO left out of the search: it cannot work yet */
@@ -144,23 +146,51 @@ static char *value_with(const char *base, struct search_config c)
     return v;
 }
 
-static struct search_config config_of_value(const char *v)
+/* Where the search starts for one buffer of the value in force: what the
+ * kernel really does with what smbd passes it (sockopts_kernel). An absent
+ * token is AUTO. Any explicit size, 0 included, turns autotuning off: a
+ * size the kernel raises to its minimum starts from 1, the smallest
+ * request, which it raises the same way (so the incumbent measured on a
+ * shadow is the buffer production has); a negative size, or one at or over
+ * the cap, from the cap; any other from itself. */
+static long start_of(const struct tuner *t, struct sockopts_size z, enum sockopts_buf which)
+{
+    struct sockopts_kernel k;
+
+    if (!z.present)
+        return SEARCH_AUTO;
+    k = sockopts_kernel(z.value, t->kcap[which], t->kmin[which]);
+    return k.effect == SOCKOPTS_AT_MIN ? 1 : k.request;
+}
+
+static struct search_config config_of_value(const struct tuner *t, const char *v)
 {
     struct sockopts so;
     struct search_config c = {SEARCH_AUTO, SEARCH_AUTO};
 
     if (sockopts_parse(v, &so) == 0) {
-        c.rcvbuf = sockopts_get(&so, SOCKOPTS_RCVBUF, NULL);
-        c.sndbuf = sockopts_get(&so, SOCKOPTS_SNDBUF, NULL);
+        c.rcvbuf = start_of(t, sockopts_get(&so, SOCKOPTS_RCVBUF), SOCKOPTS_RCVBUF);
+        c.sndbuf = start_of(t, sockopts_get(&so, SOCKOPTS_SNDBUF), SOCKOPTS_SNDBUF);
         sockopts_free(&so);
     }
-    /* A broken token reaches the kernel as a size at or below 0: the
-     * kernel makes it its minimum, which is what we start from. */
-    if (c.rcvbuf < 0)
-        c.rcvbuf = 1;
-    if (c.sndbuf < 0)
-        c.sndbuf = 1;
     return c;
+}
+
+/* The kernel's buffer limits, for start_of. Unreadable caps: the
+ * configured maximum stands in (the search is bounded by it anyway); an
+ * unknown minimum: 0, so that only 0 counts as at the minimum. */
+static void kernel_facts(struct tuner *t)
+{
+    struct err e;
+
+    if (kernel_buffer_caps(&t->kcap[SOCKOPTS_RCVBUF], &t->kcap[SOCKOPTS_SNDBUF], &e) < 0) {
+        t->kcap[SOCKOPTS_RCVBUF] = t->o.search.max_rcvbuf;
+        t->kcap[SOCKOPTS_SNDBUF] = t->o.search.max_sndbuf;
+    }
+    if (kernel_buffer_mins(&t->kmin[SOCKOPTS_RCVBUF], &t->kmin[SOCKOPTS_SNDBUF], &e) < 0) {
+        journal_log(LOG_WARNING, "%s", e.msg);
+        t->kmin[SOCKOPTS_RCVBUF] = t->kmin[SOCKOPTS_SNDBUF] = 0;
+    }
 }
 
 /* Nothing is left to undo or confirm. */
@@ -232,22 +262,33 @@ static void json_num(FILE *f, double v)
         fprintf(f, "%.3f", v);
 }
 
-static void json_size(FILE *f, long v)
+/* A buffer of a value as --show gives it: the int smbd passes, "auto"
+ * (null in JSON) only when no token names it. */
+static const char *value_size_str(const char *value, enum sockopts_buf which, bool json, char *buf,
+                                  size_t len)
 {
-    if (v == SEARCH_AUTO)
-        fputs("null", f);
+    struct sockopts so;
+    struct sockopts_size z = {0};
+
+    if (sockopts_parse(value, &so) == 0) {
+        z = sockopts_get(&so, which);
+        sockopts_free(&so);
+    }
+    if (z.present)
+        snprintf(buf, len, "%d", z.value);
     else
-        fprintf(f, "%ld", v);
+        snprintf(buf, len, "%s", json ? "null" : "auto");
+    return buf;
 }
 
-static void json_side(FILE *f, const char *value, struct search_config c, double w, double r)
+static void json_side(FILE *f, const char *value, double w, double r)
 {
+    char b[32];
+
     fputs("{\"value\":", f);
     util_json_string(f, value);
-    fputs(",\"rcvbuf\":", f);
-    json_size(f, c.rcvbuf);
-    fputs(",\"sndbuf\":", f);
-    json_size(f, c.sndbuf);
+    fprintf(f, ",\"rcvbuf\":%s", value_size_str(value, SOCKOPTS_RCVBUF, true, b, sizeof(b)));
+    fprintf(f, ",\"sndbuf\":%s", value_size_str(value, SOCKOPTS_SNDBUF, true, b, sizeof(b)));
     fputs(",\"write_mbps\":", f);
     json_num(f, w);
     fputs(",\"read_mbps\":", f);
@@ -255,8 +296,8 @@ static void json_side(FILE *f, const char *value, struct search_config c, double
     fputc('}', f);
 }
 
-static void report(struct tuner *t, const char *after, struct search_config ca,
-                   struct search_config rated, bool committed, const char *what)
+static void report(struct tuner *t, const char *after, struct search_config rated, bool committed,
+                   const char *what)
 {
     double w0 = mean_w(t, t->inc0), r0 = mean_r(t, t->inc0);
     double w1 = mean_w(t, rated), r1 = mean_r(t, rated);
@@ -266,9 +307,9 @@ static void report(struct tuner *t, const char *after, struct search_config ca,
         return;
     if (t->o.json) {
         fputs("{\"before\":", stdout);
-        json_side(stdout, t->value0, t->inc0, w0, r0);
+        json_side(stdout, t->value0, w0, r0);
         fputs(",\"after\":", stdout);
-        json_side(stdout, after, ca, w1, r1);
+        json_side(stdout, after, w1, r1);
         printf(",\"committed\":%s,\"mode\":\"%s\",\"samples\":%d,\"bytes\":%lld,\"seconds\":%.1f,"
                "\"result\":",
                committed ? "true" : "false", t->o.mode == TUNER_TUNE ? "tune" : "advise",
@@ -280,10 +321,12 @@ static void report(struct tuner *t, const char *after, struct search_config ca,
     printf("\nsocket options\n  before  %s\n  %-6s  %s\n\n", t->value0,
            committed ? "after" : "best", after);
     printf("%-12s %12s %12s\n", "", "before", committed ? "after" : "best");
-    printf("%-12s %12s %12s\n", "SO_RCVBUF", search_size_str(t->inc0.rcvbuf, a, sizeof(a)),
-           search_size_str(ca.rcvbuf, b, sizeof(b)));
-    printf("%-12s %12s %12s\n", "SO_SNDBUF", search_size_str(t->inc0.sndbuf, a, sizeof(a)),
-           search_size_str(ca.sndbuf, b, sizeof(b)));
+    printf("%-12s %12s %12s\n", "SO_RCVBUF",
+           value_size_str(t->value0, SOCKOPTS_RCVBUF, false, a, sizeof(a)),
+           value_size_str(after, SOCKOPTS_RCVBUF, false, b, sizeof(b)));
+    printf("%-12s %12s %12s\n", "SO_SNDBUF",
+           value_size_str(t->value0, SOCKOPTS_SNDBUF, false, a, sizeof(a)),
+           value_size_str(after, SOCKOPTS_SNDBUF, false, b, sizeof(b)));
     printf("%-12s %12.2f %12.2f\n", "write MB/s", w0, w1);
     printf("%-12s %12.2f %12.2f\n", "read MB/s", r0, r1);
     printf("\n%s\n%d samples, %.1f MB moved, %.0f s\n", what, t->samples, t->bytes / 1e6,
@@ -462,7 +505,7 @@ static int trial_put(struct tuner *t, struct search_config c, char *url, size_t 
     case TUNER_CLIENT:
         return 0; /* the probe's own client socket carries c */
     case TUNER_LIVE:
-        if (t->live_value && cfg_eq(config_of_value(t->live_value), c))
+        if (t->live_value && cfg_eq(config_of_value(t, t->live_value), c))
             return 0;
         return live_put(t, c);
     case TUNER_SHADOW:
@@ -855,7 +898,8 @@ static int cycle_prepare(struct tuner *t)
     smbconf_free(&c);
     if (t->value0 == NULL)
         return -ENOMEM;
-    t->inc0 = config_of_value(t->value0);
+    kernel_facts(t);
+    t->inc0 = config_of_value(t, t->value0);
     fingerprint(t);
     smbd_facts(t);
     return 0;
@@ -1070,7 +1114,9 @@ static void finish_search(struct tuner *t)
     bool committed = false;
 
     cfg_str(w, cs, sizeof(cs));
-    after = value_with(t->value0, w);
+    /* Kept: the value stays as written (its start may be spelled otherwise,
+     * SO_RCVBUF=0 as 1). */
+    after = cfg_eq(w, t->inc0) ? strdup(t->value0) : value_with(t->value0, w);
     shadow_down(t);
     if (t->auto_blocked)
         auto_after_restart(t, w);
@@ -1118,7 +1164,7 @@ static void finish_search(struct tuner *t)
         t->converged = committed || cfg_eq(w, t->inc0);
     }
     set_status(t, "%s", what);
-    report(t, after, w, w, committed, what);
+    report(t, after, w, committed, what);
     free(after);
     cycle_end(t, !t->failed);
 }
@@ -1131,7 +1177,7 @@ static void step(struct tuner *t)
         journal_log(LOG_NOTICE, "byte budget of %lld spent before the search converged: "
                     "keeping %s", t->o.max_bytes, t->value0);
         trial_teardown(t);
-        report(t, t->value0, t->inc0, t->inc0, false, "budget spent: nothing changed");
+        report(t, t->value0, t->inc0, false, "budget spent: nothing changed");
         cycle_end(t, true);
         return;
     }

@@ -70,6 +70,36 @@ int kernel_buffer_caps(long *rcv_max, long *snd_max, struct err *e)
     return r < 0 ? r : kernel_sysctl_long("net/core/wmem_max", snd_max, e);
 }
 
+/* The buffer a zero request gets, read back from a TCP socket of our own:
+ * the minimum is compiled into the kernel (SOCK_MIN_RCVBUF, twice that for
+ * sending; it follows the size of struct sk_buff), so ask it. */
+int kernel_buffer_mins(long *rcv_min, long *snd_min, struct err *e)
+{
+    int opts[2] = {SO_RCVBUF, SO_SNDBUF}, zero = 0, got[2];
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    if (fd < 0)
+        return err_set(e, -errno,
+                       "cannot open a TCP socket to read the kernel's minimum "
+                       "buffer sizes: %s",
+                       strerror(errno));
+    for (int i = 0; i < 2; i++) {
+        socklen_t len = sizeof(got[i]);
+
+        if (setsockopt(fd, SOL_SOCKET, opts[i], &zero, sizeof(zero)) < 0 ||
+            getsockopt(fd, SOL_SOCKET, opts[i], &got[i], &len) < 0) {
+            int r = -errno;
+
+            close(fd);
+            return err_set(e, r, "cannot read the kernel's minimum buffer sizes: %s", strerror(-r));
+        }
+    }
+    close(fd);
+    *rcv_min = got[0];
+    *snd_min = got[1];
+    return 0;
+}
+
 int kernel_release(char *buf, size_t len)
 {
     struct utsname u;

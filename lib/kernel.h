@@ -19,6 +19,10 @@ int kernel_sysctl_triple(const char *name, long v[3], struct err *e);
  * wmem_max): larger requests are clamped. Stock Debian: 212992. */
 int kernel_buffer_caps(long *rcv_max, long *snd_max, struct err *e);
 
+/* The smallest SO_RCVBUF / SO_SNDBUF buffer the kernel gives, whatever is
+ * asked (2304 and 4608 bytes on x86-64 Linux 6.x). */
+int kernel_buffer_mins(long *rcv_min, long *snd_min, struct err *e);
+
 /* uname -r */
 int kernel_release(char *buf, size_t len);
 

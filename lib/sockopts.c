@@ -5,6 +5,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,57 +99,68 @@ static bool is_fragment(const char *t)
     return strchr(t, '=') == NULL && !is_known_option(t);
 }
 
-/* Samba's atoi: optional blanks and sign, then digits; anything else 0.
- * Saturate instead of overflowing, which would be undefined. */
-static long samba_atoi(const char *s)
+int sockopts_atoi(const char *s)
 {
-    long v = 0;
-    int sign = 1;
+    long l = strtol(s, NULL, 10);
+    unsigned long u = (unsigned long)l & 0xffffffffUL;
 
-    while (isspace((unsigned char)*s))
-        s++;
-    if (*s == '+' || *s == '-')
-        sign = *s++ == '-' ? -1 : 1;
-    while (isdigit((unsigned char)*s)) {
-        if (v < SOCKOPTS_MAX_SIZE)
-            v = v * 10 + (*s - '0');
-        s++;
-    }
-    if (v > SOCKOPTS_MAX_SIZE)
-        v = SOCKOPTS_MAX_SIZE;
-    return sign * v;
+    /* The low 32 bits as a two's complement int, spelled out: converting
+     * an out-of-range long to int is implementation-defined in C (GCC
+     * truncates, which is what glibc's atoi does). */
+    return u <= INT_MAX ? (int)u : (int)(u - 0x80000000UL) + INT_MIN;
 }
 
-long sockopts_get(const struct sockopts *so, enum sockopts_buf which, bool *broken)
+struct sockopts_size sockopts_get(const struct sockopts *so, enum sockopts_buf which)
 {
     const char *name = names[which];
     size_t nlen = strlen(name);
-    long size = SOCKOPTS_AUTO;
-    bool bad = false;
+    struct sockopts_size out = {0};
 
     for (size_t i = 0; i < so->n; i++) {
         const char *t = so->tok[i];
 
         if (!names_option(t, name))
             continue;
+        out.present = true;
+        out.token = t;
         if (t[nlen] == '=') {
             const char *v = t + nlen + 1;
             char *end;
+            long l;
 
-            size = samba_atoi(v);
-            /* `=64k`, `=abc`, `=` and `=0` all reach the kernel as tiny
-             * sizes with no log line from Samba: call them broken. */
-            strtol(v, &end, 10);
-            bad = *v == '\0' || *end != '\0' || size <= 0;
+            out.value = sockopts_atoi(v);
+            /* The text says what smbd passes only when it is one whole
+             * number that fits an int: `=64k` is 64, `=abc` and `=` are
+             * 0, `=4294967296` is 0, `=99999999999999999999` is -1. */
+            errno = 0;
+            l = strtol(v, &end, 10);
+            out.broken = *v == '\0' || isspace((unsigned char)*v) || *end != '\0' ||
+                         errno == ERANGE || l < INT_MIN || l > INT_MAX;
         } else {
             /* No `=`: Samba keeps its default value 1. */
-            size = 1;
-            bad = true;
+            out.value = 1;
+            out.broken = true;
         }
     }
-    if (broken != NULL)
-        *broken = bad;
-    return size;
+    return out;
+}
+
+struct sockopts_kernel sockopts_kernel(int value, long cap, long min_bytes)
+{
+    /* min_t(u32, val, cap): a negative value is a huge unsigned one */
+    unsigned long u = (unsigned long)(unsigned int)value;
+    struct sockopts_kernel k;
+
+    k.request = cap >= 0 && u >= (unsigned long)cap ? cap : (long)u;
+    /* the kernel keeps val * 2 within an int first */
+    k.bytes = 2 * (k.request < INT_MAX / 2 ? k.request : INT_MAX / 2);
+    if (k.bytes <= min_bytes) {
+        k.bytes = min_bytes;
+        k.effect = SOCKOPTS_AT_MIN;
+    } else {
+        k.effect = k.request == cap ? SOCKOPTS_AT_CAP : SOCKOPTS_AS_ASKED;
+    }
+    return k;
 }
 
 static void remove_at(struct sockopts *so, size_t i)

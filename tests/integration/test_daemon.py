@@ -29,6 +29,8 @@ import json
 import re
 import shutil
 import signal
+import socket
+import subprocess
 import time
 
 import pytest
@@ -637,3 +639,110 @@ def test_damaged_state_daemon_holds(make_env):
     assert f"{env.state_dir / 'state'}:1: " in d.stderr, d.stderr
     assert env.srv.conf.read_bytes() == before
     assert_clean(env)
+
+
+# ------------------------------------------- sizes as Samba and Linux see them
+
+def kernel_cap(name):
+    with open(f"/proc/sys/net/core/{name}") as f:
+        return int(f.read())
+
+
+def kernel_min_rcvbuf():
+    """The receive buffer a request of 0 gets (2304 here)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 0)
+        return s.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+
+
+# socket options -> (what Samba passes: rcvbuf, sndbuf), and where the search
+# starts: 1 stands for the kernel's minimum, the cap for a negative size.
+START_CASES = {
+    "zero-and-negative": ("TCP_NODELAY SO_RCVBUF=0 SO_SNDBUF=-1", (0, -1),
+                          lambda: (1, kernel_cap("wmem_max"))),
+    "past-an-int": ("TCP_NODELAY SO_RCVBUF=4294967297 SO_SNDBUF=4294967296", (1, 0),
+                    lambda: (1, 1)),
+    "trailing-junk": ("TCP_NODELAY SO_RCVBUF=65536abc SO_SNDBUF=-4294967297", (65536, -1),
+                      lambda: (65536, kernel_cap("wmem_max"))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(START_CASES))
+def test_search_starts_where_the_kernel_is(make_env, case):
+    """The tuner starts its search from what the kernel does with what
+    Samba passes (it used to search from "SO_RCVBUF auto SO_SNDBUF 1" for
+    SO_RCVBUF=0 SO_SNDBUF=-1): explicit 0 is no autotuning, a negative
+    size is the cap, a number past an int wraps as atoi wraps it."""
+    value, samba, start = START_CASES[case]
+    env = make_env(value)
+    env.write_config(tune={"trials": q("shadow"), "mode": q("advise")})
+    before = env.srv.conf.read_bytes()
+    rcv, snd = start()
+
+    r = subprocess.run([env.smbtuned, "--smb-conf", env.srv.conf, "--show", "--json"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert (got["rcvbuf"], got["sndbuf"]) == samba, got
+
+    d = env.start("--once", "--dry-run")
+    d.wait_line(r"^<\d>tuning cycle: searching from ", timeout=120)
+    d.signal(signal.SIGTERM)
+    d.wait()
+    m = re.search(r"^<\d>tuning cycle: searching from SO_RCVBUF (\S+) SO_SNDBUF (\S+) ",
+                  d.stderr, re.M)
+    assert m, d.stderr
+    assert m.groups() == (str(rcv), str(snd)), m.group(0)
+    assert env.srv.conf.read_bytes() == before
+    assert_clean(env)
+
+
+# socket options -> what --show --json gives (the int Samba passes), and
+# what the text says the kernel makes of it ("min", "cap" or a size).
+SHOW_CASES = {
+    "SO_RCVBUF=0": (0, "min"),
+    "SO_RCVBUF=1": (1, "min"),
+    "SO_RCVBUF=-1": (-1, "cap"),
+    "SO_RCVBUF=4294967296": (0, "min"),
+    "SO_RCVBUF=4294967297": (1, "min"),
+    "SO_RCVBUF=65536abc": (65536, 131072),
+    "SO_RCVBUF=262144": (262144, 524288),
+    "SO_RCVBUF=2147483647": (2147483647, "cap"),
+    "SO_RCVBUF=99999999999999999999": (-1, "cap"),
+    "SO_RCVBUF=-9223372036854775808": (0, "min"),
+    "SO_RCVBUF=64k": (64, "min"),
+    "SO_RCVBUF = 65536": (1, "min"),
+}
+
+
+@pytest.mark.parametrize("tokens", sorted(SHOW_CASES))
+def test_show_sizes_as_samba_passes_them(smbtuned, tmp_path, tokens):
+    """--show --json gives the int Samba passes to setsockopt (null only when
+    no token names the buffer); the text says what the kernel makes of it."""
+    want, kernel = SHOW_CASES[tokens]
+    conf = tmp_path / "smb.conf"
+    conf.write_text(f"[global]\n   socket options = TCP_NODELAY {tokens}\n")
+    show = [smbtuned, "--smb-conf", conf, "--show"]
+    r = subprocess.run(show + ["--json"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert (got["rcvbuf"], got["sndbuf"]) == (want, None), got
+
+    r = subprocess.run(show, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    line = [l for l in r.stdout.splitlines() if l.strip().startswith("SO_RCVBUF:")]
+    assert len(line) == 1, r.stdout
+    assert line[0].strip().startswith(f"SO_RCVBUF: {want} (explicit: autotuning is off"), line
+    if kernel == "min":
+        assert f"the kernel's minimum, {kernel_min_rcvbuf()} bytes" in line[0], line
+    elif kernel == "cap":
+        cap = kernel_cap("rmem_max")
+        assert f"the kernel's cap, net.core.rmem_max = {cap} ({2 * cap} bytes)" in line[0], line
+    else:
+        assert f"the kernel gives {kernel} bytes" in line[0], line
+    assert "SO_SNDBUF: auto (no explicit size: the kernel autotunes)" in r.stdout, r.stdout
+    # A token that does not say what it does is named, with what Samba passes.
+    clean = re.fullmatch(r"SO_RCVBUF=-?\d+", tokens) and -2**31 <= int(tokens[10:]) < 2**31
+    assert ("warning:" in r.stdout) == (not clean), r.stdout
+    if not clean:
+        assert f"passes {want}" in r.stdout, r.stdout

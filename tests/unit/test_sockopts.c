@@ -1,5 +1,6 @@
 /* Unit tests for lib/sockopts: Samba's reading of a `socket options` value
  * and our edits of it. */
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -34,15 +35,27 @@ static void check_edit(const char *in, long rcv, long snd, const char *want)
     free(out);
 }
 
-static long get(const char *in, enum sockopts_buf which, bool *broken)
+static struct sockopts_size get_size(const char *in, enum sockopts_buf which)
 {
     struct sockopts so;
-    long v;
+    struct sockopts_size z;
 
     assert_int_equal(sockopts_parse(in, &so), 0);
-    v = sockopts_get(&so, which, broken);
+    z = sockopts_get(&so, which);
     sockopts_free(&so);
-    return v;
+    z.token = NULL; /* it pointed into so */
+    return z;
+}
+
+/* The int smbd passes; fails the test when the option is absent. */
+static long get(const char *in, enum sockopts_buf which, bool *broken)
+{
+    struct sockopts_size z = get_size(in, which);
+
+    assert_true(z.present);
+    if (broken != NULL)
+        *broken = z.broken;
+    return z.value;
 }
 
 static void test_get_plain(void **state)
@@ -55,29 +68,146 @@ static void test_get_plain(void **state)
     assert_false(broken);
     assert_int_equal(get("TCP_NODELAY SO_RCVBUF=8192 SO_SNDBUF=16384", SOCKOPTS_SNDBUF, &broken),
                      16384);
-    assert_int_equal(get("TCP_NODELAY", SOCKOPTS_RCVBUF, &broken), SOCKOPTS_AUTO);
-    assert_false(broken);
+    /* absent: autotuning, and nothing else */
+    assert_false(get_size("TCP_NODELAY", SOCKOPTS_RCVBUF).present);
+    assert_false(get_size("TCP_NODELAY", SOCKOPTS_RCVBUF).broken);
+    assert_false(get_size("", SOCKOPTS_SNDBUF).present);
     /* names are case-insensitive, commas and tabs separate */
     assert_int_equal(get("tcp_nodelay,so_rcvbuf=4096\tSO_SNDBUF=1", SOCKOPTS_RCVBUF, NULL), 4096);
     /* the last one wins, as Samba applies them in order */
     assert_int_equal(get("SO_RCVBUF=1000 SO_RCVBUF=2000", SOCKOPTS_RCVBUF, NULL), 2000);
+    assert_int_equal(get("SO_RCVBUF=1000 SO_RCVBUF=64k", SOCKOPTS_RCVBUF, NULL), 64);
 }
 
-static void test_get_broken(void **state)
+/* Every case of FACTS.md ("Added after the core chain") and the overflow
+ * strings: the int Samba passes (glibc atoi), and whether the token says
+ * what it does. */
+static void test_get_as_samba(void **state)
 {
-    bool broken;
+    static const struct {
+        const char *value;
+        int want;
+        bool broken;
+    } cases[] = {
+        {"SO_RCVBUF=0", 0, false}, /* explicit 0: present, not autotuning */
+        {"SO_RCVBUF=1", 1, false},
+        {"SO_RCVBUF=-1", -1, false},
+        {"SO_RCVBUF=+5", 5, false},
+        {"SO_RCVBUF=007", 7, false},
+        {"SO_RCVBUF=2147483647", INT_MAX, false},
+        {"SO_RCVBUF=-2147483648", INT_MIN, false},
+        /* past an int: strtol's long is truncated to 32 bits */
+        {"SO_RCVBUF=2147483648", INT_MIN, true},
+        {"SO_RCVBUF=4294967295", -1, true},
+        {"SO_RCVBUF=4294967296", 0, true},
+        {"SO_RCVBUF=4294967297", 1, true},
+        {"SO_RCVBUF=4295032832", 65536, true},
+        {"SO_RCVBUF=-4294967297", -1, true},
+        /* past a long: strtol saturates, then the truncation */
+        {"SO_RCVBUF=9223372036854775807", -1, true},
+        {"SO_RCVBUF=9223372036854775808", -1, true},
+        {"SO_RCVBUF=99999999999999999999999", -1, true},
+        {"SO_RCVBUF=-9223372036854775808", 0, true},
+        {"SO_RCVBUF=-99999999999999999999999", 0, true},
+        /* atoi stops at the first non-digit */
+        {"SO_RCVBUF=65536abc", 65536, true},
+        {"SO_RCVBUF=64k", 64, true},
+        {"SO_RCVBUF=abc", 0, true},
+        {"SO_RCVBUF=", 0, true},
+        {"SO_RCVBUF=0x10000", 0, true},
+        {"SO_RCVBUF=--5", 0, true},
+        {"SO_RCVBUF=1e6", 1, true},
+        /* `NAME = VALUE`: Samba sees NAME with its default 1, then junk */
+        {"SO_RCVBUF = 65536", 1, true},
+        {"SO_RCVBUF", 1, true},
+    };
 
     (void)state;
-    /* `NAME = VALUE`: Samba sees NAME with its default 1, then junk */
-    assert_int_equal(get("SO_RCVBUF = 65536", SOCKOPTS_RCVBUF, &broken), 1);
-    assert_true(broken);
-    /* atoi: 64k is 64, abc is 0 */
-    assert_int_equal(get("SO_RCVBUF=64k", SOCKOPTS_RCVBUF, &broken), 64);
-    assert_true(broken);
-    assert_int_equal(get("SO_SNDBUF=abc", SOCKOPTS_SNDBUF, &broken), 0);
-    assert_true(broken);
-    assert_int_equal(get("SO_SNDBUF=0", SOCKOPTS_SNDBUF, &broken), 0);
-    assert_true(broken);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct sockopts_size z = get_size(cases[i].value, SOCKOPTS_RCVBUF);
+
+        if (!z.present || z.value != cases[i].want || z.broken != cases[i].broken)
+            fail_msg("%s: got present %d value %d broken %d, want %d broken %d", cases[i].value,
+                     z.present, z.value, z.broken, cases[i].want, cases[i].broken);
+    }
+}
+
+/* sockopts_atoi is glibc's atoi, byte for byte: compare on strings that
+ * reach every branch of strtol. */
+static void test_atoi_is_glibc(void **state)
+{
+    static const char *const cases[] = {
+        "0",
+        "1",
+        "-1",
+        "+1",
+        " 42",
+        "\t-7",
+        "\v9",
+        "12abc",
+        "",
+        "-",
+        "+",
+        "abc",
+        "2147483647",
+        "2147483648",
+        "-2147483648",
+        "-2147483649",
+        "4294967295",
+        "4294967296",
+        "4294967297",
+        "8589934591",
+        "9223372036854775807",
+        "9223372036854775808",
+        "-9223372036854775808",
+        "-9223372036854775809",
+        "184467440737095516160",
+        "000000000000000000000000065536",
+        "0x10",
+        "1 2",
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        if (sockopts_atoi(cases[i]) != atoi(cases[i]))
+            fail_msg("'%s': %d, glibc atoi %d", cases[i], sockopts_atoi(cases[i]), atoi(cases[i]));
+}
+
+/* What Linux makes of it, as measured here (sockopts.h): a cap of
+ * 4194304, minimums 2304 and 4608. */
+static void test_kernel_effect(void **state)
+{
+    static const struct {
+        int value;
+        long min, request, bytes;
+        enum sockopts_effect effect;
+    } cases[] = {
+        {0, 2304, 1, 2304, SOCKOPTS_AT_MIN},
+        {1, 2304, 1, 2304, SOCKOPTS_AT_MIN},
+        {1152, 2304, 1152, 2304, SOCKOPTS_AT_MIN},
+        {1153, 2304, 1153, 2306, SOCKOPTS_AS_ASKED},
+        {2304, 4608, 2304, 4608, SOCKOPTS_AT_MIN},
+        {2305, 4608, 2305, 4610, SOCKOPTS_AS_ASKED},
+        {65536, 2304, 65536, 131072, SOCKOPTS_AS_ASKED},
+        {4194304, 2304, 4194304, 8388608, SOCKOPTS_AT_CAP},
+        {4194305, 2304, 4194304, 8388608, SOCKOPTS_AT_CAP},
+        {INT_MAX, 2304, 4194304, 8388608, SOCKOPTS_AT_CAP},
+        {-1, 2304, 4194304, 8388608, SOCKOPTS_AT_CAP},
+        {INT_MIN, 4608, 4194304, 8388608, SOCKOPTS_AT_CAP},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct sockopts_kernel k = sockopts_kernel(cases[i].value, 4194304, cases[i].min);
+
+        if (k.bytes != cases[i].bytes || k.effect != cases[i].effect ||
+            (k.effect != SOCKOPTS_AT_MIN && k.request != cases[i].request))
+            fail_msg("%d: got request %ld bytes %ld effect %d", cases[i].value, k.request, k.bytes,
+                     (int)k.effect);
+    }
+    /* a cap of INT_MAX: the kernel keeps twice the size within an int */
+    assert_int_equal(sockopts_kernel(-1, INT_MAX, 2304).bytes, (long)(INT_MAX / 2) * 2);
+    assert_int_equal(sockopts_kernel(-1, INT_MAX, 2304).effect, SOCKOPTS_AT_CAP);
 }
 
 static void test_set_keeps_others(void **state)
@@ -92,8 +222,7 @@ static void test_set_keeps_others(void **state)
     /* absent: appended */
     check_edit("TCP_NODELAY", 65536, SOCKOPTS_AUTO, "TCP_NODELAY SO_RCVBUF=65536");
     /* duplicates collapse into one */
-    check_edit("SO_RCVBUF=1 TCP_NODELAY SO_RCVBUF=2", 5, SOCKOPTS_AUTO,
-               "SO_RCVBUF=5 TCP_NODELAY");
+    check_edit("SO_RCVBUF=1 TCP_NODELAY SO_RCVBUF=2", 5, SOCKOPTS_AUTO, "SO_RCVBUF=5 TCP_NODELAY");
 }
 
 static void test_set_auto_and_empty(void **state)
@@ -158,7 +287,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_get_plain),
-        cmocka_unit_test(test_get_broken),
+        cmocka_unit_test(test_get_as_samba),
+        cmocka_unit_test(test_atoi_is_glibc),
+        cmocka_unit_test(test_kernel_effect),
         cmocka_unit_test(test_set_keeps_others),
         cmocka_unit_test(test_set_auto_and_empty),
         cmocka_unit_test(test_set_repairs_fragments),
