@@ -5,12 +5,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 struct walk {
@@ -38,22 +37,17 @@ __attribute__((format(printf, 3, 4))) static void keep(struct walk *w, int code,
     err_set(w->e, code, "%s: %s: left alone", w->path, why);
 }
 
-/* The directory name in dirfd, opened without following a symlink and
- * without entering a mount point (bind mounts of the same file system
- * included, which st_dev does not show). */
-static int open_dir(int dirfd, const char *name)
+/* Whether the directory open as fd is the root of a mount. A bind mount of
+ * the same file system has the parent's st_dev: only statx shows it (Linux
+ * 5.8; before, the st_dev check is all there is). */
+static bool mount_root(int fd)
 {
-    struct open_how how = {
-        .flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
-        .resolve = RESOLVE_NO_XDEV | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-    };
-    int fd = (int)syscall(SYS_openat2, dirfd, name, &how, sizeof(how));
+    struct statx sx;
 
-    /* openat2 is Linux 5.6 and a seccomp filter may hide it: then the
-     * st_dev check of the caller is what stops a crossing. */
-    if (fd < 0 && errno == ENOSYS)
-        fd = openat(dirfd, name, (int)how.flags);
-    return fd;
+    if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_TYPE, &sx) < 0)
+        return false;
+    return (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+           (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
 }
 
 static void remove_dir(struct walk *w, int parent, const char *name, int depth);
@@ -121,16 +115,21 @@ static void remove_dir(struct walk *w, int parent, const char *name, int depth)
         keep(w, -ELOOP, "deeper than %d levels", RMTREE_MAX_DEPTH);
         return;
     }
-    fd = open_dir(parent, name);
+    fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         /* ELOOP/ENOTDIR: it was swapped for a symlink or a file since
-         * fstatat; EXDEV: a mount point. Not ours to enter either way. */
-        keep(w, -errno, "%s", errno == EXDEV ? "a mount point" : strerror(errno));
+         * fstatat. Not ours to enter. */
+        keep(w, -errno, "%s", strerror(errno));
         return;
     }
     /* Check what was opened, not what was looked at before. */
     if (fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != w->uid || st.st_dev != w->dev) {
         keep(w, -EPERM, "not a directory of uid %u on the same file system", (unsigned)w->uid);
+        close(fd);
+        return;
+    }
+    if (mount_root(fd)) {
+        keep(w, -EXDEV, "a mount point");
         close(fd);
         return;
     }

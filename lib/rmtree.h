@@ -7,9 +7,9 @@
  * directory for a symlink during the walk. Here every step is relative to a
  * directory already open:
  *
- * - each directory is opened with O_NOFOLLOW | O_DIRECTORY (openat2 with
- *   RESOLVE_NO_XDEV where the kernel has it) relative to its parent's fd,
- *   then checked with fstat: owned by geteuid(), on the top's file system;
+ * - each directory is opened with O_NOFOLLOW | O_DIRECTORY relative to its
+ *   parent's fd, then checked on that fd: owned by geteuid(), on the top's
+ *   file system, not the root of a mount (statx, for bind mounts);
  * - entries are removed with unlinkat() relative to that fd, and only when
  *   owned by geteuid(); a symlink is unlinked itself, never followed;
  * - what is not ours (someone else's entry, a mount point, a directory
