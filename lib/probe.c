@@ -1286,7 +1286,7 @@ static int wait_job(struct probe_job *job)
 int probe_cleanup(const struct probe_params *p, struct err *e)
 {
     struct probe_params q = *p;
-    struct probe_result ignored;
+    struct probe_result r;
     struct probe_job job;
     int ret;
 
@@ -1295,7 +1295,13 @@ int probe_cleanup(const struct probe_params *p, struct err *e)
     if (ret < 0)
         return ret;
     wait_job(&job);
-    return probe_finish(&job, &ignored, e);
+    ret = probe_finish(&job, &r, e);
+    /* A clean-up that never reached the share (a peer gone from the
+     * network) removed nothing: the caller must be able to say so. */
+    if (ret == 0 && r.outcome != PROBE_OK)
+        ret = err_set(e, -EIO, "the share could not be reached (%s): a probe file may be left "
+                      "there until a later probe removes it", r.cause);
+    return ret;
 }
 
 int probe_run(const struct probe_params *p, struct probe_result *r, struct err *e)
