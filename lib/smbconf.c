@@ -721,22 +721,25 @@ int smbconf_render(const struct smbconf *c, const char *value, char **out, size_
         at = c->hit.start;
         cut = c->hit.end - c->hit.start;
     } else {
-        char *line = concat(c->indent, "socket options = ", value, "");
+        char *line;
         bool at_eof_no_nl = c->insert_at == f->len && f->len > 0 && f->buf[f->len - 1] != '\n';
-        /* The header's line ends the file with a `\` that continues
-         * nothing yet: a line put after it would be joined to the header.
-         * A line end of our own goes first, for the `\` to take (found by
-         * tests/fuzz/fuzz_smbconf). */
         size_t k = f->len;
-        bool dangling;
 
-        if (c->insert_at == f->len && k > 0 && f->buf[k - 1] == '\n')
-            k--;
-        while (c->insert_at == f->len && k > 0 && f->buf[k - 1] != '\n' &&
+        /* Inserting at the end of a file that ends in a `\` continuation
+         * (of the [global] header's line): the new line would become part
+         * of the header, and how many line ends the backslashes take is
+         * Samba's guess. Refused (found by tests/fuzz/fuzz_smbconf). */
+        while (!c->insert_header && c->insert_at == f->len && k > 0 &&
                isspace((unsigned char)f->buf[k - 1]))
             k--;
-        dangling = c->insert_at == f->len && k > 0 && f->buf[k - 1] == '\\';
-
+        if (!c->insert_header && c->insert_at == f->len && k > 0 && f->buf[k - 1] == '\\') {
+            smbconf_edit_free(ed);
+            return err_set(e, -EINVAL,
+                           "%s: the [global] line ends the file with a '\\' continuation: a "
+                           "line added after it would join it; remove the '\\'",
+                           f->path);
+        }
+        line = concat(c->indent, "socket options = ", value, "");
         if (line == NULL) {
             smbconf_edit_free(ed);
             return err_set(e, -ENOMEM, "out of memory");
@@ -744,11 +747,10 @@ int smbconf_render(const struct smbconf *c, const char *value, char **out, size_
         if (c->insert_header) {
             ed->written = concat("[global]", c->eol, line, c->eol);
             ed->line_off = strlen("[global]") + strlen(c->eol);
-        } else if (at_eof_no_nl || dangling) {
+        } else if (at_eof_no_nl) {
             /* The file ends without a newline: keep it that way. */
-            ed->written = concat(c->eol, dangling && at_eof_no_nl ? c->eol : "", line,
-                                 at_eof_no_nl ? "" : c->eol);
-            ed->line_off = strlen(c->eol) * (dangling && at_eof_no_nl ? 2 : 1);
+            ed->written = concat(c->eol, line, "", "");
+            ed->line_off = strlen(c->eol);
         } else {
             ed->written = concat(line, c->eol, "", "");
             ed->line_off = 0;
