@@ -78,7 +78,9 @@ struct tuner {
     struct probe_job job;
     bool probing;
     struct search_config probe_cfg;
-    bool probe_dirty; /* a probe was killed: its file may be in the share */
+    bool probe_dirty;     /* a probe was killed: its file may be in the share */
+    bool probe_cut;       /* its deadline was cut short for a poor trial (abort_ratio) */
+    char probe_url[2048]; /* what it measures: the target, or a shadow smbd's port */
     sd_event_source *probe_io, *probe_timer;
     unsigned seq;
 };
@@ -646,6 +648,23 @@ static void tell(struct tuner *t, const struct probe_result *r)
         journal_log(LOG_INFO, "trial of %s ended early: far below the incumbent", cs);
 }
 
+/* A probe that measured nothing ends the cycle (its trial goes back). The
+ * line names what was probed: a shadow smbd's failure is not production's. */
+static void probe_failed(struct tuner *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void probe_failed(struct tuner *t, const char *fmt, ...)
+{
+    char why[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    journal_log(LOG_ERR, "probe of %s failed: %s%s", t->probe_url, why,
+                t->o.trials == TUNER_SHADOW ? " (a trial's shadow smbd)" : "");
+    cycle_end(t, false);
+}
+
 static int on_probe_done(sd_event_source *src, int fd, uint32_t revents, void *ud)
 {
     struct tuner *t = ud;
@@ -661,9 +680,18 @@ static int on_probe_done(sd_event_source *src, int fd, uint32_t revents, void *u
     if (ret < 0 || r.outcome != PROBE_OK)
         t->probe_dirty = true;
     if (ret < 0 || (r.outcome != PROBE_OK && r.outcome != PROBE_TIMEOUT)) {
-        journal_log(LOG_ERR, "probe of %s failed: %s", t->o.probe.url,
-                    ret < 0 ? e.msg : r.cause);
-        cycle_end(t, false);
+        probe_failed(t, "%s", ret < 0 ? e.msg : r.cause);
+        return 0;
+    }
+    /* The whole deadline passed before the transfer began: the server took
+     * the connection and never answered (a hung smbd). That is no rate of
+     * this candidate, and each later sample would wait out its deadline in
+     * silence with a trial in force: the cycle ends, the trial goes back.
+     * Under a deadline cut short for a poor trial, a slow log-on may be
+     * all it was: that stays a lower bound, as before. */
+    if (r.outcome == PROBE_TIMEOUT && r.write_s == 0 && r.write_bytes == 0 && !t->probe_cut) {
+        probe_failed(t, "no answer within its deadline of %.0f s (%s)", t->o.probe.deadline_s,
+                     r.cause);
         return 0;
     }
     tell(t, &r);
@@ -716,6 +744,8 @@ static int probe_launch(struct tuner *t, struct search_config c)
         if (d < p.deadline_s)
             p.deadline_s = d;
     }
+    t->probe_cut = p.deadline_s < t->o.probe.deadline_s;
+    snprintf(t->probe_url, sizeof(t->probe_url), "%s", url);
     r = probe_start(&p, &t->job, &e);
     free(client);
     if (r < 0) {

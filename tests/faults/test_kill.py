@@ -218,7 +218,8 @@ def test_start_removes_the_file_of_a_probe_killed_with_its_daemon(fault_env, fau
     zombie = subprocess.Popen(["true"])
     try:
         wait_until(lambda: proc_state(zombie.pid) == "Z", 10, "a zombie")
-        planted = env.srv.share_dir / f".smbtuned-probe-{socket.gethostname()}-{zombie.pid}-1"
+        name = f".smbtuned-probe-{socket.gethostname()}-{zombie.pid}-00000000000000ab"
+        planted = env.srv.share_dir / name
         planted.write_bytes(b"x" * 4096)
         before = env.srv.conf.read_bytes()
         r = Rounds(env, "live", random.Random(SEED), faults)
