@@ -504,6 +504,34 @@ static int copy_meta(int fd, const char *path, const struct stat *like)
     return r;
 }
 
+/* Put tmp in place of path, but only while path is still the file `like`
+ * describes: an admin's editor may rename its own file over path at any
+ * moment up to ours, and a plain rename would throw that file away. The
+ * two names are exchanged atomically, the one that came out is checked, and
+ * exchanged back when it is not the file the caller judged (-ESTALE). On
+ * return tmp names the old file, or ours (both for the caller to remove),
+ * unless *keep is set: then it names nothing, or a file that is not ours.
+ * A filesystem without RENAME_EXCHANGE gets the plain rename. */
+static int swap_in(const char *tmp, const char *path, const struct stat *like, bool *keep)
+{
+    struct stat st;
+
+    *keep = false;
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) < 0) {
+        if (errno != EINVAL && errno != ENOSYS)
+            return -errno;
+        *keep = true;
+        return rename(tmp, path) < 0 ? -errno : 0;
+    }
+    if (lstat(tmp, &st) == 0 && st.st_dev == like->st_dev && st.st_ino == like->st_ino)
+        return 0;
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) < 0) {
+        *keep = true; /* the other file is at tmp now: never remove it */
+        return -errno;
+    }
+    return -ESTALE;
+}
+
 int util_write_atomic(const char *path, const char *data, size_t len, const struct stat *like)
 {
     char *dir = NULL, *tmp = NULL;
@@ -554,7 +582,19 @@ int util_write_atomic(const char *path, const char *data, size_t len, const stru
         goto out;
     }
     fd = -1;
-    if (rename(tmp, path) < 0) {
+    if (like != NULL) {
+        bool keep;
+
+        r = swap_in(tmp, path, like, &keep);
+        if (keep) {
+            free(tmp);
+            tmp = NULL;
+        }
+        if (r < 0)
+            goto out;
+        if (tmp != NULL)
+            unlink(tmp); /* the old file */
+    } else if (rename(tmp, path) < 0) {
         r = -errno;
         goto out;
     }

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon_util import LEGACY, q, socket_line_index, socket_value
+from daemon_util import EDITOR_TEMP_GLOB, LEGACY, q, socket_line_index, socket_value
 from faultutil import (FaultEnv, check_journal, check_promises, journal_lines, wait_until,
                        wrapper)
 
@@ -466,3 +466,46 @@ def test_state_dir_full_from_the_start(make_env, faults):
         assert rc == 1, err
         assert_no_state_temps(env)
     faults.record("state dir full from the start", "failed cleanly")
+
+
+FSYNC_DELAY_US = 1500000  # strace holds every fsync this long, from the commit on
+ADMIN_AFTER_S = 0.3  # after the temp file appears: its bytes written, its fsync under way
+
+
+def test_admin_replaces_conf_during_the_write(make_env, faults):
+    """The admin's rename lands while the editor's new file is being
+    synced, after every check the editor makes before it writes: the rename
+    that puts the new file in place must not throw the admin's file away.
+    At the commit (the testparm hook) strace attaches to smbtuned and slows
+    its fsyncs down, so that the admin's rename (the test's) falls into the
+    editor's fsync of its temp file."""
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed")
+    env = make_env()
+    env.write_config(probe=PROBE, tune=SHADOW)
+    conf = env.srv.conf
+    admin = conf.read_bytes().replace(b"workgroup = SMBTUNEDTEST\n",
+                                      b"workgroup = ADMINSGROUP\n") + b"# admin\n"
+    d = env.start("--once")
+    # Until smbtuned is traced (bounded): then the commit goes on.
+    hook(env, 1, f"""\
+strace -qq -o /dev/null -p {d.pid} -e trace=fsync -e inject=fsync:delay_enter={FSYNC_DELAY_US} &
+i=0
+while [ $i -lt 1000 ]; do
+    [ "$(awk '/^TracerPid/ {{print $2}}' /proc/{d.pid}/status)" != 0 ] && exit 0
+    sleep 0.01; i=$((i + 1))
+done
+exit 1""")
+    d.wait_for(lambda: any(conf.parent.glob(EDITOR_TEMP_GLOB)),
+               what="the editor's temp file beside smb.conf", poll=0.001)
+    time.sleep(ADMIN_AFTER_S)  # not a pass/fail timing: where the fault lands
+    admin_replace(conf, admin)
+    rc = d.wait()
+    err = d.stderr
+    assert hook_ran(env, 1), f"the cycle never reached the commit\n{err}"
+    line, outcome = check_promises(env, admin, err,
+                                   r"^commit: .*(replaced|changed) on disk while smbtuned was "
+                                   r"editing it")
+    assert outcome == "old", f"the admin's file was overwritten\n{err}"
+    assert rc == 1, err
+    faults.record("admin replaced smb.conf during the write", "not written")
