@@ -19,6 +19,7 @@
 #include "sockopts.h"
 #include "state.h"
 #include "trial.h"
+#include "verify.h"
 
 /* A shadow smbd must serve within this; a healthy one takes about 1 s. */
 #define SHADOW_READY_S 30.0
@@ -51,7 +52,8 @@ struct tuner {
     char *value0;             /* socket options in force when it began */
     struct search_config inc0;
     bool converged;           /* s holds a converged search (verify mode) */
-    struct search s;
+    struct search *s;         /* this cycle's search, or the last one's */
+    struct verify *v;         /* watches s's winner once converged, NULL before */
     long long bytes;          /* moved by this cycle's probes */
     int samples;
     double started;
@@ -620,10 +622,10 @@ static void tell(struct tuner *t, const struct probe_result *r)
         t->fp_change[0] = '\0';
     }
     if (t->phase == VERIFYING) {
-        res = search_verify_tell(&t->s, &x);
-        if (search_why(&t->s)[0])
-            journal_log(LOG_INFO, "%s", search_why(&t->s));
-        if (res == SEARCH_VERIFY_RESEARCH) {
+        res = verify_tell(t->v, &x);
+        if (verify_why(t->v)[0])
+            journal_log(LOG_INFO, "%s", verify_why(t->v));
+        if (res == VERIFY_RESEARCH) {
             journal_log(LOG_NOTICE, "the rates at %s drifted: searching again", cs);
             t->converged = false;
             t->research = true;
@@ -641,9 +643,9 @@ static void tell(struct tuner *t, const struct probe_result *r)
         t->auto_checks++;
         return;
     }
-    res = search_tell(&t->s, t->probe_cfg, &x);
-    if (search_why(&t->s)[0])
-        journal_log(LOG_INFO, "%s", search_why(&t->s));
+    res = search_tell(t->s, t->probe_cfg, &x);
+    if (search_why(t->s)[0])
+        journal_log(LOG_INFO, "%s", search_why(t->s));
     if (res == SEARCH_ABORTED)
         journal_log(LOG_INFO, "trial of %s ended early: far below the incumbent", cs);
 }
@@ -737,7 +739,7 @@ static int probe_launch(struct tuner *t, struct search_config c)
     /* A trial far below the incumbent ends at its deadline: the time the
      * incumbent would need at abort_ratio of its rate. */
     if (t->phase == SEARCHING)
-        search_abort_rates(&t->s, c, &wmin, &rmin);
+        search_abort_rates(t->s, c, &wmin, &rmin);
     if (wmin > 0 && rmin > 0) {
         double d = p.size / (wmin * 1e6) + p.size / (rmin * 1e6);
 
@@ -941,7 +943,11 @@ static void cycle_search(struct tuner *t)
     char cs[96];
 
     search_bounds(t, &p);
-    if (search_init(&t->s, &p, t->inc0) < 0) {
+    /* a new search: the old one and the watch on its winner go */
+    verify_free(t->v);
+    t->v = NULL;
+    search_free(t->s);
+    if (search_new(&p, t->inc0, &t->s) < 0) {
         journal_log(LOG_ERR, "search: bad parameters (min/max sizes?)");
         cycle_end(t, false);
         return;
@@ -964,7 +970,8 @@ static void cycle_go(struct tuner *t)
     if (t->converged) {
         /* verification: one sample of the winner */
         t->phase = VERIFYING;
-        if (probe_launch(t, search_incumbent(&t->s)) < 0)
+        if ((t->v == NULL && verify_of_search(t->s, &t->v) < 0) ||
+            probe_launch(t, search_incumbent(t->s)) < 0)
             cycle_end(t, false);
         return;
     }
@@ -1111,8 +1118,8 @@ static bool buffers_do_not_matter(const struct tuner *t)
         lo[1] = fmin(lo[1], sn->r / sn->nr);
         hi[1] = fmax(hi[1], sn->r / sn->nr);
     }
-    return n >= 3 && hi[0] <= lo[0] * (1 + t->s.p.min_gain) &&
-           hi[1] <= lo[1] * (1 + t->s.p.min_gain);
+    return n >= 3 && hi[0] <= lo[0] * (1 + search_params_of(t->s)->min_gain) &&
+           hi[1] <= lo[1] * (1 + search_params_of(t->s)->min_gain);
 }
 
 /* What autotuning measured against the winner, which the search could not
@@ -1121,7 +1128,7 @@ static void auto_after_restart(struct tuner *t, struct search_config w)
 {
     struct search_config a = {SEARCH_AUTO, SEARCH_AUTO};
     double dw = mean_w(t, a) / mean_w(t, w) - 1, dr = mean_r(t, a) / mean_r(t, w) - 1;
-    double gain = t->s.p.min_gain;
+    double gain = search_params_of(t->s)->min_gain;
 
     if (isnan(dw) || isnan(dr))
         return;
@@ -1139,7 +1146,7 @@ static void auto_after_restart(struct tuner *t, struct search_config w)
 
 static void finish_search(struct tuner *t)
 {
-    struct search_config w = search_incumbent(&t->s);
+    struct search_config w = search_incumbent(t->s);
     char what[1280], cs[96], *after;
     bool committed = false;
 
@@ -1152,11 +1159,11 @@ static void finish_search(struct tuner *t)
         auto_after_restart(t, w);
     /* The largest size the kernel allows won: a larger one might do
      * better, and only the admin can allow it. */
-    if (w.rcvbuf != SEARCH_AUTO && w.rcvbuf == t->s.p.max_rcvbuf &&
+    if (w.rcvbuf != SEARCH_AUTO && w.rcvbuf == search_params_of(t->s)->max_rcvbuf &&
         w.rcvbuf < t->o.search.max_rcvbuf)
         journal_log(LOG_NOTICE, "SO_RCVBUF=%ld is the kernel's cap: raising "
                     "net.core.rmem_max may allow a faster setting", w.rcvbuf);
-    if (w.sndbuf != SEARCH_AUTO && w.sndbuf == t->s.p.max_sndbuf &&
+    if (w.sndbuf != SEARCH_AUTO && w.sndbuf == search_params_of(t->s)->max_sndbuf &&
         w.sndbuf < t->o.search.max_sndbuf)
         journal_log(LOG_NOTICE, "SO_SNDBUF=%ld is the kernel's cap: raising "
                     "net.core.wmem_max may allow a faster setting", w.sndbuf);
@@ -1211,7 +1218,7 @@ static void step(struct tuner *t)
         cycle_end(t, true);
         return;
     }
-    if (t->phase == AUTO_CHECK || search_ask(&t->s, &c) == SEARCH_DONE) {
+    if (t->phase == AUTO_CHECK || search_ask(t->s, &c) == SEARCH_DONE) {
         if (!t->auto_blocked || t->auto_checks >= AUTO_CHECKS) {
             finish_search(t);
             return;
@@ -1314,6 +1321,8 @@ void tuner_free(struct tuner *t)
         return;
     tuner_stop(t);
     state_free(&t->st);
+    verify_free(t->v);
+    search_free(t->s);
     free(t->value0);
     free(t->live_value);
     free(t->busy0);

@@ -49,11 +49,11 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-/* No throughput measurement is better than 0.5%: a spread estimated below
- * that from a few equal samples would make any difference significant. */
-#define SIGMA_FLOOR 0.005
+#include "stats.h"
+
 /* Outliers: a sample further than REJECT_K spreads from its level's median
  * is dropped, and the spread used for that is never taken below
  * REJECT_FLOOR (about 5%), so that samples within 22% of the median always
@@ -85,37 +85,55 @@
 #define WALK_STOP_ALPHA 0.05
 /* Rates at or below this (a timeout that reached nothing) count as this. */
 #define RATE_FLOOR 1e-12
-/* Verification (see "verification" below for the statistic).
- * - Scores are clipped at VERIFY_CLIP spreads, so that one stalled sample
- *   is no drift. 2, not 1.5: a 20% step at sigma 0.25 is 0.89 spreads, and
- *   clipping at 1.5 keeps 82% of it per unit of noise (two channels: 1.12
- *   spreads) against 85% (1.16) at 2; with the 2% of stalls at a tenth of
- *   the rate, 2 is where the simulator catches the step soonest for a
- *   given false-alarm rate (1.5 and 2.5 to 3 both do worse).
- * - VERIFY_STALL_SHARE: the share of stalled samples the variance of a
- *   clipped score allows for (FACTS.md: about 2% of transfers stall).
- * - Alarms wait for VERIFY_MIN_REF reference samples.
- * - A window test over the last SEARCH_VERIFY_WINDOW samples at
- *   VERIFY_WINDOW_Z standard errors: the requirement is a 20% step caught
- *   within 10 samples, and the sum of exactly those 10 samples is the most
- *   powerful statistic for that (a CUSUM tuned for it, or a scan over
- *   shorter windows, catches fewer within 10 for the same false alarms,
- *   measured in the simulator). 2.2: a false alarm about once in 120
- *   samples at high noise (one needless search a month at the daemon's
- *   6 h interval), which buys the 20% step at sigma 0.25 caught within 10
- *   samples in about 92% of runs, against 85-89% at 2.5. A missed drift
- *   costs throughput for as long as it stays missed; a false alarm costs
- *   one search.
- * - A CUSUM with allowance at least VERIFY_KMIN and threshold VERIFY_H
- *   catches what the window is slow for: a large drift (a collapse of the
- *   path) in one to three samples. k = 1 is tuned for shifts of two
- *   spreads and more, so it adds few false alarms to the window's. */
-#define VERIFY_CLIP 2.0
-#define VERIFY_STALL_SHARE 0.02
-#define VERIFY_MIN_REF 20
-#define VERIFY_WINDOW_Z 2.2
-#define VERIFY_KMIN 1.0
-#define VERIFY_H 4.5
+/* One configuration of one buffer, as the search knows it. */
+struct search_level {
+    long size; /* SEARCH_AUTO or bytes */
+    bool lattice;
+    bool tabu;   /* has been the incumbent: never a candidate again */
+    int strikes; /* trial samples in a row that ended a trial */
+    int aborts;  /* samples that ended a trial */
+    int timeouts;
+    int since; /* samples it had when it became the incumbent */
+    int n;
+    double w[SEARCH_LEVEL_CAP], r[SEARCH_LEVEL_CAP]; /* log rates, NAN if not measured */
+    /* refreshed after every sample */
+    int kept;
+    double mean;
+    int fresh; /* samples since it became the incumbent */
+};
+
+/* One buffer (or, tied, both). */
+struct search_dim {
+    const char *name; /* "SO_RCVBUF", "SO_SNDBUF", "SO_RCVBUF/SO_SNDBUF" */
+    int rank;         /* enum search_rate: 0 the write rate ranks it, 1 the read rate, 2 both */
+    int nlevels;
+    struct search_level lv[SEARCH_MAX_LEVELS];
+    int inc;  /* incumbent level */
+    int cand; /* candidate on trial, -1 none */
+    int look; /* the comparison is judged when both sides have this many */
+    int cap;  /* samples the candidate may take: max_samples, or twice */
+    int queue[2 * SEARCH_MAX_LEVELS];
+    bool queue_walk[2 * SEARCH_MAX_LEVELS];
+    int nqueue;
+    bool cand_walk; /* the candidate came from a walk down from the cap */
+    int walk_best;  /* best rejected walk point so far, -1 none */
+    bool walked;    /* the walk was queued for a broken incumbent */
+    int last_dir;   /* +1 the last move went up, -1 down, 0 neither */
+    bool done;
+    double sigma; /* pooled spread of log rates (kept samples) */
+    double df;
+    double reject; /* outlier bound around a level's median */
+};
+
+struct search {
+    struct search_params p;
+    int ndims;
+    struct search_dim dim[2]; /* untied: [0] rcvbuf, [1] sndbuf; tied: [0] */
+    int total;
+    bool done;
+    struct search_reference ref; /* the winner's, taken when done */
+    char why[SEARCH_WHY_LEN];
+};
 
 enum verdict { MORE, ACCEPT, REJECT };
 
@@ -227,12 +245,13 @@ static bool dead(const struct search_dim *d, int i)
     return l->strikes >= 2 && 2 * l->aborts > l->n;
 }
 
-/* The log of the rate that ranks the dim, from one stored sample. */
-static double ranked(const struct search_dim *d, double w, double r)
+/* The log of the rate that ranks by `rank`, from the log rates of one
+ * sample. */
+static double ranked(int rank, double w, double r)
 {
-    if (d->rank == 0)
+    if (rank == SEARCH_RATE_WRITE)
         return w;
-    if (d->rank == 1)
+    if (rank == SEARCH_RATE_READ)
         return r;
     /* log of the harmonic mean 2 / (1/W + 1/R), computed stably */
     double m = fmax(-w, -r);
@@ -245,7 +264,7 @@ static int level_values(const struct search_dim *d, int i, int from, double *out
     const struct search_level *l = &d->lv[i];
     int n = 0;
     for (int j = from; j < l->n; j++) {
-        double v = ranked(d, l->w[j], l->r[j]);
+        double v = ranked(d->rank, l->w[j], l->r[j]);
         if (!isnan(v))
             out[n++] = v;
     }
@@ -301,28 +320,42 @@ static void dim_refresh(struct search_dim *d)
         }
     }
     d->df = df;
-    d->sigma = df > 0 ? fmax(sqrt(ss / df), SIGMA_FLOOR) : NAN;
+    d->sigma = df > 0 ? fmax(sqrt(ss / df), SEARCH_SIGMA_FLOOR) : NAN;
 }
 
 /* Robust mean of one direction (0 write, 1 read) of a level, for the
- * tied dim's per-direction abort thresholds. */
-static double level_dir_mean(const struct search_dim *d, int i, int dir)
+ * tied dim's per-direction abort thresholds and the estimates; the samples
+ * it rests on go to *kept (when given). */
+static double level_dir_mean_n(const struct search_dim *d, int i, int dir, int *kept)
 {
     const struct search_level *l = &d->lv[i];
     double v[SEARCH_LEVEL_CAP];
     struct stats_summary sum;
-    int n = 0;
+    int n = 0, k = 0;
+    double mean = NAN;
 
-    if (d->rank == dir)
-        return l->mean;
-    for (int j = 0; j < l->n; j++) {
-        double x = dir == 0 ? l->w[j] : l->r[j];
-        if (!isnan(x))
-            v[n++] = x;
+    if (d->rank == dir) {
+        k = l->kept;
+        mean = l->mean;
+    } else {
+        for (int j = 0; j < l->n; j++) {
+            double x = dir == 0 ? l->w[j] : l->r[j];
+            if (!isnan(x))
+                v[n++] = x;
+        }
+        if (n > 0 && stats_summarize(v, n, d->reject, &sum) == 0) {
+            k = sum.kept;
+            mean = sum.mean;
+        }
     }
-    if (n == 0 || stats_summarize(v, n, d->reject, &sum) < 0)
-        return NAN;
-    return sum.mean;
+    if (kept)
+        *kept = k;
+    return mean;
+}
+
+static double level_dir_mean(const struct search_dim *d, int i, int dir)
+{
+    return level_dir_mean_n(d, i, dir, NULL);
 }
 
 /* ---- the comparison ---- */
@@ -692,7 +725,8 @@ static int dim_init(struct search *s, struct search_dim *d, long cap, long start
     return 0;
 }
 
-int search_init(struct search *s, const struct search_params *p, struct search_config incumbent)
+static int search_init(struct search *s, const struct search_params *p,
+                       struct search_config incumbent)
 {
     memset(s, 0, sizeof(*s));
     if (p->min_size < 1 || p->min_size > (1L << 40) || p->max_rcvbuf < 1 || p->max_sndbuf < 1 ||
@@ -730,6 +764,28 @@ int search_init(struct search *s, const struct search_params *p, struct search_c
             return rc;
     }
     return 0;
+}
+
+int search_new(const struct search_params *p, struct search_config incumbent,
+               struct search **sp)
+{
+    struct search *s = malloc(sizeof(*s));
+    int rc;
+
+    *sp = NULL;
+    if (s == NULL)
+        return -ENOMEM;
+    if ((rc = search_init(s, p, incumbent)) < 0) {
+        free(s);
+        return rc;
+    }
+    *sp = s;
+    return 0;
+}
+
+void search_free(struct search *s)
+{
+    free(s);
 }
 
 /* ---- configurations <-> levels ---- */
@@ -795,6 +851,49 @@ const char *search_why(const struct search *s)
     return s->why;
 }
 
+const struct search_params *search_params_of(const struct search *s)
+{
+    return &s->p;
+}
+
+bool search_converged(const struct search *s)
+{
+    return s->done;
+}
+
+int search_reference(const struct search *s, struct search_reference *ref)
+{
+    if (!s->done)
+        return -EINVAL;
+    *ref = s->ref;
+    return 0;
+}
+
+const char *search_rate_name(enum search_rate r)
+{
+    return rate_names[r];
+}
+
+int search_estimate(const struct search *s, struct search_config cfg, struct search_estimate *est)
+{
+    int level[2];
+    double mean[2] = {NAN, NAN};
+    int kept[2] = {0, 0};
+
+    if (levels_of(s, cfg, level) < 0)
+        return -EINVAL;
+    /* Each rate from the dim it ranks (untied, the other buffer's level
+     * says nothing of it: the search assumes so), or both from the one. */
+    for (int k = 0; k < s->ndims; k++) {
+        const struct search_dim *d = &s->dim[k];
+        for (int dir = 0; dir < 2; dir++)
+            if (d->rank == dir || d->rank == SEARCH_RATE_BOTH)
+                mean[dir] = level_dir_mean_n(d, level[k], dir, &kept[dir]);
+    }
+    *est = (struct search_estimate){exp(mean[0]), exp(mean[1]), kept[0], kept[1]};
+    return 0;
+}
+
 /* Per-direction abort thresholds (log) of dim d's trial, NAN if none. */
 static void dim_thresholds(const struct search *s, const struct search_dim *d, double *thr)
 {
@@ -838,6 +937,11 @@ static double log_rate(double rate)
     return log(fmax(rate, RATE_FLOOR));
 }
 
+double search_sample_rate(const struct search_sample *x, enum search_rate r)
+{
+    return ranked(r, log_rate(x->write), log_rate(x->read));
+}
+
 static void add_sample(struct search_level *l, double w, double r, bool timeout)
 {
     if (l->n == SEARCH_LEVEL_CAP) {
@@ -878,8 +982,6 @@ static bool trial_aborted(struct search *s, struct search_dim *d, double w, doub
     return false;
 }
 
-static void verify_start(struct search *s);
-
 /* A sample of dim d's candidate came in: did it end the trial? */
 static bool trial_ended(struct search *s, struct search_dim *d, double w, double r,
                         const struct search_sample *x)
@@ -904,6 +1006,35 @@ static bool trial_ended(struct search *s, struct search_dim *d, double w, double
         d->cand = -1;
     }
     return true;
+}
+
+/* The winner's reference for verification (lib/verify.c), taken once, at
+ * convergence. */
+static void take_reference(struct search *s)
+{
+    struct search_reference *ref = &s->ref;
+
+    memset(ref, 0, sizeof(*ref));
+    ref->nch = s->ndims;
+    for (int ch = 0; ch < ref->nch; ch++) {
+        const struct search_dim *d = &s->dim[ch];
+        const struct search_level *l = &d->lv[d->inc];
+        struct search_channel *c = &ref->ch[ch];
+        c->rate = (enum search_rate)d->rank;
+        c->reject = d->reject;
+        /* The samples that made the winner win are biased upwards (it won
+         * because they were high): only those taken since are a fair
+         * reference. */
+        double x[SEARCH_LEVEL_CAP];
+        struct stats_summary sum;
+        int n = level_values(d, d->inc, l->since, x);
+        if (n > 0 && stats_summarize(x, n, d->reject, &sum) == 0) {
+            c->mean = sum.mean;
+            c->n = sum.kept;
+        }
+        c->ss = isnan(d->sigma) ? 0 : d->sigma * d->sigma * d->df;
+        c->df = isnan(d->sigma) ? 0 : d->df;
+    }
 }
 
 int search_tell(struct search *s, struct search_config cfg, const struct search_sample *x)
@@ -937,227 +1068,7 @@ int search_tell(struct search *s, struct search_config cfg, const struct search_
         all = all && s->dim[k].done;
     if (all && !s->done) {
         s->done = true;
-        verify_start(s);
+        take_reference(s);
     }
     return aborted ? SEARCH_ABORTED : SEARCH_TOLD;
-}
-
-/* ---- verification ----
- * The winner is sampled now and then. Each sample's ranked rates (write
- * and read untied: a change of the path moves both) are scored against the
- * winner's reference, in spreads, clipped so that one stall is no drift.
- * The channels are summed into one score and standardized by the variance
- * of clipped scores (normal noise plus VERIFY_STALL_SHARE stalls at the
- * clip): two channels that both drift by 0.89 spreads make a score that
- * drifts by about 1.16 of its own spreads. Two tests, each two-sided, look
- * at that score; either asks for a new search:
- * - a window test: the sum of the last SEARCH_VERIFY_WINDOW scores against
- *   its standard error, which counts the error of the reference mean as
- *   well (it is shared by every score in the window);
- * - a CUSUM whose allowance k is half the smallest drift worth a new
- *   search (drift_min) in spreads of the score, and at least VERIFY_KMIN:
- *   fast on large drifts.
- * The reference (mean and spread) starts from the winner's samples in the
- * search and takes each verification sample once it is
- * SEARCH_VERIFY_WINDOW samples old, so that a new level is seen before it
- * can hide in the reference (and the window test's samples are never in
- * it), while the reference keeps sharpening: an error of the reference
- * mean or spread is a bias in every score, and false alarms grow fast with
- * it. Until it holds VERIFY_MIN_REF samples the reference takes every
- * sample at once and nothing is judged. */
-
-static void verify_start(struct search *s)
-{
-    struct search_verify *v = &s->v;
-
-    memset(v, 0, sizeof(*v));
-    v->nch = s->ndims;
-    for (int ch = 0; ch < v->nch; ch++) {
-        const struct search_dim *d = &s->dim[ch];
-        const struct search_level *l = &d->lv[d->inc];
-        v->rank[ch] = d->rank;
-        v->reject[ch] = d->reject;
-        /* The samples that made the winner win are biased upwards (it won
-         * because they were high): only those taken since are a fair
-         * reference. */
-        double x[SEARCH_LEVEL_CAP];
-        struct stats_summary sum;
-        int n = level_values(d, d->inc, l->since, x);
-        if (n > 0 && stats_summarize(x, n, d->reject, &sum) == 0) {
-            v->mean[ch] = sum.mean;
-            v->n[ch] = sum.kept;
-        }
-        v->ss[ch] = isnan(d->sigma) ? 0 : d->sigma * d->sigma * d->df;
-        v->df[ch] = isnan(d->sigma) ? 0 : d->df;
-    }
-}
-
-static double verify_sigma(const struct search_verify *v, int ch)
-{
-    return v->df[ch] > 0 ? fmax(sqrt(v->ss[ch] / v->df[ch]), SIGMA_FLOOR) : REJECT_FLOOR;
-}
-
-/* Add one sample to a channel's reference, unless it is a stall. */
-static void verify_absorb(struct search_verify *v, int ch, double o)
-{
-    if (isnan(o))
-        return;
-    if (v->n[ch] == 0) {
-        v->mean[ch] = o;
-        v->n[ch] = 1;
-        return;
-    }
-    double delta = o - v->mean[ch];
-    if (fabs(delta) > v->reject[ch])
-        return;
-    v->n[ch]++;
-    v->mean[ch] += delta / v->n[ch];
-    v->ss[ch] += delta * (o - v->mean[ch]);
-    v->df[ch]++;
-}
-
-/* Scores are clipped at this many spreads: never below twice the smallest
- * drift that matters, so that a drift is not clipped away at low noise. */
-static double verify_clip(const struct search *s, int ch)
-{
-    return fmax(VERIFY_CLIP, 2 * log1p(s->p.drift_min) / verify_sigma(&s->v, ch));
-}
-
-/* Variance of a score clipped at c: of a standard normal clipped at +-c,
- * and VERIFY_STALL_SHARE of the samples stalled (at -c). */
-static double clipped_var(double c)
-{
-    double tail = stats_norm_cdf(-c), dens = exp(-c * c / 2) / sqrt(2 * M_PI);
-    double normal = 1 - 2 * tail - 2 * c * dens + 2 * c * c * tail;
-    double p = VERIFY_STALL_SHARE;
-    return (1 - p) * normal + p * (1 - p) * c * c;
-}
-
-/* The clipped score of log rate o on channel ch, NAN if not measured.
- * Centred: the reference leaves stalls out, so with VERIFY_STALL_SHARE of
- * them at -c a steady rate's scores average -share * c, a lean that made
- * false alarms of a drop about twice as common as of a rise. */
-static double verify_score(const struct search *s, int ch, double o)
-{
-    if (isnan(o))
-        return NAN;
-    double c = verify_clip(s, ch), u = (o - s->v.mean[ch]) / verify_sigma(&s->v, ch);
-    return fmax(-c, fmin(c, u)) + VERIFY_STALL_SHARE * c;
-}
-
-/* The window test's statistic: the sum of the scores of the last
- * SEARCH_VERIFY_WINDOW samples over its standard error. An error e of a
- * reference mean shifts each of the window's unclipped scores by e; the
- * clipped ones move by P(|u| < c) of it. */
-static double verify_window_z(const struct search *s, double *shift)
-{
-    const struct search_verify *v = &s->v;
-    double sum = 0, var = 0;
-
-    *shift = 0;
-
-    for (int ch = 0; ch < v->nch; ch++) {
-        double c = verify_clip(s, ch), slope = 1 - 2 * stats_norm_cdf(-c), csum = 0;
-        int cnt = 0;
-        for (int j = 0; j < SEARCH_VERIFY_WINDOW; j++) {
-            double z = verify_score(s, ch, v->pend[ch][j]);
-            if (!isnan(z)) {
-                csum += z;
-                cnt++;
-            }
-        }
-        sum += csum;
-        var += cnt * clipped_var(c) + (double)cnt * cnt * slope * slope / v->n[ch];
-        if (cnt)
-            *shift += csum / cnt * verify_sigma(v, ch) / v->nch;
-    }
-    return var > 0 ? sum / sqrt(var) : 0;
-}
-
-static void verify_why(struct search *s, int n, const char *test)
-{
-    const struct search_verify *v = &s->v;
-    char buf[SEARCH_WHY_LEN / 2] = "";
-    size_t len = 0;
-
-    if (n > v->npend)
-        n = v->npend;
-    if (n > SEARCH_VERIFY_WINDOW)
-        n = SEARCH_VERIFY_WINDOW;
-    for (int ch = 0; ch < v->nch; ch++) {
-        double sum = 0;
-        int cnt = 0;
-        for (int j = 0; j < n; j++) {
-            double o = v->pend[ch][(v->npend - 1 - j) % SEARCH_VERIFY_WINDOW];
-            if (!isnan(o)) {
-                sum += o;
-                cnt++;
-            }
-        }
-        if (cnt && len < sizeof(buf))
-            len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%s %+.1f%%", len ? ", " : "",
-                                    rate_names[v->rank[ch]], 100 * expm1(sum / cnt - v->mean[ch]));
-    }
-    why(s, "drift %s over the last %d samples (%s): new search", buf, n, test);
-}
-
-int search_verify_tell(struct search *s, const struct search_sample *x)
-{
-    struct search_verify *v = &s->v;
-    double y[2], z = 0, var = 0, drift = 0;
-    bool warm = true;
-    char test[64];
-
-    if (!s->done || isinf(x->write) || isinf(x->read))
-        return -EINVAL;
-    s->why[0] = '\0';
-    if (v->alarm)
-        return SEARCH_VERIFY_RESEARCH;
-
-    double w = log_rate(x->write), r = log_rate(x->read);
-    for (int ch = 0; ch < v->nch; ch++) {
-        y[ch] = ranked(&s->dim[ch], w, r);
-        warm = warm && v->n[ch] >= VERIFY_MIN_REF;
-    }
-    if (!warm) {
-        for (int ch = 0; ch < v->nch; ch++)
-            verify_absorb(v, ch, y[ch]);
-        return SEARCH_VERIFY_OK;
-    }
-    for (int ch = 0; ch < v->nch; ch++) {
-        double u = verify_score(s, ch, y[ch]), cv = clipped_var(verify_clip(s, ch));
-        if (!isnan(u)) {
-            z += u;
-            var += cv;
-        }
-        drift += log1p(s->p.drift_min) / verify_sigma(v, ch) / sqrt(cv);
-        /* the sample leaving the window joins the reference */
-        int slot = v->npend % SEARCH_VERIFY_WINDOW;
-        if (v->npend >= SEARCH_VERIFY_WINDOW)
-            verify_absorb(v, ch, v->pend[ch][slot]);
-        v->pend[ch][slot] = y[ch];
-    }
-    v->npend++;
-    if (var == 0)
-        return SEARCH_VERIFY_OK;
-
-    /* drift_min in spreads of the summed score, halved */
-    double k = fmax(VERIFY_KMIN, drift / sqrt(v->nch) / 2);
-    stats_cusum_add(&v->cusum, z / sqrt(var), k);
-    double shift = 0, wz = v->npend >= SEARCH_VERIFY_WINDOW ? verify_window_z(s, &shift) : 0;
-    int n;
-    if (v->cusum.up > VERIFY_H || v->cusum.down > VERIFY_H) {
-        bool up = v->cusum.up > VERIFY_H;
-        n = up ? v->cusum.up_n : v->cusum.down_n;
-        snprintf(test, sizeof(test), "CUSUM %.1f > %.1f", up ? v->cusum.up : v->cusum.down,
-                 VERIFY_H);
-    } else if (fabs(wz) > VERIFY_WINDOW_Z && fabs(shift) >= log1p(s->p.drift_min) / 2) {
-        n = SEARCH_VERIFY_WINDOW;
-        snprintf(test, sizeof(test), "window z %.1f, beyond %.1f", wz, VERIFY_WINDOW_Z);
-    } else {
-        return SEARCH_VERIFY_OK;
-    }
-    v->alarm = true;
-    verify_why(s, n, test);
-    return SEARCH_VERIFY_RESEARCH;
 }

@@ -1,10 +1,11 @@
 /* search: the noise-aware hill climber that picks SO_RCVBUF / SO_SNDBUF.
  *
  * Ask/tell, no I/O: search_ask() names the configuration to measure next,
- * search_tell() is given the measurement, and once the search has
- * converged search_verify_tell() watches the winner for drift. The same
- * code runs in the daemon, in --once and in the simulator that tests it
- * (tests/unit/sim.c).
+ * search_tell() is given the measurement, until the search has converged.
+ * Then its winner's reference (search_reference) is what lib/verify.c
+ * watches for drift. The same code runs in the daemon, in --once and in
+ * the simulator that tests it (tests/unit/sim.c). struct search is opaque:
+ * search_new() makes one, the accessors below read it.
  *
  * A configuration is (rcvbuf, sndbuf); each is SEARCH_AUTO (no token:
  * kernel autotuning) or a size from the lattice: the powers of two from
@@ -18,13 +19,21 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "stats.h"
-
 #define SEARCH_AUTO 0L          /* no SO_RCVBUF/SO_SNDBUF token */
 #define SEARCH_MAX_LEVELS 34    /* AUTO, up to 32 lattice sizes, an off-lattice start */
 #define SEARCH_LEVEL_CAP 128    /* samples kept per configuration (oldest dropped) */
-#define SEARCH_VERIFY_WINDOW 10 /* verification samples not yet in the reference */
 #define SEARCH_WHY_LEN 512
+/* No throughput measurement is better than 0.5%: a spread estimated below
+ * that from a few equal samples would make any difference significant
+ * (the search's comparisons and verify's scores alike). */
+#define SEARCH_SIGMA_FLOOR 0.005
+
+/* The rate that ranks a buffer. */
+enum search_rate {
+    SEARCH_RATE_WRITE,
+    SEARCH_RATE_READ,
+    SEARCH_RATE_BOTH, /* tied: the harmonic mean of both */
+};
 
 enum search_rank {
     /* The server's buffers are tuned: writes to the server rank its
@@ -76,82 +85,45 @@ enum search_tell_result {
     SEARCH_ABORTED, /* recorded; it ended a trial (too slow, or a timeout) */
 };
 
-enum search_verdict {
-    SEARCH_VERIFY_OK,
-    SEARCH_VERIFY_RESEARCH, /* the winner drifted: start a new search */
+/* What a converged search knows of its winner, for verification: one
+ * channel per buffer (one when tied), each the rate that ranks it. */
+struct search_reference {
+    int nch;
+    struct search_channel {
+        enum search_rate rate;
+        double mean;   /* mean log rate of the winner's samples since it won */
+        int n;         /* the samples that mean rests on (stalls left out) */
+        double ss, df; /* pooled squares and degrees of freedom of the spread
+                        * of log rates, over every configuration (0, 0: none) */
+        double reject; /* stall bound: a log rate this far from a mean is one */
+    } ch[2];
 };
 
-/* One configuration of one buffer, as the search knows it. Private. */
-struct search_level {
-    long size; /* SEARCH_AUTO or bytes */
-    bool lattice;
-    bool tabu;   /* has been the incumbent: never a candidate again */
-    int strikes; /* trial samples in a row that ended a trial */
-    int aborts;  /* samples that ended a trial */
-    int timeouts;
-    int since; /* samples it had when it became the incumbent */
-    int n;
-    double w[SEARCH_LEVEL_CAP], r[SEARCH_LEVEL_CAP]; /* log rates, NAN if not measured */
-    /* refreshed after every sample */
-    int kept;
-    double mean;
-    int fresh; /* samples since it became the incumbent */
+/* A configuration's rates as the search estimates them: exp of the robust
+ * mean of the log rates (a geometric mean, stalls left out), NAN when it
+ * has none; each rate from the level of the buffer it ranks. */
+struct search_estimate {
+    double write, read;
+    int nwrite, nread; /* samples they rest on */
 };
 
-/* One buffer (or, tied, both). Private. */
-struct search_dim {
-    const char *name; /* "SO_RCVBUF", "SO_SNDBUF", "SO_RCVBUF/SO_SNDBUF" */
-    int rank;         /* 0: the write rate ranks it, 1: the read rate, 2: both */
-    int nlevels;
-    struct search_level lv[SEARCH_MAX_LEVELS];
-    int inc;  /* incumbent level */
-    int cand; /* candidate on trial, -1 none */
-    int look; /* the comparison is judged when both sides have this many */
-    int cap;  /* samples the candidate may take: max_samples, or twice */
-    int queue[2 * SEARCH_MAX_LEVELS];
-    bool queue_walk[2 * SEARCH_MAX_LEVELS];
-    int nqueue;
-    bool cand_walk; /* the candidate came from a walk down from the cap */
-    int walk_best;  /* best rejected walk point so far, -1 none */
-    bool walked;    /* the walk was queued for a broken incumbent */
-    int last_dir;   /* +1 the last move went up, -1 down, 0 neither */
-    bool done;
-    double sigma; /* pooled spread of log rates (kept samples) */
-    double df;
-    double reject; /* outlier bound around a level's median */
-};
-
-struct search_verify {
-    int nch;                              /* channels: one per dim, its ranked rate */
-    int rank[2];                          /* 0 write, 1 read, 2 both (harmonic) */
-    double mean[2];                       /* reference: mean of log rates */
-    int n[2];                             /* and its samples */
-    double ss[2], df[2];                  /* pooled squares and degrees of freedom of the spread */
-    double reject[2];                     /* stall bound (from the search) */
-    double pend[2][SEARCH_VERIFY_WINDOW]; /* recent samples, not yet in the reference */
-    int npend;
-    struct stats_cusum cusum;
-    bool alarm;
-};
-
-struct search {
-    struct search_params p;
-    int ndims;
-    struct search_dim dim[2]; /* untied: [0] rcvbuf, [1] sndbuf; tied: [0] */
-    int total;
-    bool done;
-    struct search_verify v;
-    char why[SEARCH_WHY_LEN];
-};
+struct search;
 
 /* The defaults above; max_rcvbuf/max_sndbuf are 4 MiB, min_size 4 KiB. */
 void search_params_default(struct search_params *p);
 
 /* Start a search from the incumbent (the configuration in force now; a
  * size off the lattice is allowed, a size above the cap counts as the
- * cap). Returns 0, or -EINVAL for inconsistent parameters, -ERANGE for a
- * lattice too large. */
-int search_init(struct search *s, const struct search_params *p, struct search_config incumbent);
+ * cap) into *sp. Returns 0, or -EINVAL for inconsistent parameters,
+ * -ERANGE for a lattice too large, -ENOMEM; *sp is NULL on failure. */
+int search_new(const struct search_params *p, struct search_config incumbent,
+               struct search **sp);
+
+/* NULL is allowed. */
+void search_free(struct search *s);
+
+/* The parameters it runs with (bounded as given to search_new). */
+const struct search_params *search_params_of(const struct search *s);
 
 /* A size for people: "auto" or the number of bytes. Returns buf. */
 const char *search_size_str(long size, char *buf, size_t len);
@@ -172,16 +144,30 @@ int search_tell(struct search *s, struct search_config cfg, const struct search_
 /* The incumbent now (the winner once converged). */
 struct search_config search_incumbent(const struct search *s);
 
+/* Has it converged (search_ask says SEARCH_DONE)? */
+bool search_converged(const struct search *s);
+
 /* Samples told so far. */
 int search_samples(const struct search *s);
 
-/* The decisions taken by the last search_tell / search_verify_tell (and
- * search_init), one line each: why, then what. Empty when none. */
+/* The decisions taken by the last search_tell (and search_new), one line
+ * each: why, then what. Empty when none. */
 const char *search_why(const struct search *s);
 
-/* After convergence: one sample of the winner. Returns SEARCH_VERIFY_OK,
- * SEARCH_VERIFY_RESEARCH once a drift of at least drift_min is
- * significant (and from then on), or -EINVAL before convergence. */
-int search_verify_tell(struct search *s, const struct search_sample *x);
+/* The rates of cfg as estimated from its samples so far. Returns 0, or
+ * -EINVAL when cfg is not a configuration of this search. */
+int search_estimate(const struct search *s, struct search_config cfg,
+                    struct search_estimate *est);
+
+/* The winner's reference, as it was when the search converged. Returns 0,
+ * or -EINVAL before convergence. */
+int search_reference(const struct search *s, struct search_reference *ref);
+
+/* The log of the rate r of x, as the search ranks its buffers by it (NAN
+ * when not measured; a rate of 0 counts as a tiny one). */
+double search_sample_rate(const struct search_sample *x, enum search_rate r);
+
+/* "write", "read", "write+read". */
+const char *search_rate_name(enum search_rate r);
 
 #endif

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "verify.h"
+
 /* ---- PRNG ---- */
 
 static uint64_t splitmix64(uint64_t *x)
@@ -293,24 +295,21 @@ static int converge(const struct sim_spec *sp, struct search *s, struct sim_rng 
 
 int sim_run(const struct sim_spec *sp, struct sim_result *res)
 {
-    struct search *s = malloc(sizeof(*s));
+    struct search *s = NULL;
+    struct verify *v = NULL;
     struct sim_rng rng;
     const struct search_params *p = &sp->params;
     bool tied = p->tied;
     int ndims = tied ? 1 : 2;
     int rc;
 
-    if (!s)
-        return -1;
     memset(res, 0, sizeof(*res));
     res->ndims = ndims;
     res->worst_trial = 1;
     sim_rng_seed(&rng, sp->seed);
-    if ((rc = search_init(s, p, sp->start)) < 0 ||
-        (rc = converge(sp, s, &rng, 1, res, &res->end)) < 0) {
-        free(s);
-        return rc;
-    }
+    if ((rc = search_new(p, sp->start, &s)) < 0 ||
+        (rc = converge(sp, s, &rng, 1, res, &res->end)) < 0)
+        goto out;
     res->samples = search_samples(s);
 
     /* Quality: each dim's true ranked rate against the best it could take. */
@@ -350,26 +349,32 @@ int sim_run(const struct sim_spec *sp, struct sim_result *res)
      * within that cycle (minutes, where the cycles are hours apart), and
      * verification of its winner from the next cycle on. */
     struct search_config win = res->end;
+    if ((rc = verify_of_search(s, &v)) < 0)
+        goto out;
     for (int i = 0; i < sp->verify_pre + sp->verify_post && res->alarm == 0; i++) {
         bool after = i >= sp->verify_pre;
         double link = after && sp->obj->kind == SIM_DRIFT ? 0.8 : 1;
         struct search_sample x;
         measure(sp, &rng, win, link, 0, 0, &x);
-        if (search_verify_tell(s, &x) != SEARCH_VERIFY_RESEARCH)
+        if (verify_tell(v, &x) != VERIFY_RESEARCH)
             continue;
         if (after) {
             res->alarm = i - sp->verify_pre + 1;
             break;
         }
         res->early_alarms++;
-        if ((rc = search_init(s, p, win)) < 0 || (rc = converge(sp, s, &rng, 1, NULL, &win)) < 0) {
-            free(s);
-            return rc;
-        }
+        search_free(s);
+        verify_free(v);
+        v = NULL;
+        if ((rc = search_new(p, win, &s)) < 0 || (rc = converge(sp, s, &rng, 1, NULL, &win)) < 0 ||
+            (rc = verify_of_search(s, &v)) < 0)
+            goto out;
         res->research_samples += search_samples(s);
     }
-    free(s);
-    return 0;
+out:
+    verify_free(v);
+    search_free(s);
+    return rc;
 }
 
 static long env_long(const char *name, long def, long min, long max)

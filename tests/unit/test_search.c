@@ -57,41 +57,84 @@ static void auto_wins(struct search_config c, struct search_sample *x)
 
 static struct search *new_search(const struct search_params *p, struct search_config inc)
 {
-    struct search *s = malloc(sizeof(*s));
+    struct search *s;
+    assert_int_equal(search_new(p, inc, &s), 0);
     assert_non_null(s);
-    assert_int_equal(search_init(s, p, inc), 0);
     return s;
+}
+
+/* search_new's result, the search freed: *sp is NULL on failure. */
+static int try_new(const struct search_params *p, struct search_config inc)
+{
+    struct search *s = (struct search *)1;
+    int rc = search_new(p, inc, &s);
+    assert_true(rc == 0 ? s != NULL : s == NULL);
+    search_free(s);
+    return rc;
 }
 
 static void test_params(void **state)
 {
     struct search_params p, q;
-    struct search *s = malloc(sizeof(*s));
 
     search_params_default(&p);
     assert_true(fabs(p.min_gain - 0.03) < 1e-12);
     assert_true(fabs(p.abort_ratio - 0.5) < 1e-12);
     assert_true(p.auto_observable);
-    assert_int_equal(search_init(s, &p, LEGACY), 0);
+    assert_int_equal(try_new(&p, LEGACY), 0);
 
     q = p, q.min_gain = 1;
-    assert_int_equal(search_init(s, &q, LEGACY), -EINVAL);
+    assert_int_equal(try_new(&q, LEGACY), -EINVAL);
     q = p, q.abort_ratio = 1;
-    assert_int_equal(search_init(s, &q, LEGACY), -EINVAL);
+    assert_int_equal(try_new(&q, LEGACY), -EINVAL);
     q = p, q.min_samples = 1;
-    assert_int_equal(search_init(s, &q, LEGACY), -EINVAL);
+    assert_int_equal(try_new(&q, LEGACY), -EINVAL);
     q = p, q.max_samples = SEARCH_LEVEL_CAP + 1;
-    assert_int_equal(search_init(s, &q, LEGACY), -EINVAL);
+    assert_int_equal(try_new(&q, LEGACY), -EINVAL);
     q = p, q.alpha = 0;
-    assert_int_equal(search_init(s, &q, LEGACY), -EINVAL);
+    assert_int_equal(try_new(&q, LEGACY), -EINVAL);
     q = p, q.max_rcvbuf = 0;
-    assert_int_equal(search_init(s, &q, LEGACY), -EINVAL);
-    assert_int_equal(search_init(s, &p, (struct search_config){-1, 8192}), -EINVAL);
+    assert_int_equal(try_new(&q, LEGACY), -EINVAL);
+    assert_int_equal(try_new(&p, (struct search_config){-1, 8192}), -EINVAL);
     q = p, q.tied = true;
-    assert_int_equal(search_init(s, &q, (struct search_config){SEARCH_AUTO, 8192}), -EINVAL);
+    assert_int_equal(try_new(&q, (struct search_config){SEARCH_AUTO, 8192}), -EINVAL);
     q = p, q.min_size = 1, q.max_rcvbuf = 1L << 40; /* 41 sizes: too many */
-    assert_int_equal(search_init(s, &q, LEGACY), -ERANGE);
-    free(s);
+    assert_int_equal(try_new(&q, LEGACY), -ERANGE);
+    search_free(NULL);
+}
+
+/* The accessors of the opaque search: its parameters as given, and a
+ * configuration's rates as it estimates them (geometric means, each rate
+ * from the buffer it ranks). */
+static void test_accessors(void **state)
+{
+    struct search_params p;
+    struct search_config c;
+    struct search_estimate est;
+
+    search_params_default(&p);
+    struct search *s = new_search(&p, LEGACY);
+    assert_true(search_params_of(s) != &p); /* a copy */
+    assert_true(search_params_of(s)->min_gain == p.min_gain);
+    assert_int_equal(search_params_of(s)->max_rcvbuf, p.max_rcvbuf);
+    assert_false(search_converged(s));
+    assert_int_equal(search_estimate(s, LEGACY, &est), 0);
+    assert_true(isnan(est.write) && isnan(est.read));
+    assert_int_equal(est.nwrite + est.nread, 0);
+    static const double w[] = {100, 400, 200}, r[] = {50, 50, 50};
+    for (int i = 0; i < 3; i++) {
+        struct search_sample x = {w[i], r[i], false, false};
+        assert_int_equal(search_ask(s, &c), SEARCH_MEASURE);
+        assert_true(c.rcvbuf == 8192 && c.sndbuf == 8192);
+        assert_int_equal(search_tell(s, c, &x), SEARCH_TOLD);
+    }
+    assert_int_equal(search_estimate(s, LEGACY, &est), 0);
+    assert_true(fabs(est.write - 200) < 1e-9); /* cube root of 100 * 400 * 200 */
+    assert_true(fabs(est.read - 50) < 1e-9);
+    assert_int_equal(est.nwrite, 3);
+    assert_int_equal(est.nread, 3);
+    assert_int_equal(search_estimate(s, (struct search_config){8192, 3}, &est), -EINVAL);
+    search_free(s);
 }
 
 /* The cap need not be a power of two and is a candidate itself: from AUTO
@@ -116,7 +159,7 @@ static void test_cap_is_candidate(void **state)
     /* a size above the cap is no configuration of this search */
     struct search_sample x = {100, 50, false, false};
     assert_int_equal(search_tell(s, (struct search_config){262144, 212992}, &x), -EINVAL);
-    free(s);
+    search_free(s);
 }
 
 static void test_auto_unobservable(void **state)
@@ -133,7 +176,7 @@ static void test_auto_unobservable(void **state)
         assert_true(seen[i] != SEARCH_AUTO);
     struct search_sample x = {100, 50, false, false};
     assert_int_equal(search_tell(s, AUTO, &x), -EINVAL);
-    free(s);
+    search_free(s);
 
     /* an AUTO incumbent that cannot be measured: start from the cap */
     s = new_search(&p, AUTO);
@@ -141,7 +184,7 @@ static void test_auto_unobservable(void **state)
     assert_int_equal(inc.rcvbuf, p.max_rcvbuf);
     assert_int_equal(inc.sndbuf, p.max_sndbuf);
     assert_non_null(strstr(search_why(s), "auto cannot be measured"));
-    free(s);
+    search_free(s);
 }
 
 /* A legacy 65000 is off the lattice: its neighbours are 65536 and 32768. */
@@ -161,7 +204,7 @@ static void test_off_lattice(void **state)
     assert_int_equal(seen[1], p.max_rcvbuf);
     assert_int_equal(seen[2], 65536);
     assert_int_equal(seen[3], 32768);
-    free(s);
+    search_free(s);
 }
 
 /* Sizes up to 16K are equally slow without timing out (loopback's
@@ -187,7 +230,7 @@ static void test_plateau_without_auto(void **state)
     w = search_incumbent(s);
     assert_true(w.rcvbuf > 16384);
     assert_true(w.sndbuf > 16384);
-    free(s);
+    search_free(s);
 }
 
 /* A move logs why, then what; the rate that ranks the buffer is named. */
@@ -209,7 +252,7 @@ static void test_why(void **state)
     }
     assert_true(moved);
     assert_int_equal(search_incumbent(s).rcvbuf, SEARCH_AUTO);
-    free(s);
+    search_free(s);
 }
 
 /* A trial sample below abort_ratio of the incumbent, or a timeout, ends
@@ -249,35 +292,34 @@ static void test_abort(void **state)
     assert_non_null(strstr(search_why(s), "ended twice"));
     search_ask(s, &c);
     assert_true(c.rcvbuf != p.max_rcvbuf);
-    free(s);
+    search_free(s);
 }
 
-static void test_budget_and_verify(void **state)
+/* The sample budget ends the search at the incumbents; the winner's
+ * reference is there from then on (its use: tests/unit/test_verify.c). */
+static void test_budget(void **state)
 {
     struct search_params p;
     struct search_config c;
-    struct search_sample x = {100, 50, false, false};
+    struct search_reference ref;
 
     search_params_default(&p);
     p.max_total = 10;
     struct search *s = new_search(&p, LEGACY);
-    assert_int_equal(search_verify_tell(s, &x), -EINVAL); /* not converged */
+    assert_int_equal(search_reference(s, &ref), -EINVAL); /* not converged */
     assert_int_equal(drive(s, flat_rates, 100, NULL, NULL), 10);
     assert_int_equal(search_ask(s, &c), SEARCH_DONE);
+    assert_true(search_converged(s));
     assert_non_null(strstr(search_why(s), "sample budget of 10 spent"));
-
-    /* steady: no alarm; then both rates drop by a third */
-    for (int i = 0; i < 40; i++)
-        assert_int_equal(search_verify_tell(s, &x), SEARCH_VERIFY_OK);
-    struct search_sample low = {67, 33, false, false};
-    int v = SEARCH_VERIFY_OK, i;
-    for (i = 0; i < 10 && v == SEARCH_VERIFY_OK; i++)
-        v = search_verify_tell(s, &low);
-    assert_int_equal(v, SEARCH_VERIFY_RESEARCH);
-    assert_true(i <= 2);
-    assert_non_null(strstr(search_why(s), "drift write -33.0%, read -34.0%"));
-    assert_int_equal(search_verify_tell(s, &x), SEARCH_VERIFY_RESEARCH); /* sticky */
-    free(s);
+    assert_int_equal(search_reference(s, &ref), 0);
+    assert_int_equal(ref.nch, 2);
+    assert_int_equal(ref.ch[0].rate, SEARCH_RATE_WRITE); /* SO_RCVBUF, server side */
+    assert_int_equal(ref.ch[1].rate, SEARCH_RATE_READ);
+    assert_true(fabs(ref.ch[0].mean - log(100)) < 1e-9);
+    assert_true(fabs(ref.ch[1].mean - log(50)) < 1e-9);
+    /* the incumbents' samples: the budget went to their trials too */
+    assert_true(ref.ch[0].n >= p.min_samples && ref.ch[0].n < 10);
+    search_free(s);
 }
 
 /* ---- the simulator ---- */
@@ -461,11 +503,12 @@ int main(void)
         cmocka_unit_test(test_plateau_without_auto),
         cmocka_unit_test(test_why),
         cmocka_unit_test(test_abort),
-        cmocka_unit_test(test_budget_and_verify),
+        cmocka_unit_test(test_accessors),
+        cmocka_unit_test(test_budget),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_auto_loses),
     };
-    int n = 9;
+    int n = 11;
     for (int i = 0; i < sim_nobjectives; i++) {
         tests[n] = (struct CMUnitTest)cmocka_unit_test_prestate(test_objective, NULL);
         tests[n].name = sim_objectives[i].name;
