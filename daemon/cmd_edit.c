@@ -1,5 +1,6 @@
 /* --show and --set-buffers: the smb.conf editor from the command line. */
 #include <errno.h>
+#include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +8,7 @@
 
 #include "apply.h"
 #include "cmd.h"
+#include "jsonw.h"
 #include "kernel.h"
 #include "smbconf.h"
 #include "sockopts.h"
@@ -18,12 +20,27 @@ static int fail(const char *msg)
 }
 
 /* The int smbd passes to setsockopt; null only when no token names it. */
-static void print_size_json(struct sockopts_size z)
+static json_t *size_json(struct sockopts_size z)
 {
-    if (z.present)
-        printf("%d", z.value);
-    else
-        fputs("null", stdout);
+    return z.present ? json_integer(z.value) : json_null();
+}
+
+/* A string from smb.conf (a path, a value, a note) as JSON: any bytes may
+ * be there, and jansson takes only UTF-8, so each byte that is not part
+ * of a well-formed sequence becomes U+FFFD first (jsonw_sanitize). */
+static json_t *text_json(const char *s)
+{
+    char *clean;
+    json_t *j;
+
+    if (s == NULL)
+        return json_null();
+    clean = jsonw_sanitize(s);
+    if (clean == NULL)
+        return NULL;
+    j = json_string(clean);
+    free(clean);
+    return j;
 }
 
 /* What smbd passes and what the kernel makes of it (sockopts_kernel):
@@ -68,19 +85,48 @@ static void print_notes(const struct smbconf_note *n, size_t count)
         printf("note: %s:%d: include = %s: %s\n", n[i].file, n[i].line, n[i].include, n[i].what);
 }
 
-static void print_notes_json(const struct smbconf_note *n, size_t count)
+static json_t *notes_json(const struct smbconf_note *n, size_t count)
 {
-    fputs(",\"notes\":[", stdout);
-    for (size_t i = 0; i < count; i++) {
-        fputs(i ? ",{\"file\":" : "{\"file\":", stdout);
-        util_json_string(stdout, n[i].file);
-        printf(",\"line\":%d,\"include\":", n[i].line);
-        util_json_string(stdout, n[i].include);
-        fputs(",\"note\":", stdout);
-        util_json_string(stdout, n[i].what);
-        fputs("}", stdout);
+    json_t *a = json_array();
+
+    for (size_t i = 0; a != NULL && i < count; i++) {
+        json_t *o = json_object();
+
+        /* The _new setters take over their value, NULL included (then
+         * they fail): one check of the finished object covers them. */
+        if (o == NULL || json_object_set_new(o, "file", text_json(n[i].file)) < 0 ||
+            json_object_set_new(o, "line", json_integer(n[i].line)) < 0 ||
+            json_object_set_new(o, "include", text_json(n[i].include)) < 0 ||
+            json_object_set_new(o, "note", text_json(n[i].what)) < 0 ||
+            json_array_append_new(a, o) < 0) {
+            json_decref(o);
+            json_decref(a);
+            return NULL;
+        }
     }
-    fputs("]", stdout);
+    return a;
+}
+
+/* --show --json: one object on one line, keys in this order. */
+static int print_show_json(const struct smbconf *c, const char *file, struct sockopts_size rcv,
+                           struct sockopts_size snd)
+{
+    json_t *o = json_object();
+    char *text = NULL;
+
+    if (o != NULL && json_object_set_new(o, "file", text_json(file)) == 0 &&
+        json_object_set_new(o, "line", file ? json_integer(c->hit.line) : json_null()) == 0 &&
+        json_object_set_new(o, "value", text_json(c->value)) == 0 &&
+        json_object_set_new(o, "rcvbuf", size_json(rcv)) == 0 &&
+        json_object_set_new(o, "sndbuf", size_json(snd)) == 0 &&
+        json_object_set_new(o, "notes", notes_json(c->notes, c->nnotes)) == 0)
+        text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    if (text == NULL)
+        return -ENOMEM;
+    printf("%s\n", text);
+    free(text);
+    return 0;
 }
 
 int cmd_show(const struct opts *o)
@@ -109,23 +155,11 @@ int cmd_show(const struct opts *o)
     if (c.found)
         file = c.files[c.hit.file].path;
     if (o->json) {
-        fputs("{\"file\":", stdout);
-        if (file)
-            util_json_string(stdout, file);
-        else
-            fputs("null", stdout);
-        if (file)
-            printf(",\"line\":%d", c.hit.line);
-        else
-            fputs(",\"line\":null", stdout);
-        fputs(",\"value\":", stdout);
-        util_json_string(stdout, c.value);
-        fputs(",\"rcvbuf\":", stdout);
-        print_size_json(rcv);
-        fputs(",\"sndbuf\":", stdout);
-        print_size_json(snd);
-        print_notes_json(c.notes, c.nnotes);
-        fputs("}\n", stdout);
+        if (print_show_json(&c, file, rcv, snd) < 0) {
+            sockopts_free(&so);
+            smbconf_free(&c);
+            return fail("out of memory");
+        }
     } else {
         printf("socket options = %s\n", c.value);
         if (file)

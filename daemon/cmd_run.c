@@ -14,6 +14,7 @@
 #include "cmd.h"
 #include "build.h"
 #include "config.h"
+#include "files.h"
 #include "journal.h"
 #include "probe.h"
 #include "smbconf.h"
@@ -257,7 +258,7 @@ int cmd_run(const struct opts *o)
         fprintf(stderr, "smbtuned: %s\n", e.msg);
         return 1;
     }
-    r = util_mkdir_p(d.topts.state_dir);
+    r = files_mkdir_p(d.topts.state_dir);
     if (r < 0) {
         fprintf(stderr, "smbtuned: cannot create %s: %s\n", d.topts.state_dir, strerror(-r));
         return 1;

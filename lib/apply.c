@@ -7,6 +7,7 @@
 #include <string.h>
 #include <systemd/sd-bus.h>
 
+#include "child.h"
 #include "smbd.h"
 
 #define SMBCONTROL_TIMEOUT_S 30.0
@@ -90,7 +91,7 @@ int apply_run(enum apply_method m, const char *smb_conf, struct err *e)
         return apply_signal(smb_conf, e);
     if (m == APPLY_SYSTEMD)
         return systemd_unit("ReloadUnit", e);
-    r = util_run(argv, SMBCONTROL_TIMEOUT_S, out, sizeof(out), errout, sizeof(errout), &status);
+    r = child_run(argv, SMBCONTROL_TIMEOUT_S, out, sizeof(out), errout, sizeof(errout), &status);
     if (r < 0)
         return err_set(e, r, "cannot run smbcontrol: %s", strerror(-r));
     if (status != 0) {

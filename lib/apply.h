@@ -2,7 +2,7 @@
 #ifndef SMBTUNE_APPLY_H
 #define SMBTUNE_APPLY_H
 
-#include "util.h"
+#include "err.h"
 
 enum apply_method {
     APPLY_NONE,       /* leave it to smbd's own re-read of a changed file */

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "files.h"
+#include "parse.h"
 #include "probe.h"
 
 /* Limits of the probe's numbers. The size must be at least one request so
@@ -74,10 +76,10 @@ static int parse_credentials(const char *s, struct config *c, struct err *e)
     return copy_str(p->credentials, sizeof(p->credentials), s, "credentials", e);
 }
 
-static int parse_size(const char *s, struct config *c, struct err *e)
+static int parse_probe_size(const char *s, struct config *c, struct err *e)
 {
     struct config_probe *p = &c->probe;
-    if (util_parse_size(s, SIZE_MIN, SIZE_MAX_, &p->size) < 0)
+    if (parse_size(s, SIZE_MIN, SIZE_MAX_, &p->size) < 0)
         return err_set(e, -EINVAL, "size '%s' is not a byte count from 4K to 64G", s);
     return 0;
 }
@@ -85,7 +87,7 @@ static int parse_size(const char *s, struct config *c, struct err *e)
 static int parse_request_size(const char *s, struct config *c, struct err *e)
 {
     struct config_probe *p = &c->probe;
-    if (util_parse_size(s, 1, PROBE_MAX_REQUEST_SIZE, &p->request_size) < 0)
+    if (parse_size(s, 1, PROBE_MAX_REQUEST_SIZE, &p->request_size) < 0)
         return err_set(e, -EINVAL,
                        "request_size '%s' is not a byte count from 1 to 8M (SMB2's largest "
                        "request)",
@@ -96,7 +98,7 @@ static int parse_request_size(const char *s, struct config *c, struct err *e)
 static int parse_deadline(const char *s, struct config *c, struct err *e)
 {
     struct config_probe *p = &c->probe;
-    if (util_parse_long(s, 1, DEADLINE_MAX_S, &p->deadline_s) < 0)
+    if (parse_long(s, 1, DEADLINE_MAX_S, &p->deadline_s) < 0)
         return err_set(e, -EINVAL, "deadline '%s' is not a whole number of seconds from 1 to %lld",
                        s, DEADLINE_MAX_S);
     return 0;
@@ -130,7 +132,7 @@ struct field {
 static const struct field probe_fields[] = {
     {"url", parse_url},
     {"credentials", parse_credentials},
-    {"size", parse_size},
+    {"size", parse_probe_size},
     {"request_size", parse_request_size},
     {"deadline", parse_deadline},
     {"directory", parse_directory},
@@ -215,7 +217,7 @@ static int parse_interval(const char *s, struct config *c, struct err *e)
     default:
         break;
     }
-    if (util_parse_long(num, 1, 366LL * 86400, &v) < 0 || v * mult > 366LL * 86400 ||
+    if (parse_long(num, 1, 366LL * 86400, &v) < 0 || v * mult > 366LL * 86400 ||
         v * mult < 60)
         goto bad;
     c->tune.interval_s = v * mult;
@@ -226,14 +228,14 @@ bad:
 
 static int parse_min_size(const char *s, struct config *c, struct err *e)
 {
-    if (util_parse_size(s, 1024, 1LL << 30, &c->tune.min_size) < 0)
+    if (parse_size(s, 1024, 1LL << 30, &c->tune.min_size) < 0)
         return err_set(e, -EINVAL, "min_size '%s' is not a byte count from 1K to 1G", s);
     return 0;
 }
 
 static int parse_max_size(const char *s, struct config *c, struct err *e)
 {
-    if (util_parse_size(s, 1024, 1LL << 30, &c->tune.max_size) < 0)
+    if (parse_size(s, 1024, 1LL << 30, &c->tune.max_size) < 0)
         return err_set(e, -EINVAL, "max_size '%s' is not a byte count from 1K to 1G", s);
     return 0;
 }
@@ -274,21 +276,21 @@ static int parse_abort_ratio(const char *s, struct config *c, struct err *e)
 
 static int parse_max_samples(const char *s, struct config *c, struct err *e)
 {
-    if (util_parse_long(s, 3, 1000, &c->tune.max_samples) < 0)
+    if (parse_long(s, 3, 1000, &c->tune.max_samples) < 0)
         return err_set(e, -EINVAL, "max_samples '%s' is not a number from 3 to 1000", s);
     return 0;
 }
 
 static int parse_max_bytes(const char *s, struct config *c, struct err *e)
 {
-    if (util_parse_size(s, 0, 1LL << 50, &c->tune.max_bytes) < 0)
+    if (parse_size(s, 0, 1LL << 50, &c->tune.max_bytes) < 0)
         return err_set(e, -EINVAL, "max_bytes '%s' is not a byte count (0: no limit)", s);
     return 0;
 }
 
 static int parse_busy_rate(const char *s, struct config *c, struct err *e)
 {
-    if (util_parse_size(s, 0, 1LL << 40, &c->tune.busy_rate) < 0)
+    if (parse_size(s, 0, 1LL << 40, &c->tune.busy_rate) < 0)
         return err_set(e, -EINVAL, "busy_rate '%s' is not bytes per second (0: never defer)",
                        s);
     return 0;
@@ -676,10 +678,10 @@ int config_load(const char *path, struct config *c, struct err *e)
     size_t len;
     int r;
 
-    /* util_read_file_err opens non-blocking and reads only a regular file:
+    /* files_read opens non-blocking and reads only a regular file:
      * a FIFO in place of the file would otherwise block -t and SIGHUP for
      * ever. The message names the file. */
-    r = util_read_file_err(path, &text, &len, e);
+    r = files_read(path, &text, &len, e);
     if (r < 0)
         return r;
     if (strlen(text) != len) {

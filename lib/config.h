@@ -17,7 +17,7 @@
 
 #include <stdbool.h>
 
-#include "util.h"
+#include "err.h"
 
 struct config_probe {
     char url[1024];            /* smb://host[:port]/share[/dir]; "" = none */

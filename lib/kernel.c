@@ -1,20 +1,25 @@
-/* kernel: /proc, /proc/sys and sock_diag. */
+/* kernel: /proc, /proc/sys and sock_diag: the only room that reads /proc. */
 #include "kernel.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <linux/tcp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/utsname.h>
 #include <unistd.h>
+
+#include "parse.h"
 
 static int read_small(const char *path, char *buf, size_t len)
 {
@@ -56,7 +61,7 @@ int kernel_sysctl_long(const char *name, long *v, struct err *e)
     if (r < 0)
         return err_set(e, r, "cannot read %s: %s", path, strerror(-r));
     buf[strcspn(buf, "\n")] = '\0';
-    r = util_parse_long(buf, 0, 1LL << 40, &x);
+    r = parse_long(buf, 0, 1LL << 40, &x);
     if (r < 0)
         return err_set(e, r, "%s: expected a number, got '%s'", path, buf);
     *v = (long)x;
@@ -110,28 +115,135 @@ int kernel_release(char *buf, size_t len)
     return 0;
 }
 
-int kernel_proc_start(pid_t pid, unsigned long long *ticks)
+int kernel_proc_parse(const char *stat_text, struct kernel_proc *p)
 {
-    char path[64], buf[1024], *p;
+    const char *s = strrchr(stat_text, ')');
+    unsigned long long start = 0;
+    int pgrp, field;
+
+    /* The command name (field 2) is in parentheses and may hold anything,
+     * blanks and ')' included: the fields we want follow the last ')'. */
+    if (s == NULL || sscanf(s + 1, " %c %*d %d", &p->state, &pgrp) != 2)
+        return -EINVAL;
+    s++;
+    for (field = 3; field < 22; field++) {
+        s = strchr(s + 1, ' ');
+        if (s == NULL)
+            return -EINVAL;
+    }
+    if (sscanf(s, " %llu", &start) != 1)
+        return -EINVAL;
+    p->pgrp = (pid_t)pgrp;
+    p->start_time = start;
+    return 0;
+}
+
+int kernel_proc_read(pid_t pid, struct kernel_proc *p)
+{
+    char path[64], buf[1024];
     int r;
 
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
     r = read_small(path, buf, sizeof(buf));
     if (r < 0)
         return r;
-    /* comm (field 2) may hold spaces and parentheses: count from the last
-     * ')'. starttime is field 22, the 20th after it. */
-    p = strrchr(buf, ')');
-    if (p == NULL)
-        return -EINVAL;
-    for (int field = 2; field < 22; field++) {
-        p = strchr(p + 1, ' ');
-        if (p == NULL)
-            return -EINVAL;
+    return r == 0 ? -EIO : kernel_proc_parse(buf, p);
+}
+
+int kernel_proc_start(pid_t pid, unsigned long long *ticks)
+{
+    struct kernel_proc p;
+    int r = kernel_proc_read(pid, &p);
+
+    if (r == 0)
+        *ticks = p.start_time;
+    return r;
+}
+
+/* A zombie counts as gone: a process killed with its parent (PDEATHSIG)
+ * stays a zombie until whoever inherits it reaps it, and an init that
+ * reaps slowly (a container's took ~2 s here) made the probe's clean-up
+ * keep a dead probe's file. */
+static bool gone(const struct kernel_proc *p)
+{
+    return p->state == 'Z' || p->state == 'X';
+}
+
+bool kernel_pid_alive(pid_t pid)
+{
+    struct kernel_proc p;
+
+    if (pid <= 0 || (kill(pid, 0) < 0 && errno != EPERM))
+        return false;
+    return kernel_proc_read(pid, &p) < 0 || !gone(&p);
+}
+
+bool kernel_pid_is(pid_t pid, unsigned long long start_time)
+{
+    struct kernel_proc p;
+
+    return pid > 0 && kernel_proc_read(pid, &p) == 0 && !gone(&p) && p.start_time == start_time;
+}
+
+bool kernel_pgrp_alive(pid_t pgid)
+{
+    struct dirent *de;
+    bool found = false;
+    DIR *d;
+
+    if (pgid <= 0 || (kill(-pgid, 0) < 0 && errno == ESRCH))
+        return false;
+    d = opendir("/proc");
+    if (d == NULL)
+        return true;
+    while (!found && (de = readdir(d)) != NULL) {
+        struct kernel_proc p;
+        long long pid;
+
+        if (parse_long(de->d_name, 1, INT_MAX, &pid) == 0 && kernel_proc_read((pid_t)pid, &p) == 0)
+            found = p.pgrp == pgid && !gone(&p);
     }
-    if (sscanf(p + 1, "%llu", ticks) != 1)
-        return -EINVAL;
+    closedir(d);
+    return found;
+}
+
+int kernel_proc_comm(pid_t pid, char *buf, size_t len)
+{
+    char path[64];
+    int r;
+
+    snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+    r = read_small(path, buf, len);
+    if (r < 0)
+        return r;
+    buf[strcspn(buf, "\n")] = '\0';
     return 0;
+}
+
+bool kernel_pid_has_socket(pid_t pid, unsigned long inode)
+{
+    char dir[64], want[64], path[PATH_MAX], link[64];
+    struct dirent *de;
+    bool found = false;
+    DIR *d;
+
+    snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+    snprintf(want, sizeof(want), "socket:[%lu]", inode);
+    d = opendir(dir);
+    if (d == NULL)
+        return false;
+    while (!found && (de = readdir(d)) != NULL) {
+        ssize_t n;
+
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        n = readlink(path, link, sizeof(link) - 1);
+        if (n <= 0)
+            continue;
+        link[n] = '\0';
+        found = strcmp(link, want) == 0;
+    }
+    closedir(d);
+    return found;
 }
 
 int kernel_proc_cmdline(pid_t pid, char *buf, size_t len)
@@ -248,6 +360,36 @@ int kernel_listener_buffers(int port, long *rcvbuf, long *sndbuf, struct err *e)
         return err_set(e, -ENOENT, "nothing listens on TCP port %d", port);
     *rcvbuf = l.rcvbuf;
     *sndbuf = l.sndbuf;
+    return 0;
+}
+
+struct inode_of {
+    unsigned long inode;
+    bool found;
+};
+
+static void visit_inode(const struct inet_diag_msg *m, struct rtattr *a, void *ctx)
+{
+    struct inode_of *l = ctx;
+
+    (void)a;
+    /* The kernel gives the address in network order. */
+    if (!l->found && m->id.idiag_src[0] == htonl(INADDR_LOOPBACK)) {
+        l->inode = m->idiag_inode;
+        l->found = true;
+    }
+}
+
+int kernel_loopback_listener(int port, unsigned long *inode)
+{
+    struct inode_of l = {0};
+    int r = diag_dump(AF_INET, port, 1 << STATE_LISTEN, INET_DIAG_SKMEMINFO, visit_inode, &l);
+
+    if (r < 0)
+        return r;
+    if (!l.found)
+        return -ENOENT;
+    *inode = l.inode;
     return 0;
 }
 

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "util.h"
+#include "err.h"
 
 /* A number from /proc/sys, e.g. "net/core/rmem_max". */
 int kernel_sysctl_long(const char *name, long *v, struct err *e);
@@ -26,9 +26,38 @@ int kernel_buffer_mins(long *rcv_min, long *snd_min, struct err *e);
 /* uname -r */
 int kernel_release(char *buf, size_t len);
 
+/* One process as /proc/PID/stat describes it. */
+struct kernel_proc {
+    char state;                    /* field 3: R, S, D, Z ... */
+    pid_t pgrp;                    /* field 5 */
+    unsigned long long start_time; /* field 22, clock ticks since boot */
+};
+
+/* Pure: parse the contents of /proc/PID/stat. */
+int kernel_proc_parse(const char *stat_text, struct kernel_proc *p);
+
+/* Read and parse /proc/PID/stat. */
+int kernel_proc_read(pid_t pid, struct kernel_proc *p);
+
 /* Start time of a process in clock ticks since boot (/proc/PID/stat field
  * 22): with the pid, it names a process even after pid reuse. */
 int kernel_proc_start(pid_t pid, unsigned long long *ticks);
+
+/* pid names a process that has not exited: a zombie (or a dying process,
+ * state X) counts as gone. A process we may not signal counts as alive,
+ * and so does one whose stat cannot be read. */
+bool kernel_pid_alive(pid_t pid);
+
+/* pid is alive (kernel_pid_alive) and is the process that started at
+ * start_time, not a later one that got the same number. */
+bool kernel_pid_is(pid_t pid, unsigned long long start_time);
+
+/* Process group pgid has a member that is not a zombie. kill(-pgid, 0)
+ * alone also counts zombies, which stay until their parent reaps them. */
+bool kernel_pgrp_alive(pid_t pgid);
+
+/* The process's name (/proc/PID/comm, without its newline). */
+int kernel_proc_comm(pid_t pid, char *buf, size_t len);
 
 /* The process's command line, NUL-separated arguments joined by spaces. */
 int kernel_proc_cmdline(pid_t pid, char *buf, size_t len);
@@ -36,6 +65,13 @@ int kernel_proc_cmdline(pid_t pid, char *buf, size_t len);
 /* The buffer sizes a listening TCP socket on this port has (sock_diag):
  * what an accepted connection inherits. -ENOENT when nothing listens. */
 int kernel_listener_buffers(int port, long *rcvbuf, long *sndbuf, struct err *e);
+
+/* The inode of the socket listening on 127.0.0.1:port (sock_diag);
+ * -ENOENT when nothing listens there. */
+int kernel_loopback_listener(int port, unsigned long *inode);
+
+/* pid holds a descriptor for the socket with this inode (/proc/PID/fd). */
+bool kernel_pid_has_socket(pid_t pid, unsigned long inode);
 
 /* One established TCP connection and the bytes it has moved so far (acked
  * out + received). */

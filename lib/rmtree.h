@@ -18,7 +18,7 @@
 #ifndef SMBTUNE_RMTREE_H
 #define SMBTUNE_RMTREE_H
 
-#include "util.h"
+#include "err.h"
 
 /* Our trees are a few levels deep; a bound keeps the walk to one open
  * descriptor per level. */

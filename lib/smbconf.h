@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "util.h"
+#include "err.h"
 
 /* How the parser reaches files. read: whole file, -ENOENT when missing
  * (Samba skips missing includes), the reason in e (naming the file) for

@@ -1,5 +1,7 @@
 /* smbconf_io: the disk side of the editor. Lock, backup, atomic replace,
  * and Samba's own parser (testparm) as the judge before and after. */
+#include "child.h"
+#include "files.h"
 #include "smbconf.h"
 #include "sockopts.h"
 
@@ -22,7 +24,7 @@
 static int disk_read(void *ctx, const char *path, char **buf, size_t *len, struct err *e)
 {
     (void)ctx;
-    return util_read_file_err(path, buf, len, e);
+    return files_read(path, buf, len, e);
 }
 
 static int disk_glob(void *ctx, const char *pattern, char ***paths, size_t *n)
@@ -79,7 +81,7 @@ int smbconf_testparm(const char *path, const char *param, char **value, struct e
     snprintf(opt, sizeof(opt), "--parameter-name=%s", param);
     /* The value is as long as smb.conf makes it: no fixed buffer, only a
      * bound far above any configuration (util_read_file's own). */
-    r = util_run_alloc(argv, TESTPARM_TIMEOUT_S, UTIL_MAX_FILE, &out, &errout, &status);
+    r = child_run_alloc(argv, TESTPARM_TIMEOUT_S, FILES_MAX_SIZE, &out, &errout, &status);
     if (r < 0)
         return err_set(e, r, "cannot run %s: %s", argv[0],
                        r == -EFBIG ? "it printed more than 64 MiB" : strerror(-r));
@@ -110,10 +112,10 @@ int smbconf_testparm(const char *path, const char *param, char **value, struct e
 static int take_lock(const char *state_dir, struct err *e)
 {
     char path[PATH_MAX];
-    double until = util_now() + LOCK_WAIT_S;
+    double until = child_now() + LOCK_WAIT_S;
     int fd, r;
 
-    r = util_mkdir_p(state_dir);
+    r = files_mkdir_p(state_dir);
     if (r < 0)
         return err_set(e, r, "cannot create state directory %s: %s", state_dir, strerror(-r));
     snprintf(path, sizeof(path), "%s/" LOCK_NAME, state_dir);
@@ -126,7 +128,7 @@ static int take_lock(const char *state_dir, struct err *e)
             close(fd);
             return err_set(e, r, "cannot lock %s: %s", path, strerror(-r));
         }
-        if (util_now() > until) {
+        if (child_now() > until) {
             close(fd);
             return err_set(e, -EBUSY, "%s is held by another smbtuned for over %.0f s", path,
                            LOCK_WAIT_S);
@@ -174,7 +176,7 @@ static int backup(const char *state_dir, const char *real, const struct smbconf_
     int r;
 
     n = (size_t)snprintf(path, sizeof(path), "%s/backup", state_dir);
-    r = util_mkdir_p(path);
+    r = files_mkdir_p(path);
     if (r < 0)
         return err_set(e, r, "cannot create %s: %s", path, strerror(-r));
     name = smbconf_backup_name(real);
@@ -189,7 +191,7 @@ static int backup(const char *state_dir, const char *real, const struct smbconf_
     }
     snprintf(path + n, sizeof(path) - n, "/%s", name);
     free(name);
-    r = util_write_atomic(path, f->buf, f->len, NULL);
+    r = files_write_atomic(path, f->buf, f->len, NULL);
     if (r < 0)
         return err_set(e, r, "cannot write backup %s: %s", path, strerror(-r));
     return 0;
@@ -223,7 +225,7 @@ static int replace_file(const char *state_dir, const struct smbconf_file *f, con
                        "would split them (the other names would keep the old bytes): nothing "
                        "written; make it a single file or a symlink",
                        real, (uintmax_t)st.st_nlink);
-    r = util_read_file_err(real, &now, &nowlen, e);
+    r = files_read(real, &now, &nowlen, e);
     if (r < 0)
         return r;
     r = nowlen == f->len && memcmp(now, f->buf, nowlen) == 0;
@@ -234,7 +236,7 @@ static int replace_file(const char *state_dir, const struct smbconf_file *f, con
     r = backup(state_dir, real, f, e);
     if (r < 0 && !undo)
         return r;
-    r = util_write_atomic(real, data, len, &st);
+    r = files_write_atomic(real, data, len, &st);
     if (r == -ESTALE)
         return err_set(e, r,
                        "%s was replaced on disk while smbtuned was editing it: nothing "
@@ -265,7 +267,7 @@ static void sweep(const struct smbconf *c)
 
     for (size_t i = 0; i < c->nfiles; i++)
         if (realpath(c->files[i].path, real) != NULL)
-            util_sweep_tmp(real);
+            files_sweep_tmp(real);
 }
 
 static int revert_locked(const char *path, const char *state_dir,

@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "files.h"
 #include "kernel.h"
+#include "parse.h"
 #include "smbconf.h"
 
 int smbd_pid(const char *smb_conf, pid_t *pid, struct err *e)
@@ -22,20 +24,17 @@ int smbd_pid(const char *smb_conf, pid_t *pid, struct err *e)
         return r;
     snprintf(path, sizeof(path), "%s/smbd.pid", dir);
     free(dir);
-    r = util_read_file(path, &text, &len);
+    r = files_read(path, &text, &len, NULL);
     if (r < 0)
         return err_set(e, r == -ENOENT ? -ESRCH : r, "%s: %s", path, strerror(-r));
     text[strcspn(text, "\n")] = '\0';
-    r = util_parse_long(text, 1, 1 << 22, &v);
+    r = parse_long(text, 1, 1 << 22, &v);
     free(text);
     if (r < 0)
         return err_set(e, r, "%s: not a process id", path);
     /* a stale pid file may name a process that is not smbd any more */
-    snprintf(path, sizeof(path), "/proc/%lld/comm", v);
-    if (util_read_file(path, &text, &len) < 0)
+    if (kernel_proc_comm((pid_t)v, comm, sizeof(comm)) < 0)
         return err_set(e, -ESRCH, "smbd (pid %lld) is not running", v);
-    snprintf(comm, sizeof(comm), "%s", text);
-    free(text);
     if (strncmp(comm, "smbd", 4) != 0)
         return err_set(e, -ESRCH, "pid %lld is not smbd", v);
     *pid = (pid_t)v;
@@ -54,7 +53,7 @@ int smbd_ports(const char *smb_conf, int *ports, int *n, struct err *e)
         return r;
     for (tok = strtok_r(v, " \t,", &save); tok && *n < SMBD_MAX_PORTS;
          tok = strtok_r(NULL, " \t,", &save)) {
-        if (util_parse_long(tok, 1, 65535, &p) == 0)
+        if (parse_long(tok, 1, 65535, &p) == 0)
             ports[(*n)++] = (int)p;
     }
     free(v);

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "util.h"
+#include "err.h"
 
 #define SMBD_MAX_PORTS 8
 

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "parse.h"
+
 static const char *const names[] = {
     [SOCKOPTS_RCVBUF] = "SO_RCVBUF",
     [SOCKOPTS_SNDBUF] = "SO_SNDBUF",
@@ -270,7 +272,7 @@ int sockopts_parse_size(const char *s, long *size, struct err *e)
         *size = SOCKOPTS_AUTO;
         return 0;
     }
-    r = util_parse_size(s, 1, SOCKOPTS_MAX_SIZE, &v);
+    r = parse_size(s, 1, SOCKOPTS_MAX_SIZE, &v);
     if (r == -ERANGE)
         return err_set(e, r, "buffer size '%s' is out of range: expected 1 to %ld bytes", s,
                        SOCKOPTS_MAX_SIZE);

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "util.h"
+#include "err.h"
 
 /* Given to sockopts_set (and struct smbconf_change), a size of 0 means
  * "no explicit size": the token is removed and the kernel autotunes. Read

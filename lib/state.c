@@ -13,7 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "files.h"
 #include "journal.h"
+#include "parse.h"
 
 #define STATE_FILE "state"
 /* Copies of damaged files kept aside in one second before we give up. */
@@ -170,12 +172,12 @@ static int set_field(struct state *s, const struct field *fd, const char *val)
         *(bool *)p = strcmp(val, "yes") == 0;
         return 0;
     case K_LONG:
-        r = util_parse_long(val, 0, fd->max, &v);
+        r = parse_long(val, 0, fd->max, &v);
         if (r == 0)
             *(long *)p = (long)v;
         return r;
     case K_SIZE:
-        r = util_parse_long(val, 0, fd->max, &v);
+        r = parse_long(val, 0, fd->max, &v);
         if (r == 0)
             *(size_t *)p = (size_t)v;
         return r;
@@ -343,7 +345,7 @@ int state_parse(const char *text, size_t len, const char *name, struct state *s,
                             "'version' %s (expected it once, as the first "
                             "entry)",
                             vline ? "given twice" : "after other entries");
-            else if (util_parse_long(line + klen + 1, 1, LLONG_MAX, &v) < 0)
+            else if (parse_long(line + klen + 1, 1, LLONG_MAX, &v) < 0)
                 r = damaged(e, name, lineno,
                             "bad value for version: '%s' (expected a whole "
                             "number from 1)",
@@ -478,7 +480,7 @@ int state_load(const char *dir, struct state *s, struct err *e)
 
     memset(s, 0, sizeof(*s));
     snprintf(path, sizeof(path), "%s/" STATE_FILE, dir);
-    r = util_read_file(path, &text, &len);
+    r = files_read(path, &text, &len, NULL);
     if (r == -ENOENT)
         return 0;
     if (r < 0)
@@ -517,7 +519,7 @@ int state_save(const char *dir, const struct state *s, struct err *e)
     if (text == NULL)
         return err_set(e, -ENOMEM, "out of memory");
     snprintf(path, sizeof(path), "%s/" STATE_FILE, dir);
-    r = util_write_atomic(path, text, strlen(text), NULL);
+    r = files_write_atomic(path, text, strlen(text), NULL);
     free(text);
     if (r < 0)
         return err_set(e, r, "cannot write %s: %s", path, strerror(-r));

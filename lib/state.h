@@ -20,7 +20,7 @@
 #include <stddef.h>
 
 #include "smbconf.h"
-#include "util.h"
+#include "err.h"
 
 struct state {
     /* the configuration in force, as far as smbtuned knows, and its rates */

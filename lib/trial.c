@@ -11,12 +11,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "child.h"
+#include "files.h"
+#include "kernel.h"
+#include "parse.h"
 #include "rmtree.h"
 
 /* How often the blocking start looks at the shadow, in seconds. */
@@ -132,55 +135,6 @@ int trial_shadow_render(const char *prod_conf, const char *run_dir, int port,
     return 0;
 }
 
-int trial_proc_parse(const char *stat_text, struct trial_proc *p)
-{
-    const char *s = strrchr(stat_text, ')');
-    unsigned long long start = 0;
-    int pgrp, field;
-
-    /* The command name (field 2) is in parentheses and may hold anything,
-     * blanks and ')' included: the fields we want follow the last ')'. */
-    if (s == NULL || sscanf(s + 1, " %c %*d %d", &p->state, &pgrp) != 2)
-        return -EINVAL;
-    s++;
-    for (field = 3; field < 22; field++) {
-        s = strchr(s + 1, ' ');
-        if (s == NULL)
-            return -EINVAL;
-    }
-    if (sscanf(s, " %llu", &start) != 1)
-        return -EINVAL;
-    p->pgrp = (pid_t)pgrp;
-    p->start_time = start;
-    return 0;
-}
-
-static int proc_read(pid_t pid, struct trial_proc *p)
-{
-    char path[64], buf[1024];
-    ssize_t n;
-    int fd;
-
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return -EIO;
-    buf[n] = '\0';
-    return trial_proc_parse(buf, p);
-}
-
-/* pid is alive (not a zombie) and started at start_time. */
-static bool proc_is(pid_t pid, unsigned long long start_time)
-{
-    struct trial_proc p;
-
-    return pid > 0 && proc_read(pid, &p) == 0 && p.state != 'Z' && p.start_time == start_time;
-}
-
 int trial_owner_format(const struct trial_owner *o, char *buf, size_t len)
 {
     int n = snprintf(buf, len, "owner %d %llu\nsmbd %d %llu\n", (int)o->owner_pid, o->owner_start,
@@ -197,10 +151,8 @@ int trial_owner_parse(const char *text, struct trial_owner *o)
     if (sscanf(text, "owner %15s %23s smbd %15s %23s", opid, ostart, spid, sstart) != 4)
         return -EINVAL;
     /* smbd's pid is 0 until it is forked; an owner always has one. */
-    if (util_parse_long(opid, 1, INT_MAX, &op) < 0 ||
-        util_parse_long(ostart, 0, LLONG_MAX, &os) < 0 ||
-        util_parse_long(spid, 0, INT_MAX, &sp) < 0 ||
-        util_parse_long(sstart, 0, LLONG_MAX, &ss) < 0)
+    if (parse_long(opid, 1, INT_MAX, &op) < 0 || parse_long(ostart, 0, LLONG_MAX, &os) < 0 ||
+        parse_long(spid, 0, INT_MAX, &sp) < 0 || parse_long(sstart, 0, LLONG_MAX, &ss) < 0)
         return -EINVAL;
     o->owner_pid = (pid_t)op;
     o->owner_start = (unsigned long long)os;
@@ -218,7 +170,7 @@ static int owner_write(const char *run_dir, const struct trial_owner *o, struct 
     if (r == 0)
         r = path_join(path, sizeof(path), run_dir, TRIAL_PIDFILE);
     if (r == 0)
-        r = util_write_atomic(path, buf, strlen(buf), NULL);
+        r = files_write_atomic(path, buf, strlen(buf), NULL);
     if (r < 0)
         return err_set(e, r, "cannot write %s/" TRIAL_PIDFILE ": %s", run_dir, strerror(-r));
     return 0;
@@ -251,7 +203,7 @@ static void log_tail(const char *log, char *buf, size_t len)
     const char *from;
 
     buf[0] = '\0';
-    if (util_read_file(log, &text, &n) < 0)
+    if (files_read(log, &text, &n, NULL) < 0)
         return;
     from = n > LOG_TAIL_BYTES ? text + n - LOG_TAIL_BYTES : text;
     /* Start at a line boundary when the cut fell inside a line. */
@@ -267,47 +219,33 @@ static bool log_has(const char *log, const char *needle)
     size_t n;
     bool has;
 
-    if (util_read_file(log, &text, &n) < 0)
+    if (files_read(log, &text, &n, NULL) < 0)
         return false;
     has = strstr(text, needle) != NULL;
     free(text);
     return has;
 }
 
-/* In the child, between fork and exec: async-signal-safe calls only. */
+/* In the child, between fork and exec. */
 static void child_exec(const struct trial_shadow *t, pid_t parent)
 {
     /* Debug level 1 whatever production says: enough for the log tail of
      * a failed start to say why, little enough not to slow the measurement. */
     char *argv[] = {"smbd",           "--foreground", "--no-process-group", "--debug-stdout",
                     "--debuglevel=1", "-s",           (char *)t->conf,      NULL};
-    sigset_t all;
-    int fd;
-
-    /* The shadow must not outlive smbtuned, even one killed with SIGKILL.
-     * If the parent died before prctl, the signal would never come. */
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
-        _exit(127);
+    int log = open(t->log, O_WRONLY | O_CREAT | O_APPEND | O_NOCTTY, 0600);
     /* A session of its own: smbd's parent signals its whole process group
-     * on SIGTERM, and stop signals the group to reach smbd's children. */
-    if (setsid() < 0)
+     * on SIGTERM, and stop signals the group to reach smbd's children. The
+     * shadow must not outlive smbtuned (PDEATHSIG). */
+    struct child_spec spec = {.parent = parent,
+                              .new_session = true,
+                              .fd_in = -1,
+                              .fd_out = log,
+                              .fd_err = log,
+                              .fd_extra = -1};
+
+    if (log < 0 || child_setup(&spec) < 0)
         _exit(127);
-    /* sd-event blocks the signals it handles through signalfd, and a
-     * blocked or ignored signal survives exec: smbd would ignore SIGTERM. */
-    sigemptyset(&all);
-    sigprocmask(SIG_SETMASK, &all, NULL);
-    for (int s = 1; s < NSIG; s++)
-        if (s != SIGKILL && s != SIGSTOP)
-            signal(s, SIG_DFL);
-    fd = open("/dev/null", O_RDONLY);
-    if (fd < 0 || dup2(fd, 0) < 0)
-        _exit(127);
-    fd = open(t->log, O_WRONLY | O_CREAT | O_APPEND | O_NOCTTY, 0600);
-    if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
-        _exit(127);
-    /* No descriptor of the daemon (journal, sd-event, probe files) leaks
-     * into smbd. */
-    close_range(3, ~0U, 0);
     execv(TRIAL_SMBD, argv);
     execvp("smbd", argv);
     _exit(127);
@@ -359,13 +297,13 @@ int trial_shadow_spawn(const char *prod_conf, const char *base_dir, const char *
                        struct trial_shadow *t, struct err *e)
 {
     struct trial_owner own = {0};
-    struct trial_proc me;
+    struct kernel_proc me;
     char *text = NULL;
     pid_t parent = getpid(), pid;
     int r;
 
     memset(t, 0, sizeof(*t));
-    r = proc_read(parent, &me);
+    r = kernel_proc_read(parent, &me);
     if (r < 0)
         return err_set(e, r, "cannot read /proc/%d/stat", (int)parent);
     r = pick_port(&t->port);
@@ -388,7 +326,7 @@ int trial_shadow_spawn(const char *prod_conf, const char *base_dir, const char *
     r = trial_shadow_render(prod_conf, t->run_dir, t->port, sockopts_value, &text, e);
     if (r < 0)
         goto fail;
-    r = util_write_atomic(t->conf, text, strlen(text), NULL);
+    r = files_write_atomic(t->conf, text, strlen(text), NULL);
     free(text);
     if (r < 0) {
         err_set(e, r, "cannot write %s: %s", t->conf, strerror(-r));
@@ -405,7 +343,7 @@ int trial_shadow_spawn(const char *prod_conf, const char *base_dir, const char *
     /* Recorded after the fork: if we are killed in between, PDEATHSIG
      * ends smbd and the sweep finds a directory with a dead owner. The
      * child's start time is final once fork returned. */
-    if (proc_read(pid, &me) == 0) {
+    if (kernel_proc_read(pid, &me) == 0) {
         own.smbd_pid = pid;
         own.smbd_start = me.start_time;
         r = owner_write(t->run_dir, &own, e);
@@ -416,62 +354,6 @@ int trial_shadow_spawn(const char *prod_conf, const char *base_dir, const char *
 fail:
     trial_shadow_stop(t, NULL);
     return r;
-}
-
-/* The inode of the socket listening on 127.0.0.1:port, from /proc/net/tcp. */
-static bool listener_inode(int port, unsigned long *inode)
-{
-    char line[512], want[32];
-    bool found = false;
-    FILE *f = fopen("/proc/net/tcp", "re");
-
-    if (f == NULL)
-        return false;
-    /* The kernel prints the address as the raw network-order word read
-     * as a host integer (127.0.0.1 is 0100007F on x86) and the port in
-     * host order. */
-    snprintf(want, sizeof(want), "%08X:%04X", (unsigned)htonl(INADDR_LOOPBACK), port);
-    while (!found && fgets(line, sizeof(line), f) != NULL) {
-        char local[64], st[8];
-        unsigned long ino;
-
-        /* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
-        if (sscanf(line, " %*s %63s %*s %7s %*s %*s %*s %*s %*s %lu", local, st, &ino) != 3)
-            continue;
-        if (strcmp(st, "0A") == 0 && strcasecmp(local, want) == 0) {
-            *inode = ino;
-            found = true;
-        }
-    }
-    fclose(f);
-    return found;
-}
-
-/* pid holds a descriptor for socket inode. */
-static bool has_socket(pid_t pid, unsigned long inode)
-{
-    char dir[64], want[64], path[PATH_MAX], link[64];
-    struct dirent *de;
-    bool found = false;
-    DIR *d;
-
-    snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
-    snprintf(want, sizeof(want), "socket:[%lu]", inode);
-    d = opendir(dir);
-    if (d == NULL)
-        return false;
-    while (!found && (de = readdir(d)) != NULL) {
-        ssize_t n;
-
-        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-        n = readlink(path, link, sizeof(link) - 1);
-        if (n <= 0)
-            continue;
-        link[n] = '\0';
-        found = strcmp(link, want) == 0;
-    }
-    closedir(d);
-    return found;
 }
 
 /* A TCP connection to 127.0.0.1:port completes within a few ms. */
@@ -529,7 +411,7 @@ int trial_shadow_poll(struct trial_shadow *t, struct err *e)
     }
     /* Connecting is not enough: another program may hold the port picked,
      * and then smbd is about to fail. The listener must be smbd's. */
-    if (!listener_inode(t->port, &inode) || !has_socket(t->pid, inode))
+    if (kernel_loopback_listener(t->port, &inode) < 0 || !kernel_pid_has_socket(t->pid, inode))
         return 0;
     return connects(t->port) ? 1 : 0;
 }
@@ -545,8 +427,8 @@ int trial_shadow_start(const char *prod_conf, const char *base_dir, const char *
         r = trial_shadow_spawn(prod_conf, base_dir, sockopts_value, t, e);
         if (r < 0)
             return r;
-        deadline = util_now() + ready_timeout_s;
-        while ((r = trial_shadow_poll(t, e)) == 0 && util_now() < deadline)
+        deadline = child_now() + ready_timeout_s;
+        while ((r = trial_shadow_poll(t, e)) == 0 && child_now() < deadline)
             usleep((useconds_t)(POLL_INTERVAL_S * 1e6));
         if (r == 1)
             return 0;
@@ -565,7 +447,7 @@ int trial_shadow_start(const char *prod_conf, const char *base_dir, const char *
 /* Wait until pid (our child) exits, at most timeout_s; true when reaped. */
 static bool reap(pid_t pid, double timeout_s)
 {
-    double deadline = util_now() + timeout_s;
+    double deadline = child_now() + timeout_s;
     int ws;
 
     for (;;) {
@@ -573,44 +455,19 @@ static bool reap(pid_t pid, double timeout_s)
 
         if (w == pid || (w < 0 && errno == ECHILD))
             return true;
-        if (util_now() >= deadline)
+        if (child_now() >= deadline)
             return false;
         usleep(10000);
     }
 }
 
-/* Process group pgid has a member that is not a zombie. kill(-pgid, 0)
- * alone also counts zombies, which stay until their parent reaps them
- * (for a leftover, a parent that is not us, or an init that never does). */
-static bool group_alive(pid_t pgid)
-{
-    struct dirent *de;
-    bool found = false;
-    DIR *d;
-
-    if (kill(-pgid, 0) < 0 && errno == ESRCH)
-        return false;
-    d = opendir("/proc");
-    if (d == NULL)
-        return true;
-    while (!found && (de = readdir(d)) != NULL) {
-        struct trial_proc p;
-        long long pid;
-
-        if (util_parse_long(de->d_name, 1, INT_MAX, &pid) == 0 && proc_read((pid_t)pid, &p) == 0)
-            found = p.pgrp == pgid && p.state != 'Z';
-    }
-    closedir(d);
-    return found;
-}
-
 /* Wait until process group pgid has no live member, at most timeout_s. */
 static bool group_gone(pid_t pgid, double timeout_s)
 {
-    double deadline = util_now() + timeout_s;
+    double deadline = child_now() + timeout_s;
 
-    while (group_alive(pgid)) {
-        if (util_now() >= deadline)
+    while (kernel_pgrp_alive(pgid)) {
+        if (child_now() >= deadline)
             return false;
         usleep(10000);
     }
@@ -645,7 +502,7 @@ int trial_shadow_stop(struct trial_shadow *t, struct err *e)
     if (t->pid > 0) {
         if (!t->reaped)
             kill_group(t->pid, true, TRIAL_STOP_TIMEOUT_S);
-        else if (group_alive(t->pid))
+        else if (kernel_pgrp_alive(t->pid))
             kill_group(t->pid, false, 1.0);
         t->pid = 0;
         t->reaped = false;
@@ -665,44 +522,38 @@ static int sweep_one(int base_fd, const char *base_dir, const char *name, struct
     struct trial_owner own = {0};
     struct err e2 = {{0}};
     char path[PATH_MAX], pidfile[PATH_MAX], *text = NULL;
-    const char *p = name + strlen(TRIAL_DIR_PREFIX);
-    char pidbuf[16];
-    size_t n, len;
-    long long v;
+    const char *rest;
+    size_t len;
+    pid_t v;
     struct stat st;
     int r;
 
     /* Only names of our shape: shadow-PID-XXXXXX, a directory, no link. */
-    n = strspn(p, "0123456789");
-    if (n == 0 || n >= sizeof(pidbuf) || p[n] != '-' || strlen(p + n + 1) != 6)
-        return 0;
-    memcpy(pidbuf, p, n);
-    pidbuf[n] = '\0';
-    if (util_parse_long(pidbuf, 1, INT_MAX, &v) < 0)
+    if (parse_pid_name(name, TRIAL_DIR_PREFIX, &v, &rest) < 0 || rest == NULL || strlen(rest) != 6)
         return 0;
     if (fstatat(base_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
         return 0;
     if (path_join(path, sizeof(path), base_dir, name) < 0 ||
         path_join(pidfile, sizeof(pidfile), path, TRIAL_PIDFILE) < 0)
         return 0;
-    if (util_read_file(pidfile, &text, &len) == 0 && trial_owner_parse(text, &own) == 0 &&
-        own.owner_pid == (pid_t)v) {
-        if (proc_is(own.owner_pid, own.owner_start))
+    if (files_read(pidfile, &text, &len, NULL) == 0 && trial_owner_parse(text, &own) == 0 &&
+        own.owner_pid == v) {
+        if (kernel_pid_is(own.owner_pid, own.owner_start))
             return 0; /* a live run's shadow */
-        if (own.smbd_pid > 0 && proc_is(own.smbd_pid, own.smbd_start)) {
-            struct trial_proc sp;
+        if (own.smbd_pid > 0 && kernel_pid_is(own.smbd_pid, own.smbd_start)) {
+            struct kernel_proc sp;
 
             /* We made it a session leader: the group is its own. */
-            if (proc_read(own.smbd_pid, &sp) == 0 && sp.pgrp == own.smbd_pid)
+            if (kernel_proc_read(own.smbd_pid, &sp) == 0 && sp.pgrp == own.smbd_pid)
                 kill_group(own.smbd_pid, false, TRIAL_STOP_TIMEOUT_S);
         } else if (own.smbd_pid > 0 && kill(own.smbd_pid, 0) < 0 && errno == ESRCH &&
-                   group_alive(own.smbd_pid)) {
+                   kernel_pgrp_alive(own.smbd_pid)) {
             /* The leader is gone but its group is not: smbd's children.
              * No other process can have that number as its group while
              * they live, so they are ours. */
             kill_group(own.smbd_pid, false, TRIAL_STOP_TIMEOUT_S);
         }
-    } else if (kill((pid_t)v, 0) == 0 || errno != ESRCH) {
+    } else if (kill(v, 0) == 0 || errno != ESRCH) {
         /* No record yet (or unreadable): its owner may be creating it right
          * now. Without a start time only a dead pid proves it is stale. */
         free(text);

@@ -24,7 +24,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "util.h"
+#include "err.h"
 
 /* The smbd binary (Debian's path); PATH is searched when it is missing. */
 #define TRIAL_SMBD "/usr/sbin/smbd"
@@ -46,13 +46,6 @@ struct trial_shadow {
     char log[PATH_MAX];
 };
 
-/* One process as /proc/PID/stat describes it. */
-struct trial_proc {
-    char state;                    /* R, S, D, Z ... */
-    pid_t pgrp;                    /* field 5 */
-    unsigned long long start_time; /* field 22, clock ticks since boot */
-};
-
 /* What trial.pid says: the smbtuned that made the run directory and the
  * smbd it started (smbd_pid 0 until it is forked). A start time goes with
  * each pid so that a recycled pid is never taken for ours. */
@@ -68,9 +61,6 @@ struct trial_owner {
  * substitute it); the value must not contain a newline or end in `\`. */
 int trial_shadow_render(const char *prod_conf, const char *run_dir, int port,
                         const char *sockopts_value, char **text, struct err *e);
-
-/* Pure: parse the contents of /proc/PID/stat. */
-int trial_proc_parse(const char *stat_text, struct trial_proc *p);
 
 /* Pure: trial.pid's contents to and from text. format writes into buf. */
 int trial_owner_parse(const char *text, struct trial_owner *o);

@@ -12,6 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "parse.h"
+#include "jsonw.h"
+
 #include "trial.h"
 
 static int fail(const char *what, const struct err *e)
@@ -26,7 +29,7 @@ static int cmd_render(char **argv)
     long long port;
     char *text;
 
-    if (util_parse_long(argv[2], 1, 65535, &port) < 0) {
+    if (parse_long(argv[2], 1, 65535, &port) < 0) {
         fprintf(stderr, "trial_driver: bad port %s\n", argv[2]);
         return 2;
     }
@@ -44,18 +47,18 @@ static int cmd_start(char **argv)
     char line[64];
     long long timeout;
 
-    if (util_parse_long(argv[3], 1, 600, &timeout) < 0) {
+    if (parse_long(argv[3], 1, 600, &timeout) < 0) {
         fprintf(stderr, "trial_driver: bad timeout %s\n", argv[3]);
         return 2;
     }
     if (trial_shadow_start(argv[0], argv[1], argv[2], (double)timeout, &t, &e) < 0)
         return fail("start", &e);
     printf("{\"pid\": %d, \"port\": %d, \"run_dir\": ", (int)t.pid, t.port);
-    util_json_string(stdout, t.run_dir);
+    jsonw_string(stdout, t.run_dir);
     fputs(", \"conf\": ", stdout);
-    util_json_string(stdout, t.conf);
+    jsonw_string(stdout, t.conf);
     fputs(", \"log\": ", stdout);
-    util_json_string(stdout, t.log);
+    jsonw_string(stdout, t.log);
     fputs("}\n", stdout);
     fflush(stdout);
     /* Until told to stop, or until the test closes our stdin. */

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "files.h"
 #include "state.h"
 
 static int parse(const char *text, struct state *s, struct err *e)
@@ -286,7 +287,7 @@ static char *read_back(const char *dir, const char *name)
     size_t len;
 
     snprintf(p, sizeof(p), "%s/%s", dir, name);
-    assert_int_equal(util_read_file(p, &buf, &len), 0);
+    assert_int_equal(files_read(p, &buf, &len, NULL), 0);
     return buf;
 }
 

@@ -102,23 +102,6 @@ static void test_render_refuses(void **state)
     assert_true(strlen(e.msg) > 0);
 }
 
-static void test_proc_parse(void **state)
-{
-    struct trial_proc p;
-    /* Fields 1-22 of a real line; the name may hold blanks and ')'. */
-    const char *line = "4242 (smbd) x) S 1 4242 4242 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 "
-                       "987654321 1000 10 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17\n";
-
-    (void)state;
-    assert_int_equal(trial_proc_parse(line, &p), 0);
-    assert_int_equal(p.state, 'S');
-    assert_int_equal(p.pgrp, 4242);
-    assert_true(p.start_time == 987654321ULL);
-    assert_int_equal(trial_proc_parse("4242 (smbd) S 1 4242", &p), -EINVAL);
-    assert_int_equal(trial_proc_parse("no parenthesis", &p), -EINVAL);
-    assert_int_equal(trial_proc_parse("", &p), -EINVAL);
-}
-
 static void test_owner_roundtrip(void **state)
 {
     struct trial_owner o = {.owner_pid = 17,
@@ -164,7 +147,6 @@ int main(void)
         cmocka_unit_test(test_render_include_then_overrides),
         cmocka_unit_test(test_render_auto_and_empty),
         cmocka_unit_test(test_render_refuses),
-        cmocka_unit_test(test_proc_parse),
         cmocka_unit_test(test_owner_roundtrip),
         cmocka_unit_test(test_owner_refuses),
     };

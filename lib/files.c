@@ -1,96 +1,19 @@
-/* util: helpers shared by every module. */
-#include "util.h"
+/* files: regular files only, read without blocking; an atomic replace that
+ * keeps owner, mode and extended attributes; the sweep of temporary files
+ * a killed run left; mkdir -p. */
+#include "files.h"
 
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
-#include <signal.h>
-#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <sys/xattr.h>
-#include <time.h>
 #include <unistd.h>
-
-int err_set(struct err *e, int code, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (e != NULL) {
-        va_start(ap, fmt);
-        int n = vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
-
-        va_end(ap);
-        /* A message that does not fit says so at its end; messages put
-         * their reason first, so what is cut is a value or a path. */
-        if (n >= (int)sizeof(e->msg))
-            memcpy(e->msg + sizeof(e->msg) - 4, "...", 4);
-    }
-    return code;
-}
-
-int util_parse_long(const char *s, long long min, long long max, long long *out)
-{
-    char *end;
-    long long v;
-
-    /* strtoll accepts leading blanks and a sign: an outside number must be
-     * plain digits, so check the first character ourselves. */
-    if (s == NULL || !isdigit((unsigned char)s[0]))
-        return -EINVAL;
-    errno = 0;
-    v = strtoll(s, &end, 10);
-    if (*end != '\0')
-        return -EINVAL;
-    if (errno == ERANGE || v < min || v > max)
-        return -ERANGE;
-    *out = v;
-    return 0;
-}
-
-int util_parse_size(const char *s, long long min, long long max, long long *out)
-{
-    char digits[32];
-    size_t n;
-    long long v, mult = 1;
-    int r;
-
-    if (s == NULL)
-        return -EINVAL;
-    n = strlen(s);
-    if (n == 0 || n >= sizeof(digits))
-        return -EINVAL;
-    memcpy(digits, s, n + 1);
-    switch (toupper((unsigned char)digits[n - 1])) {
-    case 'K':
-        mult = 1024;
-        break;
-    case 'M':
-        mult = 1024 * 1024;
-        break;
-    case 'G':
-        mult = 1024LL * 1024 * 1024;
-        break;
-    default:
-        break;
-    }
-    if (mult != 1)
-        digits[n - 1] = '\0';
-    r = util_parse_long(digits, 0, LLONG_MAX / mult, &v);
-    if (r < 0)
-        return r;
-    v *= mult;
-    if (v < min || v > max)
-        return -ERANGE;
-    *out = v;
-    return 0;
-}
 
 static const char *file_kind(mode_t m)
 {
@@ -107,7 +30,7 @@ static const char *file_kind(mode_t m)
     return "not a regular file";
 }
 
-int util_read_file_err(const char *path, char **buf, size_t *len, struct err *e)
+int files_read(const char *path, char **buf, size_t *len, struct err *e)
 {
     FILE *f;
     struct stat st;
@@ -152,7 +75,7 @@ int util_read_file_err(const char *path, char **buf, size_t *len, struct err *e)
 
             /* smb.conf files are small; refuse absurd sizes rather than
              * exhaust memory on a wrong path. */
-            if (cap > UTIL_MAX_FILE) {
+            if (cap > FILES_MAX_SIZE) {
                 r = -EFBIG;
                 break;
             }
@@ -186,199 +109,6 @@ int util_read_file_err(const char *path, char **buf, size_t *len, struct err *e)
     b[n] = '\0';
     *buf = b;
     *len = n;
-    return 0;
-}
-
-int util_read_file(const char *path, char **buf, size_t *len)
-{
-    return util_read_file_err(path, buf, len, NULL);
-}
-
-double util_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* Where a child's output goes: a caller's fixed buffer (grow false: what
- * does not fit is dropped), or a heap buffer that grows up to max. */
-struct sink {
-    char *buf;
-    size_t used, cap, max;
-    bool grow;
-    bool cut; /* a growing sink dropped output (at max, or out of memory) */
-};
-
-/* Append what is readable on fd to the sink (keeping it NUL-terminated);
- * returns false at end of file. */
-static bool drain(int fd, struct sink *k)
-{
-    char tmp[4096];
-    ssize_t got = read(fd, tmp, sizeof(tmp));
-    size_t take;
-
-    if (got < 0)
-        return errno == EINTR || errno == EAGAIN;
-    if (got == 0)
-        return false;
-    if (k->grow && k->cap - k->used <= (size_t)got && k->cap < k->max) {
-        size_t ncap = k->cap ? k->cap : 8192;
-        char *nb;
-
-        while (ncap - k->used <= (size_t)got && ncap < k->max)
-            ncap *= 2;
-        if (ncap > k->max)
-            ncap = k->max;
-        nb = realloc(k->buf, ncap);
-        if (nb != NULL) {
-            k->buf = nb;
-            k->cap = ncap;
-        }
-    }
-    if (k->buf == NULL || k->cap == 0) {
-        k->cut = true;
-        return true;
-    }
-    take = k->cap - 1 - k->used;
-    if ((size_t)got < take)
-        take = (size_t)got;
-    else if ((size_t)got > take)
-        k->cut = true;
-    memcpy(k->buf + k->used, tmp, take);
-    k->used += take;
-    k->buf[k->used] = '\0';
-    return true;
-}
-
-static int run(char *const argv[], double timeout_s, struct sink *ko, struct sink *ke, int *status)
-{
-    int po[2], pe[2];
-    bool open_o = true, open_e = true, killed = false;
-    double deadline = util_now() + timeout_s;
-    pid_t pid;
-    int ws;
-
-    if (pipe2(po, O_CLOEXEC) < 0)
-        return -errno;
-    if (pipe2(pe, O_CLOEXEC) < 0) {
-        int r = -errno;
-
-        close(po[0]);
-        close(po[1]);
-        return r;
-    }
-    pid = fork();
-    if (pid < 0) {
-        int r = -errno;
-
-        close(po[0]);
-        close(po[1]);
-        close(pe[0]);
-        close(pe[1]);
-        return r;
-    }
-    if (pid == 0) {
-        int nul = open("/dev/null", O_RDONLY);
-
-        if (nul < 0 || dup2(nul, 0) < 0 || dup2(po[1], 1) < 0 || dup2(pe[1], 2) < 0)
-            _exit(127);
-        execvp(argv[0], argv);
-        _exit(127);
-    }
-    close(po[1]);
-    close(pe[1]);
-    while (open_o || open_e) {
-        struct pollfd p[2] = {{po[0], POLLIN, 0}, {pe[0], POLLIN, 0}};
-        double left = deadline - util_now();
-        int n;
-
-        if (left <= 0) {
-            kill(pid, SIGKILL);
-            killed = true;
-            break;
-        }
-        if (!open_o)
-            p[0].fd = -1;
-        if (!open_e)
-            p[1].fd = -1;
-        n = poll(p, 2, (int)(left * 1000) + 1);
-        if (n < 0 && errno != EINTR)
-            break;
-        if (open_o && (p[0].revents & (POLLIN | POLLHUP | POLLERR)))
-            open_o = drain(po[0], ko);
-        if (open_e && (p[1].revents & (POLLIN | POLLHUP | POLLERR)))
-            open_e = drain(pe[0], ke);
-    }
-    close(po[0]);
-    close(pe[0]);
-    /* Past the output's end the program may still linger; the deadline
-     * covers that too. */
-    for (;;) {
-        pid_t w = waitpid(pid, &ws, WNOHANG);
-
-        if (w == pid)
-            break;
-        if (w < 0 && errno != EINTR)
-            return -errno;
-        if (!killed && util_now() > deadline) {
-            kill(pid, SIGKILL);
-            killed = true;
-        }
-        usleep(10000);
-    }
-    if (killed || !WIFEXITED(ws))
-        *status = -1;
-    else
-        *status = WEXITSTATUS(ws);
-    return 0;
-}
-
-int util_run(char *const argv[], double timeout_s, char *out, size_t outlen, char *errout,
-             size_t errlen, int *status)
-{
-    struct sink ko = {out, 0, out ? outlen : 0, 0, false, false};
-    struct sink ke = {errout, 0, errout ? errlen : 0, 0, false, false};
-
-    if (out && outlen)
-        out[0] = '\0';
-    if (errout && errlen)
-        errout[0] = '\0';
-    return run(argv, timeout_s, &ko, &ke, status);
-}
-
-int util_run_alloc(char *const argv[], double timeout_s, size_t max, char **out, char **errout,
-                   int *status)
-{
-    struct sink ko = {NULL, 0, 0, max, true, false}, ke = {NULL, 0, 0, max, true, false};
-    int r;
-
-    *out = NULL;
-    if (errout != NULL)
-        *errout = NULL;
-    r = run(argv, timeout_s, &ko, &ke, status);
-    /* Always hand back strings, "" when the program said nothing. */
-    if (r == 0 && ko.buf == NULL)
-        ko.buf = calloc(1, 1);
-    if (r == 0 && ke.buf == NULL)
-        ke.buf = calloc(1, 1);
-    if (r == 0 && (ko.buf == NULL || ke.buf == NULL))
-        r = -ENOMEM;
-    /* Half an answer would be read as a different answer. */
-    if (r == 0 && (ko.cut || ke.cut))
-        r = -EFBIG;
-    if (r < 0 || errout == NULL) {
-        free(ke.buf);
-        ke.buf = NULL;
-    }
-    if (r < 0) {
-        free(ko.buf);
-        return r;
-    }
-    *out = ko.buf;
-    if (errout != NULL)
-        *errout = ke.buf;
     return 0;
 }
 
@@ -532,7 +262,7 @@ static int swap_in(const char *tmp, const char *path, const struct stat *like, b
     return -ESTALE;
 }
 
-int util_write_atomic(const char *path, const char *data, size_t len, const struct stat *like)
+int files_write_atomic(const char *path, const char *data, size_t len, const struct stat *like)
 {
     char *dir = NULL, *tmp = NULL;
     const char *base;
@@ -542,7 +272,7 @@ int util_write_atomic(const char *path, const char *data, size_t len, const stru
     base = strrchr(path, '/');
     dir = base ? strndup(path, base == path ? 1 : (size_t)(base - path)) : strdup(".");
     base = base ? base + 1 : path;
-    if (dir == NULL || asprintf(&tmp, "%s/" UTIL_TMP_PREFIX "%s.XXXXXX", dir, base) < 0) {
+    if (dir == NULL || asprintf(&tmp, "%s/" FILES_TMP_PREFIX "%s.XXXXXX", dir, base) < 0) {
         tmp = NULL;
         r = -ENOMEM;
         goto out;
@@ -617,7 +347,7 @@ out:
     return r;
 }
 
-void util_sweep_tmp(const char *path)
+void files_sweep_tmp(const char *path)
 {
     char *dir;
     const char *base = strrchr(path, '/');
@@ -630,7 +360,7 @@ void util_sweep_tmp(const char *path)
     base = base ? base + 1 : path;
     if (dir == NULL)
         return;
-    snprintf(prefix, sizeof(prefix), UTIL_TMP_PREFIX "%s.", base);
+    snprintf(prefix, sizeof(prefix), FILES_TMP_PREFIX "%s.", base);
     plen = strlen(prefix);
     d = opendir(dir);
     if (d == NULL) {
@@ -646,67 +376,7 @@ void util_sweep_tmp(const char *path)
     free(dir);
 }
 
-/* Length of the well-formed UTF-8 sequence at s (RFC 3629: no overlong
- * forms, no surrogates, nothing above U+10FFFF), 0 when it is not one.
- * s is NUL-terminated, and a NUL fails every continuation test, so no
- * byte past it is read. */
-static size_t utf8_len(const unsigned char *s)
-{
-    unsigned char c = s[0], lo = 0x80, hi = 0xbf;
-
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        return (s[1] & 0xc0) == 0x80 ? 2 : 0;
-    if (c >= 0xe0 && c <= 0xef) {
-        if (c == 0xe0)
-            lo = 0xa0;
-        if (c == 0xed)
-            hi = 0x9f;
-        return s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 ? 3 : 0;
-    }
-    if (c >= 0xf0 && c <= 0xf4) {
-        if (c == 0xf0)
-            lo = 0x90;
-        if (c == 0xf4)
-            hi = 0x8f;
-        return s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 && (s[3] & 0xc0) == 0x80 ? 4 : 0;
-    }
-    return 0;
-}
-
-/* JSON text must be UTF-8, and smb.conf (a path, a value) may hold any
- * bytes. Each byte that is not part of a well-formed sequence becomes
- * U+FFFD, the replacement character, as a decoder would show it: the
- * output stays valid for every consumer (jansson would refuse such a
- * string instead, and \u escapes cannot carry raw bytes), and the
- * exact bytes stay readable in the file itself. */
-void util_json_string(FILE *f, const char *s)
-{
-    const unsigned char *p = (const unsigned char *)s;
-
-    fputc('"', f);
-    while (*p) {
-        size_t n = utf8_len(p);
-
-        if (n == 0) {
-            fputs("\\ufffd", f);
-            p++;
-        } else if (*p == '"' || *p == '\\') {
-            fprintf(f, "\\%c", *p);
-            p++;
-        } else if (*p < 0x20) {
-            fprintf(f, "\\u%04x", *p);
-            p++;
-        } else {
-            fwrite(p, 1, n, f);
-            p += n;
-        }
-    }
-    fputc('"', f);
-}
-
-int util_mkdir_p(const char *dir)
+int files_mkdir_p(const char *dir)
 {
     char buf[PATH_MAX];
     size_t n = strlen(dir);

@@ -1,0 +1,20 @@
+/* jsonw: JSON that smbtuned writes, always valid UTF-8. Output built as an
+ * object goes through jansson (cmd_edit's --show --json); jansson refuses
+ * a string that is not UTF-8, so outside text is sanitized first. The
+ * hand-written JSON of the probe and the tuner still uses jsonw_string
+ * (to move to jansson with those files). */
+#ifndef SMBTUNE_JSONW_H
+#define SMBTUNE_JSONW_H
+
+#include <stdio.h>
+
+/* Write s as a JSON string literal, always valid UTF-8: bytes that are
+ * not well-formed UTF-8 are written as U+FFFD. */
+void jsonw_string(FILE *f, const char *s);
+
+/* A malloc'ed copy of s in which every byte that is not part of a
+ * well-formed UTF-8 sequence is U+FFFD: what jansson accepts. NULL when
+ * out of memory. */
+char *jsonw_sanitize(const char *s);
+
+#endif

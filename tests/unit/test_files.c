@@ -1,0 +1,189 @@
+/* Unit tests for lib/files: reads that cannot hang, a replace that keeps
+ * the file's metadata, the sweep of our temporary files, mkdir -p. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "files.h"
+
+/* A hang must fail the test, not stall CI: SIGALRM ends the process. */
+#define HANG_S 20
+
+static char dir[64];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof(dir), "/tmp/test_files.XXXXXX");
+    return mkdtemp(dir) == NULL ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+    char cmd[128];
+
+    (void)state;
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static char *path_in(const char *name)
+{
+    static char p[128];
+
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    return p;
+}
+
+static void test_read_fifo_refused(void **state)
+{
+    struct err e = {{0}};
+    char *buf = NULL, *p = path_in("fifo");
+    size_t len;
+
+    (void)state;
+    assert_int_equal(mkfifo(p, 0600), 0);
+    alarm(HANG_S);
+    assert_int_equal(files_read(p, &buf, &len, &e), -EINVAL);
+    alarm(0);
+    assert_non_null(strstr(e.msg, p));
+    assert_non_null(strstr(e.msg, "is a FIFO"));
+    assert_int_equal(files_read(p, &buf, &len, NULL), -EINVAL);
+    assert_int_equal(files_read("/dev/null", &buf, &len, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "character device"));
+    assert_int_equal(files_read(dir, &buf, &len, &e), -EISDIR);
+    assert_null(buf);
+}
+
+/* Whether this filesystem keeps user xattrs (tmpfs and ext4 do). */
+static bool xattrs_work(const char *p)
+{
+    return setxattr(p, "user.probe", "1", 1, 0) == 0;
+}
+
+static void test_write_atomic_keeps_metadata(void **state)
+{
+    char *p = path_in("conf"), *buf, val[16];
+    struct stat st, st2;
+    struct err e;
+    size_t len;
+    ssize_t n;
+    int fd;
+
+    (void)state;
+    fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "old\n", 4), 4);
+    close(fd);
+    /* setuid and setgid survive only when the owner is set first */
+    assert_int_equal(chmod(p, 06640), 0);
+    if (!xattrs_work(p))
+        skip();
+    assert_int_equal(setxattr(p, "user.note", "kept", 4, 0), 0);
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(files_write_atomic(p, "new\n", 4, &st), 0);
+    assert_int_equal(stat(p, &st2), 0);
+    assert_int_equal(st2.st_mode, st.st_mode);
+    assert_int_equal(st2.st_uid, st.st_uid);
+    assert_int_equal(st2.st_gid, st.st_gid);
+    n = getxattr(p, "user.note", val, sizeof(val));
+    assert_int_equal(n, 4);
+    assert_memory_equal(val, "kept", 4);
+    assert_int_equal(getxattr(p, "user.probe", val, sizeof(val)), 1);
+    assert_int_equal(files_read(p, &buf, &len, &e), 0);
+    assert_string_equal(buf, "new\n");
+    free(buf);
+
+    /* not the file the caller judged: nothing written */
+    assert_int_equal(files_write_atomic(p, "newer\n", 6, &st), -ESTALE);
+    assert_int_equal(files_read(p, &buf, &len, &e), 0);
+    assert_string_equal(buf, "new\n");
+    free(buf);
+}
+
+/* Entries of dir, as a count. */
+static int entries(void)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int n = 0;
+
+    assert_non_null(d);
+    while ((de = readdir(d)) != NULL)
+        n += strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
+    closedir(d);
+    return n;
+}
+
+static void touch(const char *name)
+{
+    int fd = open(path_in(name), O_WRONLY | O_CREAT | O_EXCL, 0600);
+
+    assert_true(fd >= 0);
+    close(fd);
+}
+
+static void test_sweep_only_ours(void **state)
+{
+    struct stat st;
+
+    (void)state;
+    touch("smb.conf");
+    /* what a run killed between mkstemp and rename leaves */
+    touch(FILES_TMP_PREFIX "smb.conf.Ab12Cd");
+    /* not of that shape, or another file's: kept */
+    touch(FILES_TMP_PREFIX "smb.conf.Ab12C");
+    touch(FILES_TMP_PREFIX "smb.conf.Ab12Cd7");
+    touch(FILES_TMP_PREFIX "other.conf.Ab12Cd");
+    files_sweep_tmp(path_in("smb.conf"));
+    assert_int_equal(stat(path_in(FILES_TMP_PREFIX "smb.conf.Ab12Cd"), &st), -1);
+    assert_int_equal(stat(path_in(FILES_TMP_PREFIX "smb.conf.Ab12C"), &st), 0);
+    assert_int_equal(stat(path_in(FILES_TMP_PREFIX "smb.conf.Ab12Cd7"), &st), 0);
+    assert_int_equal(stat(path_in(FILES_TMP_PREFIX "other.conf.Ab12Cd"), &st), 0);
+    assert_int_equal(stat(path_in("smb.conf"), &st), 0);
+    assert_int_equal(entries(), 4);
+}
+
+static void test_mkdir_p(void **state)
+{
+    char deep[128];
+    struct stat st;
+
+    (void)state;
+    snprintf(deep, sizeof(deep), "%s/a/b/c", dir);
+    assert_int_equal(files_mkdir_p(deep), 0);
+    assert_int_equal(stat(deep, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    /* the last one is private */
+    assert_int_equal(st.st_mode & 0777, 0700);
+    assert_int_equal(files_mkdir_p(deep), 0);
+    assert_int_equal(files_mkdir_p(""), -EINVAL);
+    touch("file");
+    snprintf(deep, sizeof(deep), "%s/file/x", dir);
+    assert_int_equal(files_mkdir_p(deep), -ENOTDIR);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_read_fifo_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_write_atomic_keeps_metadata, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sweep_only_ours, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mkdir_p, setup, teardown),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
