@@ -30,10 +30,15 @@ struct opts {
 
 struct config;
 struct err;
+struct tuner_opts;
 
 /* The config file (the built-in defaults when the default file is absent;
  * a file given with -c must exist), then the command line over it. */
 int cmd_load_config(const struct opts *o, struct config *c, struct err *e);
+
+/* config_fill(), then a check of the credentials file (when one is set):
+ * the parameters of a probe or of a run. The strings point into c. */
+int cmd_fill(const struct config *c, struct tuner_opts *t, struct err *e);
 
 int cmd_show(const struct opts *o);
 int cmd_set_buffers(const struct opts *o);

@@ -44,6 +44,7 @@ static int setup_failure(const struct opts *o, const char *what, const char *msg
 int cmd_probe(const struct opts *o)
 {
     struct config cfg;
+    struct tuner_opts t;
     struct probe_params p;
     struct probe_result r;
     struct err e = {{0}};
@@ -52,9 +53,11 @@ int cmd_probe(const struct opts *o)
     ret = cmd_load_config(o, &cfg, &e);
     if (ret < 0)
         return setup_failure(o, o->url ? o->url : "", e.msg);
-    ret = config_probe_params(&cfg, &p, &e);
+    /* The probe's parameters as the daemon's cycles get them. */
+    ret = cmd_fill(&cfg, &t, &e);
     if (ret < 0)
         return setup_failure(o, cfg.probe.url, e.msg);
+    p = t.probe;
 
     ret = probe_run(&p, &r, &e);
     if (ret < 0)

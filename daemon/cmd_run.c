@@ -30,19 +30,6 @@ struct daemon {
     sd_event_source *hup_retry; /* a SIGHUP waits for the cycle to end */
 };
 
-/* A target on this machine is served by the local smbd: its candidates can
- * run on a shadow smbd. A peer's share can only be tuned from our side of
- * the connection: the probe's own client socket. */
-static bool url_is_local(const char *url)
-{
-    struct probe_url u;
-
-    if (probe_parse_url(url, &u, NULL) < 0)
-        return false;
-    return strcmp(u.host, "127.0.0.1") == 0 || strcmp(u.host, "localhost") == 0 ||
-           strcmp(u.host, "::1") == 0;
-}
-
 int cmd_load_config(const struct opts *o, struct config *c, struct err *e)
 {
     int r = config_load(o->config_file, c, e);
@@ -74,52 +61,34 @@ int cmd_load_config(const struct opts *o, struct config *c, struct err *e)
     return 0;
 }
 
-/* struct config -> struct tuner_opts. The strings stay in d->cfg. */
+int cmd_fill(const struct config *c, struct tuner_opts *t, struct err *e)
+{
+    int r = config_fill(c, t, e);
+
+    if (r < 0)
+        return r;
+    /* Checked here (owner, mode, syntax) so that a bad file is refused at
+     * once, by -t too, but not kept: only the probe child reads the
+     * password, right before it logs on. */
+    if (t->probe.credentials != NULL)
+        return probe_check_credentials(t->probe.credentials, 0, e);
+    return 0;
+}
+
+/* struct config -> struct tuner_opts, and what only the command line says.
+ * The strings stay in d->cfg. */
 static int make_opts(struct daemon *d, struct err *e)
 {
     const struct config *c = &d->cfg;
     struct tuner_opts *t = &d->topts;
 
-    memset(t, 0, sizeof(*t));
-    t->smb_conf = c->tune.smb_conf;
-    t->state_dir = c->tune.state_dir;
-    t->mode = c->tune.advise ? TUNER_ADVISE : TUNER_TUNE;
-    if (strcmp(c->tune.trials, "shadow") == 0)
-        t->trials = TUNER_SHADOW;
-    else if (strcmp(c->tune.trials, "client") == 0)
-        t->trials = TUNER_CLIENT;
-    else if (strcmp(c->tune.trials, "live") == 0)
-        t->trials = TUNER_LIVE;
-    else
-        t->trials = url_is_local(c->probe.url) ? TUNER_SHADOW : TUNER_CLIENT;
-    if (t->mode == TUNER_ADVISE && t->trials == TUNER_LIVE) {
-        /* Advice must not write smb.conf, and a live trial is a write that
-         * reaches every client: try the candidates where they harm nobody. */
-        t->trials = url_is_local(c->probe.url) ? TUNER_SHADOW : TUNER_CLIENT;
-        journal_log(LOG_NOTICE, "advise mode never writes smb.conf: trying candidates on %s "
-                    "instead of live", t->trials == TUNER_SHADOW ? "shadow smbds"
-                                                                 : "the probe's client socket");
-    }
-    if (apply_parse(c->tune.apply, &t->apply, e) < 0)
+    if (cmd_fill(c, t, e) < 0)
         return -EINVAL;
-    /* Checks the credentials file; the password stays out of this
-     * process (the probe child reads it). */
-    if (config_probe_params(c, &t->probe, e) < 0)
-        return -EINVAL;
-    search_params_default(&t->search);
-    t->search.min_size = c->tune.min_size;
-    t->search.max_rcvbuf = c->tune.max_size;
-    t->search.max_sndbuf = c->tune.max_size;
-    t->search.min_gain = c->tune.min_gain;
-    t->search.abort_ratio = c->tune.abort_ratio;
-    t->search.max_samples = (int)c->tune.max_samples;
-    t->search.tied = c->tune.tied;
-    t->restart_smbd = c->tune.restart_smbd;
-    t->max_bytes = c->tune.max_bytes;
-    t->interval_s = (double)c->tune.interval_s;
-    t->busy_mbps = (double)c->tune.busy_rate / 1e6;
-    t->window_start = c->tune.window_start;
-    t->window_end = c->tune.window_end;
+    if (c->tune.mode == TUNER_ADVISE && !c->tune.trials_auto && c->tune.trials == TUNER_LIVE)
+        journal_log(LOG_NOTICE,
+                    "advise mode never writes smb.conf: trying candidates on %s "
+                    "instead of live",
+                    t->trials == TUNER_SHADOW ? "shadow smbds" : "the probe's client socket");
     t->once = d->o->once;
     t->json = d->o->json;
     t->progress = d->o->once && !d->o->json;

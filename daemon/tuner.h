@@ -19,32 +19,8 @@
 #include <stdbool.h>
 #include <systemd/sd-event.h>
 
-#include "apply.h"
-#include "probe.h"
-#include "search.h"
+#include "tuner_opts.h" /* enum tuner_trials, enum tuner_mode, struct tuner_opts */
 #include "util.h"
-
-enum tuner_trials { TUNER_SHADOW, TUNER_CLIENT, TUNER_LIVE };
-enum tuner_mode { TUNER_TUNE, TUNER_ADVISE };
-
-struct tuner_opts {
-    const char *smb_conf;
-    const char *state_dir;
-    enum tuner_trials trials;
-    enum tuner_mode mode;
-    enum apply_method apply;
-    struct probe_params probe; /* url, credentials, size ...; socket_options: the client's */
-    struct search_params search;
-    long long max_bytes;       /* moved by probes in one cycle; 0: no limit */
-    double interval_s;         /* between cycles */
-    double busy_mbps;          /* defer while clients move more than this; 0: never */
-    int window_start;          /* minutes after midnight; -1: any time */
-    int window_end;
-    bool restart_smbd; /* may restart smbd.service so that AUTO takes effect */
-    bool once;     /* one cycle, then leave the loop */
-    bool json;     /* --once: the before/after object on stdout */
-    bool progress; /* --once: a line per sample on stderr */
-};
 
 struct tuner;
 

@@ -19,25 +19,45 @@
 #define SIZE_MAX_ (64LL * 1024 * 1024 * 1024)
 #define DEADLINE_MAX_S 86400LL
 
+/* The loop's own defaults; the probe's and the search's come from their
+ * _params_default(), so that each value is defined once. */
+#define DEFAULT_INTERVAL_S (6 * 3600.0)
+#define DEFAULT_TRIALS_AUTO true
+#define DEFAULT_APPLY APPLY_SMBCONTROL
+#define DEFAULT_MODE TUNER_TUNE
+
 void config_defaults(struct config *c)
 {
+    struct probe_params p;
+    struct search_params s;
+
+    probe_params_default(&p);
+    search_params_default(&s);
     memset(c, 0, sizeof(*c));
+    c->probe.size = p.size;
+    c->probe.request_size = p.request_size;
+    c->probe.deadline_s = p.deadline_s;
+    snprintf(c->probe.socket_options, sizeof(c->probe.socket_options), "%s", p.socket_options);
+
     snprintf(c->tune.smb_conf, sizeof(c->tune.smb_conf), "%s", CONFIG_DEFAULT_SMB_CONF);
     snprintf(c->tune.state_dir, sizeof(c->tune.state_dir), "%s", CONFIG_DEFAULT_STATE_DIR);
-    snprintf(c->tune.trials, sizeof(c->tune.trials), "auto");
-    snprintf(c->tune.apply, sizeof(c->tune.apply), "smbcontrol");
-    c->tune.interval_s = 6 * 3600;
-    c->tune.min_size = 4096;
-    c->tune.max_size = 16 * 1024 * 1024;
-    c->tune.min_gain = 0.03;
-    c->tune.abort_ratio = 0.5;
-    c->tune.max_samples = 40;
+    c->tune.mode = DEFAULT_MODE;
+    c->tune.trials_auto = DEFAULT_TRIALS_AUTO;
+    c->tune.trials = TUNER_SHADOW; /* not used while trials_auto */
+    c->tune.apply = DEFAULT_APPLY;
+    c->tune.interval_s = DEFAULT_INTERVAL_S;
+    /* The file has one max_size for both buffers: the search's defaults
+     * agree (search_params_default), and test_config holds them to it. */
+    c->tune.min_size = s.min_size;
+    c->tune.max_size = s.max_rcvbuf;
+    c->tune.min_gain = s.min_gain;
+    c->tune.abort_ratio = s.abort_ratio;
+    c->tune.max_samples = s.max_samples;
+    c->tune.tied = s.tied;
+    c->tune.max_bytes = 0;
+    c->tune.busy_rate = 0;
     c->tune.window_start = c->tune.window_end = -1;
-    c->probe.size = PROBE_DEFAULT_SIZE;
-    c->probe.request_size = PROBE_DEFAULT_REQUEST_SIZE;
-    c->probe.deadline_s = (long long)PROBE_DEFAULT_DEADLINE_S;
-    snprintf(c->probe.socket_options, sizeof(c->probe.socket_options), "%s",
-             PROBE_DEFAULT_SOCKET_OPTIONS);
+    c->tune.restart_smbd = false;
 }
 
 /* One parser per option, shared by the validators (which run while
@@ -97,10 +117,12 @@ static int parse_request_size(const char *s, struct config *c, struct err *e)
 
 static int parse_deadline(const char *s, struct config *c, struct err *e)
 {
-    struct config_probe *p = &c->probe;
-    if (parse_long(s, 1, DEADLINE_MAX_S, &p->deadline_s) < 0)
+    long long v;
+
+    if (parse_long(s, 1, DEADLINE_MAX_S, &v) < 0)
         return err_set(e, -EINVAL, "deadline '%s' is not a whole number of seconds from 1 to %lld",
                        s, DEADLINE_MAX_S);
+    c->probe.deadline_s = (double)v;
     return 0;
 }
 
@@ -158,40 +180,54 @@ static int parse_state_dir(const char *s, struct config *c, struct err *e)
     return parse_path(s, c->tune.state_dir, sizeof(c->tune.state_dir), "state_dir", e);
 }
 
-static int parse_one_of(const char *s, const char *const *words, char *dst, size_t len,
-                        const char *what, struct err *e)
+/* A word of a table indexed by the enum's values: the one conversion of
+ * the text into the enum (the command line goes through config_set). */
+static int parse_word(const char *s, const char *const *words, size_t n, int *out, const char *what,
+                      struct err *e)
 {
-    for (const char *const *w = words; *w; w++)
-        if (strcmp(s, *w) == 0)
-            return copy_str(dst, len, s, what, e);
+    for (size_t i = 0; i < n; i++) {
+        if (words[i] != NULL && strcmp(s, words[i]) == 0) {
+            *out = (int)i;
+            return 0;
+        }
+    }
     return err_set(e, -EINVAL, "%s '%s' is not one of the words documented for it", what, s);
 }
 
 static int parse_mode(const char *s, struct config *c, struct err *e)
 {
-    char m[16];
-    static const char *const words[] = {"tune", "advise", NULL};
-    int r = parse_one_of(s, words, m, sizeof(m), "mode (tune or advise)", e);
+    static const char *const words[] = {[TUNER_TUNE] = "tune", [TUNER_ADVISE] = "advise"};
+    int v = 0; /* err_set's negative return is not visible to gcc */
+    int r = parse_word(s, words, sizeof(words) / sizeof(words[0]), &v, "mode (tune or advise)", e);
 
     if (r == 0)
-        c->tune.advise = strcmp(m, "advise") == 0;
+        c->tune.mode = (enum tuner_mode)v;
     return r;
 }
 
 static int parse_trials(const char *s, struct config *c, struct err *e)
 {
-    static const char *const words[] = {"auto", "shadow", "client", "live", NULL};
+    static const char *const words[] = {
+        [TUNER_SHADOW] = "shadow", [TUNER_CLIENT] = "client", [TUNER_LIVE] = "live"};
+    int v = 0, r;
 
-    return parse_one_of(s, words, c->tune.trials, sizeof(c->tune.trials),
-                        "trials (auto, shadow, client or live)", e);
+    if (strcmp(s, "auto") == 0) {
+        c->tune.trials_auto = true;
+        return 0;
+    }
+    r = parse_word(s, words, sizeof(words) / sizeof(words[0]), &v,
+                   "trials (auto, shadow, client or live)", e);
+    if (r == 0) {
+        c->tune.trials_auto = false;
+        c->tune.trials = (enum tuner_trials)v;
+    }
+    return r;
 }
 
+/* apply.c's names are the one list of the methods. */
 static int parse_apply(const char *s, struct config *c, struct err *e)
 {
-    static const char *const words[] = {"smbcontrol", "signal", "systemd", "none", NULL};
-
-    return parse_one_of(s, words, c->tune.apply, sizeof(c->tune.apply),
-                        "apply (smbcontrol, signal, systemd or none)", e);
+    return apply_parse(s, &c->tune.apply, e);
 }
 
 /* Seconds, with an optional s, m, h or d. */
@@ -217,10 +253,9 @@ static int parse_interval(const char *s, struct config *c, struct err *e)
     default:
         break;
     }
-    if (parse_long(num, 1, 366LL * 86400, &v) < 0 || v * mult > 366LL * 86400 ||
-        v * mult < 60)
+    if (parse_long(num, 1, 366LL * 86400, &v) < 0 || v * mult > 366LL * 86400 || v * mult < 60)
         goto bad;
-    c->tune.interval_s = v * mult;
+    c->tune.interval_s = (double)(v * mult);
     return 0;
 bad:
     return err_set(e, -EINVAL, "interval '%s' is not a duration from 60s to 366d (e.g. 6h)", s);
@@ -276,8 +311,11 @@ static int parse_abort_ratio(const char *s, struct config *c, struct err *e)
 
 static int parse_max_samples(const char *s, struct config *c, struct err *e)
 {
-    if (parse_long(s, 3, 1000, &c->tune.max_samples) < 0)
+    long long v;
+
+    if (parse_long(s, 3, 1000, &v) < 0)
         return err_set(e, -EINVAL, "max_samples '%s' is not a number from 3 to 1000", s);
+    c->tune.max_samples = (int)v;
     return 0;
 }
 
@@ -291,8 +329,7 @@ static int parse_max_bytes(const char *s, struct config *c, struct err *e)
 static int parse_busy_rate(const char *s, struct config *c, struct err *e)
 {
     if (parse_size(s, 0, 1LL << 40, &c->tune.busy_rate) < 0)
-        return err_set(e, -EINVAL, "busy_rate '%s' is not bytes per second (0: never defer)",
-                       s);
+        return err_set(e, -EINVAL, "busy_rate '%s' is not bytes per second (0: never defer)", s);
     return 0;
 }
 
@@ -300,8 +337,8 @@ static int parse_hhmm(const char *s, int *minutes)
 {
     int h, m, n = 0;
 
-    if (sscanf(s, "%2d:%2d%n", &h, &m, &n) != 2 || n != 5 || h < 0 || h > 24 || m < 0 ||
-        m > 59 || (h == 24 && m != 0))
+    if (sscanf(s, "%2d:%2d%n", &h, &m, &n) != 2 || n != 5 || h < 0 || h > 24 || m < 0 || m > 59 ||
+        (h == 24 && m != 0))
         return -EINVAL;
     *minutes = h * 60 + m;
     return 0;
@@ -314,8 +351,7 @@ static int parse_window(const char *s, struct config *c, struct err *e)
         return 0;
     }
     if (strlen(s) != 11 || s[5] != '-' || parse_hhmm(s, &c->tune.window_start) < 0 ||
-        parse_hhmm(s + 6, &c->tune.window_end) < 0 ||
-        c->tune.window_start == c->tune.window_end)
+        parse_hhmm(s + 6, &c->tune.window_end) < 0 || c->tune.window_start == c->tune.window_end)
         return err_set(e, -EINVAL, "window '%s' is not HH:MM-HH:MM (e.g. 01:00-05:00)", s);
     return 0;
 }
@@ -339,14 +375,22 @@ static int parse_restart_smbd(const char *s, struct config *c, struct err *e)
 }
 
 static const struct field tune_fields[] = {
-    {"smb_conf", parse_smb_conf},       {"state_dir", parse_state_dir},
-    {"mode", parse_mode},               {"trials", parse_trials},
-    {"apply", parse_apply},             {"interval", parse_interval},
-    {"min_size", parse_min_size},       {"max_size", parse_max_size},
-    {"min_gain", parse_min_gain},       {"abort_ratio", parse_abort_ratio},
-    {"max_samples", parse_max_samples}, {"max_bytes", parse_max_bytes},
-    {"busy_rate", parse_busy_rate},     {"window", parse_window},
-    {"tied", parse_tied},               {"restart_smbd", parse_restart_smbd},
+    {"smb_conf", parse_smb_conf},
+    {"state_dir", parse_state_dir},
+    {"mode", parse_mode},
+    {"trials", parse_trials},
+    {"apply", parse_apply},
+    {"interval", parse_interval},
+    {"min_size", parse_min_size},
+    {"max_size", parse_max_size},
+    {"min_gain", parse_min_gain},
+    {"abort_ratio", parse_abort_ratio},
+    {"max_samples", parse_max_samples},
+    {"max_bytes", parse_max_bytes},
+    {"busy_rate", parse_busy_rate},
+    {"window", parse_window},
+    {"tied", parse_tied},
+    {"restart_smbd", parse_restart_smbd},
 };
 
 struct section {
@@ -355,7 +399,10 @@ struct section {
     size_t n;
 };
 
-#define SECTION(name, f) {name, f, sizeof(f) / sizeof(f[0])}
+#define SECTION(name, f)                                                                           \
+    {                                                                                              \
+        name, f, sizeof(f) / sizeof(f[0])                                                          \
+    }
 
 static const struct section sections[] = {
     SECTION("probe", probe_fields),
@@ -599,8 +646,8 @@ int config_parse_string(const char *text, const char *name, struct config *c, st
         size_t j;
 
         for (j = 0; j < sections[i].n; j++)
-            sec_opts[i][j] = (cfg_opt_t)CFG_STR((char *)sections[i].fields[j].name, NULL,
-                                                CFGF_NODEFAULT);
+            sec_opts[i][j] =
+                (cfg_opt_t)CFG_STR((char *)sections[i].fields[j].name, NULL, CFGF_NODEFAULT);
         sec_opts[i][j] = (cfg_opt_t)CFG_END();
         opts[i] = (cfg_opt_t)CFG_SEC((char *)sections[i].name, sec_opts[i], CFGF_NONE);
     }
@@ -645,30 +692,64 @@ int config_parse_string(const char *text, const char *name, struct config *c, st
     return r;
 }
 
-int config_probe_params(const struct config *c, struct probe_params *p, struct err *e)
+/* A target on this machine is served by the local smbd: its candidates can
+ * run on a shadow smbd. A peer's share can only be tuned from our side of
+ * the connection: the probe's own client socket. */
+static bool url_is_local(const char *url)
 {
+    struct probe_url u;
+
+    if (probe_parse_url(url, &u, NULL) < 0)
+        return false;
+    return strcmp(u.host, "127.0.0.1") == 0 || strcmp(u.host, "localhost") == 0 ||
+           strcmp(u.host, "::1") == 0;
+}
+
+int config_fill(const struct config *c, struct tuner_opts *t, struct err *e)
+{
+    struct probe_params *p = &t->probe;
+    struct search_params *s = &t->search;
+
+    memset(t, 0, sizeof(*t));
+    if (c->probe.url[0] == '\0')
+        return err_set(e, -EINVAL,
+                       "no URL: give --url smb://host/share or set url in the "
+                       "probe section of the config file");
+
     probe_params_default(p);
     p->url = c->probe.url;
     p->directory = c->probe.directory[0] ? c->probe.directory : NULL;
+    p->credentials = c->probe.credentials[0] ? c->probe.credentials : NULL;
     p->size = c->probe.size;
     p->request_size = c->probe.request_size;
-    p->deadline_s = (double)c->probe.deadline_s;
+    p->deadline_s = c->probe.deadline_s;
     p->socket_options = c->probe.socket_options;
     p->workdir_base = c->tune.state_dir;
-    p->credentials = NULL;
-    if (c->probe.url[0] == '\0')
-        return err_set(e, -EINVAL, "no URL: give --url smb://host/share or set url in the "
-                       "probe section of the config file");
-    if (c->probe.credentials[0] != '\0') {
-        /* Checked here (owner, mode, syntax) so that a bad file is
-         * refused at once, but not kept: only the probe child reads the
-         * password, right before it logs on. */
-        int r = probe_check_credentials(c->probe.credentials, 0, e);
 
-        if (r < 0)
-            return r;
-        p->credentials = c->probe.credentials;
-    }
+    search_params_default(s);
+    s->min_size = (long)c->tune.min_size;
+    s->max_rcvbuf = s->max_sndbuf = (long)c->tune.max_size;
+    s->min_gain = c->tune.min_gain;
+    s->abort_ratio = c->tune.abort_ratio;
+    s->max_samples = c->tune.max_samples;
+    s->tied = c->tune.tied;
+
+    t->smb_conf = c->tune.smb_conf;
+    t->state_dir = c->tune.state_dir;
+    t->mode = c->tune.mode;
+    /* Advice must not write smb.conf, and a live trial is a write that
+     * reaches every client: in advise mode live becomes what auto picks. */
+    if (c->tune.trials_auto || (c->tune.mode == TUNER_ADVISE && c->tune.trials == TUNER_LIVE))
+        t->trials = url_is_local(c->probe.url) ? TUNER_SHADOW : TUNER_CLIENT;
+    else
+        t->trials = c->tune.trials;
+    t->apply = c->tune.apply;
+    t->restart_smbd = c->tune.restart_smbd;
+    t->max_bytes = c->tune.max_bytes;
+    t->interval_s = c->tune.interval_s;
+    t->busy_mbps = (double)c->tune.busy_rate / 1e6;
+    t->window_start = c->tune.window_start;
+    t->window_end = c->tune.window_end;
     return 0;
 }
 

@@ -1,22 +1,35 @@
-/* config: /etc/smbtuned.conf (libconfuse) -> struct config.
+/* config: /etc/smbtuned.conf (libconfuse) -> struct config, typed.
  *
- * The file is made of sections, one per part of smbtuned; today only
- * `probe { ... }` exists. Every section is optional and every option has a
+ * The file is made of sections, one per part of smbtuned: `probe { ... }`
+ * and `tune { ... }`. Every section is optional and every option has a
  * default, so an empty file (or, when the caller allows it, no file) is a
  * valid configuration. Errors name the file and the line.
  *
- * To add a section (daemon: interval, trials, mode, apply, state_dir ...):
- * a struct config_<name> in struct config, its defaults in
- * config_defaults(), its option table, validators and extraction in
- * config.c, next to the probe's. Numbers are written as plain strings in
- * the file and parsed with util_parse_long / util_parse_size, so that a
- * size may be written 64M and every number gets a range check.
+ * The text becomes typed values here, once: words become the enums of
+ * tuner_opts.h and apply.h, sizes long long bytes, durations double
+ * seconds, yes/no booleans. config_fill() then builds the probe's, the
+ * search's and the tuner's parameters from them.
+ *
+ * One set of defaults: what the probe and the search are given when nobody
+ * says otherwise is defined once, by probe_params_default() (probe.h's
+ * PROBE_DEFAULT_*) and search_params_default(); config_defaults() takes
+ * those, and defines only the loop's own (interval, trials, apply ...).
+ * conf/smbtuned.conf documents the same values (test_config checks it).
+ *
+ * To add an option: a field in struct config_<section>, its default in
+ * config_defaults() (or in the part's own _params_default), a parser in
+ * the section's table in config.c, and its use in config_fill(). Numbers
+ * are written as plain strings in the file and parsed with parse_long
+ * / parse_size, so that a size may be written 64M and every number
+ * gets a range check.
  */
 #ifndef SMBTUNE_CONFIG_H
 #define SMBTUNE_CONFIG_H
 
 #include <stdbool.h>
 
+#include "apply.h"
+#include "tuner_opts.h"
 #include "err.h"
 
 struct config_probe {
@@ -24,7 +37,7 @@ struct config_probe {
     char credentials[4096];    /* path of the credentials file; "" = guest */
     long long size;            /* bytes written and read back */
     long long request_size;    /* bytes per write/read call */
-    long long deadline_s;      /* hard limit on one measurement, seconds */
+    double deadline_s;         /* hard limit on one measurement (whole seconds in the file) */
     char directory[1024];      /* directory inside the URL's path; "" = none */
     char socket_options[1024]; /* the probe client's `socket options` */
 };
@@ -35,19 +48,23 @@ struct config_probe {
 struct config_tune {
     char smb_conf[4096];  /* the smb.conf tuned */
     char state_dir[4096]; /* state file, backups, lock, shadow run dirs */
-    bool advise;          /* measure and report, never write smb.conf */
-    char trials[16];      /* auto, shadow, client, live */
-    char apply[16];       /* smbcontrol, none */
-    long long interval_s; /* between cycles */
+    enum tuner_mode mode; /* tune, or advise: measure and report, never write smb.conf */
+    /* "auto": shadow for a URL on this machine, else client; config_fill()
+     * decides, since --url may still change the URL after the file. When
+     * true, trials is not used. */
+    bool trials_auto;
+    enum tuner_trials trials;     /* shadow, client, live */
+    enum apply_method apply;      /* smbcontrol, signal, systemd, none */
+    double interval_s;            /* between cycles */
     long long min_size, max_size; /* the search's bounds (max capped by the kernel) */
-    double min_gain;      /* a move must gain this much */
-    double abort_ratio;   /* a trial sample below this share of the incumbent ends it */
-    long long max_samples; /* per configuration in one comparison */
-    long long max_bytes;  /* moved by one cycle's probes; 0: no limit */
-    long long busy_rate;  /* client bytes/s that defer a cycle; 0: never */
+    double min_gain;              /* a move must gain this much */
+    double abort_ratio;           /* a trial sample below this share of the incumbent ends it */
+    int max_samples;              /* per configuration in one comparison */
+    long long max_bytes;          /* moved by one cycle's probes; 0: no limit */
+    long long busy_rate;          /* client bytes/s that defer a cycle; 0: never */
     int window_start, window_end; /* minutes after midnight; -1: any time */
-    bool tied;            /* SO_RCVBUF = SO_SNDBUF, moved together */
-    bool restart_smbd;    /* may restart smbd.service to make AUTO take effect */
+    bool tied;                    /* SO_RCVBUF = SO_SNDBUF, moved together */
+    bool restart_smbd;            /* may restart smbd.service to make AUTO take effect */
 };
 
 struct config {
@@ -55,13 +72,16 @@ struct config {
     struct config_tune tune;
 };
 
-struct probe_params;
-
-/* The probe's parameters from the probe section (its work directories in
- * the state directory); the credentials file, when one is set, is checked
- * but not kept in memory (the probe child reads it). The strings point
- * into c. */
-int config_probe_params(const struct config *c, struct probe_params *p, struct err *e);
+/* Everything a run needs from c, from the one set of defaults:
+ * t->probe (probe_params_default() with the probe section over it, work
+ * directories in the state directory), t->search (search_params_default()
+ * with the tune section's bounds, gain, abort ratio, samples and tied over
+ * it) and the tuner's own fields. trials = auto becomes shadow or client
+ * from the URL, and advise mode never runs live trials (the same choice).
+ * The command-line-only fields (once, json, progress) are left false. The
+ * strings point into c. Pure: the credentials file, when one is set, is
+ * not read here (see probe_check_credentials()). -EINVAL without a URL. */
+int config_fill(const struct config *c, struct tuner_opts *t, struct err *e);
 
 /* Set one option from its text, as if the file said it (the command line
  * overrides the file this way). Errors have no file or line. */

@@ -109,7 +109,8 @@ struct search_estimate {
 
 struct search;
 
-/* The defaults above; max_rcvbuf/max_sndbuf are 4 MiB, min_size 4 KiB. */
+/* The defaults above; max_rcvbuf/max_sndbuf are 16 MiB, min_size 4 KiB
+ * (config_defaults() takes them: conf/smbtuned.conf documents them). */
 void search_params_default(struct search_params *p);
 
 /* Start a search from the incumbent (the configuration in force now; a

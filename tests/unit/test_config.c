@@ -1,5 +1,7 @@
-/* Unit tests for lib/config: the probe section of /etc/smbtuned.conf,
- * its defaults, and errors that name the file and the line. */
+/* Unit tests for lib/config: /etc/smbtuned.conf to typed values, the one
+ * set of defaults (and conf/smbtuned.conf's documentation of it), the
+ * parameters config_fill() builds, and errors that name the file and the
+ * line. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,7 +18,9 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "files.h"
 #include "probe.h"
+#include "search.h"
 
 static void test_empty_gives_defaults(void **state)
 {
@@ -29,7 +33,7 @@ static void test_empty_gives_defaults(void **state)
     assert_string_equal(c.probe.credentials, "");
     assert_int_equal(c.probe.size, PROBE_DEFAULT_SIZE);
     assert_int_equal(c.probe.request_size, PROBE_DEFAULT_REQUEST_SIZE);
-    assert_int_equal(c.probe.deadline_s, (long long)PROBE_DEFAULT_DEADLINE_S);
+    assert_true(c.probe.deadline_s == PROBE_DEFAULT_DEADLINE_S);
     assert_string_equal(c.probe.directory, "");
     assert_string_equal(c.probe.socket_options, "TCP_NODELAY");
 
@@ -59,7 +63,7 @@ static void test_full_probe_section(void **state)
     assert_string_equal(c.probe.credentials, "/etc/smbtuned/credentials");
     assert_int_equal(c.probe.size, 256LL * 1024 * 1024);
     assert_int_equal(c.probe.request_size, 4LL * 1024 * 1024);
-    assert_int_equal(c.probe.deadline_s, 30);
+    assert_true(c.probe.deadline_s == 30.0);
     assert_string_equal(c.probe.directory, ".smbtuned");
     assert_string_equal(c.probe.socket_options, "TCP_NODELAY SO_RCVBUF=1048576");
 }
@@ -249,33 +253,377 @@ static void test_load(void **state)
     rmdir(dir);
 }
 
+/* conf/smbtuned.conf in the source tree, or false when it cannot be found. */
+static bool shipped_config_path(char *path, size_t len)
+{
+    const char *src = getenv("SMBTUNED_SOURCE_ROOT");
+    const char *me = __FILE__, *tail = strstr(me, "tests/unit/test_config.c");
+
+    /* meson compiles us as <source root>/tests/unit/test_config.c relative
+     * to the build directory, where `meson test` runs us. */
+    if (src != NULL)
+        snprintf(path, len, "%s/conf/smbtuned.conf", src);
+    else if (tail != NULL)
+        snprintf(path, len, "%.*sconf/smbtuned.conf", (int)(tail - me), me);
+    else
+        return false;
+    return access(path, R_OK) == 0;
+}
+
+/* Two configurations agree field by field; the first difference is named. */
+static void assert_same_config(const struct config *a, const struct config *b, const char *what)
+{
+#define SAME_NUM(f)                                                                                \
+    do {                                                                                           \
+        if (a->f != b->f)                                                                          \
+            fail_msg("%s: " #f " is %.17g, the code's default %.17g", what, (double)a->f,          \
+                     (double)b->f);                                                                \
+    } while (0)
+#define SAME_STR(f)                                                                                \
+    do {                                                                                           \
+        if (strcmp(a->f, b->f) != 0)                                                               \
+            fail_msg("%s: " #f " is '%s', the code's default '%s'", what, a->f, b->f);             \
+    } while (0)
+    SAME_STR(probe.url);
+    SAME_STR(probe.credentials);
+    SAME_NUM(probe.size);
+    SAME_NUM(probe.request_size);
+    SAME_NUM(probe.deadline_s);
+    SAME_STR(probe.directory);
+    SAME_STR(probe.socket_options);
+    SAME_STR(tune.smb_conf);
+    SAME_STR(tune.state_dir);
+    SAME_NUM(tune.mode);
+    SAME_NUM(tune.trials_auto);
+    if (!a->tune.trials_auto)
+        SAME_NUM(tune.trials);
+    SAME_NUM(tune.apply);
+    SAME_NUM(tune.interval_s);
+    SAME_NUM(tune.min_size);
+    SAME_NUM(tune.max_size);
+    SAME_NUM(tune.min_gain);
+    SAME_NUM(tune.abort_ratio);
+    SAME_NUM(tune.max_samples);
+    SAME_NUM(tune.max_bytes);
+    SAME_NUM(tune.busy_rate);
+    SAME_NUM(tune.window_start);
+    SAME_NUM(tune.window_end);
+    SAME_NUM(tune.tied);
+    SAME_NUM(tune.restart_smbd);
+#undef SAME_NUM
+#undef SAME_STR
+}
+
 static void test_shipped_config_parses(void **state)
 {
     struct config c, d;
     struct err e = {{0}};
-    const char *src = getenv("SMBTUNED_SOURCE_ROOT");
-    const char *me = __FILE__, *tail = strstr(me, "tests/unit/test_config.c");
     char path[4096];
 
     (void)state;
-    /* meson compiles us as <source root>/tests/unit/test_config.c relative
-     * to the build directory, where `meson test` runs us. */
-    if (src != NULL)
-        snprintf(path, sizeof(path), "%s/conf/smbtuned.conf", src);
-    else if (tail != NULL)
-        snprintf(path, sizeof(path), "%.*sconf/smbtuned.conf", (int)(tail - me), me);
-    else
-        skip();
-    if (access(path, R_OK) != 0)
+    if (!shipped_config_path(path, sizeof(path)))
         skip();
     if (config_load(path, &c, &e) != 0)
         fail_msg("%s", e.msg);
     /* The documented file states the defaults; it must not change them. */
     config_defaults(&d);
-    assert_int_equal(c.probe.size, d.probe.size);
-    assert_int_equal(c.probe.request_size, d.probe.request_size);
-    assert_int_equal(c.probe.deadline_s, d.probe.deadline_s);
-    assert_string_equal(c.probe.socket_options, d.probe.socket_options);
+    assert_same_config(&c, &d, path);
+}
+
+/* Every option of both sections, as the shipped file must document it. */
+static const char *const documented[] = {
+    "url",      "directory",      "credentials",  "size",      "request_size",
+    "deadline", "socket_options", "smb_conf",     "state_dir", "mode",
+    "trials",   "apply",          "interval",     "min_size",  "max_size",
+    "min_gain", "abort_ratio",    "max_samples",  "max_bytes", "busy_rate",
+    "window",   "tied",           "restart_smbd",
+};
+
+/* conf/smbtuned.conf says "the values below are those defaults": each
+ * option is documented by a line `    # NAME = VALUE` (one blank after the
+ * '#'; examples are indented further). Uncommented, the file must give
+ * exactly the code's defaults, and name every option once. */
+static void test_documented_defaults(void **state)
+{
+    struct config c, d;
+    struct err e = {{0}};
+    char path[4096], *text, *out, *line, *next;
+    size_t len, n = 0;
+    int seen[sizeof(documented) / sizeof(documented[0])] = {0};
+
+    (void)state;
+    if (!shipped_config_path(path, sizeof(path)))
+        skip();
+    assert_int_equal(files_read(path, &text, &len, &e), 0);
+    out = calloc(1, len + 1);
+    assert_non_null(out);
+    /* Line by line, keeping the line numbers for the parser's messages:
+     * a documented default loses its "# ", every other line stays. */
+    for (line = text; *line != '\0'; line = next) {
+        const char *p = line + strspn(line, " ");
+        bool comment = p[0] == '#' && p[1] == ' ';
+        size_t name_len = comment ? strspn(p + 2, "abcdefghijklmnopqrstuvwxyz_") : 0;
+
+        next = strchr(line, '\n');
+        next = next ? next + 1 : line + strlen(line);
+        if (name_len > 0 && strncmp(p + 2 + name_len, " = ", 3) == 0) {
+            for (size_t i = 0; i < sizeof(documented) / sizeof(documented[0]); i++)
+                if (strlen(documented[i]) == name_len &&
+                    strncmp(p + 2, documented[i], name_len) == 0)
+                    seen[i]++;
+            memcpy(out + n, line, (size_t)(p - line));
+            n += (size_t)(p - line);
+            p += 2;
+        } else {
+            p = line;
+        }
+        memcpy(out + n, p, (size_t)(next - p));
+        n += (size_t)(next - p);
+    }
+    out[n] = '\0';
+    for (size_t i = 0; i < sizeof(documented) / sizeof(documented[0]); i++)
+        if (seen[i] != 1)
+            fail_msg("%s documents %s %d times, not once", path, documented[i], seen[i]);
+    if (config_parse_string(out, path, &c, &e) != 0)
+        fail_msg("%s uncommented: %s", path, e.msg);
+    config_defaults(&d);
+    assert_same_config(&c, &d, path);
+    free(out);
+    free(text);
+}
+
+/* Words become the enums once, here; sizes, durations, booleans typed. */
+static void test_typed_values(void **state)
+{
+    struct config c;
+    struct err e = {{0}};
+    const char *text = "probe {\n  deadline = 45\n}\n"
+                       "tune {\n"
+                       "  mode = advise\n  trials = live\n  apply = signal\n"
+                       "  interval = 90m\n  min_size = 8K\n  max_size = 2M\n"
+                       "  min_gain = 5%\n  abort_ratio = 0.25\n  max_samples = 12\n"
+                       "  max_bytes = 1G\n  busy_rate = 10M\n  window = 23:30-04:15\n"
+                       "  tied = yes\n  restart_smbd = yes\n"
+                       "}\n";
+
+    (void)state;
+    if (config_parse_string(text, "x.conf", &c, &e) != 0)
+        fail_msg("%s", e.msg);
+    assert_true(c.probe.deadline_s == 45.0);
+    assert_int_equal(c.tune.mode, TUNER_ADVISE);
+    assert_false(c.tune.trials_auto);
+    assert_int_equal(c.tune.trials, TUNER_LIVE);
+    assert_int_equal(c.tune.apply, APPLY_SIGNAL);
+    assert_true(c.tune.interval_s == 5400.0);
+    assert_int_equal(c.tune.min_size, 8192);
+    assert_int_equal(c.tune.max_size, 2 * 1024 * 1024);
+    assert_true(c.tune.min_gain == 0.05);
+    assert_true(c.tune.abort_ratio == 0.25);
+    assert_int_equal(c.tune.max_samples, 12);
+    assert_int_equal(c.tune.max_bytes, 1LL << 30);
+    assert_int_equal(c.tune.busy_rate, 10 * 1024 * 1024);
+    assert_int_equal(c.tune.window_start, 23 * 60 + 30);
+    assert_int_equal(c.tune.window_end, 4 * 60 + 15);
+    assert_true(c.tune.tied);
+    assert_true(c.tune.restart_smbd);
+
+    /* Each word of each enum, and auto. */
+    static const struct {
+        const char *text;
+        bool automatic;
+        int trials, apply, mode;
+    } words[] = {
+        {"tune {\n trials = shadow\n}\n", false, TUNER_SHADOW, APPLY_SMBCONTROL, TUNER_TUNE},
+        {"tune {\n trials = client\n}\n", false, TUNER_CLIENT, APPLY_SMBCONTROL, TUNER_TUNE},
+        {"tune {\n trials = auto\n}\n", true, -1, APPLY_SMBCONTROL, TUNER_TUNE},
+        {"tune {\n apply = none\n}\n", true, -1, APPLY_NONE, TUNER_TUNE},
+        {"tune {\n apply = systemd\n}\n", true, -1, APPLY_SYSTEMD, TUNER_TUNE},
+        {"tune {\n apply = smbcontrol\n}\n", true, -1, APPLY_SMBCONTROL, TUNER_TUNE},
+        {"tune {\n mode = tune\n}\n", true, -1, APPLY_SMBCONTROL, TUNER_TUNE},
+    };
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+        if (config_parse_string(words[i].text, "x.conf", &c, &e) != 0)
+            fail_msg("%s", e.msg);
+        assert_int_equal(c.tune.trials_auto, words[i].automatic);
+        if (!words[i].automatic)
+            assert_int_equal(c.tune.trials, words[i].trials);
+        assert_int_equal(c.tune.apply, words[i].apply);
+        assert_int_equal(c.tune.mode, words[i].mode);
+    }
+
+    check_error("tune {\n  trials = everywhere\n}\n", "/etc/smbtuned.conf:2: tune: trials");
+    check_error("tune {\n\n  apply = reboot\n}\n", "/etc/smbtuned.conf:3: tune: unknown apply");
+    check_error("tune {\n  mode = Advise\n}\n", "/etc/smbtuned.conf:2: tune: mode");
+    check_error("tune {\n  tied = true\n}\n", "/etc/smbtuned.conf:2: tune: tied 'true'");
+    check_error("tune {\n  interval = 30s\n}\n", "/etc/smbtuned.conf:2: tune: interval");
+    check_error("tune {\n  max_samples = 2\n}\n", "/etc/smbtuned.conf:2: tune: max_samples");
+}
+
+/* The command line overrides the file through the same conversion. */
+static void test_set_overrides(void **state)
+{
+    struct config c;
+    struct err e = {{0}};
+
+    (void)state;
+    assert_int_equal(
+        config_parse_string("tune {\n trials = shadow\n mode = advise\n}\n", "x.conf", &c, &e), 0);
+    assert_int_equal(config_set(&c, "tune", "trials", "client", &e), 0);
+    assert_int_equal(c.tune.trials, TUNER_CLIENT);
+    assert_int_equal(config_set(&c, "tune", "trials", "auto", &e), 0);
+    assert_true(c.tune.trials_auto);
+    assert_int_equal(config_set(&c, "tune", "mode", "tune", &e), 0);
+    assert_int_equal(c.tune.mode, TUNER_TUNE);
+    assert_int_equal(config_set(&c, "tune", "apply", "none", &e), 0);
+    assert_int_equal(c.tune.apply, APPLY_NONE);
+    assert_int_equal(config_set(&c, "tune", "apply", "smbd", &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "'smbd'"));
+    assert_int_equal(c.tune.apply, APPLY_NONE); /* a refused value changes nothing */
+    assert_int_equal(config_set(&c, "tune", "trials", "nowhere", &e), -EINVAL);
+    assert_int_equal(c.tune.trials_auto, true);
+    assert_int_equal(config_set(&c, "probe", "url", "smb://h/s", &e), 0);
+    assert_string_equal(c.probe.url, "smb://h/s");
+}
+
+/* config_fill from the defaults gives the probe's and the search's own
+ * defaults: one set, not two that may disagree. */
+static void test_fill_defaults(void **state)
+{
+    struct config c;
+    struct tuner_opts t;
+    struct probe_params p;
+    struct search_params s;
+    struct err e = {{0}};
+
+    (void)state;
+    config_defaults(&c);
+    assert_int_equal(config_fill(&c, &t, &e), -EINVAL); /* no target */
+    assert_non_null(strstr(e.msg, "no URL"));
+
+    assert_int_equal(config_set(&c, "probe", "url", "smb://127.0.0.1/share", &e), 0);
+    assert_int_equal(config_fill(&c, &t, &e), 0);
+    probe_params_default(&p);
+    assert_string_equal(t.probe.url, "smb://127.0.0.1/share");
+    assert_null(t.probe.directory);
+    assert_null(t.probe.credentials);
+    assert_int_equal(t.probe.size, p.size);
+    assert_int_equal(t.probe.request_size, p.request_size);
+    assert_true(t.probe.deadline_s == p.deadline_s);
+    assert_string_equal(t.probe.socket_options, p.socket_options);
+    assert_string_equal(t.probe.workdir_base, CONFIG_DEFAULT_STATE_DIR);
+
+    search_params_default(&s);
+    assert_int_equal(t.search.min_size, s.min_size);
+    assert_int_equal(t.search.max_rcvbuf, s.max_rcvbuf);
+    assert_int_equal(t.search.max_sndbuf, s.max_sndbuf);
+    assert_int_equal(t.search.max_rcvbuf, 16 * 1024 * 1024); /* conf/smbtuned.conf: 16M */
+    assert_true(t.search.min_gain == s.min_gain);
+    assert_true(t.search.abort_ratio == s.abort_ratio);
+    assert_int_equal(t.search.min_samples, s.min_samples);
+    assert_int_equal(t.search.max_samples, s.max_samples);
+    assert_int_equal(t.search.max_total, s.max_total);
+    assert_true(t.search.alpha == s.alpha);
+    assert_true(t.search.drift_min == s.drift_min);
+    assert_int_equal(t.search.tied, s.tied);
+    assert_int_equal(t.search.mapping, s.mapping);
+    assert_int_equal(t.search.auto_observable, s.auto_observable);
+
+    assert_string_equal(t.smb_conf, CONFIG_DEFAULT_SMB_CONF);
+    assert_string_equal(t.state_dir, CONFIG_DEFAULT_STATE_DIR);
+    assert_int_equal(t.mode, TUNER_TUNE);
+    assert_int_equal(t.trials, TUNER_SHADOW); /* auto, a local URL */
+    assert_int_equal(t.apply, APPLY_SMBCONTROL);
+    assert_true(t.interval_s == 6 * 3600.0);
+    assert_int_equal(t.max_bytes, 0);
+    assert_true(t.busy_mbps == 0);
+    assert_int_equal(t.window_start, -1);
+    assert_int_equal(t.window_end, -1);
+    assert_false(t.restart_smbd);
+    assert_false(t.once || t.json || t.progress);
+}
+
+/* What the file says reaches every parameter struct. */
+static void test_fill_from_file(void **state)
+{
+    struct config c;
+    struct tuner_opts t;
+    struct err e = {{0}};
+    const char *text = "probe {\n  url = \"smb://fs.example.org/data\"\n"
+                       "  credentials = /etc/smbtuned/cred\n  directory = bench\n"
+                       "  size = 16M\n  request_size = 1M\n  deadline = 20\n"
+                       "  socket_options = \"TCP_NODELAY SO_KEEPALIVE\"\n}\n"
+                       "tune {\n  smb_conf = /srv/smb.conf\n  state_dir = /srv/st\n"
+                       "  apply = none\n  interval = 2h\n  min_size = 64K\n  max_size = 1M\n"
+                       "  min_gain = 10%\n  abort_ratio = 30%\n  max_samples = 20\n"
+                       "  max_bytes = 4G\n  busy_rate = 5M\n  window = 01:00-05:00\n"
+                       "  tied = yes\n  restart_smbd = yes\n}\n";
+
+    (void)state;
+    if (config_parse_string(text, "x.conf", &c, &e) != 0)
+        fail_msg("%s", e.msg);
+    /* Pure: the credentials file does not exist, and is not read here. */
+    assert_int_equal(config_fill(&c, &t, &e), 0);
+    assert_string_equal(t.probe.url, "smb://fs.example.org/data");
+    assert_string_equal(t.probe.credentials, "/etc/smbtuned/cred");
+    assert_string_equal(t.probe.directory, "bench");
+    assert_int_equal(t.probe.size, 16 * 1024 * 1024);
+    assert_int_equal(t.probe.request_size, 1024 * 1024);
+    assert_true(t.probe.deadline_s == 20.0);
+    assert_string_equal(t.probe.socket_options, "TCP_NODELAY SO_KEEPALIVE");
+    assert_string_equal(t.probe.workdir_base, "/srv/st");
+    assert_int_equal(t.search.min_size, 65536);
+    assert_int_equal(t.search.max_rcvbuf, 1024 * 1024);
+    assert_int_equal(t.search.max_sndbuf, 1024 * 1024);
+    assert_true(t.search.min_gain == 0.10);
+    assert_true(t.search.abort_ratio == 0.30);
+    assert_int_equal(t.search.max_samples, 20);
+    assert_true(t.search.tied);
+    assert_string_equal(t.smb_conf, "/srv/smb.conf");
+    assert_string_equal(t.state_dir, "/srv/st");
+    assert_int_equal(t.trials, TUNER_CLIENT); /* auto, a peer's share */
+    assert_int_equal(t.apply, APPLY_NONE);
+    assert_true(t.interval_s == 7200.0);
+    assert_int_equal(t.max_bytes, 4LL << 30);
+    assert_true(t.busy_mbps == 5 * 1024 * 1024 / 1e6);
+    assert_int_equal(t.window_start, 60);
+    assert_int_equal(t.window_end, 300);
+    assert_true(t.restart_smbd);
+}
+
+/* trials: auto picks from the URL; advise mode never runs live trials;
+ * an explicit choice is kept otherwise. */
+static void test_fill_trials(void **state)
+{
+    static const struct {
+        const char *url, *trials, *mode;
+        enum tuner_trials want;
+    } cases[] = {
+        {"smb://127.0.0.1/s", "auto", "tune", TUNER_SHADOW},
+        {"smb://localhost:4455/s", "auto", "tune", TUNER_SHADOW},
+        {"smb://[::1]/s", "auto", "tune", TUNER_SHADOW},
+        {"smb://peer/s", "auto", "tune", TUNER_CLIENT},
+        {"smb://peer/s", "shadow", "tune", TUNER_SHADOW},
+        {"smb://127.0.0.1/s", "client", "advise", TUNER_CLIENT},
+        {"smb://127.0.0.1/s", "live", "tune", TUNER_LIVE},
+        {"smb://127.0.0.1/s", "live", "advise", TUNER_SHADOW},
+        {"smb://peer/s", "live", "advise", TUNER_CLIENT},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct config c;
+        struct tuner_opts t;
+        struct err e = {{0}};
+
+        config_defaults(&c);
+        assert_int_equal(config_set(&c, "probe", "url", cases[i].url, &e), 0);
+        assert_int_equal(config_set(&c, "tune", "trials", cases[i].trials, &e), 0);
+        assert_int_equal(config_set(&c, "tune", "mode", cases[i].mode, &e), 0);
+        assert_int_equal(config_fill(&c, &t, &e), 0);
+        if (t.trials != cases[i].want)
+            fail_msg("%s, trials %s, mode %s: trials %d, expected %d", cases[i].url,
+                     cases[i].trials, cases[i].mode, (int)t.trials, (int)cases[i].want);
+    }
 }
 
 int main(void)
@@ -292,6 +640,12 @@ int main(void)
         cmocka_unit_test(test_error_keeps_first),
         cmocka_unit_test(test_load),
         cmocka_unit_test(test_shipped_config_parses),
+        cmocka_unit_test(test_documented_defaults),
+        cmocka_unit_test(test_typed_values),
+        cmocka_unit_test(test_set_overrides),
+        cmocka_unit_test(test_fill_defaults),
+        cmocka_unit_test(test_fill_from_file),
+        cmocka_unit_test(test_fill_trials),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -264,6 +264,7 @@ static void test_abort(void **state)
     double wmin, rmin;
 
     search_params_default(&p);
+    p.max_rcvbuf = p.max_sndbuf = 4194304; /* the message below names this size */
     struct search *s = new_search(&p, AUTO);
     for (int i = 0; i < p.min_samples; i++) {
         struct search_sample x = {100, 40, false, false};

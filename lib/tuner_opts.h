@@ -1,0 +1,40 @@
+/* tuner_opts: what one run of the tuner is asked to do, as typed values.
+ *
+ * config_fill() (lib/config) builds it from /etc/smbtuned.conf and the one
+ * set of defaults; the tuner (daemon/tuner) only reads it. It lives in lib/
+ * so that config, which fills it, needs no daemon header: the flow is
+ * config -> tuner, never back. */
+#ifndef SMBTUNE_TUNER_OPTS_H
+#define SMBTUNE_TUNER_OPTS_H
+
+#include <stdbool.h>
+
+#include "apply.h"
+#include "probe.h"
+#include "search.h"
+
+/* Where a candidate is tried. The config's "auto" is no value of its own:
+ * config_fill() resolves it from the probe's URL. */
+enum tuner_trials { TUNER_SHADOW, TUNER_CLIENT, TUNER_LIVE };
+enum tuner_mode { TUNER_TUNE, TUNER_ADVISE };
+
+struct tuner_opts {
+    const char *smb_conf;
+    const char *state_dir;
+    enum tuner_trials trials;
+    enum tuner_mode mode;
+    enum apply_method apply;
+    struct probe_params probe; /* url, credentials, size ...; socket_options: the client's */
+    struct search_params search;
+    long long max_bytes; /* moved by probes in one cycle; 0: no limit */
+    double interval_s;   /* between cycles */
+    double busy_mbps;    /* defer while clients move more than this; 0: never */
+    int window_start;    /* minutes after midnight; -1: any time */
+    int window_end;
+    bool restart_smbd; /* may restart smbd.service so that AUTO takes effect */
+    bool once;         /* one cycle, then leave the loop (command line only) */
+    bool json;         /* --once: the before/after object on stdout (command line only) */
+    bool progress;     /* --once: a line per sample on stderr (command line only) */
+};
+
+#endif
