@@ -16,6 +16,7 @@
 
 #include "child.h"
 #include "files.h"
+#include "kernel.h"
 
 static void test_run_alloc_long_output(void **state)
 {
@@ -75,6 +76,48 @@ static void test_run_deadline(void **state)
     /* nothing of ours is left to reap */
     assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
     assert_int_equal(errno, ECHILD);
+}
+
+/* A helper does not outlive smbtuned, even one killed with SIGKILL: the
+ * runner's parent dies, PDEATHSIG ends the helper. */
+static void test_run_dies_with_parent(void **state)
+{
+    char dir[] = "/tmp/test_child.XXXXXX", file[64], *text = NULL;
+    size_t len;
+    pid_t mid, helper;
+    int ws;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    snprintf(file, sizeof(file), "%s/pid", dir);
+    mid = fork();
+    assert_true(mid >= 0);
+    if (mid == 0) {
+        char cmd[256];
+        char *argv[] = {"sh", "-c", cmd, NULL};
+        char out[16];
+        int status;
+
+        snprintf(cmd, sizeof(cmd), "echo $$ > %s.tmp && mv %s.tmp %s && exec sleep 60", file, file,
+                 file);
+        child_run(argv, 120, out, sizeof(out), NULL, 0, &status);
+        _exit(0);
+    }
+    /* A hang fails the test instead of stalling the run. */
+    alarm(30);
+    while (files_read(file, &text, &len, NULL) < 0)
+        usleep(10000);
+    helper = atoi(text);
+    free(text);
+    assert_true(helper > 0);
+    kill(mid, SIGKILL);
+    assert_int_equal(waitpid(mid, &ws, 0), mid);
+    /* Re-parented, it may stay a zombie for a while: that counts as gone. */
+    while (kernel_pid_alive(helper))
+        usleep(10000);
+    alarm(0);
+    unlink(file);
+    rmdir(dir);
 }
 
 /* sd-event blocks the signals it handles; a helper must not inherit that. */
@@ -154,6 +197,7 @@ int main(void)
         cmocka_unit_test(test_run_status_and_fixed_buffers),
         cmocka_unit_test(test_run_deadline),
         cmocka_unit_test(test_run_clean_signal_mask),
+        cmocka_unit_test(test_run_dies_with_parent),
         cmocka_unit_test(test_setup_fds_and_env),
     };
 
