@@ -21,7 +21,7 @@
 
 #define WINDOW VERIFY_WINDOW
 #define CLIP 2.0 /* verify.c's VERIFY_CLIP */
-#define STEP 0.8  /* sim.c: the drift objective's link after the step */
+#define STEP 0.8 /* sim.c: the drift objective's link after the step */
 #define MAX_SAMPLES 64
 
 /* One rate's score in spreads: the simulator's noise (sim_spec_init) on

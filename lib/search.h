@@ -19,9 +19,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define SEARCH_AUTO 0L          /* no SO_RCVBUF/SO_SNDBUF token */
-#define SEARCH_MAX_LEVELS 34    /* AUTO, up to 32 lattice sizes, an off-lattice start */
-#define SEARCH_LEVEL_CAP 128    /* samples kept per configuration (oldest dropped) */
+#define SEARCH_AUTO 0L       /* no SO_RCVBUF/SO_SNDBUF token */
+#define SEARCH_MAX_LEVELS 34 /* AUTO, up to 32 lattice sizes, an off-lattice start */
+#define SEARCH_LEVEL_CAP 128 /* samples kept per configuration (oldest dropped) */
 #define SEARCH_WHY_LEN 512
 /* No throughput measurement is better than 0.5%: a spread estimated below
  * that from a few equal samples would make any difference significant
@@ -117,8 +117,7 @@ void search_params_default(struct search_params *p);
  * size off the lattice is allowed, a size above the cap counts as the
  * cap) into *sp. Returns 0, or -EINVAL for inconsistent parameters,
  * -ERANGE for a lattice too large, -ENOMEM; *sp is NULL on failure. */
-int search_new(const struct search_params *p, struct search_config incumbent,
-               struct search **sp);
+int search_new(const struct search_params *p, struct search_config incumbent, struct search **sp);
 
 /* NULL is allowed. */
 void search_free(struct search *s);
@@ -157,8 +156,7 @@ const char *search_why(const struct search *s);
 
 /* The rates of cfg as estimated from its samples so far. Returns 0, or
  * -EINVAL when cfg is not a configuration of this search. */
-int search_estimate(const struct search *s, struct search_config cfg,
-                    struct search_estimate *est);
+int search_estimate(const struct search *s, struct search_config cfg, struct search_estimate *est);
 
 /* The winner's reference, as it was when the search converged. Returns 0,
  * or -EINVAL before convergence. */
