@@ -23,7 +23,8 @@ import pytest
 
 from faultutil import check_promises, wait_until
 from test_edit_faults import make_env  # noqa: F401  (the fixture)
-from test_edit_faults import LIVE, MOUNT_TIMEOUT, ON_LATTICE, PROBE, SHADOW, fill, tmpfs, umount
+from test_edit_faults import (LIVE, MOUNT_TIMEOUT, ON_LATTICE, PROBE, SHADOW, cycle_fails, fill,
+                              tmpfs, umount)
 
 pytestmark = [pytest.mark.smbd, pytest.mark.slow]
 
@@ -53,10 +54,7 @@ def test_share_full_from_the_start(make_env, faults):
     env.write_config(probe={**PROBE, "size": "8M"}, tune=SHADOW)
     before = env.srv.conf.read_bytes()
     with share_on_tmpfs(env, "2m"):
-        rc, out, err = env.run("--once")
-        line, outcome = check_promises(env, before, err, PROBE_FULL)
-    assert outcome == "old", line
-    assert rc == 1, err
+        cycle_fails(env, before, PROBE_FULL)
     faults.record("share full from the start", "probe failed")
 
 
@@ -84,10 +82,7 @@ def test_share_read_only_in_smb_conf(make_env, faults):
     env = make_env(ON_LATTICE, shares={"share": {"read only": "yes"}})
     env.write_config(tune=SHADOW)
     before = env.srv.conf.read_bytes()
-    rc, out, err = env.run("--once")
-    line, outcome = check_promises(env, before, err, PROBE_RO)
-    assert outcome == "old", line
-    assert rc == 1, err
+    cycle_fails(env, before, PROBE_RO)
     faults.record("share read only = yes", "probe failed")
 
 

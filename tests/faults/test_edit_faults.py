@@ -190,6 +190,20 @@ def assert_no_state_temps(env):
     assert not left, f"left in the state directory: {left}"
 
 
+def cycle_fails(env, before, pattern, at_call=None, conf=None, run_dirs=False):
+    """A --once cycle that meets a fault: it must fail (exit 1) and keep
+    every promise with smb.conf's old bytes `before` (at conf, default the
+    fixture's). at_call: the hook before that testparm call must have run
+    (the fault was injected). Returns (the journal line, stderr)."""
+    rc, out, err = env.run("--once")
+    if at_call is not None:
+        assert hook_ran(env, at_call), f"the cycle never reached the fault\n{err}"
+    line, outcome = check_promises(env, before, err, pattern, conf=conf, run_dirs=run_dirs)
+    assert outcome == "old", f"smb.conf changed: {line}\n{err}"
+    assert rc == 1, err
+    return line, err
+
+
 # ------------------------------------------------------------------ smb.conf's directory
 
 def test_conf_dir_full_at_commit(make_env, faults):
@@ -198,12 +212,7 @@ def test_conf_dir_full_at_commit(make_env, faults):
     with ConfOnTmpfs(env) as c:
         before = c.real.read_bytes()
         hook(env, 1, fill_cmd(c.dir))
-        rc, out, err = env.run("--once")
-        assert hook_ran(env, 1), f"the cycle never reached the commit\n{err}"
-        line, outcome = check_promises(env, before, err, r"^commit: .*No space left on device",
-                                       conf=c.real)
-        assert outcome == "old", line
-        assert rc == 1, err
+        cycle_fails(env, before, r"^commit: .*No space left on device", at_call=1, conf=c.real)
         left = sorted(p.name for p in c.dir.iterdir() if not p.name.startswith("filler"))
         assert left == ["smb.conf"], f"files left beside smb.conf: {left}"
         assert env.state().get("pending") == "no", env.state()
@@ -217,16 +226,7 @@ def test_conf_dir_read_only_at_commit(make_env, faults):
     with ConfOnTmpfs(env) as c:
         before = c.real.read_bytes()
         hook(env, 1, f"mount -o remount,ro {c.dir}")
-        try:
-            rc, out, err = env.run("--once")
-        finally:
-            subprocess.run(["mount", "-o", "remount,rw", str(c.dir)], capture_output=True,
-                           timeout=MOUNT_TIMEOUT)
-        assert hook_ran(env, 1), f"the cycle never reached the commit\n{err}"
-        line, outcome = check_promises(env, before, err, r"^commit: .*Read-only file system",
-                                       conf=c.real)
-        assert outcome == "old", line
-        assert rc == 1, err
+        cycle_fails(env, before, r"^commit: .*Read-only file system", at_call=1, conf=c.real)
         assert env.state().get("pending") == "no", env.state()
     faults.record("smb.conf dir read-only at commit", "not written")
 
@@ -284,12 +284,8 @@ def test_admin_replaces_conf_at_commit(make_env, faults):
     src = env.fault_dir / "admin.conf"
     src.write_bytes(admin)
     hook(env, 1, f"cp {src} {conf}.admin-new\nmv {conf}.admin-new {conf}")
-    rc, out, err = env.run("--once")
-    assert hook_ran(env, 1), f"the cycle never reached the commit\n{err}"
-    line, outcome = check_promises(env, admin, err,
-                                   r"^commit: .*changed on disk while smbtuned was editing it")
-    assert outcome == "old", f"the admin's file was changed\n{err}"
-    assert rc == 1, err
+    cycle_fails(env, admin, r"^commit: .*changed on disk while smbtuned was editing it",
+                at_call=1)
     assert env.state().get("pending") == "no", env.state()
     faults.record("admin replaced smb.conf at commit", "not written")
 
@@ -329,13 +325,9 @@ def test_lock_held_at_commit(make_env, faults):
     before = env.srv.conf.read_bytes()
     lock = HeldLock(env.state_dir).take()
     try:
-        rc, out, err = env.run("--once")
+        cycle_fails(env, before, r"^commit: .*smbconf\.lock is held by another smbtuned")
     finally:
         lock.release()
-    line, outcome = check_promises(env, before, err,
-                                   r"^commit: .*smbconf\.lock is held by another smbtuned")
-    assert outcome == "old", line
-    assert rc == 1, err
     assert env.state().get("pending") == "no", env.state()
     faults.record("editor lock held at commit", "not written")
 
@@ -386,13 +378,8 @@ def test_testparm_fails_after_the_write(make_env, faults):
     conf = env.srv.conf
     before = conf.read_bytes()
     (env.fault_dir / "fail.2").touch()
-    rc, out, err = env.run("--once")
-    assert hook_ran(env, 2), f"the cycle never reached the check after the write\n{err}"
-    line, outcome = check_promises(env, before, err,
-                                   r"^commit: .*the old line is restored: "
-                                   r".*testparm cannot read.*injected failure")
-    assert outcome == "old", f"smb.conf not restored\n{err}"
-    assert rc == 1, err
+    cycle_fails(env, before, r"^commit: .*the old line is restored: "
+                r".*testparm cannot read.*injected failure", at_call=2)
     assert env.state().get("pending") == "no", env.state()
     assert not env.state().get("last_written"), env.state()
     faults.record("testparm fails after the write", "restored")
@@ -410,13 +397,9 @@ def test_state_dir_full_at_commit(make_env, faults):
     # Shadow smbds keep their run dirs in the state directory: room for them.
     with tmpfs(env.state_dir, "64m"):
         hook(env, 1, fill_cmd(env.state_dir))
-        rc, out, err = env.run("--once")
-        assert hook_ran(env, 1), f"the cycle never reached the commit\n{err}"
-        line, outcome = check_promises(env, before, err,
-                                       r"^commit: not written: recording the change failed")
-        check_promises(env, before, err, r"cannot write .*/state: No space left on device")
-        assert outcome == "old", line
-        assert rc == 1, err
+        line, err = cycle_fails(env, before, r"^commit: not written: recording the change "
+                                r"failed", at_call=1)
+        check_journal(err, r"cannot write .*/state: No space left on device")
         assert_no_state_temps(env)
     faults.record("state dir full at commit", "not written")
 
@@ -459,11 +442,7 @@ def test_state_dir_full_from_the_start(make_env, faults):
     before = env.srv.conf.read_bytes()
     with tmpfs(env.state_dir, "1m"):
         fill(env.state_dir)
-        rc, out, err = env.run("--once")
-        line, outcome = check_promises(env, before, err, r"No space left on device",
-                                       run_dirs=True)
-        assert outcome == "old", line
-        assert rc == 1, err
+        cycle_fails(env, before, r"No space left on device", run_dirs=True)
         assert_no_state_temps(env)
     faults.record("state dir full from the start", "failed cleanly")
 
