@@ -87,8 +87,9 @@ void search_params_default(struct search_params *p)
 {
     *p = (struct search_params){
         .min_size = 4096,
-        .max_rcvbuf = 4194304,
-        .max_sndbuf = 4194304,
+        /* conf/smbtuned.conf's max_size = 16M; the kernel's cap applies. */
+        .max_rcvbuf = 16777216,
+        .max_sndbuf = 16777216,
         .auto_observable = true,
         .mapping = SEARCH_RANK_SERVER,
         .tied = false,
