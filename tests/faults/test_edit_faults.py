@@ -7,16 +7,20 @@ real smbd from the fixture) at the commit or between two live trials:
   read-only (the tmpfs remounted read-only at commit time);
 - smb.conf replaced by an admin (a new file renamed over it): during a
   probe, with a different socket options line (the commit must hold off
-  and keep the admin's file), and at the commit itself, between smbtuned's
-  read and its write (the compare-and-set must see it);
+  and keep the admin's file); at the commit, between smbtuned's read and
+  its write (the compare-and-set must see it); and during the write itself,
+  while the new file is synced (strace slows the fsync down): the rename
+  that puts it in place must not throw the admin's file away;
 - the editor lock (STATE_DIR/smbconf.lock) held by the test for longer
   than the editor waits (10 s, lib/smbconf_io.c): at the commit, and
   between two live trials (the trial in smb.conf cannot be taken back
   either; the next start does it once the lock is free);
 - testparm failing after the write (a fault-injecting testparm first on
   PATH: a real one cannot fail on demand);
-- ENOSPC on the state directory (a tmpfs as the state directory, filled at
-  commit time, when the edit must be recorded before it is written).
+- ENOSPC on the state directory (a tmpfs as the state directory): filled
+  at commit time, when the edit must be recorded before it is written;
+  filled while a live trial is in smb.conf (the trial is taken back all
+  the same); full before the cycle begins.
 
 "At commit time" is exact, not a sleep: the testparm wrapper counts its
 calls that ask for `socket options` (only the editor asks for that one:
@@ -29,7 +33,7 @@ what happened, no probe file, no shadow smbd, smb.conf old or a complete
 candidate. Mounts live under the test's own directories and are undone in
 a finally. A cycle from the legacy 8192 line on shadow smbds commits
 (8192 stalls on loopback, test_daemon.py), which is what reaches the
-commit. About 20-40 s per test on two cores.
+commit. 1-45 s per test on two cores, about 4 minutes for the file.
 """
 
 import contextlib
