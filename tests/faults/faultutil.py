@@ -17,7 +17,9 @@ made of it (issue 9, "Faults"):
 Helpers: fault_env (a fixture: FaultEnvs around fresh fixture smbds),
 FaultEnv (a DaemonEnv with extra environment variables, e.g. a
 PATH with a wrapper first or SMBTUNED_TESTPARM), wrapper() (a
-fault-injecting script around a real tool), shadow_pids(), wait_until()
+fault-injecting script around a real tool), hold_after_write() (a
+testparm wrapper that holds the daemon right after a commit's write),
+shadow_pids(), wait_until()
 (every wait is bounded), restart_smbd().
 
 The checks raise AssertionError with a reason and the daemon's stderr.
@@ -40,6 +42,7 @@ from daemon_util import (EDITOR_TEMP_GLOB, PROBE_FILE_GLOB, WAIT_S, DaemonEnv,
 # The real testparm, never a wrapper a test put first on PATH.
 TESTPARM = shutil.which("testparm", path="/usr/bin:/bin:/usr/sbin:/sbin") or "testparm"
 TESTPARM_TIMEOUT = 60  # seconds; testparm of a small file takes well under 1 s
+HOLD_WAIT = 30  # hold_after_write holds the daemon at most this long (its testparm allows 60)
 
 JOURNAL_RE = re.compile(r"^<([0-7])>(.*)$", re.M)
 # A buffer token as the editor writes it: NAME=decimal (FACTS.md: spaces
@@ -234,6 +237,31 @@ def wrapper(bindir, name, body):
     p.write_text(f'#!/bin/sh\nREAL={real}\n{body}\nexec "$REAL" "$@"\n')
     p.chmod(p.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return p
+
+
+def hold_after_write(env):
+    """A testparm wrapper: the first socket-options call after the state
+    file records a pending commit (the winner is written, testparm is asked
+    to read it back) touches HOLD/held and waits (at most HOLD_WAIT s) for
+    HOLD/go. Returns HOLD."""
+    hold = env.tmp / "hold"
+    hold.mkdir()
+    bindir = env.tmp / "bin"
+    wrapper(bindir, "testparm", f"""\
+case "$*" in
+*"--parameter-name=socket options"*)
+    if grep -q '^pending_commit yes' {env.state_dir}/state 2>/dev/null &&
+       [ ! -e {hold}/held ]; then
+        : > {hold}/held
+        i=0
+        while [ ! -e {hold}/go ] && [ $i -lt {HOLD_WAIT * 10} ]; do
+            sleep 0.1; i=$((i + 1))
+        done
+    fi
+    ;;
+esac""")
+    env.path_first(bindir)
+    return hold
 
 
 def restart_smbd(srv, timeout=30):

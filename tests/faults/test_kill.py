@@ -35,9 +35,9 @@ import time
 
 import pytest
 
-from daemon_util import RESULT_RE, only_socket_line_changed, q, socket_value
-from faultutil import (check_journal, check_promises, fault_env, shadow_pids,  # noqa: F401
-                       wait_until)
+from daemon_util import LEGACY, RESULT_RE, only_socket_line_changed, q, socket_value
+from faultutil import (check_journal, check_promises, fault_env, hold_after_write,  # noqa: F401
+                       shadow_pids, wait_until)
 
 pytestmark = [pytest.mark.smbd, pytest.mark.slow]
 
@@ -205,6 +205,33 @@ def test_kill9_at_random_moments(fault_env, faults, trials):
         assert r.counts.get("cycle: live trial", 0) >= 2, r.counts
     else:
         assert r.counts.get("cycle: shadow trial", 0) >= 2, r.counts
+
+
+def test_kill9_during_a_commit_keeps_it(fault_env, faults):
+    """The random kills above never land in a commit: on loopback a short
+    search keeps the incumbent. From the legacy 8192 line (which stalls:
+    any neighbour beats it) a cycle commits; a testparm wrapper holds it
+    right after the commit's write, where it is killed. The next start
+    finds the commit recorded and on disk and keeps it: the daemon had
+    decided it. (Shadow trials: a live cycle's winner may be the trial
+    value already in the file, and then the commit writes nothing.)"""
+    env = fault_env(LEGACY)
+    env.write_config(probe={"size": "2M", "request_size": "1M", "deadline": "3"},
+                     tune={**TUNE, "trials": q("shadow"), "max_bytes": "0"})
+    hold = hold_after_write(env)
+    d = env.start("--once")
+    d.wait_for(lambda: (hold / "held").exists(), timeout=CYCLE_WAIT,
+               what="the commit's write (testparm held)")
+    written = socket_value(env.srv.conf.read_bytes())
+    r = Rounds(env, "shadow", random.Random(SEED), faults)
+    r.kill(d, 0, "commit")
+    (hold / "go").touch()  # the held testparm (its daemon gone) may end
+    assert r.prev_kill == "commit", (r.prev_kill, env.state(), d.stderr)
+    assert written != LEGACY, d.stderr
+    d = r.start_recovered(PROBE_SIZES[0])
+    assert env.state().get("last_written") == written == socket_value(env.srv.conf.read_bytes())
+    d.signal(signal.SIGTERM)
+    assert d.wait(timeout=60) == 0, d.stderr
 
 
 def test_start_removes_the_file_of_a_probe_killed_with_its_daemon(fault_env, faults):

@@ -26,8 +26,8 @@ import time
 import pytest
 
 from daemon_util import LEGACY, RESULT_RE, q, socket_value
-from faultutil import (check_journal, check_promises, fault_env, probe_files,  # noqa: F401
-                       restart_smbd, shadow_pids, wait_until, wrapper)
+from faultutil import (check_journal, check_promises, fault_env, hold_after_write,  # noqa: F401
+                       probe_files, restart_smbd, shadow_pids, wait_until)
 
 pytestmark = [pytest.mark.smbd, pytest.mark.slow]
 
@@ -39,7 +39,6 @@ TUNE = {"min_size": "64K", "max_size": "256K", "max_samples": "4", "apply": q("s
         "interval": "1h"}
 FAULT_WAIT = 120  # bound on waiting for the moment to inject (seconds)
 END_WAIT = 240  # bound on a cycle's end after a fault
-HOLD_WAIT = 60  # the testparm wrapper holds the daemon at most this long
 
 FAULTS = ["stop", "restart", "hang"]
 
@@ -127,31 +126,6 @@ def test_smbd_fault_during_live_trial(fault_env, faults, kind):
 
 
 # ------------------------------------------------------------ during a commit
-
-def hold_after_write(env):
-    """A testparm wrapper: the first socket-options call after the state
-    file records a pending commit (the winner is written, testparm is asked
-    to read it back) touches HOLD/held and waits (at most HOLD_WAIT s) for
-    HOLD/go. Returns HOLD."""
-    hold = env.tmp / "hold"
-    hold.mkdir()
-    bindir = env.tmp / "bin"
-    wrapper(bindir, "testparm", f"""\
-case "$*" in
-*"--parameter-name=socket options"*)
-    if grep -q '^pending_commit yes' {env.state_dir}/state 2>/dev/null &&
-       [ ! -e {hold}/held ]; then
-        : > {hold}/held
-        i=0
-        while [ ! -e {hold}/go ] && [ $i -lt {HOLD_WAIT * 10} ]; do
-            sleep 0.1; i=$((i + 1))
-        done
-    fi
-    ;;
-esac""")
-    env.path_first(bindir)
-    return hold
-
 
 # What the daemon says after the commit: written and applied, or written
 # but smbd could not be told.
