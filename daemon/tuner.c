@@ -1077,7 +1077,9 @@ static void commit(struct tuner *t, struct search_config w, char *what, size_t l
         smbconf_result_free(&res);
         return;
     }
-    journal_log(LOG_NOTICE, "socket options: %s -> %s (%s:%d)", res.old_value, res.new_value,
+    /* From what the cycle began with: after live trials the file's old
+     * value (res.old_value) is the last trial's, often the winner itself. */
+    journal_log(LOG_NOTICE, "socket options: %s -> %s (%s:%d)", t->value0, res.new_value,
                 res.file ? res.file : t->o.smb_conf, res.line);
     state_set_str(&t->st.last_written, res.new_value);
     pending_clear(t);

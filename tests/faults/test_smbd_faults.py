@@ -171,6 +171,23 @@ def test_smbd_fault_during_commit(fault_env, faults, kind):
                   (", smbd not told" if kind == "stop" else ""))
 
 
+def test_live_commit_names_the_value_it_replaced(fault_env, faults):
+    """The journal line of a commit after live trials names the value the
+    cycle began with. With one size on the lattice the last live trial is
+    the winner: the file's old value was the trial's, and the line read
+    "socket options: X -> X" for a change from the 8192 line."""
+    env = fault_env(LEGACY)
+    env.write_config(probe={"size": "2M", "request_size": "1M", "deadline": "3"},
+                     tune={**TUNE, "min_size": "256K", "max_size": "256K", "trials": q("live")})
+    before = env.srv.conf.read_bytes()
+    rc, _, err = env.run("--once")
+    assert rc == 0, err
+    line, outcome = check_promises(env, before, err, r"^socket options: .* -> ")
+    new = socket_value(env.srv.conf.read_bytes())
+    assert line.startswith(f"socket options: {LEGACY} -> {new} ("), line
+    assert outcome == "candidate" and new != LEGACY, err
+
+
 # ------------------------------------------------------------ shadow smbd
 
 # The line names the shadow's port, not production's: the admin must not
