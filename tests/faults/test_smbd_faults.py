@@ -21,7 +21,6 @@ import contextlib
 import os
 import re
 import signal
-import time
 
 import pytest
 
@@ -46,9 +45,8 @@ FAULTS = ["stop", "restart", "hang"]
 @contextlib.contextmanager
 def smbd_fault(srv, kind):
     """Inject kind into the production smbd on entry; a hung one gets
-    SIGCONT on exit, a stopped one is started again (the next cycle needs
-    it). Only srv's process group (a session of its own, smbd.py) is
-    signalled."""
+    SIGCONT on exit, pass or fail. Only srv's process group (a session of
+    its own, smbd.py) is signalled."""
     pgid = srv.pid
     try:
         if kind == "stop":
@@ -106,10 +104,10 @@ def test_smbd_fault_during_live_trial(fault_env, faults, kind):
     trial = socket_value(conf.read_bytes())
     with smbd_fault(env.srv, kind):
         d.wait_line(rf"^<\d>.*({TRIAL_LINE[kind]})", timeout=END_WAIT)
-        if kind != "restart":
-            # The trial must go back although smbd cannot be told.
-            d.wait_for(lambda: conf.read_bytes() == before, timeout=END_WAIT,
-                       what="the trial taken back")
+        # The failed cycle takes its trial back (even where smbd cannot be
+        # told) right after that line, before anything else.
+        d.wait_for(lambda: conf.read_bytes() == before, timeout=END_WAIT,
+                   what=f"trial {trial!r} taken back")
     assert d.alive(), d.stderr
     if kind == "stop":
         restart_smbd(env.srv)
