@@ -12,7 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "child.h"
 #include "journal.h"
+#include "jsonw.h"
 #include "kernel.h"
 #include "smbconf.h"
 #include "smbd.h"
@@ -290,7 +292,7 @@ static void json_side(FILE *f, const char *value, double w, double r)
     char b[32];
 
     fputs("{\"value\":", f);
-    util_json_string(f, value);
+    jsonw_string(f, value);
     fprintf(f, ",\"rcvbuf\":%s", value_size_str(value, SOCKOPTS_RCVBUF, true, b, sizeof(b)));
     fprintf(f, ",\"sndbuf\":%s", value_size_str(value, SOCKOPTS_SNDBUF, true, b, sizeof(b)));
     fputs(",\"write_mbps\":", f);
@@ -317,8 +319,8 @@ static void report(struct tuner *t, const char *after, struct search_config rate
         printf(",\"committed\":%s,\"mode\":\"%s\",\"samples\":%d,\"bytes\":%lld,\"seconds\":%.1f,"
                "\"result\":",
                committed ? "true" : "false", t->o.mode == TUNER_TUNE ? "tune" : "advise",
-               t->samples, t->bytes, util_now() - t->started);
-        util_json_string(stdout, what);
+               t->samples, t->bytes, child_now() - t->started);
+        jsonw_string(stdout, what);
         fputs("}\n", stdout);
         return;
     }
@@ -334,7 +336,7 @@ static void report(struct tuner *t, const char *after, struct search_config rate
     printf("%-12s %12.2f %12.2f\n", "write MB/s", w0, w1);
     printf("%-12s %12.2f %12.2f\n", "read MB/s", r0, r1);
     printf("\n%s\n%d samples, %.1f MB moved, %.0f s\n", what, t->samples, t->bytes / 1e6,
-           util_now() - t->started);
+           child_now() - t->started);
 }
 
 /* ---- where a trial runs ---- */
@@ -771,7 +773,7 @@ static void fingerprint(struct tuner *t)
     int status;
 
     kernel_release(rel, sizeof(rel));
-    if (util_run(argv, 10, out, sizeof(out), errout, sizeof(errout), &status) < 0 ||
+    if (child_run(argv, 10, out, sizeof(out), errout, sizeof(errout), &status) < 0 ||
         status != 0)
         snprintf(out, sizeof(out), "unknown");
     out[strcspn(out, "\n")] = '\0';
@@ -980,7 +982,7 @@ static void cycle_go(struct tuner *t)
 
 static void cycle_begin(struct tuner *t)
 {
-    t->started = util_now();
+    t->started = child_now();
     t->samples = 0;
     t->bytes = 0;
     t->nseen = 0;

@@ -24,6 +24,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "child.h"
+#include "files.h"
+#include "kernel.h"
+#include "parse.h"
 #include "rmtree.h"
 
 /* Every 4 KiB block of the probe file starts with its own offset (mixed
@@ -181,7 +185,7 @@ int probe_parse_url(const char *url, struct probe_url *u, struct err *e)
             return err_set(e, -EINVAL, "URL '%s': bad port", url);
         memcpy(port, host_end + 1, (size_t)(auth_end - host_end - 1));
         port[auth_end - host_end - 1] = '\0';
-        if (util_parse_long(port, 1, 65535, &v) < 0)
+        if (parse_long(port, 1, 65535, &v) < 0)
             return err_set(e, -EINVAL, "URL '%s': port '%s' is not a number from 1 to 65535", url,
                            port);
         u->port = (unsigned)v;
@@ -535,48 +539,18 @@ static void read_client_buffers(struct child *c)
     }
 }
 
-/* A zombie counts as gone: a probe killed with its parent (PDEATHSIG) stays
- * a zombie until whoever inherits it reaps it, and an init that reaps
- * slowly (a container's took ~2 s here) made the clean-up at the next start
- * keep the dead probe's file. */
-static bool pid_alive(long pid)
-{
-    char path[64], buf[512], *p;
-    bool zombie = false;
-    FILE *f;
-
-    if (pid <= 0 || pid > INT32_MAX || (kill((pid_t)pid, 0) < 0 && errno != EPERM))
-        return false;
-    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-    f = fopen(path, "re");
-    if (f != NULL) {
-        /* "pid (comm) S ...": comm may hold ')', the state follows the last */
-        if (fgets(buf, sizeof(buf), f) != NULL && (p = strrchr(buf, ')')) != NULL)
-            zombie = p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
-        fclose(f);
-    }
-    return !zombie;
-}
-
 /* A probe file of this host: PREFIX<host>-<pid>-<tag>, the tag 16 hex
  * digits (or, from older versions, a decimal counter). Returns its pid, or
  * -1 when the name is not exactly that (another host's, or not ours). */
-static long own_probe_pid(const struct child *c, const char *name)
+static pid_t own_probe_pid(const struct child *c, const char *name)
 {
-    size_t pl = strlen(PROBE_FILE_PREFIX), hl = strlen(c->host);
-    const char *p;
-    char *end;
-    long pid;
+    char prefix[sizeof(PROBE_FILE_PREFIX) + sizeof(c->host) + 1];
+    const char *tag;
+    pid_t pid;
 
-    if (strncmp(name, PROBE_FILE_PREFIX, pl) != 0 || strncmp(name + pl, c->host, hl) != 0 ||
-        name[pl + hl] != '-')
-        return -1;
-    p = name + pl + hl + 1;
-    if (!isdigit((unsigned char)*p))
-        return -1;
-    pid = strtol(p, &end, 10);
-    if (*end != '-' || strlen(end + 1) < 1 || strlen(end + 1) > 16 ||
-        strspn(end + 1, "0123456789abcdef") != strlen(end + 1))
+    snprintf(prefix, sizeof(prefix), PROBE_FILE_PREFIX "%s-", c->host);
+    if (parse_pid_name(name, prefix, &pid, &tag) < 0 || tag == NULL || strlen(tag) < 1 ||
+        strlen(tag) > 16 || strspn(tag, "0123456789abcdef") != strlen(tag))
         return -1;
     return pid;
 }
@@ -611,9 +585,9 @@ static void remove_leftovers(struct child *c, bool thorough)
             break;
         while (n < max && scanned++ < LEFTOVER_SCAN_MAX && mono_ns() < stop &&
                (d = readdir_fn(c->ctx, dir)) != NULL) {
-            long pid = own_probe_pid(c, d->name);
+            pid_t pid = own_probe_pid(c, d->name);
 
-            if (pid > 0 && !pid_alive(pid) && strlen(d->name) < sizeof(names[0]))
+            if (pid > 0 && !kernel_pid_alive(pid) && strlen(d->name) < sizeof(names[0]))
                 snprintf(names[n++], sizeof(names[0]), "%s", d->name);
         }
         closedir_fn(c->ctx, dir);
@@ -944,38 +918,31 @@ static void own_host(char *out, size_t len)
 
 static void child_main(struct child *c, const char *workdir, int notify_fd, pid_t parent)
 {
-    sigset_t none;
-    int devnull;
-
     struct rlimit no_core = {0, 0};
 
     /* This process will hold the password: no core dump of it, and no
      * ptrace or /proc/PID/mem by anyone but root (not dumpable). */
     if (prctl(PR_SET_DUMPABLE, 0) < 0 || setrlimit(RLIMIT_CORE, &no_core) < 0)
         _exit(1);
-    /* Die with the parent, and make sure the parent did not die before
-     * this took effect. */
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+    /* Die with the parent; a clean signal mask and handlers (sd-event
+     * blocks some). Nothing of ours may reach the caller's stdout
+     * (--json): keep only the notify pipe as fd 3 and stderr for
+     * libsmbclient's level-0 log. The private client configuration:
+     * libsmbclient reads $HOME/.smb/smb.conf, and only when that fails
+     * /etc/samba/smb.conf; an environment of our own also keeps out USER,
+     * PASSWD, LIBSMB_PROG and the other variables it would honour. */
+    struct child_spec spec = {.parent = parent,
+                              .fd_in = -1,
+                              .fd_out = -1,
+                              .fd_err = CHILD_KEEP,
+                              .fd_extra = notify_fd,
+                              .home = workdir};
+
+    if (child_setup(&spec) < 0)
         _exit(1);
-    /* A daemon parent may block signals (sd-event) or ignore some: start
-     * clean. SIGPIPE would kill us on a reset connection; an error return
-     * is what we want. */
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
+    /* SIGPIPE would kill us on a reset connection; an error return is
+     * what we want. */
     signal(SIGPIPE, SIG_IGN);
-    /* Nothing of ours may reach the caller's stdout (--json); keep only
-     * the notify pipe as fd 3 and stderr for libsmbclient's level-0 log. */
-    devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(notify_fd, 3) < 0)
-        _exit(1);
-    close_range(4, ~0U, 0);
-    /* The private client configuration: libsmbclient reads
-     * $HOME/.smb/smb.conf, and only when that fails /etc/samba/smb.conf.
-     * An environment of our own also keeps out USER, PASSWD, LIBSMB_PROG
-     * and the other variables it would honour. */
-    clearenv();
-    setenv("HOME", workdir, 1);
-    setenv("PATH", "/usr/sbin:/usr/bin:/sbin:/bin", 1);
 
     c->sh->outcome = measure(c);
     if (c->ctx != NULL)
@@ -1006,15 +973,11 @@ static void remove_stale_workdirs(int basefd)
         return;
     }
     while ((de = readdir(d)) != NULL) {
-        char *end;
-        long pid;
+        const char *rest;
+        pid_t pid;
 
-        if (strncmp(de->d_name, prefix, sizeof(prefix) - 1) != 0 ||
-            !isdigit((unsigned char)de->d_name[sizeof(prefix) - 1]))
-            continue;
-        errno = 0;
-        pid = strtol(de->d_name + sizeof(prefix) - 1, &end, 10);
-        if (errno != 0 || *end != '-' || pid_alive(pid))
+        if (parse_pid_name(de->d_name, prefix, &pid, &rest) < 0 || rest == NULL ||
+            kernel_pid_alive(pid))
             continue;
         rmtree_at(basefd, de->d_name, NULL);
     }
@@ -1041,7 +1004,7 @@ static int open_workdir_base(const struct probe_params *p, char *out, size_t len
             return err_set(e, -errno, "%s: %s", out, strerror(errno));
         return fd;
     }
-    r = util_mkdir_p(p->workdir_base);
+    r = files_mkdir_p(p->workdir_base);
     if (r < 0)
         return err_set(e, r, "cannot create %s: %s", p->workdir_base, strerror(-r));
     if ((size_t)snprintf(out, len, "%s/%s", p->workdir_base, PROBE_WORKDIR_SUBDIR) >= len)
@@ -1174,7 +1137,7 @@ static int start(const struct probe_params *p, bool cleanup_only, struct probe_j
         r = err_set(e, -errno, "pipe: %s", strerror(errno));
         goto fail;
     }
-    job->deadline = util_now() + p->deadline_s;
+    job->deadline = child_now() + p->deadline_s;
     job->pid = fork();
     if (job->pid < 0) {
         r = err_set(e, -errno, "fork: %s", strerror(errno));
@@ -1219,7 +1182,7 @@ int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e)
     if (job->pid <= 0 || sh == NULL)
         return err_set(e, -EINVAL, "no probe running");
     done = __atomic_load_n(&sh->done, __ATOMIC_ACQUIRE);
-    late = util_now() >= job->deadline;
+    late = child_now() >= job->deadline;
     end = mono_ns();
     /* Done or not, the child has nothing left to do for us: SIGKILL is
      * harmless after `done` and the deadline's enforcement before it. */
@@ -1270,7 +1233,7 @@ static int wait_job(struct probe_job *job)
 {
     for (;;) {
         struct pollfd pfd = {job->fd, POLLIN, 0};
-        double left = job->deadline - util_now();
+        double left = job->deadline - child_now();
         int n;
 
         if (left <= 0)
