@@ -20,7 +20,7 @@
 #include <systemd/sd-event.h>
 
 #include "tuner_opts.h" /* enum tuner_trials, enum tuner_mode, struct tuner_opts */
-#include "util.h"
+#include "err.h"
 
 struct tuner;
 

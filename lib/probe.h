@@ -6,7 +6,7 @@
  *
  *   probe_start()   forks the child; returns its pid, a pipe fd that becomes
  *                   readable when the child is done (or dies), and the
- *                   deadline (CLOCK_MONOTONIC seconds, util_now()).
+ *                   deadline (CLOCK_MONOTONIC seconds, child_now()).
  *   probe_finish()  after the fd is readable or the deadline has passed:
  *                   kills the child if it is still running, reaps it and
  *                   fills the result. A timeout is an outcome, not an error:
@@ -27,7 +27,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "util.h"
+#include "err.h"
 
 /* The spellings are an interface: outside checks rely on them. */
 enum probe_outcome {
@@ -144,7 +144,7 @@ struct probe_shared;
 struct probe_job {
     pid_t pid;
     int fd;          /* readable when the child is done or dead */
-    double deadline; /* util_now() time after which probe_finish() kills */
+    double deadline; /* child_now() time after which probe_finish() kills */
     struct probe_shared *shm;
     char workdir[4096];
 };
