@@ -394,6 +394,16 @@ static int handle_include(struct walk *w, size_t fi, const struct lline *ll, con
                        "%s:%d: 'include = registry' takes global settings from Samba's "
                        "registry, which smbtuned does not edit",
                        fpath, ll->line);
+    /* %$(VAR) is replaced by smbd's environment variable VAR, which we
+     * cannot see: globbing it as "*(VAR)" names files smbd never reads and
+     * misses the one it does, so no file can be called harmless. Refused
+     * wherever it is, like a relative path: any section can reopen
+     * [global]. */
+    if (strstr(value, "%$(") != NULL)
+        return err_set(w->e, -ENOTSUP,
+                       "%s:%d: an include with %%$(...) names a file from smbd's environment, "
+                       "which smbtuned cannot know (include = %s)",
+                       fpath, ll->line, value);
     if (strchr(value, '%') != NULL)
         return handle_percent_include(w, fpath, ll->line, value);
     if (value[0] != '/')

@@ -168,6 +168,16 @@ static void test_refusals(void **state)
     f[0].text = "[global]\ninclude = /etc/smb.conf.%m\nsocket options = A\n";
     f[1].text = "[share]\n";
     check_refused(f, "cannot tell which section");
+
+    /* %$(VAR) comes from smbd's environment: the glob would name nothing
+     * and call it harmless while smbd reads a file that overrides us */
+    f[0].text = "[global]\nsocket options = A\ninclude = /etc/smb.conf.%$(SITE)\n";
+    f[1].text = "workgroup = X\n";
+    check_refused(f, "/etc/smb.conf:3: an include with %$(...) names a file from smbd's "
+                     "environment");
+    check_refused(f, "(include = /etc/smb.conf.%$(SITE))");
+    f[0].text = "[s]\ninclude = /etc/%m.%$(SITE)\n[global]\nsocket options = A\n";
+    check_refused(f, "/etc/smb.conf:2: an include with %$(...)");
 }
 
 static void test_harmless_percent_include(void **state)
