@@ -920,13 +920,28 @@ static int cycle_prepare(struct tuner *t)
     free(t->value0);
     t->value0 = strdup(c.value);
     if (t->st.last_written && !sockopts_same(c.value, t->st.last_written)) {
-        char why[1024];
+        char *why = NULL;
+        const char *fp = c.found ? c.files[c.hit.file].path : t->o.smb_conf;
 
-        snprintf(why, sizeof(why), "%s%s%d: socket options is '%s', not '%s' as smbtuned "
-                 "wrote it: edited by hand", c.found ? c.files[c.hit.file].path : t->o.smb_conf,
-                 c.found ? ":" : "", c.found ? c.hit.line : 0, c.value, t->st.last_written);
+        /* Where and why first, the values (of any length) last: a reader
+         * or a cut line keeps the reason. */
+        if (c.found)
+            r = asprintf(&why,
+                         "%s:%d: socket options edited by hand: it is '%s', not '%s' as "
+                         "smbtuned wrote it",
+                         fp, c.hit.line, c.value, t->st.last_written);
+        else
+            r = asprintf(&why,
+                         "%s: socket options edited by hand: it is '%s', not '%s' as "
+                         "smbtuned wrote it",
+                         fp, c.value, t->st.last_written);
         smbconf_free(&c);
+        if (r < 0) {
+            hold(t, "socket options edited by hand (out of memory for the details)");
+            return -EPERM;
+        }
         hold(t, why);
+        free(why);
         return -EPERM;
     }
     smbconf_free(&c);

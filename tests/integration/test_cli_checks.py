@@ -1,0 +1,66 @@
+"""What smbtuned says when it refuses or holds off: the reason and the
+file:line survive values of any length, and a state file that is not a
+regular file is named for what it is.
+
+A real smbd from the fixture serves the share, but nothing here measures:
+every run stops before the first probe.
+"""
+
+import re
+
+import pytest
+
+from daemon_util import DaemonEnv, q
+
+pytestmark = [pytest.mark.smbd]
+
+WRITTEN = "TCP_NODELAY SO_RCVBUF=131072 SO_SNDBUF=131072"
+
+
+def state_text(last_written):
+    """A state file as state_format writes it: every scalar, cycles last."""
+    return ("version 1\n"
+            "have_incumbent no\nrcvbuf 0\nsndbuf 0\nwrite_mbps 0.000000\n"
+            "read_mbps 0.000000\n"
+            f"last_written {last_written}\n"
+            "hold no\npending no\npending_commit no\npending_line_off 0\n"
+            "pending_line_len 0\ncycles 1\n")
+
+
+@pytest.fixture
+def make_env(smbtuned, smbd_factory, tmp_path):
+    envs = []
+
+    def make(socket_options):
+        env = DaemonEnv(smbtuned, smbd_factory(socket_options=socket_options), tmp_path)
+        envs.append(env)
+        env.write_config(tune={"trials": q("shadow"), "mode": q("tune")})
+        return env
+
+    try:
+        yield make
+    finally:
+        for env in envs:
+            env.cleanup()
+
+
+def test_long_hand_edit_keeps_reason_and_line(make_env):
+    # 5000 characters of valid tokens: an edit by hand of any length.
+    long_value = "TCP_NODELAY" + " SO_KEEPALIVE" * 384
+    assert len(long_value) > 5000
+    env = make_env(long_value)
+    (env.state_dir / "state").write_text(state_text(WRITTEN))
+
+    rc, out, err = env.run("--once")
+    assert rc == 1, f"{out}\n{err}"
+    conf = re.escape(str(env.srv.conf))
+    # One journal line holds the file:line, the reason and both values,
+    # the value smbtuned wrote (the last thing on it) included.
+    m = re.search(rf"^<\d>{conf}:(\d+): socket options edited by hand: it is "
+                  rf"'{re.escape(long_value)}', not '{re.escape(WRITTEN)}' as smbtuned "
+                  r"wrote it$", err, re.M)
+    assert m, err[-3000:]
+    reason = env.state().get("hold_reason", "")
+    assert reason.startswith(f"{env.srv.conf}:{m.group(1)}: socket options edited by hand"), \
+        reason[:300]
+    assert env.state().get("hold") == "yes"
