@@ -480,15 +480,25 @@ int state_load(const char *dir, struct state *s, struct err *e)
 
     memset(s, 0, sizeof(*s));
     snprintf(path, sizeof(path), "%s/" STATE_FILE, dir);
-    r = files_read(path, &text, &len, NULL);
+    r = files_read(path, &text, &len, &why);
     if (r == -ENOENT)
         return 0;
-    if (r < 0)
-        return err_set(e, r, "cannot read %s: %s", path, strerror(-r));
-    r = state_parse(text, len, path, s, &why);
-    free(text);
-    if (r != -EBADMSG)
-        return r < 0 ? err_set(e, r, "%s", why.msg) : 0;
+    /* A FIFO, directory, socket or device where the state file should be
+     * (-EINVAL, -EISDIR; files_read opened it non-blocking and read
+     * nothing) is treated like a damaged file: named, kept aside and held.
+     * Renaming it aside is safe for any kind: it sits in our own 0700 state
+     * dir, where nothing but smbtuned has business, and is kept intact
+     * under the .damaged name, never opened for writing or removed. */
+    if (r == -EINVAL || r == -EISDIR)
+        r = -EBADMSG;
+    else if (r < 0)
+        return err_set(e, r, "cannot read the state file: %s", why.msg);
+    else {
+        r = state_parse(text, len, path, s, &why);
+        free(text);
+        if (r != -EBADMSG)
+            return r < 0 ? err_set(e, r, "%s", why.msg) : 0;
+    }
 
     r = keep_aside(path, aside, sizeof(aside));
     if (r < 0)

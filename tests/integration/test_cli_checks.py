@@ -6,7 +6,9 @@ A real smbd from the fixture serves the share, but nothing here measures:
 every run stops before the first probe.
 """
 
+import os
 import re
+import stat
 
 import pytest
 
@@ -63,4 +65,20 @@ def test_long_hand_edit_keeps_reason_and_line(make_env):
     reason = env.state().get("hold_reason", "")
     assert reason.startswith(f"{env.srv.conf}:{m.group(1)}: socket options edited by hand"), \
         reason[:300]
+    assert env.state().get("hold") == "yes"
+
+
+def test_fifo_state_file_is_named_and_held(make_env):
+    env = make_env(WRITTEN)
+    fifo = env.state_dir / "state"
+    os.mkfifo(fifo, 0o600)
+
+    rc, out, err = env.run("--once")
+    # Held like a damaged file (exit 1, not a start-up failure), the FIFO
+    # named for what it is and kept aside, never opened for writing.
+    assert rc == 1, f"{out}\n{err}"
+    assert f"{fifo} is a FIFO" in err, err
+    assert "Invalid argument" not in err, err
+    kept = sorted(env.state_dir.glob("state.damaged-*"))
+    assert len(kept) == 1 and stat.S_ISFIFO(kept[0].lstat().st_mode), kept
     assert env.state().get("hold") == "yes"

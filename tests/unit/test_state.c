@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -378,6 +379,55 @@ static void test_load_keeps_damaged_aside(void **state)
     free(dir);
 }
 
+/* A FIFO or a directory where the state file should be: named for what it
+ * is (not "Invalid argument"), kept aside untouched, and held, like a
+ * damaged file; a FIFO without a writer never blocks the load. */
+static void check_non_regular_held(int (*make)(const char *path), const char *kind, mode_t want)
+{
+    char *dir = tmpdir(), names[4][256], p[4200], want_msg[4300];
+    struct state s;
+    struct err e = {{0}};
+    struct stat st;
+
+    snprintf(p, sizeof(p), "%s/state", dir);
+    assert_int_equal(make(p), 0);
+    assert_int_equal(state_load(dir, &s, &e), 0);
+    assert_true(s.hold);
+    snprintf(want_msg, sizeof(want_msg), "%s/state is %s", dir, kind);
+    if (strstr(s.hold_reason, want_msg) == NULL)
+        fail_msg("hold reason '%s' lacks '%s'", s.hold_reason, want_msg);
+    assert_int_equal(count_prefixed(dir, "state.damaged-", names, 4), 1);
+    assert_non_null(strstr(s.hold_reason, names[0]));
+    state_free(&s);
+    /* the kept one is still what it was; the state file is a regular one
+     * now, and a restart holds */
+    snprintf(p, sizeof(p), "%s/%s", dir, names[0]);
+    assert_int_equal(lstat(p, &st), 0);
+    assert_int_equal(st.st_mode & S_IFMT, want);
+    assert_int_equal(state_load(dir, &s, &e), 0);
+    assert_true(s.hold);
+    state_free(&s);
+    rm_rf(dir);
+    free(dir);
+}
+
+static int make_fifo(const char *path)
+{
+    return mkfifo(path, 0600);
+}
+
+static int make_dir(const char *path)
+{
+    return mkdir(path, 0700);
+}
+
+static void test_load_non_regular(void **state)
+{
+    (void)state;
+    check_non_regular_held(make_fifo, "a FIFO", S_IFIFO);
+    check_non_regular_held(make_dir, "a directory", S_IFDIR);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -388,6 +438,7 @@ int main(void)
         cmocka_unit_test(test_bad_numbers),
         cmocka_unit_test(test_unknown_duplicate_nul),
         cmocka_unit_test(test_load_keeps_damaged_aside),
+        cmocka_unit_test(test_load_non_regular),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
