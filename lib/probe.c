@@ -375,13 +375,91 @@ out:
     return r;
 }
 
+/* What the checking child sends back: the result and the reason, never
+ * a byte of the file (the reasons name only the path and the line). */
+struct creds_report {
+    int r;
+    struct err e;
+};
+
+/* In the checking child: nothing of it may be dumped or traced (its memory
+ * holds the password for a moment), then the check, then the report on
+ * fd 3. */
+static void __attribute__((noreturn))
+check_child(const char *path, uid_t owner_uid, int fd, pid_t parent)
+{
+    const struct child_spec spec = {
+        .parent = parent, .fd_in = -1, .fd_out = -1, .fd_err = CHILD_KEEP, .fd_extra = fd};
+    const struct rlimit zero = {0, 0};
+    struct creds_report rep = {.r = -EIO};
+    struct probe_creds c;
+    size_t done = 0;
+
+    if (prctl(PR_SET_DUMPABLE, 0) < 0 || setrlimit(RLIMIT_CORE, &zero) < 0 ||
+        child_setup(&spec) < 0)
+        _exit(127);
+    rep.r = probe_load_credentials(path, owner_uid, &c, &rep.e);
+    probe_creds_clear(&c);
+    while (done < sizeof(rep)) {
+        ssize_t w = write(3, (char *)&rep + done, sizeof(rep) - done);
+
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            _exit(1);
+        done += (size_t)w;
+    }
+    _exit(0);
+}
+
+/* The daemon checks the file on every config load, long before a probe
+ * needs it: the parse runs in a short-lived child so that the password
+ * never enters the long-lived parent's memory, not even for a moment
+ * (wiping it afterwards leaves it in freed stack, in a core dump, in
+ * /proc/PID/mem meanwhile). Only the probe's measuring child holds it,
+ * right before it logs on. */
 int probe_check_credentials(const char *path, uid_t owner_uid, struct err *e)
 {
-    struct probe_creds c;
-    int r = probe_load_credentials(path, owner_uid, &c, e);
+    struct creds_report rep;
+    size_t got = 0;
+    int p[2], status = 0, r;
+    pid_t parent = getpid(), pid;
 
-    probe_creds_clear(&c);
-    return r;
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return err_set(e, -errno, "credentials file %s: cannot check it: pipe: %s", path,
+                       strerror(errno));
+    pid = fork();
+    if (pid < 0) {
+        r = -errno;
+        close(p[0]);
+        close(p[1]);
+        return err_set(e, r, "credentials file %s: cannot check it: fork: %s", path, strerror(-r));
+    }
+    if (pid == 0)
+        check_child(path, owner_uid, p[1], parent);
+    close(p[1]);
+    while (got < sizeof(rep)) {
+        ssize_t n = read(p[0], (char *)&rep + got, sizeof(rep) - got);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(p[0]);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (got < sizeof(rep))
+        return err_set(e, -EIO,
+                       "credentials file %s: the checking child ended without an "
+                       "answer (status %d)",
+                       path, status);
+    /* The child's reason, bounded: its last byte is ours. */
+    rep.e.msg[sizeof(rep.e.msg) - 1] = '\0';
+    if (rep.r >= 0)
+        return 0;
+    return err_set(e, rep.r < -4095 ? -EIO : rep.r, "%s", rep.e.msg);
 }
 
 /* ---- outcome mapping (pure) ---- */

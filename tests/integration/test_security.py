@@ -276,6 +276,66 @@ def test_daemon_never_holds_the_password(smbtuned, tmp_path, silent_port, root_o
                                              "--mode", "advise", "--apply", "none"])
 
 
+def opens_of(trace, path):
+    """Lines of an strace -e trace=open,openat log that open path."""
+    return [l for l in trace.read_text().splitlines() if f'"{path}"' in l]
+
+
+def test_config_loads_read_the_password_only_in_a_child(smbtuned, tmp_path):
+    """The check of the credentials file at each config load (start-up,
+    SIGHUP, -t) parses it in a short-lived child: the daemon itself never
+    opens the file, so no byte of the password is ever in its memory (a
+    wipe after the parse would still leave it there for a while)."""
+    cred = cred_file(tmp_path, f"username = {USER}\npassword = {PASSWORD}\n")
+    smb_conf = tmp_path / "smb.conf"
+    smb_conf.write_text("[global]\n   socket options = TCP_NODELAY\n")
+    cfg = tmp_path / "d.conf"
+    cfg.write_text('probe {\n    size = "1M"\n    request_size = "64K"\n    deadline = "5"\n}\n'
+                   f'tune {{\n    state_dir = "{tmp_path / "state"}"\n    interval = "1h"\n'
+                   '    trials = "client"\n    mode = "advise"\n    apply = "none"\n}\n')
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    err_path = tmp_path / "stderr"
+    # A refused URL: the first cycle fails at once and the daemon waits
+    # for its interval, so that SIGHUP reloads right away.
+    with open(err_path, "w") as err:
+        proc = subprocess.Popen(["strace", "-ff", "-qq", "-e", "trace=open,openat", "-o",
+                                 traces / "t", str(smbtuned), "-c", cfg, "--url", refused_url(),
+                                 "--credentials", cred, "--smb-conf", smb_conf],
+                                stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
+    try:
+        daemon = wait_for(lambda: (children(proc.pid) or [None])[0], "the daemon under strace")
+        wait_for(lambda: "tuning" in err_path.read_text(), "the daemon's start")
+        os.kill(daemon, signal.SIGHUP)
+        wait_for(lambda: "configuration reloaded" in err_path.read_text(), "the reload")
+    finally:
+        proc_kill = children(proc.pid)
+        for pid in proc_kill:
+            os.kill(pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+    parent = traces / f"t.{daemon}"
+    assert parent.exists(), sorted(traces.iterdir())
+    assert not opens_of(parent, cred), opens_of(parent, cred)
+    # The control: the checks did run, in children, at start and at SIGHUP.
+    checkers = [t for t in traces.iterdir() if t != parent and opens_of(t, cred)]
+    assert len(checkers) >= 2, (sorted(traces.iterdir()), err_path.read_text())
+
+    # -t: the same, and a bad file is still named with its line.
+    for t in traces.iterdir():
+        t.unlink()
+    cred.write_text(f"username = {USER}\n{PASSWORD}\n")
+    r = run("strace", "-ff", "-qq", "-e", "trace=open,openat,execve", "-o", traces / "t",
+            smbtuned, "-t", "-c", cfg, "--url", refused_url(), "--credentials", cred)
+    assert r.returncode == 1, r.stderr
+    assert f"{cred}:2: expected 'key = value'" in r.stderr, r.stderr
+    assert PASSWORD not in r.stderr
+    # smbtuned's own trace is the one that execs it; its forks do not exec.
+    mine = [t for t in traces.iterdir() if f'execve("{smbtuned}"' in t.read_text()]
+    assert len(mine) == 1, sorted(traces.iterdir())
+    assert not opens_of(mine[0], cred), opens_of(mine[0], cred)
+    assert any(opens_of(t, cred) for t in traces.iterdir() if t != mine[0])
+
+
 # ---- 10. a timeout is not a measurement ----
 
 def test_timeout_on_a_silent_port_exits_nonzero_with_json(smbtuned, tmp_path, silent_port):
