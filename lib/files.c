@@ -11,7 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -30,21 +33,38 @@ static const char *file_kind(mode_t m)
     return "not a regular file";
 }
 
-int files_read(const char *path, char **buf, size_t *len, struct err *e)
+/* Filesystems whose "regular" files are kernel interfaces, not
+ * configuration: a read may block (/proc/kmsg, tracefs trace_pipe), drain
+ * something (the kernel log) or never end. Samba configs never live there. */
+#define FILES_SYSFS_MAGIC 0x62656572
+#define FILES_TRACEFS_MAGIC 0x74726163
+#define FILES_DEBUGFS_MAGIC 0x64626720
+
+static bool kernel_fs(int fd)
 {
-    FILE *f;
+    struct statfs sf;
+
+    if (fstatfs(fd, &sf) < 0)
+        return false;
+    return sf.f_type == PROC_SUPER_MAGIC || sf.f_type == FILES_SYSFS_MAGIC ||
+           sf.f_type == FILES_TRACEFS_MAGIC || sf.f_type == FILES_DEBUGFS_MAGIC;
+}
+
+static bool kernel_path(const char *path)
+{
+    return strncmp(path, "/proc/", 6) == 0 || strcmp(path, "/proc") == 0 ||
+           strncmp(path, "/sys/", 5) == 0 || strcmp(path, "/sys") == 0;
+}
+
+/* Read the whole of fd, opened O_NONBLOCK, into a NUL-terminated malloc'ed
+ * buffer; path names it in e. Closes fd. */
+static int read_fd(int fd, const char *path, char **buf, size_t *len, struct err *e)
+{
     struct stat st;
     char *b = NULL;
     size_t n = 0, cap = 0;
-    int r = 0, fd;
+    int r = 0;
 
-    /* O_NONBLOCK: open() of a FIFO without a writer (or of some devices)
-     * blocks for ever, before fstat could tell us what it is. Once we
-     * know it is a regular file the flag changes nothing, but clear it
-     * anyway so that reads mean what they say. */
-    fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
-        return err_set(e, -errno, "%s: %s", path, strerror(errno));
     if (fstat(fd, &st) < 0) {
         r = -errno;
         close(fd);
@@ -56,19 +76,18 @@ int files_read(const char *path, char **buf, size_t *len, struct err *e)
         return err_set(e, r, "%s is %s: smbtuned reads only regular files", path,
                        file_kind(st.st_mode));
     }
-    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
-        r = -errno;
+    if (kernel_fs(fd)) {
         close(fd);
-        return err_set(e, r, "%s: %s", path, strerror(-r));
+        return err_set(e, -EINVAL,
+                       "%s is in /proc, /sys or another kernel filesystem: not a "
+                       "configuration file, smbtuned does not read it",
+                       path);
     }
-    f = fdopen(fd, "r");
-    if (f == NULL) {
-        r = -errno;
-        close(fd);
-        return err_set(e, r, "%s: %s", path, strerror(-r));
-    }
+    /* O_NONBLOCK stays on: a "regular" file that blocks on read (a FUSE
+     * file, a kernel interface on a filesystem we do not know) gives
+     * EAGAIN, an error naming the file, instead of a hang. */
     for (;;) {
-        size_t got;
+        ssize_t got;
 
         if (cap - n < 4096) {
             char *nb;
@@ -87,17 +106,25 @@ int files_read(const char *path, char **buf, size_t *len, struct err *e)
             }
             b = nb;
         }
-        got = fread(b + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) {
-            if (ferror(f))
-                r = -EIO;
+        got = read(fd, b + n, cap - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            r = -errno;
             break;
         }
+        if (got == 0)
+            break;
+        n += (size_t)got;
     }
-    fclose(f);
+    close(fd);
     if (r < 0) {
         free(b);
+        if (r == -EAGAIN)
+            return err_set(e, r,
+                           "%s: reading it would block (not an ordinary file): smbtuned "
+                           "reads only files that are ready",
+                           path);
         return err_set(e, r, "%s: %s", path,
                        r == -EFBIG ? "larger than 64 MiB: not a configuration file" : strerror(-r));
     }
@@ -110,6 +137,25 @@ int files_read(const char *path, char **buf, size_t *len, struct err *e)
     *buf = b;
     *len = n;
     return 0;
+}
+
+int files_read(const char *path, char **buf, size_t *len, struct err *e)
+{
+    int fd;
+
+    /* Refused before open: opening some kernel files has effects. Paths
+     * that reach them otherwise (a symlink) are caught by fstatfs. */
+    if (kernel_path(path))
+        return err_set(e, -EINVAL,
+                       "%s is in /proc or /sys: not a configuration file, smbtuned does not "
+                       "read it",
+                       path);
+    /* O_NONBLOCK: open() of a FIFO without a writer (or of some devices)
+     * blocks for ever, before fstat could tell us what it is. */
+    fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return err_set(e, -errno, "%s: %s", path, strerror(errno));
+    return read_fd(fd, path, buf, len, e);
 }
 
 /* The names of f's extended attributes, as flistxattr gives them (NUL
@@ -200,90 +246,174 @@ static int copy_xattrs(int src, int dst)
 }
 
 /* Make fd the file like describes in all but its bytes: owner, every mode
- * bit, every extended attribute of the file at path now. */
-static int copy_meta(int fd, const char *path, const struct stat *like)
+ * bit, every extended attribute of src (the file at the name being
+ * replaced, opened by the caller relative to its directory). */
+static int copy_meta(int fd, int src, const struct stat *like)
 {
     struct stat st;
-    int src, r;
 
-    src = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
-    if (src < 0)
+    if (fstat(src, &st) < 0)
         return -errno;
-    if (fstat(src, &st) < 0) {
-        r = -errno;
-        close(src);
-        return r;
-    }
     /* Not the file the caller judged: someone replaced it meanwhile. */
-    if (st.st_dev != like->st_dev || st.st_ino != like->st_ino) {
-        close(src);
+    if (st.st_dev != like->st_dev || st.st_ino != like->st_ino)
         return -ESTALE;
-    }
     /* fchown first: a change of owner clears the setuid and setgid bits
      * (and the security.capability attribute), so the mode and the
      * attributes come after it. The mode last: fsetxattr of an access ACL
      * rewrites the group bits, fchmod makes every bit the old file's. */
-    r = 0;
     if (fchown(fd, like->st_uid, like->st_gid) < 0)
-        r = -errno;
-    if (r == 0)
-        r = copy_xattrs(src, fd);
-    if (r == 0 && fchmod(fd, like->st_mode & 07777) < 0)
-        r = -errno;
-    close(src);
-    return r;
+        return -errno;
+    {
+        int r = copy_xattrs(src, fd);
+
+        if (r < 0)
+            return r;
+    }
+    if (fchmod(fd, like->st_mode & 07777) < 0)
+        return -errno;
+    return 0;
 }
 
-/* Put tmp in place of path, but only while path is still the file `like`
- * describes: an admin's editor may rename its own file over path at any
- * moment up to ours, and a plain rename would throw that file away. The
- * two names are exchanged atomically, the one that came out is checked, and
- * exchanged back when it is not the file the caller judged (-ESTALE). On
- * return tmp names the old file, or ours (both for the caller to remove),
- * unless *keep is set: then it names nothing, or a file that is not ours.
- * A filesystem without RENAME_EXCHANGE gets the plain rename. */
-static int swap_in(const char *tmp, const char *path, const struct stat *like, bool *keep)
+/* Put tmp in place of base (both in dfd), but only while base is still the
+ * file `like` describes: an admin's editor may rename its own file over it
+ * at any moment up to ours, and a plain rename would throw that file away.
+ * The two names are exchanged atomically, the one that came out is
+ * checked, and exchanged back when it is not the file the caller judged
+ * (-ESTALE). On return tmp names the old file, or ours (both for the
+ * caller to remove), unless *keep is set: then it names nothing, or a file
+ * that is not ours. A filesystem without RENAME_EXCHANGE gets the plain
+ * rename. Everything is relative to dfd: no name is looked up again from
+ * "/", so no directory swapped meanwhile can redirect it. */
+static int swap_in(int dfd, const char *tmp, const char *base, const struct stat *like, bool *keep)
 {
     struct stat st;
 
     *keep = false;
-    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) < 0) {
+    if (renameat2(dfd, tmp, dfd, base, RENAME_EXCHANGE) < 0) {
         if (errno != EINVAL && errno != ENOSYS)
             return -errno;
         *keep = true;
-        return rename(tmp, path) < 0 ? -errno : 0;
+        return renameat(dfd, tmp, dfd, base) < 0 ? -errno : 0;
     }
-    if (lstat(tmp, &st) == 0 && st.st_dev == like->st_dev && st.st_ino == like->st_ino)
+    if (fstatat(dfd, tmp, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_dev == like->st_dev &&
+        st.st_ino == like->st_ino)
         return 0;
-    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) < 0) {
+    if (renameat2(dfd, tmp, dfd, base, RENAME_EXCHANGE) < 0) {
         *keep = true; /* the other file is at tmp now: never remove it */
         return -errno;
     }
     return -ESTALE;
 }
 
-int files_write_atomic(const char *path, const char *data, size_t len, const struct stat *like)
+/* Open the directory dir (absolute, already resolved: no symlink, no "."
+ * or "..") by walking each component from "/" with O_NOFOLLOW. A component
+ * that is a symlink now (ELOOP/ENOTDIR) means someone swapped a directory
+ * since the path was resolved: -ELOOP, and nothing may be written. The
+ * last one is opened O_RDONLY (fsync, readdir), the others O_PATH. Not
+ * openat2(RESOLVE_NO_SYMLINKS): valgrind 3.19 does not know it. */
+static int open_dir(const char *dir)
 {
-    char *dir = NULL, *tmp = NULL;
-    const char *base;
-    int fd = -1, dfd = -1, r = 0;
+    char buf[PATH_MAX];
+    char *p, *save = NULL, *next;
+    int fd, r;
+    size_t n = strlen(dir);
+
+    if (dir[0] != '/' || n >= sizeof(buf))
+        return -EINVAL;
+    memcpy(buf, dir, n + 1);
+    p = strtok_r(buf, "/", &save);
+    fd = open("/", (p == NULL ? O_RDONLY : O_PATH) | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    for (; p != NULL; p = next) {
+        int nfd;
+
+        next = strtok_r(NULL, "/", &save);
+        if (strcmp(p, ".") == 0 || strcmp(p, "..") == 0) {
+            close(fd);
+            return -EINVAL;
+        }
+        nfd = openat(fd, p, (next ? O_PATH : O_RDONLY) | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        r = -errno;
+        close(fd);
+        if (nfd < 0)
+            return r == -ENOTDIR ? -ELOOP : r;
+        fd = nfd;
+    }
+    return fd;
+}
+
+void (*files_test_resolved)(const char *real);
+
+/* Split path into its directory, resolved by realpath (a symlinked state
+ * directory such as /var/run is fine: it is resolved once, here) and then
+ * opened by open_dir, and its last component. *base points into path. */
+static int open_parent(const char *path, const char **base)
+{
+    char real[PATH_MAX], *dir;
+    const char *slash = strrchr(path, '/');
+    int r;
+
+    dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    if (dir == NULL)
+        return -ENOMEM;
+    *base = slash ? slash + 1 : path;
+    if (realpath(dir, real) == NULL) {
+        r = -errno;
+    } else {
+        if (files_test_resolved != NULL)
+            files_test_resolved(real);
+        r = open_dir(real);
+    }
+    free(dir);
+    if (r >= 0 && (**base == '\0' || strcmp(*base, ".") == 0 || strcmp(*base, "..") == 0)) {
+        close(r);
+        r = -EINVAL;
+    }
+    return r;
+}
+
+/* A temporary name for base: the prefix, base, a dot and six random
+ * letters or digits, as mkstemp made them (files_sweep_tmp's shape). */
+static int tmp_name(char *out, size_t size, const char *base)
+{
+    static const char set[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    unsigned char rnd[6];
+    char suf[7];
+
+    if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+        return -EIO;
+    for (size_t i = 0; i < 6; i++)
+        suf[i] = set[rnd[i] % (sizeof(set) - 1)];
+    suf[6] = '\0';
+    if ((size_t)snprintf(out, size, FILES_TMP_PREFIX "%s.%s", base, suf) >= size ||
+        strlen(out) > NAME_MAX)
+        return -ENAMETOOLONG;
+    return 0;
+}
+
+/* files_write_atomic's work, all of it relative to dfd. src: base opened
+ * O_NOFOLLOW by the caller (the file like describes), or -1 to open it
+ * here. */
+static int write_at(int dfd, const char *base, const char *data, size_t len,
+                    const struct stat *like, int src)
+{
+    char tmp[NAME_MAX + 1];
+    bool have_tmp = false;
+    int fd = -1, own_src = -1, r = 0;
     size_t off = 0;
 
-    base = strrchr(path, '/');
-    dir = base ? strndup(path, base == path ? 1 : (size_t)(base - path)) : strdup(".");
-    base = base ? base + 1 : path;
-    if (dir == NULL || asprintf(&tmp, "%s/" FILES_TMP_PREFIX "%s.XXXXXX", dir, base) < 0) {
-        tmp = NULL;
-        r = -ENOMEM;
-        goto out;
+    for (int tries = 0;; tries++) {
+        r = tmp_name(tmp, sizeof(tmp), base);
+        if (r < 0)
+            return r;
+        fd = openat(dfd, tmp, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            break;
+        if (errno != EEXIST || tries == 100)
+            return -errno;
     }
-    fd = mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0) {
-        r = -errno;
-        free(tmp);
-        tmp = NULL;
-        goto out;
-    }
+    have_tmp = true;
     while (off < len) {
         ssize_t w = write(fd, data + off, len - off);
 
@@ -298,82 +428,215 @@ int files_write_atomic(const char *path, const char *data, size_t len, const str
     /* The new file must be the old one in all but its bytes: smbd (or an
      * admin's tools) may rely on its owner, mode, ACLs and labels. After
      * the data: a write clears setuid bits and file capabilities. */
-    if (like != NULL && (r = copy_meta(fd, path, like)) < 0)
-        goto out;
+    if (like != NULL) {
+        if (src < 0) {
+            own_src = openat(dfd, base, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+            if (own_src < 0) {
+                r = -errno;
+                goto out;
+            }
+            src = own_src;
+        }
+        if ((r = copy_meta(fd, src, like)) < 0)
+            goto out;
+    }
     /* Data on disk before the name points at it, so that a crash leaves
      * the old file or the new one, never an empty one. */
     if (fsync(fd) < 0) {
         r = -errno;
         goto out;
     }
-    if (close(fd) < 0) {
-        fd = -1;
-        r = -errno;
-        goto out;
-    }
+    r = close(fd) < 0 ? -errno : 0;
     fd = -1;
+    if (r < 0)
+        goto out;
     if (like != NULL) {
         bool keep;
 
-        r = swap_in(tmp, path, like, &keep);
-        if (keep) {
-            free(tmp);
-            tmp = NULL;
-        }
+        r = swap_in(dfd, tmp, base, like, &keep);
+        if (keep)
+            have_tmp = false;
         if (r < 0)
             goto out;
-        if (tmp != NULL)
-            unlink(tmp); /* the old file */
-    } else if (rename(tmp, path) < 0) {
+    } else if (renameat(dfd, tmp, dfd, base) < 0) {
         r = -errno;
         goto out;
+    } else {
+        have_tmp = false;
     }
-    free(tmp);
-    tmp = NULL;
+    if (have_tmp)
+        unlinkat(dfd, tmp, 0); /* the old file */
+    have_tmp = false;
     /* Make the rename itself durable. */
-    dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0 || fsync(dfd) < 0)
+    if (fsync(dfd) < 0)
         r = -errno;
 out:
     if (fd >= 0)
         close(fd);
-    if (dfd >= 0)
-        close(dfd);
-    if (tmp != NULL) {
-        unlink(tmp);
-        free(tmp);
-    }
-    free(dir);
+    if (own_src >= 0)
+        close(own_src);
+    if (have_tmp)
+        unlinkat(dfd, tmp, 0);
     return r;
+}
+
+int files_write_atomic(const char *path, const char *data, size_t len, const struct stat *like)
+{
+    const char *base;
+    int dfd = open_parent(path, &base), r;
+
+    if (dfd < 0)
+        return dfd;
+    r = write_at(dfd, base, data, len, like, -1);
+    close(dfd);
+    return r;
+}
+
+int files_target_open(struct files_target *t, const char *path, struct err *e)
+{
+    char real[PATH_MAX];
+    const char *slash;
+    int r;
+
+    memset(t, 0, sizeof(*t));
+    t->dfd = -1;
+    t->fd = -1;
+    /* Resolved once: a symlinked smb.conf is written through to its
+     * target. From here on nothing is looked up by path again. */
+    if (realpath(path, real) == NULL)
+        return err_set(e, -errno, "%s: %s", path, strerror(errno));
+    if (kernel_path(real))
+        return err_set(e, -EINVAL,
+                       "%s is in /proc or /sys: not a configuration file, smbtuned does not "
+                       "write it",
+                       real);
+    if (files_test_resolved != NULL)
+        files_test_resolved(real);
+    t->path = strdup(real);
+    if (t->path == NULL)
+        return err_set(e, -ENOMEM, "out of memory");
+    slash = strrchr(t->path, '/');
+    t->base = slash + 1;
+    {
+        char *dir = strndup(t->path, slash == t->path ? 1 : (size_t)(slash - t->path));
+
+        r = dir == NULL ? -ENOMEM : open_dir(dir);
+        free(dir);
+    }
+    if (r == -ELOOP) {
+        r = err_set(e, r,
+                    "%s: a directory on its path is a symlink (or no directory) now: it "
+                    "was replaced while smbtuned was editing it; nothing written",
+                    t->path);
+        goto fail;
+    }
+    if (r < 0) {
+        r = err_set(e, r, "%s: cannot open its directory: %s", t->path, strerror(-r));
+        goto fail;
+    }
+    t->dfd = r;
+    t->fd = openat(t->dfd, t->base, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+    if (t->fd < 0) {
+        r = -errno;
+        r = err_set(e, r, "%s: %s", t->path,
+                    r == -ELOOP ? "it is a symlink now (replaced while smbtuned was editing "
+                                  "it): nothing written"
+                                : strerror(-r));
+        goto fail;
+    }
+    if (fstat(t->fd, &t->st) < 0) {
+        r = err_set(e, -errno, "%s: %s", t->path, strerror(errno));
+        goto fail;
+    }
+    return 0;
+fail:
+    files_target_close(t);
+    return r;
+}
+
+int files_target_read(struct files_target *t, char **buf, size_t *len, struct err *e)
+{
+    /* read_fd closes what it reads: a second descriptor of the same open
+     * file, so that t->fd stays the source of the metadata. */
+    int fd = fcntl(t->fd, F_DUPFD_CLOEXEC, 0);
+
+    if (fd < 0)
+        return err_set(e, -errno, "%s: %s", t->path, strerror(errno));
+    if (lseek(fd, 0, SEEK_SET) < 0) {
+        close(fd);
+        return err_set(e, -errno, "%s: %s", t->path, strerror(errno));
+    }
+    return read_fd(fd, t->path, buf, len, e);
+}
+
+int files_target_replace(struct files_target *t, const char *data, size_t len)
+{
+    return write_at(t->dfd, t->base, data, len, &t->st, t->fd);
+}
+
+/* Only next to the file being written, relative to its directory fd,
+ * only regular files of our own uid, never following a link: a file of
+ * that shape that someone else made (in a 1777 directory, say) is theirs. */
+static void sweep_at(int dfd, const char *base)
+{
+    char prefix[NAME_MAX + 16];
+    struct dirent *de;
+    size_t plen;
+    DIR *d;
+    int fd;
+
+    if ((size_t)snprintf(prefix, sizeof(prefix), FILES_TMP_PREFIX "%s.", base) >= sizeof(prefix))
+        return;
+    plen = strlen(prefix);
+    fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    d = fdopendir(fd);
+    if (d == NULL) {
+        close(fd);
+        return;
+    }
+    while ((de = readdir(d)) != NULL) {
+        struct stat st;
+
+        /* Only names of exactly our shape: prefix plus six characters. */
+        if (strncmp(de->d_name, prefix, plen) != 0 || strlen(de->d_name) != plen + 6)
+            continue;
+        if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+            st.st_uid != geteuid())
+            continue;
+        unlinkat(dfd, de->d_name, 0);
+    }
+    closedir(d);
+}
+
+void files_target_sweep(struct files_target *t)
+{
+    if (t->dfd >= 0)
+        sweep_at(t->dfd, t->base);
+}
+
+void files_target_close(struct files_target *t)
+{
+    if (t->fd >= 0)
+        close(t->fd);
+    if (t->dfd >= 0)
+        close(t->dfd);
+    free(t->path);
+    memset(t, 0, sizeof(*t));
+    t->dfd = -1;
+    t->fd = -1;
 }
 
 void files_sweep_tmp(const char *path)
 {
-    char *dir;
-    const char *base = strrchr(path, '/');
-    DIR *d;
-    struct dirent *de;
-    size_t plen;
-    char prefix[512];
+    const char *base;
+    int dfd = open_parent(path, &base);
 
-    dir = base ? strndup(path, base == path ? 1 : (size_t)(base - path)) : strdup(".");
-    base = base ? base + 1 : path;
-    if (dir == NULL)
+    if (dfd < 0)
         return;
-    snprintf(prefix, sizeof(prefix), FILES_TMP_PREFIX "%s.", base);
-    plen = strlen(prefix);
-    d = opendir(dir);
-    if (d == NULL) {
-        free(dir);
-        return;
-    }
-    while ((de = readdir(d)) != NULL) {
-        /* Only names of exactly our shape: prefix plus mkstemp's six. */
-        if (strncmp(de->d_name, prefix, plen) == 0 && strlen(de->d_name) == plen + 6)
-            unlinkat(dirfd(d), de->d_name, 0);
-    }
-    closedir(d);
-    free(dir);
+    sweep_at(dfd, base);
+    close(dfd);
 }
 
 int files_mkdir_p(const char *dir)

@@ -15,9 +15,11 @@
 #define FILES_MAX_SIZE (64 * 1024 * 1024)
 
 /* Read a whole regular file into a NUL-terminated malloc'ed buffer. It is
- * opened non-blocking, so that a FIFO or a device is refused (-EINVAL,
- * -EISDIR for a directory) instead of blocking for ever; e (may be NULL)
- * gets a reason that names the file. */
+ * opened and read non-blocking, so that a FIFO or a device is refused
+ * (-EINVAL, -EISDIR for a directory) and a file that would block on read
+ * gives -EAGAIN, instead of blocking for ever; a file under /proc or /sys
+ * (or on tracefs, debugfs) is refused (-EINVAL); e (may be NULL) gets a
+ * reason that names the file. */
 int files_read(const char *path, char **buf, size_t *len, struct err *e);
 
 /* Temporary files of ours start with this, next to the file they replace:
@@ -29,11 +31,46 @@ int files_read(const char *path, char **buf, size_t *len, struct err *e);
  * judged it): owner, every mode bit and every extended attribute (ACLs,
  * SELinux label) of the file at path, -ESTALE when path is no longer
  * that file; a failure to copy them writes nothing. path must not be a
- * symlink (resolve it first). */
+ * symlink (resolve it first). Its directory is resolved once and opened
+ * without following links (see files_target); every step is relative to
+ * it. */
 int files_write_atomic(const char *path, const char *data, size_t len, const struct stat *like);
 
+/* A file to replace, held by its directory: the path is resolved once
+ * (realpath: a symlinked smb.conf is written through to its target), the
+ * directory opened by walking each component from "/" without following
+ * links, the file opened in it O_NOFOLLOW. Every later step is relative to
+ * those descriptors, so a user who owns a directory on the path cannot
+ * redirect a write of root's by swapping in a symlink: a component that is
+ * a symlink at open is refused (-ELOOP), naming the file. */
+struct files_target {
+    int dfd;          /* the file's directory, O_RDONLY */
+    int fd;           /* the file, O_RDONLY | O_NONBLOCK | O_NOFOLLOW */
+    struct stat st;   /* fd's fstat: what files_target_replace replaces */
+    char *path;       /* the resolved path, for messages */
+    const char *base; /* its last component, inside path */
+};
+
+/* Open path as a target; e names the file on failure. A file under /proc
+ * or /sys is refused. */
+int files_target_open(struct files_target *t, const char *path, struct err *e);
+/* The target's bytes as files_read reads them. */
+int files_target_read(struct files_target *t, char **buf, size_t *len, struct err *e);
+/* files_write_atomic on the target, relative to its directory. */
+int files_target_replace(struct files_target *t, const char *data, size_t len);
+/* files_sweep_tmp next to the target. */
+void files_target_sweep(struct files_target *t);
+void files_target_close(struct files_target *t);
+
+/* Tests only: called with the resolved path right after it is resolved,
+ * before anything is opened, to swap a directory for a symlink there
+ * deterministically (the race a hostile owner of a directory runs). */
+extern void (*files_test_resolved)(const char *real);
+
 /* Remove temporary files that files_write_atomic left next to path when a
- * process was killed between mkstemp and rename. */
+ * process was killed between creating and renaming them: only regular
+ * files of our own uid, never through a link (someone else's file of that
+ * shape in a shared directory is theirs). */
 void files_sweep_tmp(const char *path);
 
 /* mkdir -p; the last component gets mode 0700 when created. */

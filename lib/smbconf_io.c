@@ -199,55 +199,67 @@ static int backup(const char *state_dir, const char *real, const struct smbconf_
 
 /* Replace f's file with data, but only while it still holds the bytes we
  * parsed (compare-and-set against an admin's editor). A symlink is written
- * through: its target is replaced, the link stays. With undo (taking our
- * own change back) a backup that cannot be written (a full state
- * directory) does not stop the write: the bytes going back are the ones
- * our change replaced, and a trial must not stay in force for every
- * client because of a backup. */
+ * through: its target is replaced, the link stays. The path is resolved
+ * once and every step after it (the check, the sweep, the write) is
+ * relative to the file's directory, opened without following links: a
+ * user who owns a directory on an include's path cannot swap in a symlink
+ * and make root write elsewhere (files_target). With undo (taking our own
+ * change back) no backup is written: the bytes it replaces are ours (the
+ * state file records them), and a backup now would overwrite the admin's
+ * original bytes, kept by the edit being taken back, with the trial's. */
 static int replace_file(const char *state_dir, const struct smbconf_file *f, const char *data,
                         size_t len, bool undo, struct err *e)
 {
-    char real[PATH_MAX], *now;
+    struct files_target t;
+    char *now;
     size_t nowlen;
-    struct stat st;
     int r;
 
-    if (realpath(f->path, real) == NULL)
-        return err_set(e, -errno, "%s: %s", f->path, strerror(errno));
-    if (stat(real, &st) < 0)
-        return err_set(e, -errno, "%s: %s", real, strerror(errno));
+    r = files_target_open(&t, f->path, e);
+    if (r < 0)
+        return r;
     /* A new file renamed over one name of a hard-linked file would leave
      * the other names with the old bytes: smbd and the admin would read
      * different files. Refuse before anything is written. */
-    if (st.st_nlink > 1)
-        return err_set(e, -EMLINK,
-                       "%s has %ju hard links: smbtuned replaces the file by a rename, which "
-                       "would split them (the other names would keep the old bytes): nothing "
-                       "written; make it a single file or a symlink",
-                       real, (uintmax_t)st.st_nlink);
-    r = files_read(real, &now, &nowlen, e);
+    if (t.st.st_nlink > 1) {
+        r = err_set(e, -EMLINK,
+                    "%s has %ju hard links: smbtuned replaces the file by a rename, which "
+                    "would split them (the other names would keep the old bytes): nothing "
+                    "written; make it a single file or a symlink",
+                    t.path, (uintmax_t)t.st.st_nlink);
+        goto out;
+    }
+    r = files_target_read(&t, &now, &nowlen, e);
     if (r < 0)
-        return r;
+        goto out;
     r = nowlen == f->len && memcmp(now, f->buf, nowlen) == 0;
     free(now);
-    if (!r)
-        return err_set(e, -ESTALE, "%s changed on disk while smbtuned was editing it: nothing "
-                       "written", f->path);
-    r = backup(state_dir, real, f, e);
-    if (r < 0 && !undo)
-        return r;
-    r = files_write_atomic(real, data, len, &st);
+    if (!r) {
+        r = err_set(e, -ESTALE,
+                    "%s changed on disk while smbtuned was editing it: nothing written",
+                    f->path);
+        goto out;
+    }
+    /* A run of ours killed mid-write left its temp file here; only here,
+     * once the file is known to be the one we parsed: files we only read
+     * are not ours to clean (the lock is ours). */
+    files_target_sweep(&t);
+    if (!undo && (r = backup(state_dir, t.path, f, e)) < 0)
+        goto out;
+    r = files_target_replace(&t, data, len);
     if (r == -ESTALE)
-        return err_set(e, r,
-                       "%s was replaced on disk while smbtuned was editing it: nothing "
-                       "written",
-                       real);
-    if (r < 0)
-        return err_set(e, r,
-                       "cannot replace %s (nothing written: it keeps its old bytes, "
-                       "owner, mode and extended attributes): %s",
-                       real, strerror(-r));
-    return 0;
+        r = err_set(e, r,
+                    "%s was replaced on disk while smbtuned was editing it: nothing "
+                    "written",
+                    t.path);
+    else if (r < 0)
+        r = err_set(e, r,
+                    "cannot replace %s (nothing written: it keeps its old bytes, "
+                    "owner, mode and extended attributes): %s",
+                    t.path, strerror(-r));
+out:
+    files_target_close(&t);
+    return r;
 }
 
 static int write_edit(const char *state_dir, const struct smbconf *c, const char *file,
@@ -258,16 +270,6 @@ static int write_edit(const char *state_dir, const struct smbconf *c, const char
     if (i < 0)
         return err_set(e, -ENOENT, "%s is not part of the configuration", file);
     return replace_file(state_dir, &c->files[i], data, len, undo, e);
-}
-
-/* Sweep what a killed run of ours may have left next to every file. */
-static void sweep(const struct smbconf *c)
-{
-    char real[PATH_MAX];
-
-    for (size_t i = 0; i < c->nfiles; i++)
-        if (realpath(c->files[i].path, real) != NULL)
-            files_sweep_tmp(real);
 }
 
 static int revert_locked(const char *path, const char *state_dir,
@@ -281,7 +283,6 @@ static int revert_locked(const char *path, const char *state_dir,
     r = smbconf_load(&c, path, e);
     if (r < 0)
         return r;
-    sweep(&c); /* a run killed mid-write left its temp file: the lock is ours */
     r = smbconf_unrender(&c, ed, &out, &outlen, e);
     if (r == 0)
         r = write_edit(state_dir, &c, ed->file, out, outlen, true, e);
@@ -328,7 +329,6 @@ static int set_locked(const char *path, const char *state_dir, const struct smbc
     r = smbconf_load(&c, path, e);
     if (r < 0)
         return r;
-    sweep(&c);
     res->old_value = strdup(c.value);
     if (smbconf_notes_copy(&c, &res->notes, &res->nnotes) < 0) {
         r = err_set(e, -ENOMEM, "out of memory");

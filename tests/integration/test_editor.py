@@ -744,14 +744,9 @@ def test_value_of_20000_characters_is_edited(smbtuned, tmp_path):
     assert samba_value(conf) == f"{value} SO_RCVBUF=1048576 SO_SNDBUF=262144"
 
 
-def test_failure_after_the_write_says_restored_first(smbtuned, tmp_path):
-    """testparm fails on the file just written (a wrapper: the second
-    call), with a long value in the message: what happened to smb.conf is
-    said before anything that could be cut."""
-    value = " ".join(["TCP_NODELAY"] * 200)
-    d = tmp_path / "c"
-    conf = conf_with(d, f"[global]\nsocket options = {value}\n")
-    before = conf.read_bytes()
+def set_with_failing_testparm(smbtuned, tmp_path, conf):
+    """--set-buffers 1M,1M with a testparm that fails on its second call,
+    the one after the write: our line is taken back."""
     wrapper = tmp_path / "testparm"
     wrapper.write_text("#!/bin/sh\n"
                        f'n=$(cat "{tmp_path}/calls" 2>/dev/null || echo 0); n=$((n + 1))\n'
@@ -763,6 +758,18 @@ def test_failure_after_the_write_says_restored_first(smbtuned, tmp_path):
                         "--state-dir", str(tmp_path / "state")],
                        capture_output=True, text=True, timeout=HANG_S, stdin=subprocess.DEVNULL,
                        env={**os.environ, "SMBTUNED_TESTPARM": str(wrapper)})
+    return r
+
+
+def test_failure_after_the_write_says_restored_first(smbtuned, tmp_path):
+    """testparm fails on the file just written (a wrapper: the second
+    call), with a long value in the message: what happened to smb.conf is
+    said before anything that could be cut."""
+    value = " ".join(["TCP_NODELAY"] * 200)
+    d = tmp_path / "c"
+    conf = conf_with(d, f"[global]\nsocket options = {value}\n")
+    before = conf.read_bytes()
+    r = set_with_failing_testparm(smbtuned, tmp_path, conf)
     assert r.returncode == 1, r.stderr
     assert (tmp_path / "calls").read_text().strip() == "2"
     assert conf.read_bytes() == before
@@ -927,3 +934,131 @@ def test_percent_include_is_noted(smbtuned, tmp_path):
     r = run_editor(smbtuned, "--smb-conf", conf2, "--show", "--json",
                    "--state-dir", tmp_path / "state", timeout=HANG_S)
     assert json.loads(r.stdout)["notes"] == []
+
+
+# ---------------------------------------------------------------- hostile paths
+
+def test_take_back_keeps_the_original_in_the_backup(smbtuned, tmp_path):
+    """A take-back (here: testparm fails after the write, so our line goes
+    back) must not overwrite the backup of the admin's original bytes with
+    the bytes of our own change."""
+    d = tmp_path / "c"
+    conf = conf_with(d, "[global]\n# the admin's\nsocket options = TCP_NODELAY\n")
+    original = conf.read_bytes()
+    r = set_with_failing_testparm(smbtuned, tmp_path, conf)
+    assert r.returncode == 1, r.stderr
+    assert "restored" in r.stderr, r.stderr
+    assert conf.read_bytes() == original
+    backups = [p for p in (tmp_path / "state" / "backup").iterdir() if p.is_file()]
+    assert [p.read_bytes() for p in backups] == [original], backups
+
+
+@pytest.mark.parametrize("written", [False, True], ids=["read-only-include", "edited-include"])
+def test_someone_elses_temp_name_survives(smbtuned, tmp_path, written):
+    """A file of our temp shape that someone else made next to an include
+    (a 1777 directory) is theirs: an edit removes none of it, whether the
+    include is only read or is the file edited."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make a file of another uid")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    extra = shared / "extra.conf"
+    extra.write_text("[global]\nsocket options = TCP_NODELAY\n" if written else
+                     "[global]\nworkgroup = W\n")
+    theirs = shared / ".smbtuned-extra.conf.abcdef"
+    theirs.write_text("nobody's\n")
+    os.chown(theirs, 65534, 65534)
+    conf = conf_with(tmp_path / "c", ("[global]\n" if written else
+                                      "[global]\nsocket options = TCP_NODELAY\n") +
+                     f"include = {extra}\n")
+    r = run_editor(smbtuned, "--smb-conf", conf, "--set-buffers", "1M,1M",
+                   "--state-dir", tmp_path / "state", timeout=HANG_S)
+    assert r.returncode == 0, r.stderr
+    assert (b"SO_RCVBUF=1048576" in extra.read_bytes()) == written
+    assert theirs.read_text() == "nobody's\n"
+    assert sorted(p.name for p in shared.iterdir()) == [theirs.name, "extra.conf"]
+
+
+def test_include_under_proc_refused(smbtuned, tmp_path):
+    """/proc and /sys hold kernel interfaces, never a configuration
+    (/proc/kmsg would drain the kernel log, trace_pipe would block): an
+    include there is refused by name. /proc/kmsg itself is never read here."""
+    conf = conf_with(tmp_path / "c", "[global]\nsocket options = TCP_NODELAY\n"
+                                     "include = /proc/self/status\n")
+    before = snapshot(conf.parent)
+    msg = refused(smbtuned, tmp_path, conf)
+    assert "/proc/self/status" in msg and "/proc" in msg, msg
+    assert_unchanged(before, conf.parent, "/proc include")
+
+
+RACE_EDITS = int(os.environ.get("SMBTUNED_RACE_EDITS", "200"))
+
+TOGGLE = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+a, b, stop = (os.fsencode(x) for x in sys.argv[1:4])
+n = 0
+while not os.path.exists(stop):
+    libc.renameat2(-100, a, -100, b, 2)  # AT_FDCWD, RENAME_EXCHANGE
+    n += 1
+print(n)
+"""
+
+
+@pytest.mark.slow
+def test_swapped_directory_never_redirects_a_write(smbtuned, tmp_path):
+    """The race of a user (nobody) who owns a directory on an include's
+    path: att/sub is swapped with a symlink to a root-only directory (vic)
+    in a loop while root edits the include RACE_EDITS times. Root's file in
+    vic must stay as it is and nothing of anyone may appear next to it."""
+    from smbd import _let_guest_traverse
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run the swapper as nobody")
+    base = tmp_path / "race"
+    base.mkdir()
+    _let_guest_traverse(base)
+    vic, att = base / "vic", base / "att"
+    vic.mkdir(mode=0o700)
+    # Not a Samba config: what the parse reads through the symlink holds no
+    # line to edit, so only a redirected write could change it.
+    (vic / "target").write_text("SECRET\n")
+    secret = (vic / "target").read_bytes()
+    att.mkdir()
+    (att / "sub").mkdir()
+    (att / "sub" / "target").write_text("[global]\nsocket options = SO_RCVBUF=100000\n")
+    os.symlink(vic, att / "lnk")
+    for p in (att, att / "sub", att / "sub" / "target"):
+        os.lchown(p, 65534, 65534)
+    os.lchown(att / "lnk", 65534, 65534)
+    conf = conf_with(base / "c", f"[global]\nworkgroup = X\ninclude = {att}/sub/target\n")
+    script = tmp_path / "toggle.py"
+    script.write_text(TOGGLE)
+    script.chmod(0o644)
+    _let_guest_traverse(script)
+    stop = tmp_path / "stop"
+    swapper = subprocess.Popen(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                                "/usr/bin/python3", str(script), str(att / "sub"),
+                                str(att / "lnk"), str(stop)],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        results = {"written": 0, "refused": 0}
+        for i in range(RACE_EDITS):
+            r = run_editor(smbtuned, "--smb-conf", conf, "--set-buffers",
+                           f"{100000 + 4096 * (i + 1)},auto", "--state-dir", base / "st",
+                           timeout=HANG_S)
+            results["written" if r.returncode == 0 else "refused"] += 1
+            assert (vic / "target").read_bytes() == secret, f"edit {i}: {r.stdout}{r.stderr}"
+            assert sorted(p.name for p in vic.iterdir()) == ["target"], f"edit {i}"
+    finally:
+        stop.touch()
+        out, _ = swapper.communicate(timeout=30)
+    assert swapper.returncode == 0
+    assert int(out) > 0, "the swapper never ran"
+    assert (vic / "target").read_bytes() == secret
+    assert sorted(p.name for p in vic.iterdir()) == ["target"]
+    # whichever name holds the include now, no temp file of ours is left
+    for d in (att / "sub", att / "lnk"):
+        if d.is_dir() and not d.is_symlink():
+            assert [p.name for p in d.iterdir()] == ["target"], sorted(d.iterdir())

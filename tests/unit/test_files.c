@@ -114,18 +114,23 @@ static void test_write_atomic_keeps_metadata(void **state)
     free(buf);
 }
 
-/* Entries of dir, as a count. */
-static int entries(void)
+/* Entries of d, as a count. */
+static int count_in(const char *d)
 {
-    DIR *d = opendir(dir);
+    DIR *dd = opendir(d);
     struct dirent *de;
     int n = 0;
 
-    assert_non_null(d);
-    while ((de = readdir(d)) != NULL)
+    assert_non_null(dd);
+    while ((de = readdir(dd)) != NULL)
         n += strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
-    closedir(d);
+    closedir(dd);
     return n;
+}
+
+static int entries(void)
+{
+    return count_in(dir);
 }
 
 static void touch(const char *name)
@@ -157,6 +162,128 @@ static void test_sweep_only_ours(void **state)
     assert_int_equal(entries(), 4);
 }
 
+/* The race of a user who owns a directory on the path (att/sub), run
+ * deterministically: right after the path is resolved, sub becomes a
+ * symlink to a directory only root writes (vic). Nothing may be written in
+ * vic, by name or by a temp file: the write is refused. */
+static char swap_sub[160], swap_to[160];
+
+static void swap_hook(const char *real)
+{
+    (void)real;
+    assert_int_equal(rename(swap_sub, path_in("att/sub.real")), 0);
+    assert_int_equal(symlink(swap_to, swap_sub), 0);
+}
+
+static void make_file(const char *p, const char *text)
+{
+    int fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0644);
+
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
+static void test_swapped_directory_refused(void **state)
+{
+    char target[200], *buf;
+    struct files_target t;
+    struct stat st;
+    struct err e = {{0}};
+    size_t len;
+
+    (void)state;
+    assert_int_equal(mkdir(path_in("att"), 0755), 0);
+    assert_int_equal(mkdir(path_in("att/sub"), 0755), 0);
+    assert_int_equal(mkdir(path_in("vic"), 0700), 0);
+    snprintf(swap_sub, sizeof(swap_sub), "%s", path_in("att/sub"));
+    snprintf(swap_to, sizeof(swap_to), "%s", path_in("vic"));
+    make_file(path_in("att/sub/target"), "theirs\n");
+    make_file(path_in("vic/target"), "root's\n");
+    snprintf(target, sizeof(target), "%s", path_in("att/sub/target"));
+    assert_int_equal(stat(target, &st), 0);
+
+    files_test_resolved = swap_hook;
+    assert_int_equal(files_write_atomic(target, "evil\n", 5, &st), -ELOOP);
+    files_test_resolved = NULL;
+    assert_int_equal(files_read(path_in("vic/target"), &buf, &len, NULL), 0);
+    assert_string_equal(buf, "root's\n");
+    free(buf);
+    assert_int_equal(count_in(path_in("vic")), 1);
+
+    /* the editor's way in: refused at open, naming the file */
+    assert_int_equal(unlink(swap_sub), 0);
+    assert_int_equal(rename(path_in("att/sub.real"), swap_sub), 0);
+    files_test_resolved = swap_hook;
+    assert_int_equal(files_target_open(&t, target, &e), -ELOOP);
+    files_test_resolved = NULL;
+    assert_non_null(strstr(e.msg, target));
+    assert_non_null(strstr(e.msg, "symlink"));
+    assert_int_equal(count_in(path_in("vic")), 1);
+    assert_int_equal(t.dfd, -1);
+    assert_int_equal(t.fd, -1);
+
+    /* no race: the target reads and replaces, relative to its directory */
+    assert_int_equal(unlink(swap_sub), 0);
+    assert_int_equal(rename(path_in("att/sub.real"), swap_sub), 0);
+    assert_int_equal(files_target_open(&t, target, &e), 0);
+    assert_int_equal(files_target_read(&t, &buf, &len, &e), 0);
+    assert_string_equal(buf, "theirs\n");
+    free(buf);
+    assert_int_equal(files_target_replace(&t, "new\n", 4), 0);
+    files_target_close(&t);
+    assert_int_equal(files_read(target, &buf, &len, NULL), 0);
+    assert_string_equal(buf, "new\n");
+    free(buf);
+    assert_int_equal(count_in(swap_sub), 1);
+}
+
+/* /proc and /sys are kernel interfaces, never a configuration: refused by
+ * name, and through a symlink (fstatfs). /proc/kmsg is never read here:
+ * it would drain the host's kernel log. */
+static void test_read_proc_refused(void **state)
+{
+    struct err e = {{0}};
+    char *buf = NULL;
+    size_t len;
+
+    (void)state;
+    assert_int_equal(files_read("/proc/self/status", &buf, &len, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "/proc/self/status"));
+    assert_non_null(strstr(e.msg, "/proc"));
+    assert_int_equal(files_read("/sys/kernel/mm/transparent_hugepage/enabled", &buf, &len, &e),
+                     -EINVAL);
+    assert_int_equal(symlink("/proc/self/status", path_in("link")), 0);
+    assert_int_equal(files_read(path_in("link"), &buf, &len, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, path_in("link")));
+    assert_null(buf);
+}
+
+/* Someone else's file of our temp shape (a 1777 directory), or a symlink
+ * of that shape, is not ours to remove. */
+static void test_sweep_not_others(void **state)
+{
+    char victim[160];
+    struct stat st;
+
+    (void)state;
+    if (geteuid() != 0)
+        skip(); /* needs root to make a file of another uid */
+    touch("extra.conf");
+    touch(FILES_TMP_PREFIX "extra.conf.abcdef");
+    assert_int_equal(chown(path_in(FILES_TMP_PREFIX "extra.conf.abcdef"), 65534, 65534), 0);
+    touch("victim");
+    snprintf(victim, sizeof(victim), "%s", path_in("victim"));
+    assert_int_equal(symlink(victim, path_in(FILES_TMP_PREFIX "extra.conf.Zz9Zz9")), 0);
+    touch(FILES_TMP_PREFIX "extra.conf.mine00");
+    files_sweep_tmp(path_in("extra.conf"));
+    assert_int_equal(lstat(path_in(FILES_TMP_PREFIX "extra.conf.abcdef"), &st), 0);
+    assert_int_equal(lstat(path_in(FILES_TMP_PREFIX "extra.conf.Zz9Zz9"), &st), 0);
+    assert_int_equal(stat(path_in("victim"), &st), 0);
+    assert_int_equal(lstat(path_in(FILES_TMP_PREFIX "extra.conf.mine00"), &st), -1);
+    assert_int_equal(entries(), 4);
+}
+
 static void test_mkdir_p(void **state)
 {
     char deep[128];
@@ -183,6 +310,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_write_atomic_keeps_metadata, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep_only_ours, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mkdir_p, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_swapped_directory_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_proc_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sweep_not_others, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
