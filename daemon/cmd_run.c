@@ -68,8 +68,9 @@ int cmd_fill(const struct config *c, struct tuner_opts *t, struct err *e)
     if (r < 0)
         return r;
     /* Checked here (owner, mode, syntax) so that a bad file is refused at
-     * once, by -t too, but not kept: only the probe child reads the
-     * password, right before it logs on. */
+     * once, by -t too, but never read here: the check parses it in a
+     * short-lived child, and only the probe child keeps the password,
+     * right before it logs on. */
     if (t->probe.credentials != NULL)
         return probe_check_credentials(t->probe.credentials, 0, e);
     return 0;
