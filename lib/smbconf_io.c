@@ -235,8 +235,7 @@ static int replace_file(const char *state_dir, const struct smbconf_file *f, con
     r = nowlen == f->len && memcmp(now, f->buf, nowlen) == 0;
     free(now);
     if (!r) {
-        r = err_set(e, -ESTALE,
-                    "%s changed on disk while smbtuned was editing it: nothing written",
+        r = err_set(e, -ESTALE, "%s changed on disk while smbtuned was editing it: nothing written",
                     f->path);
         goto out;
     }
@@ -270,6 +269,22 @@ static int write_edit(const char *state_dir, const struct smbconf *c, const char
     if (i < 0)
         return err_set(e, -ENOENT, "%s is not part of the configuration", file);
     return replace_file(state_dir, &c->files[i], data, len, undo, e);
+}
+
+/* A run of ours killed between the exchange and the unlink leaves the old
+ * file as a temp file next to the file it edits, which may already hold
+ * the new bytes (then nothing is written again): sweep next to the file
+ * that holds our line (or, with none, the main file), the file an edit
+ * writes. Never next to files we only read: they are not ours to clean. */
+static void sweep_edited(const struct smbconf *c)
+{
+    struct files_target t;
+
+    if (c->nfiles == 0 ||
+        files_target_open(&t, c->files[c->found ? c->hit.file : 0].path, NULL) < 0)
+        return;
+    files_target_sweep(&t);
+    files_target_close(&t);
 }
 
 static int revert_locked(const char *path, const char *state_dir,
@@ -329,6 +344,7 @@ static int set_locked(const char *path, const char *state_dir, const struct smbc
     r = smbconf_load(&c, path, e);
     if (r < 0)
         return r;
+    sweep_edited(&c);
     res->old_value = strdup(c.value);
     if (smbconf_notes_copy(&c, &res->notes, &res->nnotes) < 0) {
         r = err_set(e, -ENOMEM, "out of memory");
