@@ -199,9 +199,14 @@ static int run(char *const argv[], double timeout_s, struct sink *ko, struct sin
             siginfo_t si = {0};
 
             /* WNOWAIT: the waitpid below still reaps it */
-            if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid)
+            if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+                si.si_pid == pid) {
+                /* look at the loop's condition again: with the output
+                 * closed, a poll now would sleep until the deadline */
                 exited = true;
-            else if (left > CHILD_EXIT_POLL_S)
+                continue;
+            }
+            if (left > CHILD_EXIT_POLL_S)
                 left = CHILD_EXIT_POLL_S;
         }
         n = poll(p, 3, (int)(left * 1000) + 1);

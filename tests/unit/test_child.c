@@ -78,6 +78,24 @@ static void test_run_deadline(void **state)
     assert_int_equal(errno, ECHILD);
 }
 
+/* A helper that closes its output before it exits is reaped when it
+ * exits, not at the deadline. This is the order of a daemonizing helper,
+ * and without pidfd_open (valgrind) the exit is found between polls: a
+ * poll on no descriptor at all then slept to the deadline. The bound is
+ * half the deadline, a hang detector far from the helper's 0.2 s. */
+static void test_run_output_closed_first(void **state)
+{
+    char *argv[] = {"sh", "-c", "exec >&- 2>&-; sleep 0.2; exit 4", NULL};
+    char out[16];
+    int status = 0;
+    double t0 = child_now();
+
+    (void)state;
+    assert_int_equal(child_run(argv, 60, out, sizeof(out), NULL, 0, &status), 0);
+    assert_int_equal(status, 4);
+    assert_true(child_now() - t0 < 30);
+}
+
 /* A helper does not outlive smbtuned, even one killed with SIGKILL: the
  * runner's parent dies, PDEATHSIG ends the helper. */
 static void test_run_dies_with_parent(void **state)
@@ -196,6 +214,7 @@ int main(void)
         cmocka_unit_test(test_run_alloc_long_output),
         cmocka_unit_test(test_run_status_and_fixed_buffers),
         cmocka_unit_test(test_run_deadline),
+        cmocka_unit_test(test_run_output_closed_first),
         cmocka_unit_test(test_run_clean_signal_mask),
         cmocka_unit_test(test_run_dies_with_parent),
         cmocka_unit_test(test_setup_fds_and_env),
