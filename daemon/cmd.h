@@ -6,26 +6,26 @@
 #include <stdbool.h>
 
 struct opts {
-    const char *config_file;  /* -c FILE, default SMBTUNED_CONF */
-    bool config_given;        /* -c was on the command line */
-    const char *smb_conf;     /* --smb-conf FILE */
-    const char *state_dir;    /* --state-dir DIR */
-    const char *set_buffers;  /* --set-buffers RCV,SND */
-    const char *apply;        /* --apply smbcontrol|signal|systemd|none */
-    const char *url;          /* --url URL */
-    const char *credentials;  /* --credentials FILE */
-    const char *expect;       /* --expect VALUE: compare-and-set guard */
-    const char *mode;         /* --mode tune|advise */
-    const char *trials;       /* --trials shadow|client|live */
+    const char *config_file; /* -c FILE, default SMBTUNED_CONF */
+    bool config_given;       /* -c was on the command line */
+    const char *smb_conf;    /* --smb-conf FILE */
+    const char *state_dir;   /* --state-dir DIR */
+    const char *set_buffers; /* --set-buffers RCV,SND */
+    const char *apply;       /* --apply smbcontrol|signal|systemd|none */
+    const char *url;         /* --url URL */
+    const char *credentials; /* --credentials FILE */
+    const char *expect;      /* --expect VALUE: compare-and-set guard */
+    const char *mode;        /* --mode tune|advise */
+    const char *trials;      /* --trials shadow|client|live */
     bool smb_conf_given;
     bool state_dir_given;
-    bool json;                /* --json */
-    bool show;                /* --show */
-    bool probe;               /* --probe */
-    bool once;                /* --once: one cycle in the foreground */
-    bool dry_run;             /* --dry-run: with --once, one advise cycle */
-    bool check;               /* -t: check the config files and exit */
-    bool resume;              /* --resume: hand control back after a hold */
+    bool json;    /* --json */
+    bool show;    /* --show */
+    bool probe;   /* --probe */
+    bool once;    /* --once: one cycle in the foreground */
+    bool dry_run; /* --dry-run: with --once, one advise cycle */
+    bool check;   /* -t: check the config files and exit */
+    bool resume;  /* --resume: hand control back after a hold */
 };
 
 struct config;

@@ -183,8 +183,10 @@ static int parse_pair(const char *s, struct smbconf_change *ch, struct err *e)
     int r;
 
     if (comma == NULL || strchr(comma + 1, ',') != NULL || (size_t)(comma - s) >= sizeof(rcv))
-        return err_set(e, -EINVAL, "--set-buffers '%s': expected RCV,SND, e.g. 262144,262144 "
-                       "or auto,1M", s);
+        return err_set(e, -EINVAL,
+                       "--set-buffers '%s': expected RCV,SND, e.g. 262144,262144 "
+                       "or auto,1M",
+                       s);
     memcpy(rcv, s, (size_t)(comma - s));
     rcv[comma - s] = '\0';
     r = sockopts_parse_size(rcv, &ch->rcvbuf, e);
@@ -240,8 +242,8 @@ int cmd_set_buffers(const struct opts *o)
         printf("%s: socket options = %s (unchanged)\n", res.file ? res.file : o->smb_conf,
                res.new_value);
     else
-        printf("%s:%d: socket options = %s (was %s)\n", res.file ? res.file : o->smb_conf,
-               res.line, res.new_value, res.old_value);
+        printf("%s:%d: socket options = %s (was %s)\n", res.file ? res.file : o->smb_conf, res.line,
+               res.new_value, res.old_value);
     print_notes(res.notes, res.nnotes);
     if (res.changed && autotuning_back(res.old_value, res.new_value))
         printf("note: connections made before smbd restarts keep explicit buffers: only a "

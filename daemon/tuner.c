@@ -51,32 +51,32 @@ struct tuner {
     char status[256];
 
     /* the cycle */
-    char *value0;             /* socket options in force when it began */
+    char *value0; /* socket options in force when it began */
     struct search_config inc0;
-    bool converged;           /* s holds a converged search (verify mode) */
-    struct search *s;         /* this cycle's search, or the last one's */
-    struct verify *v;         /* watches s's winner once converged, NULL before */
-    long long bytes;          /* moved by this cycle's probes */
+    bool converged;   /* s holds a converged search (verify mode) */
+    struct search *s; /* this cycle's search, or the last one's */
+    struct verify *v; /* watches s's winner once converged, NULL before */
+    long long bytes;  /* moved by this cycle's probes */
     int samples;
     double started;
     struct seen seen[MAX_SEEN];
     int nseen;
     struct kernel_sock_bytes *busy0; /* client connections at the busy check's start */
     size_t nbusy0;
-    int smb_port;             /* production smbd's first port, 0 unknown */
-    long kcap[2], kmin[2];    /* [SOCKOPTS_RCVBUF], [SOCKOPTS_SNDBUF]: the kernel's cap
-                               * (rmem_max, wmem_max) and smallest buffer */
+    int smb_port;                    /* production smbd's first port, 0 unknown */
+    long kcap[2], kmin[2];           /* [SOCKOPTS_RCVBUF], [SOCKOPTS_SNDBUF]: the kernel's cap
+                                      * (rmem_max, wmem_max) and smallest buffer */
     bool listener_rcv, listener_snd; /* its listener hands out explicit sizes */
-    bool research;            /* a verification sample asked for a new search */
-    bool auto_blocked;        /* AUTO left out of the search: it cannot work yet */
-    int auto_checks;          /* AUTO samples taken for the report since */
-    char fp_change[512];      /* fingerprint change, told with the first sample */
+    bool research;                   /* a verification sample asked for a new search */
+    bool auto_blocked;               /* AUTO left out of the search: it cannot work yet */
+    int auto_checks;                 /* AUTO samples taken for the report since */
+    char fp_change[512];             /* fingerprint change, told with the first sample */
 
     /* where the trial runs */
     struct trial_shadow shadow;
     bool shadow_up;
     struct search_config shadow_cfg;
-    char *live_value;         /* value a live trial put in smb.conf, if any */
+    char *live_value; /* value a live trial put in smb.conf, if any */
 
     /* the probe on the way */
     struct probe_job job;
@@ -411,8 +411,11 @@ static void hold(struct tuner *t, const char *why)
 static int live_put(struct tuner *t, struct search_config c)
 {
     const char *now = t->live_value ? t->live_value : t->value0;
-    struct smbconf_change ch = {.expect = now, .rcvbuf = c.rcvbuf, .sndbuf = c.sndbuf,
-                                .before_write = record_trial, .ctx = t};
+    struct smbconf_change ch = {.expect = now,
+                                .rcvbuf = c.rcvbuf,
+                                .sndbuf = c.sndbuf,
+                                .before_write = record_trial,
+                                .ctx = t};
     struct smbconf_result res;
     struct err e;
     int r;
@@ -480,9 +483,11 @@ static void take_back(struct tuner *t, bool keep)
     r = smbconf_revert(t->o.smb_conf, t->o.state_dir, &t->st.pending_edit, &e);
     if (r == 0 || r == -EALREADY) {
         if (r == 0)
-            journal_log(LOG_NOTICE, "%s taken back in %s: the socket options line holds what "
-                        "it held before", t->st.pending_commit ? "unfinished change" :
-                        "live trial", t->st.pending_edit.file);
+            journal_log(LOG_NOTICE,
+                        "%s taken back in %s: the socket options line holds what "
+                        "it held before",
+                        t->st.pending_commit ? "unfinished change" : "live trial",
+                        t->st.pending_edit.file);
         if (r == 0 && apply_run(t->o.apply == APPLY_NONE ? APPLY_SMBCONTROL : t->o.apply,
                                 t->o.smb_conf, &e) < 0)
             journal_log(LOG_WARNING, "%s", e.msg);
@@ -612,8 +617,8 @@ static void tell(struct tuner *t, const struct probe_result *r)
     t->bytes += r->write_bytes + r->read_bytes;
     cfg_str(t->probe_cfg, cs, sizeof(cs));
     if (t->o.progress)
-        fprintf(stderr, "sample %3d  %-40s write %8.2f MB/s  read %8.2f MB/s%s\n", t->samples,
-                cs, r->write_mbps, r->read_mbps,
+        fprintf(stderr, "sample %3d  %-40s write %8.2f MB/s  read %8.2f MB/s%s\n", t->samples, cs,
+                r->write_mbps, r->read_mbps,
                 r->outcome == PROBE_TIMEOUT ? "  (deadline: lower bound)" : "");
     if (t->fp_change[0] != '\0') {
         double w = t->st.write_mbps, rd = t->st.read_mbps;
@@ -733,7 +738,8 @@ static int probe_launch(struct tuner *t, struct search_config c)
     p.seq = ++t->seq;
     if (t->o.trials == TUNER_CLIENT) {
         client = value_with(t->o.probe.socket_options ? t->o.probe.socket_options
-                                                      : PROBE_DEFAULT_SOCKET_OPTIONS, c);
+                                                      : PROBE_DEFAULT_SOCKET_OPTIONS,
+                            c);
         if (client == NULL)
             return -ENOMEM;
         p.socket_options = client;
@@ -773,8 +779,7 @@ static void fingerprint(struct tuner *t)
     int status;
 
     kernel_release(rel, sizeof(rel));
-    if (child_run(argv, 10, out, sizeof(out), errout, sizeof(errout), &status) < 0 ||
-        status != 0)
+    if (child_run(argv, 10, out, sizeof(out), errout, sizeof(errout), &status) < 0 || status != 0)
         snprintf(out, sizeof(out), "unknown");
     out[strcspn(out, "\n")] = '\0';
     /* `smbd -V` says "Version 4.17.12-Debian" */
@@ -882,9 +887,11 @@ static void smbd_facts(struct tuner *t)
     }
     if (running && kernel_proc_cmdline(pid, cmdline, sizeof(cmdline)) == 0 &&
         smbd_cmdline_overrides(cmdline))
-        journal_log(LOG_WARNING, "smbd (pid %d) runs with --option 'socket options=...': "
+        journal_log(LOG_WARNING,
+                    "smbd (pid %d) runs with --option 'socket options=...': "
                     "it overrides smb.conf, so nothing smbtuned writes there takes effect "
-                    "until smbd runs without it", (int)pid);
+                    "until smbd runs without it",
+                    (int)pid);
 }
 
 /* Read smb.conf and the state; 0 to go on, <0 to skip this cycle. */
@@ -1025,8 +1032,7 @@ static void cycle_begin(struct tuner *t)
             t->phase = BUSY_CHECK;
             t->timer = sd_event_source_disable_unref(t->timer);
             sd_event_add_time_relative(t->ev, &t->timer, CLOCK_MONOTONIC,
-                                       (uint64_t)(BUSY_SAMPLE_S * 1e6), 10000, on_busy_checked,
-                                       t);
+                                       (uint64_t)(BUSY_SAMPLE_S * 1e6), 10000, on_busy_checked, t);
             return;
         }
         journal_log(LOG_WARNING, "cannot watch client traffic: %s", e.msg);
@@ -1064,8 +1070,11 @@ static int on_busy_checked(sd_event_source *src, uint64_t usec, void *ud)
 /* Commit the winner w (tune mode). Returns what to say. */
 static void commit(struct tuner *t, struct search_config w, char *what, size_t len)
 {
-    struct smbconf_change ch = {.expect = t->value0, .rcvbuf = w.rcvbuf, .sndbuf = w.sndbuf,
-                                .before_write = record_commit, .ctx = t};
+    struct smbconf_change ch = {.expect = t->value0,
+                                .rcvbuf = w.rcvbuf,
+                                .sndbuf = w.sndbuf,
+                                .before_write = record_commit,
+                                .ctx = t};
     struct smbconf_result res;
     struct err e;
     int r;
@@ -1107,7 +1116,8 @@ static void commit(struct tuner *t, struct search_config w, char *what, size_t l
         (w.sndbuf == SEARCH_AUTO && t->listener_snd)) {
         /* Only reachable with restart_smbd = yes (otherwise AUTO is no
          * candidate while the listener holds explicit sizes). */
-        journal_log(LOG_NOTICE, "restarting smbd so that autotuning reaches new connections "
+        journal_log(LOG_NOTICE,
+                    "restarting smbd so that autotuning reaches new connections "
                     "(restart_smbd = yes): its listener keeps the old explicit sizes until then");
         if (apply_restart_smbd(&e) < 0)
             journal_log(LOG_WARNING, "written, but smbd was not restarted: %s", e.msg);
@@ -1152,12 +1162,15 @@ static void auto_after_restart(struct tuner *t, struct search_config w)
     if (isnan(dw) || isnan(dr))
         return;
     if (dw < gain && dr < gain)
-        journal_log(LOG_NOTICE, "autotuning (no explicit size) measured write %+.0f%%, read "
+        journal_log(LOG_NOTICE,
+                    "autotuning (no explicit size) measured write %+.0f%%, read "
                     "%+.0f%% against the sizes chosen: they serve as well; autotuning would "
                     "too after a restart of smbd, whose listener keeps explicit sizes until "
-                    "then", 100 * dw, 100 * dr);
+                    "then",
+                    100 * dw, 100 * dr);
     else
-        journal_log(LOG_NOTICE, "autotuning (no explicit size) measured write %+.0f%%, read "
+        journal_log(LOG_NOTICE,
+                    "autotuning (no explicit size) measured write %+.0f%%, read "
                     "%+.0f%% against the sizes chosen, but smbd's listener keeps explicit "
                     "sizes until smbd restarts: remove the sizes and restart smbd to have it",
                     100 * dw, 100 * dr);
@@ -1180,12 +1193,16 @@ static void finish_search(struct tuner *t)
      * better, and only the admin can allow it. */
     if (w.rcvbuf != SEARCH_AUTO && w.rcvbuf == search_params_of(t->s)->max_rcvbuf &&
         w.rcvbuf < t->o.search.max_rcvbuf)
-        journal_log(LOG_NOTICE, "SO_RCVBUF=%ld is the kernel's cap: raising "
-                    "net.core.rmem_max may allow a faster setting", w.rcvbuf);
+        journal_log(LOG_NOTICE,
+                    "SO_RCVBUF=%ld is the kernel's cap: raising "
+                    "net.core.rmem_max may allow a faster setting",
+                    w.rcvbuf);
     if (w.sndbuf != SEARCH_AUTO && w.sndbuf == search_params_of(t->s)->max_sndbuf &&
         w.sndbuf < t->o.search.max_sndbuf)
-        journal_log(LOG_NOTICE, "SO_SNDBUF=%ld is the kernel's cap: raising "
-                    "net.core.wmem_max may allow a faster setting", w.sndbuf);
+        journal_log(LOG_NOTICE,
+                    "SO_SNDBUF=%ld is the kernel's cap: raising "
+                    "net.core.wmem_max may allow a faster setting",
+                    w.sndbuf);
     if (after == NULL) {
         cycle_end(t, false);
         return;
@@ -1193,7 +1210,8 @@ static void finish_search(struct tuner *t)
     if (cfg_eq(w, t->inc0)) {
         take_back(t, false);
         if (buffers_do_not_matter(t))
-            snprintf(what, sizeof(what), "buffers do not limit this share: every size tried "
+            snprintf(what, sizeof(what),
+                     "buffers do not limit this share: every size tried "
                      "gave the same rates (write %.1f, read %.1f MB/s); kept socket options = %s",
                      mean_w(t, w), mean_r(t, w), t->value0);
         else
@@ -1202,8 +1220,10 @@ static void finish_search(struct tuner *t)
         journal_log(LOG_NOTICE, "%s", what);
     } else if (t->o.mode == TUNER_ADVISE) {
         take_back(t, false);
-        snprintf(what, sizeof(what), "advice: socket options = %s (advise mode: smb.conf not "
-                 "changed)", after);
+        snprintf(what, sizeof(what),
+                 "advice: socket options = %s (advise mode: smb.conf not "
+                 "changed)",
+                 after);
         journal_log(LOG_NOTICE, "%s", what);
     } else {
         commit(t, w, what, sizeof(what));
@@ -1230,8 +1250,10 @@ static void step(struct tuner *t)
     struct search_config c;
 
     if (t->o.max_bytes > 0 && t->bytes >= t->o.max_bytes) {
-        journal_log(LOG_NOTICE, "byte budget of %lld spent before the search converged: "
-                    "keeping %s", t->o.max_bytes, t->value0);
+        journal_log(LOG_NOTICE,
+                    "byte budget of %lld spent before the search converged: "
+                    "keeping %s",
+                    t->o.max_bytes, t->value0);
         trial_teardown(t);
         report(t, t->value0, t->inc0, false, "budget spent: nothing changed");
         cycle_end(t, true);
@@ -1275,8 +1297,8 @@ static void cycle_end(struct tuner *t, bool ok)
         return;
     }
     t->timer = sd_event_source_disable_unref(t->timer);
-    sd_event_add_time_relative(t->ev, &t->timer, CLOCK_MONOTONIC,
-                               (uint64_t)(t->o.interval_s * 1e6), 1000000, on_timer, t);
+    sd_event_add_time_relative(t->ev, &t->timer, CLOCK_MONOTONIC, (uint64_t)(t->o.interval_s * 1e6),
+                               1000000, on_timer, t);
 }
 
 void tuner_kick(struct tuner *t)

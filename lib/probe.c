@@ -1340,8 +1340,10 @@ int probe_cleanup(const struct probe_params *p, struct err *e)
     /* A clean-up that never reached the share (a peer gone from the
      * network) removed nothing: the caller must be able to say so. */
     if (ret == 0 && r.outcome != PROBE_OK)
-        ret = err_set(e, -EIO, "the share could not be reached (%s): a probe file may be left "
-                      "there until a later probe removes it", r.cause);
+        ret = err_set(e, -EIO,
+                      "the share could not be reached (%s): a probe file may be left "
+                      "there until a later probe removes it",
+                      r.cause);
     return ret;
 }
 

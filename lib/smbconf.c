@@ -473,8 +473,10 @@ static int handle_param(struct walk *w, size_t fi, const struct lline *ll, int d
     *eq = '\0';
     name = trim_one(ll->text);
     if (name[0] == '\0')
-        return err_set(w->e, -EINVAL, "%s:%d: parameter without a name: Samba cannot load this "
-                       "file", fpath, ll->line);
+        return err_set(w->e, -EINVAL,
+                       "%s:%d: parameter without a name: Samba cannot load this "
+                       "file",
+                       fpath, ll->line);
     value = trim_one(eq + 1);
     note_indent(w, depth, ll, c->files[fi].buf);
 
@@ -551,8 +553,7 @@ static int walk_file(struct walk *w, size_t fi, int depth)
     return r;
 }
 
-int smbconf_parse(struct smbconf *c, const char *path, const struct smbconf_io *io,
-                  struct err *e)
+int smbconf_parse(struct smbconf *c, const char *path, const struct smbconf_io *io, struct err *e)
 {
     struct walk w = {.c = c,
                      .io = io,
@@ -658,8 +659,8 @@ void smbconf_edit_free(struct smbconf_edit *ed)
 }
 
 /* out = buf[0, at) + ins + buf[at + cut, len) */
-static int splice(const struct smbconf_file *f, size_t at, size_t cut, const char *ins,
-                  char **out, size_t *outlen)
+static int splice(const struct smbconf_file *f, size_t at, size_t cut, const char *ins, char **out,
+                  size_t *outlen)
 {
     size_t il = strlen(ins);
     size_t n = f->len - cut + il;
@@ -809,8 +810,7 @@ int smbconf_unrender(const struct smbconf *c, const struct smbconf_edit *ed, cha
         return err_set(e, -EALREADY, "%s: the line smbtuned added is not there", ed->file);
     if (c->found && strcmp(c->files[c->hit.file].path, ed->file) == 0 &&
         c->hit.end - c->hit.start == strlen(ed->original) &&
-        memcmp(c->files[c->hit.file].buf + c->hit.start, ed->original,
-               strlen(ed->original)) == 0)
+        memcmp(c->files[c->hit.file].buf + c->hit.start, ed->original, strlen(ed->original)) == 0)
         return err_set(e, -EALREADY, "%s:%d: the line holds its old value already", ed->file,
                        c->hit.line);
     if (!c->found || strcmp(c->files[c->hit.file].path, ed->file) != 0)
@@ -871,8 +871,7 @@ int smbconf_edit_chain(const struct smbconf_edit *first, const struct smbconf_ed
     free(out->written);
     free(out->prev);
     out->prev = strndup(w + first->line_off, first->line_len);
-    if (asprintf(&out->written, "%.*s%s%s", (int)first->line_off, w, next->written, w + tail) <
-        0) {
+    if (asprintf(&out->written, "%.*s%s%s", (int)first->line_off, w, next->written, w + tail) < 0) {
         out->written = NULL;
         smbconf_edit_free(out);
         return -ENOMEM;

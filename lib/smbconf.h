@@ -71,9 +71,9 @@ struct smbconf {
 /* A change as it was made: enough to take it back later (also from a
  * state file after a crash) without touching anything else. */
 struct smbconf_edit {
-    char *file;     /* path of the changed file, as named */
-    char *written;  /* the bytes put in */
-    char *original; /* the bytes they replaced ("" when a line was added) */
+    char *file;      /* path of the changed file, as named */
+    char *written;   /* the bytes put in */
+    char *original;  /* the bytes they replaced ("" when a line was added) */
     size_t line_off; /* where the parameter line starts inside written */
     size_t line_len; /* and how long it is (without its line end) */
     /* A chained edit's line before its last step (NULL: none). A step is
@@ -82,8 +82,7 @@ struct smbconf_edit {
     char *prev;
 };
 
-int smbconf_parse(struct smbconf *c, const char *path, const struct smbconf_io *io,
-                  struct err *e);
+int smbconf_parse(struct smbconf *c, const char *path, const struct smbconf_io *io, struct err *e);
 void smbconf_free(struct smbconf *c);
 
 /* A copy of c's notes, for a result that outlives c. */
@@ -147,7 +146,7 @@ struct smbconf_result {
     char *old_value;
     char *new_value;
     bool changed;
-    struct smbconf_edit edit; /* valid when changed */
+    struct smbconf_edit edit;   /* valid when changed */
     struct smbconf_note *notes; /* the configuration's notes, as in struct smbconf */
     size_t nnotes;
 };
@@ -157,9 +156,8 @@ struct smbconf_result {
  * checks before and after (restoring our line when the check after fails).
  * -ECANCELED: the value in force is not ch->expect; -ESTALE: a file
  * changed while we worked. Nothing is written in either case. */
-int smbconf_set_buffers(const char *path, const char *state_dir,
-                        const struct smbconf_change *ch, struct smbconf_result *res,
-                        struct err *e);
+int smbconf_set_buffers(const char *path, const char *state_dir, const struct smbconf_change *ch,
+                        struct smbconf_result *res, struct err *e);
 
 /* Take an edit back (compare-and-set, see smbconf_unrender). */
 int smbconf_revert(const char *path, const char *state_dir, const struct smbconf_edit *ed,

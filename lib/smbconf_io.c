@@ -287,8 +287,8 @@ static void sweep_edited(const struct smbconf *c)
     files_target_close(&t);
 }
 
-static int revert_locked(const char *path, const char *state_dir,
-                         const struct smbconf_edit *ed, struct err *e)
+static int revert_locked(const char *path, const char *state_dir, const struct smbconf_edit *ed,
+                         struct err *e)
 {
     struct smbconf c;
     char *out = NULL;
@@ -401,8 +401,10 @@ static int set_locked(const char *path, const char *state_dir, const struct smbc
     judge = NULL;
     r = smbconf_testparm(path, "socket options", &judge, e);
     if (r == 0 && !sockopts_same(judge, res->new_value))
-        r = err_set(e, -EPROTO, "%s: after the change Samba's testparm reports '%s' instead of "
-                    "'%s'", path, judge, res->new_value);
+        r = err_set(e, -EPROTO,
+                    "%s: after the change Samba's testparm reports '%s' instead of "
+                    "'%s'",
+                    path, judge, res->new_value);
     if (r < 0) {
         /* What happened to smb.conf comes first: the reason after it may
          * carry long values and be cut. */
@@ -435,9 +437,8 @@ out:
     return r;
 }
 
-int smbconf_set_buffers(const char *path, const char *state_dir,
-                        const struct smbconf_change *ch, struct smbconf_result *res,
-                        struct err *e)
+int smbconf_set_buffers(const char *path, const char *state_dir, const struct smbconf_change *ch,
+                        struct smbconf_result *res, struct err *e)
 {
     int lock, r;
 

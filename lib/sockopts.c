@@ -21,11 +21,29 @@ static const char *const names[] = {
 /* Every option name Samba knows: used to tell a stray value fragment
  * ("65536" in `SO_RCVBUF = 65536`) from the next real option. */
 static const char *const known[] = {
-    "SO_KEEPALIVE", "SO_REUSEADDR", "SO_REUSEPORT", "SO_BROADCAST", "TCP_NODELAY",
-    "TCP_KEEPCNT", "TCP_KEEPIDLE", "TCP_KEEPINTVL", "IPTOS_LOWDELAY", "IPTOS_THROUGHPUT",
-    "SO_SNDBUF", "SO_RCVBUF", "SO_SNDLOWAT", "SO_RCVLOWAT", "SO_SNDTIMEO", "SO_RCVTIMEO",
-    "TCP_FASTACK", "TCP_QUICKACK", "TCP_NODELAYACK", "TCP_KEEPALIVE_THRESHOLD",
-    "TCP_KEEPALIVE_ABORT_THRESHOLD", "TCP_DEFER_ACCEPT", "TCP_USER_TIMEOUT",
+    "SO_KEEPALIVE",
+    "SO_REUSEADDR",
+    "SO_REUSEPORT",
+    "SO_BROADCAST",
+    "TCP_NODELAY",
+    "TCP_KEEPCNT",
+    "TCP_KEEPIDLE",
+    "TCP_KEEPINTVL",
+    "IPTOS_LOWDELAY",
+    "IPTOS_THROUGHPUT",
+    "SO_SNDBUF",
+    "SO_RCVBUF",
+    "SO_SNDLOWAT",
+    "SO_RCVLOWAT",
+    "SO_SNDTIMEO",
+    "SO_RCVTIMEO",
+    "TCP_FASTACK",
+    "TCP_QUICKACK",
+    "TCP_NODELAYACK",
+    "TCP_KEEPALIVE_THRESHOLD",
+    "TCP_KEEPALIVE_ABORT_THRESHOLD",
+    "TCP_DEFER_ACCEPT",
+    "TCP_USER_TIMEOUT",
 };
 
 const char *sockopts_name(enum sockopts_buf which)

@@ -30,7 +30,10 @@ struct field {
     long long max; /* K_LONG, K_SIZE: the largest value (the smallest is 0) */
 };
 
-#define F(k, kind, member, max) {k, kind, offsetof(struct state, member), max}
+#define F(k, kind, member, max)                                                                    \
+    {                                                                                              \
+        k, kind, offsetof(struct state, member), max                                               \
+    }
 
 /* Buffer sizes: Samba passes an int. Offsets and lengths into smb.conf's
  * bytes are checked against the bytes themselves (check_records). */

@@ -397,8 +397,7 @@ static void test_render(void **state)
 
 static void test_unrender_refuses_foreign_edit(void **state)
 {
-    struct mem_file files[] = {{"/etc/smb.conf", "[global]\nsocket options = A\n"},
-                               {NULL, NULL}};
+    struct mem_file files[] = {{"/etc/smb.conf", "[global]\nsocket options = A\n"}, {NULL, NULL}};
     struct smbconf c, c2;
     struct smbconf_edit ed;
     struct err e = {{0}};

@@ -136,8 +136,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_median),    cmocka_unit_test(test_mad_scale),
         cmocka_unit_test(test_summarize), cmocka_unit_test(test_normal),
-        cmocka_unit_test(test_t),
-        cmocka_unit_test(test_cusum),
+        cmocka_unit_test(test_t),         cmocka_unit_test(test_cusum),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
