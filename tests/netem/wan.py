@@ -106,13 +106,30 @@ def _kill_ns_procs(ns):
         time.sleep(0.1)
 
 
+def _del_ns(ns, wait_s=15.0):
+    """Delete namespace ns, retrying while `ip netns del` fails: the
+    namespace file stays busy for a moment after the processes in it were
+    killed (seen in CI: both namespaces of a path left behind, deleted
+    fine by the next path's remove_stale a minute later)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        r = _ip("netns", "del", ns, check=False)
+        if ns not in _ns_list():
+            return
+        if time.monotonic() >= deadline:
+            sys.stderr.write(f"wan: cannot delete namespace {ns}: {r.stderr.strip()}\n")
+            return
+        _kill_ns_procs(ns)
+        time.sleep(0.2)
+
+
 def remove_stale():
     """Delete namespaces left by a WanPath whose process has died."""
     for ns in _ns_list():
         m = NS_RE.match(ns)
         if m and not _pid_alive(int(m.group(1))):
             _kill_ns_procs(ns)
-            _ip("netns", "del", ns, check=False)
+            _del_ns(ns)
 
 
 class WanPath:
@@ -201,7 +218,7 @@ class WanPath:
             self.proc = None
         for ns in self.created:
             _kill_ns_procs(ns)
-            _ip("netns", "del", ns, check=False)
+            _del_ns(ns)
         self.created = []
         self._untrap_sigterm()
 
