@@ -18,6 +18,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from daemon_util import DaemonEnv  # noqa: E402
 from smbd import SMBD, SmbdFactory  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -106,3 +107,22 @@ def smbtuned():
     if not os.access(path, os.X_OK):
         pytest.skip(f"smbtuned binary not found at {path} (build it or set SMBTUNED)")
     return path
+
+
+@pytest.fixture
+def make_env(smbtuned, smbd_factory, tmp_path):
+    """make_env(socket_options) -> DaemonEnv around a fresh fixture smbd
+    whose smb.conf has that socket options line."""
+    envs = []
+
+    def make(socket_options):
+        srv = smbd_factory(socket_options=socket_options)
+        env = DaemonEnv(smbtuned, srv, tmp_path)
+        envs.append(env)
+        return env
+
+    try:
+        yield make
+    finally:
+        for env in envs:
+            env.cleanup()

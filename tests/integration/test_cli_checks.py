@@ -12,7 +12,7 @@ import stat
 
 import pytest
 
-from daemon_util import DaemonEnv, q
+from daemon_util import q
 
 pytestmark = [pytest.mark.smbd]
 
@@ -30,27 +30,20 @@ def state_text(last_written):
 
 
 @pytest.fixture
-def make_env(smbtuned, smbd_factory, tmp_path):
-    envs = []
-
+def shadow_env(make_env):
+    """make_env with a config of shadow trials in tune mode."""
     def make(socket_options):
-        env = DaemonEnv(smbtuned, smbd_factory(socket_options=socket_options), tmp_path)
-        envs.append(env)
+        env = make_env(socket_options)
         env.write_config(tune={"trials": q("shadow"), "mode": q("tune")})
         return env
-
-    try:
-        yield make
-    finally:
-        for env in envs:
-            env.cleanup()
+    return make
 
 
-def test_long_hand_edit_keeps_reason_and_line(make_env):
+def test_long_hand_edit_keeps_reason_and_line(shadow_env):
     # 5000 characters of valid tokens: an edit by hand of any length.
     long_value = "TCP_NODELAY" + " SO_KEEPALIVE" * 384
     assert len(long_value) > 5000
-    env = make_env(long_value)
+    env = shadow_env(long_value)
     (env.state_dir / "state").write_text(state_text(WRITTEN))
 
     rc, out, err = env.run("--once")
@@ -68,8 +61,8 @@ def test_long_hand_edit_keeps_reason_and_line(make_env):
     assert env.state().get("hold") == "yes"
 
 
-def test_fifo_state_file_is_named_and_held(make_env):
-    env = make_env(WRITTEN)
+def test_fifo_state_file_is_named_and_held(shadow_env):
+    env = shadow_env(WRITTEN)
     fifo = env.state_dir / "state"
     os.mkfifo(fifo, 0o600)
 

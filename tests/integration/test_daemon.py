@@ -47,25 +47,6 @@ SIDE_KEYS = {"value", "rcvbuf", "sndbuf", "write_mbps", "read_mbps"}
 TOP_KEYS = {"before", "after", "committed", "mode", "samples", "bytes", "seconds", "result"}
 
 
-@pytest.fixture
-def make_env(smbtuned, smbd_factory, tmp_path):
-    """make_env(socket_options) -> DaemonEnv around a fresh fixture smbd
-    whose smb.conf has that socket options line."""
-    envs = []
-
-    def make(socket_options):
-        srv = smbd_factory(socket_options=socket_options)
-        env = DaemonEnv(smbtuned, srv, tmp_path)
-        envs.append(env)
-        return env
-
-    try:
-        yield make
-    finally:
-        for env in envs:
-            env.cleanup()
-
-
 def buffers_of(value):
     """(SO_RCVBUF, SO_SNDBUF) of a value as the report gives them: an int,
     or None when the token is absent (autotuning)."""

@@ -12,7 +12,6 @@ import time
 import pytest
 
 from daemon_util import RESULT_RE, q
-from test_daemon import make_env  # noqa: F401  (the fixture)
 
 ON_LATTICE = "TCP_NODELAY SO_RCVBUF=131072 SO_SNDBUF=131072"
 
