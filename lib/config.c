@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config_scan.h"
 #include "files.h"
 #include "parse.h"
 #include "probe.h"
@@ -444,7 +445,7 @@ struct parse_ctx {
     const char *name;
     /* The options set so far and their lines: libconfuse lets the last of
      * two `size = ...` win without a word. Sections cannot repeat (the
-     * pre-scan refuses that), so a field names its section too. */
+     * scan refuses that: config_scan.h), so a field names its section too. */
     const struct field *set[64];
     int set_line[64];
     size_t nset;
@@ -497,135 +498,6 @@ static int validate(cfg_t *cfg, cfg_opt_t *opt)
     return 0;
 }
 
-/* libconfuse accepts without a word what the pre-scan below refuses:
- * a section whose closing brace is missing (the end of the file closes
- * it), a comment or string left open (the rest of the file is ignored), a
- * section given twice (the two are merged) and ${VAR}, which it replaces
- * from the environment of the process that parses, so that `smbtuned -t`
- * from a shell would check another value than the service reads. None of
- * that can be switched off, so the text is checked first by the rules of
- * libconfuse's lexer (src/lexer.l, 3.3): where a token starts, # and //
- * comment out the rest of the line and slash-star opens a comment that the
- * next star-slash closes; "..." and '...' are strings in which a backslash
- * takes the next character along; a word is a run of characters other
- * than blanks and # " ' = { } ( ) + , *; anything else is one character. */
-#define SCAN_DEPTH 8
-#define SCAN_SECTIONS 8
-
-struct scan_word {
-    const char *s;
-    size_t n;
-    int line;
-};
-
-static bool word_char(char ch)
-{
-    return ch != '\0' && strchr(" \t\r\n#\"'={}()+,*", ch) == NULL;
-}
-
-static int env_error(const char *name, int line, struct err *e)
-{
-    return err_set(e, -EINVAL,
-                   "%s:%d: '${' is not allowed: libconfuse would put in a value from the "
-                   "environment of whoever reads the file; write the value itself",
-                   name, line);
-}
-
-/* A section name followed by '{' at the top level: refuse a second one. */
-static int scan_section(struct scan_word *seen, size_t *nseen, const struct scan_word *w,
-                        const char *name, struct err *e)
-{
-    for (size_t i = 0; i < *nseen; i++)
-        if (seen[i].n == w->n && memcmp(seen[i].s, w->s, w->n) == 0)
-            return err_set(e, -EINVAL,
-                           "%s:%d: section %.*s is given twice (first at line %d): give it once",
-                           name, w->line, (int)w->n, w->s, seen[i].line);
-    /* More sections than there are names: libconfuse refuses the unknown ones. */
-    if (*nseen < SCAN_SECTIONS)
-        seen[(*nseen)++] = *w;
-    return 0;
-}
-
-static int prescan(const char *text, const char *name, struct err *e)
-{
-    struct scan_word seen[SCAN_SECTIONS], word = {NULL, 0, 0};
-    size_t nseen = 0;
-    int line = 1, depth = 0, open_line[SCAN_DEPTH];
-    const char *p = text;
-
-    while (*p != '\0') {
-        if (*p == '\n') {
-            line++;
-            p++;
-        } else if (*p == '#' || (p[0] == '/' && p[1] == '/')) {
-            p += strcspn(p, "\n");
-        } else if (p[0] == '/' && p[1] == '*') {
-            const char *end = strstr(p + 2, "*/");
-
-            if (end == NULL)
-                return err_set(e, -EINVAL,
-                               "%s:%d: comment '/*' is not closed: expected '*/' (the rest of "
-                               "the file would be ignored)",
-                               name, line);
-            for (; p < end; p++)
-                line += *p == '\n';
-            p = end + 2;
-        } else if (*p == '"' || *p == '\'') {
-            char quote = *p++;
-            int start = line;
-
-            for (; *p != '\0' && *p != quote; p++) {
-                if (quote == '"' && p[0] == '$' && p[1] == '{')
-                    return env_error(name, line, e);
-                if (*p == '\\' && p[1] != '\0')
-                    p++;
-                line += *p == '\n';
-            }
-            if (*p == '\0')
-                return err_set(e, -EINVAL,
-                               "%s:%d: string is not closed: expected %c before the end of the "
-                               "file",
-                               name, start, quote);
-            p++;
-            word.s = NULL;
-        } else if (p[0] == '$' && p[1] == '{') {
-            return env_error(name, line, e);
-        } else if (word_char(*p)) {
-            word = (struct scan_word){p, 0, line};
-            for (; word_char(*p); p++)
-                if (p[0] == '$' && p[1] == '{')
-                    return env_error(name, line, e);
-            word.n = (size_t)(p - word.s);
-        } else if (*p == '{') {
-            if (depth == 0 && word.s != NULL && scan_section(seen, &nseen, &word, name, e) < 0)
-                return -EINVAL;
-            /* Sections do not nest; lists may hold no braces: any depth
-             * beyond this is an error of libconfuse's anyway. */
-            if (depth == SCAN_DEPTH)
-                return err_set(e, -EINVAL, "%s:%d: braces nested too deeply", name, line);
-            open_line[depth++] = line;
-            word.s = NULL;
-            p++;
-        } else if (*p == '}') {
-            if (depth == 0)
-                return err_set(e, -EINVAL, "%s:%d: '}' without a '{' before it", name, line);
-            depth--;
-            word.s = NULL;
-            p++;
-        } else {
-            /* Blanks leave a section name pending; = ( ) + , end it. */
-            if (*p != ' ' && *p != '\t' && *p != '\r')
-                word.s = NULL;
-            p++;
-        }
-    }
-    if (depth > 0)
-        return err_set(e, -EINVAL,
-                       "%s:%d: '{' is not closed: expected '}' before the end of the file", name,
-                       open_line[depth - 1]);
-    return 0;
-}
-
 int config_parse_string(const char *text, const char *name, struct config *c, struct err *e)
 {
     /* Every option is a string without a libconfuse default: an option
@@ -639,7 +511,7 @@ int config_parse_string(const char *text, const char *name, struct config *c, st
     int r;
 
     config_defaults(c);
-    r = prescan(text, name, e);
+    r = config_scan(text, name, e);
     if (r < 0)
         return r;
     for (size_t i = 0; i < 2; i++) {

@@ -1,0 +1,131 @@
+/* config_scan: the pre-scan of /etc/smbtuned.conf that follows
+ * libconfuse's lexer (see config_scan.h for what it refuses and why). */
+#include "config_scan.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <string.h>
+
+/* The rules of libconfuse's lexer (src/lexer.l, 3.3): where a token
+ * starts, # and // comment out the rest of the line and slash-star opens a
+ * comment that the next star-slash closes; "..." and '...' are strings in
+ * which a backslash takes the next character along; a word is a run of
+ * characters other than blanks and # " ' = { } ( ) + , *; anything else
+ * is one character. */
+#define SCAN_DEPTH 8
+#define SCAN_SECTIONS 8
+
+struct scan_word {
+    const char *s;
+    size_t n;
+    int line;
+};
+
+static bool word_char(char ch)
+{
+    return ch != '\0' && strchr(" \t\r\n#\"'={}()+,*", ch) == NULL;
+}
+
+static int env_error(const char *name, int line, struct err *e)
+{
+    return err_set(e, -EINVAL,
+                   "%s:%d: '${' is not allowed: libconfuse would put in a value from the "
+                   "environment of whoever reads the file; write the value itself",
+                   name, line);
+}
+
+/* A section name followed by '{' at the top level: refuse a second one. */
+static int scan_section(struct scan_word *seen, size_t *nseen, const struct scan_word *w,
+                        const char *name, struct err *e)
+{
+    for (size_t i = 0; i < *nseen; i++)
+        if (seen[i].n == w->n && memcmp(seen[i].s, w->s, w->n) == 0)
+            return err_set(e, -EINVAL,
+                           "%s:%d: section %.*s is given twice (first at line %d): give it once",
+                           name, w->line, (int)w->n, w->s, seen[i].line);
+    /* More sections than there are names: libconfuse refuses the unknown ones. */
+    if (*nseen < SCAN_SECTIONS)
+        seen[(*nseen)++] = *w;
+    return 0;
+}
+
+int config_scan(const char *text, const char *name, struct err *e)
+{
+    struct scan_word seen[SCAN_SECTIONS], word = {NULL, 0, 0};
+    size_t nseen = 0;
+    int line = 1, depth = 0, open_line[SCAN_DEPTH];
+    const char *p = text;
+
+    while (*p != '\0') {
+        if (*p == '\n') {
+            line++;
+            p++;
+        } else if (*p == '#' || (p[0] == '/' && p[1] == '/')) {
+            p += strcspn(p, "\n");
+        } else if (p[0] == '/' && p[1] == '*') {
+            const char *end = strstr(p + 2, "*/");
+
+            if (end == NULL)
+                return err_set(e, -EINVAL,
+                               "%s:%d: comment '/*' is not closed: expected '*/' (the rest of "
+                               "the file would be ignored)",
+                               name, line);
+            for (; p < end; p++)
+                line += *p == '\n';
+            p = end + 2;
+        } else if (*p == '"' || *p == '\'') {
+            char quote = *p++;
+            int start = line;
+
+            for (; *p != '\0' && *p != quote; p++) {
+                if (quote == '"' && p[0] == '$' && p[1] == '{')
+                    return env_error(name, line, e);
+                if (*p == '\\' && p[1] != '\0')
+                    p++;
+                line += *p == '\n';
+            }
+            if (*p == '\0')
+                return err_set(e, -EINVAL,
+                               "%s:%d: string is not closed: expected %c before the end of the "
+                               "file",
+                               name, start, quote);
+            p++;
+            word.s = NULL;
+        } else if (p[0] == '$' && p[1] == '{') {
+            return env_error(name, line, e);
+        } else if (word_char(*p)) {
+            word = (struct scan_word){p, 0, line};
+            for (; word_char(*p); p++)
+                if (p[0] == '$' && p[1] == '{')
+                    return env_error(name, line, e);
+            word.n = (size_t)(p - word.s);
+        } else if (*p == '{') {
+            if (depth == 0 && word.s != NULL && scan_section(seen, &nseen, &word, name, e) < 0)
+                return -EINVAL;
+            /* Sections do not nest; lists may hold no braces: any depth
+             * beyond this is an error of libconfuse's anyway. */
+            if (depth == SCAN_DEPTH)
+                return err_set(e, -EINVAL, "%s:%d: braces nested too deeply", name, line);
+            open_line[depth++] = line;
+            word.s = NULL;
+            p++;
+        } else if (*p == '}') {
+            if (depth == 0)
+                return err_set(e, -EINVAL, "%s:%d: '}' without a '{' before it", name, line);
+            depth--;
+            word.s = NULL;
+            p++;
+        } else {
+            /* Blanks leave a section name pending; = ( ) + , end it. */
+            if (*p != ' ' && *p != '\t' && *p != '\r')
+                word.s = NULL;
+            p++;
+        }
+    }
+    if (depth > 0)
+        return err_set(e, -EINVAL,
+                       "%s:%d: '{' is not closed: expected '}' before the end of the file", name,
+                       open_line[depth - 1]);
+    return 0;
+}

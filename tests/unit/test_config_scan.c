@@ -1,0 +1,138 @@
+/* Unit tests for lib/config_scan: the structure of /etc/smbtuned.conf read
+ * by libconfuse's lexer rules before libconfuse reads it. Each refusal
+ * names the file, the line and what was expected; what is inside comments
+ * and strings is not structure. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <errno.h>
+
+#include "config_scan.h"
+
+static void check_ok(const char *text)
+{
+    struct err e = {{0}};
+
+    if (config_scan(text, "f.conf", &e) != 0)
+        fail_msg("scan of\n%s\nrefused it: '%s'", text, e.msg);
+}
+
+static void check_refused(const char *text, const char *want)
+{
+    struct err e = {{0}};
+
+    assert_int_equal(config_scan(text, "/etc/smbtuned.conf", &e), -EINVAL);
+    if (strstr(e.msg, want) == NULL)
+        fail_msg("error for\n%s\nis '%s', expected '%s'", text, e.msg, want);
+}
+
+static void test_well_formed(void **state)
+{
+    (void)state;
+    check_ok("");
+    check_ok("probe {\n  size = 1M\n}\ntune {\n  mode = advise\n}\n");
+    check_ok("probe{}tune{}");
+    /* A list's parentheses and commas are not structure. */
+    check_ok("tune {\n  x = (a, b, \"c\")\n}\n");
+    /* More sections than the scan remembers: libconfuse refuses the unknown ones. */
+    check_ok("a{}b{}c{}d{}e{}f{}g{}h{}i{}j{}");
+}
+
+/* The end of the file would close the section; the rest of the file would
+ * be ignored after an open comment or string. */
+static void test_open_brace_comment_string(void **state)
+{
+    (void)state;
+    check_refused("probe {\n  size = 1M\n",
+                  "/etc/smbtuned.conf:1: '{' is not closed: expected '}'");
+    check_refused("probe {\n  size = 1M\n}\ntune {\n  mode = advise\n\n",
+                  "/etc/smbtuned.conf:4: '{' is not closed");
+    check_refused("probe {\n  size = 1M\n}\n/* old\ntune {\n  mode = bogus\n}\n",
+                  "/etc/smbtuned.conf:4: comment '/*' is not closed: expected '*/'");
+    check_refused("probe {\n  size = 1M\n}\n\"\n", "/etc/smbtuned.conf:4: string is not closed");
+    check_refused("probe {\n  url = 'smb://x/y\n}\n",
+                  "/etc/smbtuned.conf:2: string is not closed: expected '");
+    /* The line of an open string is where it starts. */
+    check_refused("probe {\n  url = \"a\nb\nc\n", "/etc/smbtuned.conf:2: string is not closed");
+    /* A backslash takes the closing quote along. */
+    check_refused("probe {\n  url = \"a\\\"\n}\n", ":2: string is not closed");
+}
+
+static void test_stray_and_deep_braces(void **state)
+{
+    (void)state;
+    check_refused("probe {\n  size = 1M\n}\n}\n",
+                  "/etc/smbtuned.conf:4: '}' without a '{' before it");
+    check_refused("}", "/etc/smbtuned.conf:1: '}' without a '{'");
+    check_refused("a{b{c{d{e{f{g{h{\ni{}}}}}}}}}",
+                  "/etc/smbtuned.conf:2: braces nested too deeply");
+    /* Eight levels are still the scan's to count (libconfuse refuses them). */
+    check_ok("a{b{c{d{e{f{g{h{}}}}}}}}");
+}
+
+static void test_section_twice(void **state)
+{
+    (void)state;
+    check_refused("probe {\n  size = 1M\n}\n\nprobe {\n  size = 2M\n}\n",
+                  "/etc/smbtuned.conf:5: section probe is given twice (first at line 1)");
+    check_refused("tune{}probe{}\ntune {\n}\n",
+                  "/etc/smbtuned.conf:2: section tune is given twice (first at line 1)");
+    /* Blanks and line ends between the name and its brace keep the name. */
+    check_refused("tune\n{\n}\ntune \t\n\n {}\n", ":4: section tune is given twice");
+    /* A nested brace is not a section; nor is a word cut off by '='. */
+    check_ok("probe {\n  x {\n  }\n  x {\n  }\n}\n");
+    check_ok("probe {}\nprobe =\n{}\n");
+    /* A prefix is another name. */
+    check_ok("probe {}\nprob {}\n");
+}
+
+/* libconfuse would put in the values of the caller's environment. */
+static void test_environment(void **state)
+{
+    (void)state;
+    check_refused("probe {\n  url = ${SMBTUNED_TEST_URL}\n}\n",
+                  "/etc/smbtuned.conf:2: '${' is not allowed");
+    check_refused("probe {\n\n  url = \"smb://${SMBTUNED_TEST_HOST:-127.0.0.1}/share\"\n}\n",
+                  "/etc/smbtuned.conf:3: '${' is not allowed");
+    check_refused("probe {\n  size = 1M${X}\n}\n", "/etc/smbtuned.conf:2: '${' is not allowed");
+    check_refused("${X} {\n}\n", "/etc/smbtuned.conf:1: '${' is not allowed");
+    /* A $ alone is a character like any other. */
+    check_ok("probe {\n  directory = a$b\n  url = \"$\"\n}\n");
+}
+
+/* Comments and strings hide braces and ${ from the scan, as from
+ * libconfuse: a single-quoted string is never expanded, an escaped $ in a
+ * double-quoted one is not either. */
+static void test_comments_and_strings(void **state)
+{
+    (void)state;
+    check_ok("/* tune {\n ${X} */ probe { # {{ ${X}\n}\n");
+    check_ok("probe {\n  url = \"a}b{\" // }\n  x = 'x\\'${y}{'\n}\n");
+    check_ok("probe {\n  x = \"/* \\\" \\${z}\" /* } */\n}\n");
+    /* Lines inside a comment or a string still count. */
+    check_refused("/*\n\n*/ probe {\n", "/etc/smbtuned.conf:3: '{' is not closed");
+    check_refused("x = \"a\n\nb\" }", "/etc/smbtuned.conf:3: '}' without a '{'");
+    /* A comment's end is not the start of another. */
+    check_refused("/*/ {", ":1: comment '/*' is not closed");
+    /* A // inside a word is not a comment; at a token's start it is. */
+    check_refused("x = a//b }", ":1: '}' without a '{'");
+    check_ok("x = //b }");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_well_formed),
+        cmocka_unit_test(test_open_brace_comment_string),
+        cmocka_unit_test(test_stray_and_deep_braces),
+        cmocka_unit_test(test_section_twice),
+        cmocka_unit_test(test_environment),
+        cmocka_unit_test(test_comments_and_strings),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
