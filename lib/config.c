@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config_int.h"
 #include "config_scan.h"
 #include "files.h"
 #include "parse.h"
@@ -59,20 +60,6 @@ void config_defaults(struct config *c)
     c->tune.busy_rate = 0;
     c->tune.window_start = c->tune.window_end = -1;
     c->tune.restart_smbd = false;
-}
-
-/* One parser per option, shared by the validators (which run while
- * libconfuse reads the line, so the message carries that line) and by the
- * extraction afterwards. Each returns 0 or -errno with a message without
- * file or line. */
-typedef int (*value_parser)(const char *s, struct config *c, struct err *e);
-
-static int copy_str(char *dst, size_t len, const char *s, const char *what, struct err *e)
-{
-    if (strlen(s) >= len)
-        return err_set(e, -ENAMETOOLONG, "%s is too long (at most %zu characters)", what, len - 1);
-    memcpy(dst, s, strlen(s) + 1);
-    return 0;
 }
 
 static int parse_url(const char *s, struct config *c, struct err *e)
@@ -147,12 +134,7 @@ static int parse_socket_options(const char *s, struct config *c, struct err *e)
     return copy_str(p->socket_options, sizeof(p->socket_options), s, "socket_options", e);
 }
 
-struct field {
-    const char *name;
-    value_parser parse;
-};
-
-static const struct field probe_fields[] = {
+static const struct config_field probe_fields[] = {
     {"url", parse_url},
     {"credentials", parse_credentials},
     {"size", parse_probe_size},
@@ -162,262 +144,25 @@ static const struct field probe_fields[] = {
     {"socket_options", parse_socket_options},
 };
 
-/* ---- tune { ... }: the tuning loop ---- */
+_Static_assert(sizeof(probe_fields) / sizeof(probe_fields[0]) <= CONFIG_MAX_FIELDS,
+               "raise CONFIG_MAX_FIELDS");
 
-static int parse_path(const char *s, char *dst, size_t len, const char *what, struct err *e)
+/* The tune section's table is in config_tune.c. */
+static const struct config_section probe_section = {"probe", probe_fields,
+                                                    sizeof(probe_fields) / sizeof(probe_fields[0])};
+
+static const struct config_section *const sections[] = {&probe_section, &config_tune_section};
+
+#define NSECTIONS (sizeof(sections) / sizeof(sections[0]))
+
+static const struct config_field *find_field(const char *section, const char *name)
 {
-    if (s[0] != '/')
-        return err_set(e, -EINVAL, "%s must be an absolute path, not '%s'", what, s);
-    return copy_str(dst, len, s, what, e);
-}
-
-static int parse_smb_conf(const char *s, struct config *c, struct err *e)
-{
-    return parse_path(s, c->tune.smb_conf, sizeof(c->tune.smb_conf), "smb_conf", e);
-}
-
-static int parse_state_dir(const char *s, struct config *c, struct err *e)
-{
-    return parse_path(s, c->tune.state_dir, sizeof(c->tune.state_dir), "state_dir", e);
-}
-
-/* A word of a table indexed by the enum's values: the one conversion of
- * the text into the enum (the command line goes through config_set). */
-static int parse_word(const char *s, const char *const *words, size_t n, int *out, const char *what,
-                      struct err *e)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (words[i] != NULL && strcmp(s, words[i]) == 0) {
-            *out = (int)i;
-            return 0;
-        }
-    }
-    return err_set(e, -EINVAL, "%s '%s' is not one of the words documented for it", what, s);
-}
-
-static int parse_mode(const char *s, struct config *c, struct err *e)
-{
-    static const char *const words[] = {[TUNER_TUNE] = "tune", [TUNER_ADVISE] = "advise"};
-    int v = 0; /* err_set's negative return is not visible to gcc */
-    int r = parse_word(s, words, sizeof(words) / sizeof(words[0]), &v, "mode (tune or advise)", e);
-
-    if (r == 0)
-        c->tune.mode = (enum tuner_mode)v;
-    return r;
-}
-
-static int parse_trials(const char *s, struct config *c, struct err *e)
-{
-    static const char *const words[] = {
-        [TUNER_SHADOW] = "shadow", [TUNER_CLIENT] = "client", [TUNER_LIVE] = "live"};
-    int v = 0, r;
-
-    if (strcmp(s, "auto") == 0) {
-        c->tune.trials_auto = true;
-        return 0;
-    }
-    r = parse_word(s, words, sizeof(words) / sizeof(words[0]), &v,
-                   "trials (auto, shadow, client or live)", e);
-    if (r == 0) {
-        c->tune.trials_auto = false;
-        c->tune.trials = (enum tuner_trials)v;
-    }
-    return r;
-}
-
-/* apply.c's names are the one list of the methods. */
-static int parse_apply(const char *s, struct config *c, struct err *e)
-{
-    return apply_parse(s, &c->tune.apply, e);
-}
-
-/* Seconds, with an optional s, m, h or d. */
-static int parse_interval(const char *s, struct config *c, struct err *e)
-{
-    char num[32];
-    size_t n = strlen(s);
-    long long mult = 1, v;
-
-    if (n == 0 || n >= sizeof(num))
-        goto bad;
-    memcpy(num, s, n + 1);
-    switch (num[n - 1]) {
-    case 'd':
-        mult *= 24; /* fall through */
-    case 'h':
-        mult *= 60; /* fall through */
-    case 'm':
-        mult *= 60; /* fall through */
-    case 's':
-        num[n - 1] = '\0';
-        break;
-    default:
-        break;
-    }
-    if (parse_long(num, 1, 366LL * 86400, &v) < 0 || v * mult > 366LL * 86400 || v * mult < 60)
-        goto bad;
-    c->tune.interval_s = (double)(v * mult);
-    return 0;
-bad:
-    return err_set(e, -EINVAL, "interval '%s' is not a duration from 60s to 366d (e.g. 6h)", s);
-}
-
-static int parse_min_size(const char *s, struct config *c, struct err *e)
-{
-    if (parse_size(s, 1024, 1LL << 30, &c->tune.min_size) < 0)
-        return err_set(e, -EINVAL, "min_size '%s' is not a byte count from 1K to 1G", s);
-    return 0;
-}
-
-static int parse_max_size(const char *s, struct config *c, struct err *e)
-{
-    if (parse_size(s, 1024, 1LL << 30, &c->tune.max_size) < 0)
-        return err_set(e, -EINVAL, "max_size '%s' is not a byte count from 1K to 1G", s);
-    return 0;
-}
-
-/* A share: 3% or 0.03. */
-static int parse_ratio(const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    double v;
-
-    errno = 0;
-    v = strtod(s, &end);
-    if (end == s || errno != 0)
-        return -EINVAL;
-    if (*end == '%') {
-        v /= 100;
-        end++;
-    }
-    if (*end != '\0' || !(v >= lo && v <= hi))
-        return -EINVAL;
-    *out = v;
-    return 0;
-}
-
-static int parse_min_gain(const char *s, struct config *c, struct err *e)
-{
-    if (parse_ratio(s, 0.001, 1.0, &c->tune.min_gain) < 0)
-        return err_set(e, -EINVAL, "min_gain '%s' is not a share from 0.1%% to 100%%", s);
-    return 0;
-}
-
-static int parse_abort_ratio(const char *s, struct config *c, struct err *e)
-{
-    if (parse_ratio(s, 0.01, 0.99, &c->tune.abort_ratio) < 0)
-        return err_set(e, -EINVAL, "abort_ratio '%s' is not a share from 1%% to 99%%", s);
-    return 0;
-}
-
-static int parse_max_samples(const char *s, struct config *c, struct err *e)
-{
-    long long v;
-
-    if (parse_long(s, 3, 1000, &v) < 0)
-        return err_set(e, -EINVAL, "max_samples '%s' is not a number from 3 to 1000", s);
-    c->tune.max_samples = (int)v;
-    return 0;
-}
-
-static int parse_max_bytes(const char *s, struct config *c, struct err *e)
-{
-    if (parse_size(s, 0, 1LL << 50, &c->tune.max_bytes) < 0)
-        return err_set(e, -EINVAL, "max_bytes '%s' is not a byte count (0: no limit)", s);
-    return 0;
-}
-
-static int parse_busy_rate(const char *s, struct config *c, struct err *e)
-{
-    if (parse_size(s, 0, 1LL << 40, &c->tune.busy_rate) < 0)
-        return err_set(e, -EINVAL, "busy_rate '%s' is not bytes per second (0: never defer)", s);
-    return 0;
-}
-
-static int parse_hhmm(const char *s, int *minutes)
-{
-    int h, m, n = 0;
-
-    if (sscanf(s, "%2d:%2d%n", &h, &m, &n) != 2 || n != 5 || h < 0 || h > 24 || m < 0 || m > 59 ||
-        (h == 24 && m != 0))
-        return -EINVAL;
-    *minutes = h * 60 + m;
-    return 0;
-}
-
-static int parse_window(const char *s, struct config *c, struct err *e)
-{
-    if (s[0] == '\0') {
-        c->tune.window_start = c->tune.window_end = -1;
-        return 0;
-    }
-    if (strlen(s) != 11 || s[5] != '-' || parse_hhmm(s, &c->tune.window_start) < 0 ||
-        parse_hhmm(s + 6, &c->tune.window_end) < 0 || c->tune.window_start == c->tune.window_end)
-        return err_set(e, -EINVAL, "window '%s' is not HH:MM-HH:MM (e.g. 01:00-05:00)", s);
-    return 0;
-}
-
-static int parse_yes_no(const char *s, bool *v, const char *what, struct err *e)
-{
-    if (strcmp(s, "yes") != 0 && strcmp(s, "no") != 0)
-        return err_set(e, -EINVAL, "%s '%s' is not yes or no", what, s);
-    *v = strcmp(s, "yes") == 0;
-    return 0;
-}
-
-static int parse_tied(const char *s, struct config *c, struct err *e)
-{
-    return parse_yes_no(s, &c->tune.tied, "tied", e);
-}
-
-static int parse_restart_smbd(const char *s, struct config *c, struct err *e)
-{
-    return parse_yes_no(s, &c->tune.restart_smbd, "restart_smbd", e);
-}
-
-static const struct field tune_fields[] = {
-    {"smb_conf", parse_smb_conf},
-    {"state_dir", parse_state_dir},
-    {"mode", parse_mode},
-    {"trials", parse_trials},
-    {"apply", parse_apply},
-    {"interval", parse_interval},
-    {"min_size", parse_min_size},
-    {"max_size", parse_max_size},
-    {"min_gain", parse_min_gain},
-    {"abort_ratio", parse_abort_ratio},
-    {"max_samples", parse_max_samples},
-    {"max_bytes", parse_max_bytes},
-    {"busy_rate", parse_busy_rate},
-    {"window", parse_window},
-    {"tied", parse_tied},
-    {"restart_smbd", parse_restart_smbd},
-};
-
-struct section {
-    const char *name;
-    const struct field *fields;
-    size_t n;
-};
-
-#define SECTION(name, f)                                                                           \
-    {                                                                                              \
-        name, f, sizeof(f) / sizeof(f[0])                                                          \
-    }
-
-static const struct section sections[] = {
-    SECTION("probe", probe_fields),
-    SECTION("tune", tune_fields),
-};
-
-static const struct field *find_field(const char *section, const char *name)
-{
-    for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++) {
-        if (strcmp(sections[i].name, section) != 0)
+    for (size_t i = 0; i < NSECTIONS; i++) {
+        if (strcmp(sections[i]->name, section) != 0)
             continue;
-        for (size_t j = 0; j < sections[i].n; j++)
-            if (strcmp(sections[i].fields[j].name, name) == 0)
-                return &sections[i].fields[j];
+        for (size_t j = 0; j < sections[i]->n; j++)
+            if (strcmp(sections[i]->fields[j].name, name) == 0)
+                return &sections[i]->fields[j];
     }
     return NULL;
 }
@@ -425,7 +170,7 @@ static const struct field *find_field(const char *section, const char *name)
 int config_set(struct config *c, const char *section, const char *name, const char *value,
                struct err *e)
 {
-    const struct field *f = find_field(section, name);
+    const struct config_field *f = find_field(section, name);
     struct err fe;
     int r;
 
@@ -446,7 +191,7 @@ struct parse_ctx {
     /* The options set so far and their lines: libconfuse lets the last of
      * two `size = ...` win without a word. Sections cannot repeat (the
      * scan refuses that: config_scan.h), so a field names its section too. */
-    const struct field *set[64];
+    const struct config_field *set[64];
     int set_line[64];
     size_t nset;
 };
@@ -476,7 +221,7 @@ static int validate(cfg_t *cfg, cfg_opt_t *opt)
     struct config scratch;
     struct err e = {{0}};
     const char *v = cfg_opt_getnstr(opt, cfg_opt_size(opt) - 1);
-    const struct field *f = find_field(cfg_name(cfg), cfg_opt_name(opt));
+    const struct config_field *f = find_field(cfg_name(cfg), cfg_opt_name(opt));
     struct parse_ctx *ctx = parse_ctx;
 
     for (size_t i = 0; f != NULL && ctx != NULL && i < ctx->nset; i++) {
@@ -503,8 +248,8 @@ int config_parse_string(const char *text, const char *name, struct config *c, st
     /* Every option is a string without a libconfuse default: an option
      * left out keeps config_defaults()'s value, and every value goes
      * through our own parser (sizes with suffixes, ranges, words). */
-    cfg_opt_t sec_opts[2][20];
-    cfg_opt_t opts[3];
+    cfg_opt_t sec_opts[NSECTIONS][CONFIG_MAX_FIELDS + 1];
+    cfg_opt_t opts[NSECTIONS + 1];
     struct err local = {{0}};
     struct parse_ctx ctx = {.e = &local, .name = name};
     cfg_t *cfg;
@@ -514,25 +259,25 @@ int config_parse_string(const char *text, const char *name, struct config *c, st
     r = config_scan(text, name, e);
     if (r < 0)
         return r;
-    for (size_t i = 0; i < 2; i++) {
+    for (size_t i = 0; i < NSECTIONS; i++) {
         size_t j;
 
-        for (j = 0; j < sections[i].n; j++)
+        for (j = 0; j < sections[i]->n; j++)
             sec_opts[i][j] =
-                (cfg_opt_t)CFG_STR((char *)sections[i].fields[j].name, NULL, CFGF_NODEFAULT);
+                (cfg_opt_t)CFG_STR((char *)sections[i]->fields[j].name, NULL, CFGF_NODEFAULT);
         sec_opts[i][j] = (cfg_opt_t)CFG_END();
-        opts[i] = (cfg_opt_t)CFG_SEC((char *)sections[i].name, sec_opts[i], CFGF_NONE);
+        opts[i] = (cfg_opt_t)CFG_SEC((char *)sections[i]->name, sec_opts[i], CFGF_NONE);
     }
-    opts[2] = (cfg_opt_t)CFG_END();
+    opts[NSECTIONS] = (cfg_opt_t)CFG_END();
     cfg = cfg_init(opts, CFGF_NONE);
     if (cfg == NULL)
         return err_set(e, -ENOMEM, "%s: out of memory", name);
     cfg_set_error_function(cfg, on_error);
-    for (size_t i = 0; i < 2; i++) {
-        for (size_t j = 0; j < sections[i].n; j++) {
+    for (size_t i = 0; i < NSECTIONS; i++) {
+        for (size_t j = 0; j < sections[i]->n; j++) {
             char path[64];
 
-            snprintf(path, sizeof(path), "%s|%s", sections[i].name, sections[i].fields[j].name);
+            snprintf(path, sizeof(path), "%s|%s", sections[i]->name, sections[i]->fields[j].name);
             cfg_set_validate_func(cfg, path, validate);
         }
     }
@@ -543,19 +288,19 @@ int config_parse_string(const char *text, const char *name, struct config *c, st
                          : err_set(e, -EINVAL, "%s: cannot be parsed", name);
     parse_ctx = NULL;
 
-    for (size_t i = 0; r == 0 && i < 2; i++) {
-        cfg_t *sec = cfg_getsec(cfg, sections[i].name);
+    for (size_t i = 0; r == 0 && i < NSECTIONS; i++) {
+        cfg_t *sec = cfg_getsec(cfg, sections[i]->name);
 
-        for (size_t j = 0; sec != NULL && r == 0 && j < sections[i].n; j++) {
-            const char *v = cfg_getstr(sec, sections[i].fields[j].name);
+        for (size_t j = 0; sec != NULL && r == 0 && j < sections[i]->n; j++) {
+            const char *v = cfg_getstr(sec, sections[i]->fields[j].name);
             struct err fe;
 
             if (v == NULL)
                 continue;
             /* Already validated line by line; this cannot fail but for a bug. */
-            r = sections[i].fields[j].parse(v, c, &fe);
+            r = sections[i]->fields[j].parse(v, c, &fe);
             if (r < 0)
-                err_set(e, r, "%s: %s: %s", name, sections[i].name, fe.msg);
+                err_set(e, r, "%s: %s: %s", name, sections[i]->name, fe.msg);
         }
     }
     if (r == 0 && c->tune.min_size > c->tune.max_size)
