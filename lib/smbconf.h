@@ -9,8 +9,11 @@
  * include whose name depends on the client and may carry the parameter) is
  * refused with the file and line, never guessed.
  *
- * smbconf.c is pure: files come through a reader callback. The part that
- * touches the disk (lock, backup, atomic write, testparm) is smbconf_io.c. */
+ * The reader and the renderer are pure: files come through a reader
+ * callback. smbconf.c walks the files (the line rules in smbconf_lex.c,
+ * includes in smbconf_include.c, all three sharing smbconf_int.h);
+ * smbconf_edit.c renders and takes back an edit. The part that touches the
+ * disk (lock, backup, atomic write, testparm) is smbconf_io.c. */
 #ifndef SMBTUNE_SMBCONF_H
 #define SMBTUNE_SMBCONF_H
 
