@@ -78,6 +78,11 @@ int apply_restart_smbd(struct err *e)
 
 int apply_run(enum apply_method m, const char *smb_conf, struct err *e)
 {
+    return apply_run_timeout(m, smb_conf, SMBCONTROL_TIMEOUT_S, e);
+}
+
+int apply_run_timeout(enum apply_method m, const char *smb_conf, double timeout_s, struct err *e)
+{
     char out[1024], errout[1024];
     /* SIGHUP would reach only smbd's parent; reload-config reaches every
      * child, so existing connections get the new buffers too. -s names
@@ -91,14 +96,15 @@ int apply_run(enum apply_method m, const char *smb_conf, struct err *e)
         return apply_signal(smb_conf, e);
     if (m == APPLY_SYSTEMD)
         return systemd_unit("ReloadUnit", e);
-    r = child_run(argv, SMBCONTROL_TIMEOUT_S, out, sizeof(out), errout, sizeof(errout), &status);
+    r = child_run(argv, timeout_s, out, sizeof(out), errout, sizeof(errout), &status);
     if (r < 0)
         return err_set(e, r, "cannot run smbcontrol: %s", strerror(-r));
     if (status != 0) {
-        const char *why = errout[0] ? errout : out;
+        const char *why = errout[0] ? errout : out[0] ? out : "no output";
 
+        /* its first line: the reason, without what follows */
         return err_set(e, -ESRCH, "smbcontrol -s %s smbd reload-config failed: %.*s", smb_conf,
-                       (int)strcspn(why, "\n"), why[0] ? why : "no output");
+                       (int)strcspn(why, "\n"), why);
     }
     return 0;
 }

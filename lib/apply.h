@@ -17,6 +17,11 @@ const char *apply_name(enum apply_method m);
 /* Tell the smbd that runs with config file smb_conf to reload it. */
 int apply_run(enum apply_method m, const char *smb_conf, struct err *e);
 
+/* apply_run with smbcontrol given timeout_s seconds instead of 30 (a test
+ * of a hung smbcontrol need not wait that long). Past it smbcontrol is
+ * killed and the apply fails like a refusal. */
+int apply_run_timeout(enum apply_method m, const char *smb_conf, double timeout_s, struct err *e);
+
 /* Restart smbd.service through systemd: the only way to give its listener,
  * and so new connections, autotuning back. Only when the admin asked for
  * it (tune { restart_smbd = yes }). */
