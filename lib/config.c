@@ -13,6 +13,7 @@
 #include "files.h"
 #include "parse.h"
 #include "probe.h"
+#include "url.h"
 
 /* Limits of the probe's numbers. The size must be at least one request so
  * that the rate means something; 64 GiB is far more than any deadline
@@ -65,11 +66,11 @@ void config_defaults(struct config *c)
 static int parse_url(const char *s, struct config *c, struct err *e)
 {
     struct config_probe *p = &c->probe;
-    struct probe_url u;
+    struct url u;
     int r;
 
     if (s[0] != '\0') {
-        r = probe_parse_url(s, &u, e);
+        r = url_parse(s, &u, e);
         if (r < 0)
             return r;
     }
@@ -117,7 +118,7 @@ static int parse_deadline(const char *s, struct config *c, struct err *e)
 static int parse_directory(const char *s, struct config *c, struct err *e)
 {
     struct config_probe *p = &c->probe;
-    int r = probe_check_directory(s, e);
+    int r = url_check_directory(s, e);
 
     if (r < 0)
         return r;
@@ -314,12 +315,9 @@ int config_parse_string(const char *text, const char *name, struct config *c, st
  * the connection: the probe's own client socket. */
 static bool url_is_local(const char *url)
 {
-    struct probe_url u;
+    struct url u;
 
-    if (probe_parse_url(url, &u, NULL) < 0)
-        return false;
-    return strcmp(u.host, "127.0.0.1") == 0 || strcmp(u.host, "localhost") == 0 ||
-           strcmp(u.host, "::1") == 0;
+    return url_parse(url, &u, NULL) == 0 && url_is_loopback(&u);
 }
 
 int config_fill(const struct config *c, struct tuner_opts *t, struct err *e)

@@ -1,0 +1,181 @@
+/* url: the SMB URL grammar (see url.h). */
+#include "url.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "parse.h"
+
+#define SCHEME "smb://"
+
+/* Characters that have a meaning of their own in a URL or that would make
+ * the path ambiguous; a share or directory name with them is refused
+ * rather than guessed at. */
+static bool url_char_ok(char ch)
+{
+    return isprint((unsigned char)ch) && !strchr("?#@\\ \"<>", ch);
+}
+
+int url_check_directory(const char *s, struct err *e)
+{
+    const char *seg = s;
+
+    if (s[0] == '/')
+        return err_set(e, -EINVAL, "directory '%s' must be relative to the share", s);
+    while (*seg != '\0') {
+        size_t n = strcspn(seg, "/");
+        size_t i;
+
+        if ((n == 1 && seg[0] == '.') || (n == 2 && seg[0] == '.' && seg[1] == '.'))
+            return err_set(e, -EINVAL, "directory '%s' may not contain '.' or '..'", s);
+        for (i = 0; i < n; i++) {
+            if (!url_char_ok(seg[i]))
+                return err_set(e, -EINVAL, "directory '%s' contains '%c', which URLs reserve", s,
+                               isprint((unsigned char)seg[i]) ? seg[i] : '?');
+        }
+        seg += n;
+        if (*seg == '/')
+            seg++;
+    }
+    return 0;
+}
+
+/* Append the path segments of src (dropping empty ones) to dst. */
+static int join_segments(char *dst, size_t len, const char *src, struct err *e)
+{
+    while (*src != '\0') {
+        size_t n = strcspn(src, "/");
+        size_t used = strlen(dst);
+
+        if (n > 0) {
+            if (used + (used ? 1 : 0) + n >= len)
+                return err_set(e, -ENAMETOOLONG, "path too long");
+            if (used)
+                dst[used++] = '/';
+            memcpy(dst + used, src, n);
+            dst[used + n] = '\0';
+        }
+        src += n;
+        if (*src == '/')
+            src++;
+    }
+    return 0;
+}
+
+/* The host, from p up to auth_end (the first '/'); *host_end is left
+ * after it (on the ':' of a port, or at auth_end). */
+static int parse_host(const char *url, const char *p, const char *auth_end, struct url *u,
+                      const char **host_end, struct err *e)
+{
+    size_t n;
+
+    if (*p == '[') {
+        const char *close = memchr(p, ']', (size_t)(auth_end - p));
+
+        if (close == NULL)
+            return err_set(e, -EINVAL, "URL '%s': unclosed '[' in host", url);
+        n = (size_t)(close - p - 1);
+        if (n == 0 || n >= sizeof(u->host))
+            return err_set(e, -EINVAL, "URL '%s': bad host", url);
+        memcpy(u->host, p + 1, n);
+        *host_end = close + 1;
+    } else {
+        *host_end = p + strcspn(p, ":/");
+        n = (size_t)(*host_end - p);
+        if (n == 0 || n >= sizeof(u->host))
+            return err_set(e, -EINVAL, "URL '%s' has no host", url);
+        memcpy(u->host, p, n);
+    }
+    for (n = 0; u->host[n] != '\0'; n++) {
+        /* A bracket inside the host ("[[1]") would not survive a round
+         * trip through url_format (found by tests/fuzz/fuzz_url). */
+        if (!url_char_ok(u->host[n]) || strchr("/[]", u->host[n]) != NULL)
+            return err_set(e, -EINVAL, "URL '%s': bad character in host", url);
+    }
+    return 0;
+}
+
+/* ":N" between the host and auth_end, N from 1 to 65535. */
+static int parse_port(const char *url, const char *p, const char *auth_end, struct url *u,
+                      struct err *e)
+{
+    char port[8];
+    long long v;
+
+    if (*p != ':' || (size_t)(auth_end - p - 1) >= sizeof(port))
+        return err_set(e, -EINVAL, "URL '%s': bad port", url);
+    memcpy(port, p + 1, (size_t)(auth_end - p - 1));
+    port[auth_end - p - 1] = '\0';
+    if (parse_long(port, 1, 65535, &v) < 0)
+        return err_set(e, -EINVAL, "URL '%s': port '%s' is not a number from 1 to 65535", url,
+                       port);
+    u->port = (unsigned)v;
+    return 0;
+}
+
+int url_parse(const char *url, struct url *u, struct err *e)
+{
+    const char *p, *auth_end, *host_end = NULL, *share;
+    size_t n;
+    int r;
+
+    memset(u, 0, sizeof(*u));
+    if (strncasecmp(url, SCHEME, strlen(SCHEME)) != 0)
+        return err_set(e, -EINVAL, "URL '%s' does not start with smb://", url);
+    p = url + strlen(SCHEME);
+    auth_end = p + strcspn(p, "/");
+    /* The message does not quote the URL: it holds the password. */
+    if (memchr(p, '@', (size_t)(auth_end - p)) != NULL)
+        return err_set(e, -EINVAL, "URL must not carry a user or password: use a credentials file");
+    r = parse_host(url, p, auth_end, u, &host_end, e);
+    if (r < 0)
+        return r;
+    if (host_end < auth_end) {
+        r = parse_port(url, host_end, auth_end, u, e);
+        if (r < 0)
+            return r;
+    }
+    share = auth_end;
+    while (*share == '/')
+        share++;
+    n = strcspn(share, "/");
+    if (n == 0)
+        return err_set(e, -EINVAL, "URL '%s' names no share (smb://host/share)", url);
+    if (n >= sizeof(u->share))
+        return err_set(e, -EINVAL, "URL '%s': share name too long", url);
+    memcpy(u->share, share, n);
+    for (n = 0; u->share[n] != '\0'; n++) {
+        if (!url_char_ok(u->share[n]))
+            return err_set(e, -EINVAL, "URL '%s': bad character in share name", url);
+    }
+    p = share + n;
+    if (url_check_directory(*p == '/' ? p + 1 + strspn(p + 1, "/") : p, e) < 0)
+        return -EINVAL;
+    return join_segments(u->dir, sizeof(u->dir), p, e);
+}
+
+int url_format(const struct url *u, const char *extra, char *out, size_t outlen)
+{
+    char path[2048] = "";
+    char port[16] = "";
+    bool v6 = strchr(u->host, ':') != NULL;
+    int n;
+
+    if (join_segments(path, sizeof(path), u->dir, NULL) < 0 ||
+        join_segments(path, sizeof(path), extra ? extra : "", NULL) < 0)
+        return -ENAMETOOLONG;
+    if (u->port)
+        snprintf(port, sizeof(port), ":%u", u->port);
+    n = snprintf(out, outlen, "smb://%s%s%s%s/%s%s%s", v6 ? "[" : "", u->host, v6 ? "]" : "", port,
+                 u->share, path[0] ? "/" : "", path);
+    return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
+}
+
+bool url_is_loopback(const struct url *u)
+{
+    return strcmp(u->host, "127.0.0.1") == 0 || strcmp(u->host, "localhost") == 0 ||
+           strcmp(u->host, "::1") == 0;
+}

@@ -1,0 +1,260 @@
+/* Unit tests for lib/url: the SMB URL grammar, one group of cases per rule
+ * of url.h, and the formatting back into a URL. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <errno.h>
+
+#include "url.h"
+
+static void check_url(const char *url, const char *host, unsigned port, const char *share,
+                      const char *dir)
+{
+    struct url u;
+    struct err e = {{0}};
+
+    if (url_parse(url, &u, &e) != 0)
+        fail_msg("'%s' refused: %s", url, e.msg);
+    assert_string_equal(u.host, host);
+    assert_int_equal(u.port, port);
+    assert_string_equal(u.share, share);
+    assert_string_equal(u.dir, dir);
+}
+
+/* Refused, with a reason that mentions why. */
+static void check_bad_url(const char *url, int code, const char *why)
+{
+    struct url u;
+    struct err e = {{0}};
+
+    assert_int_equal(url_parse(url, &u, &e), code);
+    if (strstr(e.msg, why) == NULL)
+        fail_msg("message for '%s' is '%s', expected it to mention '%s'", url, e.msg, why);
+}
+
+/* before, "x" n times, after: in one of two static buffers (two may be
+ * arguments of one call). */
+static const char *with_run(const char *before, size_t n, const char *after)
+{
+    static char buf[2][4096];
+    static int i;
+    char run[2048];
+
+    assert_true(n < sizeof(run));
+    memset(run, 'x', n);
+    run[n] = '\0';
+    i = !i;
+    snprintf(buf[i], sizeof(buf[i]), "%s%s%s", before, run, after);
+    return buf[i];
+}
+
+static void test_scheme(void **state)
+{
+    (void)state;
+    check_url("smb://fs/data", "fs", 0, "data", "");
+    check_url("SMB://fs/data", "fs", 0, "data", "");
+    check_url("sMb://fs/data", "fs", 0, "data", "");
+    check_bad_url("http://fs/share", -EINVAL, "smb://");
+    check_bad_url("fs/share", -EINVAL, "smb://");
+    check_bad_url("smb:/fs/share", -EINVAL, "smb://");
+    check_bad_url("smbx://fs/share", -EINVAL, "smb://");
+    check_bad_url("", -EINVAL, "smb://");
+}
+
+static void test_no_user_or_password(void **state)
+{
+    struct url u;
+    struct err e = {{0}};
+
+    (void)state;
+    check_bad_url("smb://user:secret@fs/share", -EINVAL, "credentials file");
+    check_bad_url("smb://user@fs/share", -EINVAL, "credentials file");
+    check_bad_url("smb://@fs/share", -EINVAL, "credentials file");
+    /* The message never quotes the URL: it holds the password. */
+    assert_int_equal(url_parse("smb://me:hunter2@fs/share", &u, &e), -EINVAL);
+    assert_null(strstr(e.msg, "hunter2"));
+    /* After the first '/' an '@' is a reserved character of a name, not a
+     * user. */
+    check_bad_url("smb://fs/sh@re", -EINVAL, "share name");
+    check_bad_url("smb://fs/share/d@y", -EINVAL, "reserve");
+}
+
+static void test_host(void **state)
+{
+    (void)state;
+    check_url("smb://127.0.0.1/share", "127.0.0.1", 0, "share", "");
+    check_url("smb://fs.example.org/data", "fs.example.org", 0, "data", "");
+    check_url("smb://[::1]/share", "::1", 0, "share", "");
+    check_url("smb://[fe80::1]/share", "fe80::1", 0, "share", "");
+    check_url(with_run("smb://", 255, "/s"), with_run("", 255, ""), 0, "s", "");
+    check_bad_url("smb://", -EINVAL, "no host");
+    check_bad_url("smb:///share", -EINVAL, "no host");
+    check_bad_url("smb://:445/share", -EINVAL, "no host");
+    check_bad_url(with_run("smb://", 256, "/s"), -EINVAL, "no host");
+    check_bad_url("smb://[]/share", -EINVAL, "bad host");
+    check_bad_url(with_run("smb://[", 256, "]/s"), -EINVAL, "bad host");
+    check_bad_url("smb://[::1/share", -EINVAL, "unclosed");
+    /* Brackets inside the host would not format back to the same URL. */
+    check_bad_url("smb://[[1]/share", -EINVAL, "bad character in host");
+    check_bad_url("smb://a]b/share", -EINVAL, "bad character in host");
+    check_bad_url("smb://a[b/share", -EINVAL, "bad character in host");
+    check_bad_url("smb://f s/share", -EINVAL, "bad character in host");
+    check_bad_url("smb://f\"s/share", -EINVAL, "bad character in host");
+    check_bad_url("smb://f\ts/share", -EINVAL, "bad character in host");
+    check_bad_url("smb://fs?x/share", -EINVAL, "bad character in host");
+}
+
+static void test_port(void **state)
+{
+    (void)state;
+    check_url("smb://127.0.0.1:4455/share", "127.0.0.1", 4455, "share", "");
+    check_url("smb://fs:1/share", "fs", 1, "share", "");
+    check_url("smb://fs:65535/share", "fs", 65535, "share", "");
+    check_url("smb://[::1]:445/share/dir", "::1", 445, "share", "dir");
+    check_bad_url("smb://fs:0/share", -EINVAL, "from 1 to 65535");
+    check_bad_url("smb://fs:65536/share", -EINVAL, "from 1 to 65535");
+    check_bad_url("smb://fs:44x/share", -EINVAL, "port '44x'");
+    check_bad_url("smb://fs:/share", -EINVAL, "port");
+    check_bad_url("smb://fs:-1/share", -EINVAL, "port");
+    check_bad_url("smb://fs:+1/share", -EINVAL, "port");
+    check_bad_url("smb://fs:1234567/share", -EINVAL, "port");
+    check_bad_url("smb://fs:12345678/share", -EINVAL, "bad port");
+    check_bad_url("smb://[::1]x/share", -EINVAL, "bad port");
+    check_bad_url("smb://[::1]:/share", -EINVAL, "port");
+}
+
+static void test_share(void **state)
+{
+    (void)state;
+    check_url("smb://fs/data/", "fs", 0, "data", "");
+    check_url("smb://fs//data", "fs", 0, "data", "");
+    check_url("smb://fs/IPC$", "fs", 0, "IPC$", "");
+    check_url(with_run("smb://fs/", 255, ""), "fs", 0, with_run("", 255, ""), "");
+    check_bad_url("smb://fs", -EINVAL, "no share");
+    check_bad_url("smb://fs/", -EINVAL, "no share");
+    check_bad_url("smb://fs:445", -EINVAL, "no share");
+    check_bad_url(with_run("smb://fs/", 256, ""), -EINVAL, "share name too long");
+    check_bad_url("smb://fs/sh are", -EINVAL, "share name");
+    check_bad_url("smb://fs/share?x=1", -EINVAL, "share name");
+    check_bad_url("smb://fs/share#top", -EINVAL, "share name");
+    check_bad_url("smb://fs/a\\b", -EINVAL, "share name");
+    check_bad_url("smb://fs/a<b>", -EINVAL, "share name");
+}
+
+static void test_directory_in_url(void **state)
+{
+    (void)state;
+    check_url("smb://fs.example.org/data/a/b", "fs.example.org", 0, "data", "a/b");
+    check_url("smb://fs/data//a///b/", "fs", 0, "data", "a/b");
+    check_url("smb://fs/data/.smbtuned", "fs", 0, "data", ".smbtuned");
+    check_url("smb://fs/data/..x/x..", "fs", 0, "data", "..x/x..");
+    check_bad_url("smb://fs/share/../etc", -EINVAL, "'..'");
+    check_bad_url("smb://fs/share/a/..", -EINVAL, "'..'");
+    check_bad_url("smb://fs/share/./x", -EINVAL, "'.'");
+    check_bad_url("smb://fs/share/d?x", -EINVAL, "reserve");
+    check_bad_url("smb://fs/share/d x", -EINVAL, "reserve");
+    check_bad_url(with_run("smb://fs/s/", 1024, ""), -ENAMETOOLONG, "too long");
+}
+
+static void test_check_directory(void **state)
+{
+    struct err e = {{0}};
+
+    (void)state;
+    assert_int_equal(url_check_directory("", &e), 0);
+    assert_int_equal(url_check_directory("a/b/.probe", &e), 0);
+    assert_int_equal(url_check_directory("a//b/", &e), 0);
+    assert_int_equal(url_check_directory("/abs", &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "relative"));
+    assert_int_equal(url_check_directory("a/../b", &e), -EINVAL);
+    assert_int_equal(url_check_directory("..", &e), -EINVAL);
+    assert_int_equal(url_check_directory(".", &e), -EINVAL);
+    assert_int_equal(url_check_directory("a b", &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "contains ' '"));
+    /* A character that cannot be shown is named '?'. */
+    assert_int_equal(url_check_directory("a\tb", &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "contains '?'"));
+}
+
+static void check_format(const char *url, const char *extra, const char *want)
+{
+    struct url u;
+    struct err e = {{0}};
+    char out[4096];
+
+    assert_int_equal(url_parse(url, &u, &e), 0);
+    assert_int_equal(url_format(&u, extra, out, sizeof(out)), 0);
+    assert_string_equal(out, want);
+}
+
+static void test_format(void **state)
+{
+    struct url u;
+    struct err e = {{0}};
+    char out[32];
+
+    (void)state;
+    check_format("smb://fs/share", NULL, "smb://fs/share");
+    check_format("SMB://fs/share/", "", "smb://fs/share");
+    check_format("smb://fs:4455/share/a/b/", NULL, "smb://fs:4455/share/a/b");
+    check_format("smb://fs/share/a", "probe/x", "smb://fs/share/a/probe/x");
+    check_format("smb://fs/share", "/probe/", "smb://fs/share/probe");
+    check_format("smb://fs/share", "a//b", "smb://fs/share/a/b");
+    check_format("smb://[::1]:99/s/d", NULL, "smb://[::1]:99/s/d");
+    check_format("smb://[fe80::1]/s", NULL, "smb://[fe80::1]/s");
+
+    /* Exactly as long as out holds, and one byte more. */
+    assert_int_equal(url_parse("smb://fs/share/0123456789abcdef", &u, &e), 0);
+    assert_int_equal(url_format(&u, NULL, out, sizeof(out)), 0);
+    assert_string_equal(out, "smb://fs/share/0123456789abcdef");
+    assert_int_equal(url_format(&u, "x", out, sizeof(out)), -ENAMETOOLONG);
+}
+
+static void test_loopback(void **state)
+{
+    static const struct {
+        const char *url;
+        bool loopback;
+    } cases[] = {
+        {"smb://127.0.0.1/s", true},
+        {"smb://localhost:4455/s", true},
+        {"smb://[::1]/s", true},
+        {"smb://peer/s", false},
+        {"smb://127.0.0.2/s", false},
+        {"smb://LOCALHOST/s", false},
+        {"smb://[::ffff:127.0.0.1]/s", false},
+    };
+    struct err e = {{0}};
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct url u;
+
+        assert_int_equal(url_parse(cases[i].url, &u, &e), 0);
+        if (url_is_loopback(&u) != cases[i].loopback)
+            fail_msg("%s: expected %s", cases[i].url, cases[i].loopback ? "loopback" : "not");
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_scheme),
+        cmocka_unit_test(test_no_user_or_password),
+        cmocka_unit_test(test_host),
+        cmocka_unit_test(test_port),
+        cmocka_unit_test(test_share),
+        cmocka_unit_test(test_directory_in_url),
+        cmocka_unit_test(test_check_directory),
+        cmocka_unit_test(test_format),
+        cmocka_unit_test(test_loopback),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
