@@ -14,6 +14,7 @@
 #include "cmd.h"
 #include "build.h"
 #include "config.h"
+#include "creds.h"
 #include "files.h"
 #include "journal.h"
 #include "probe.h"
@@ -72,7 +73,7 @@ int cmd_fill(const struct config *c, struct tuner_opts *t, struct err *e)
      * short-lived child, and only the probe child keeps the password,
      * right before it logs on. */
     if (t->probe.credentials != NULL)
-        return probe_check_credentials(t->probe.credentials, 0, e);
+        return creds_check(t->probe.credentials, 0, e);
     return 0;
 }
 

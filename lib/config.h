@@ -80,7 +80,7 @@ struct config {
  * from the URL, and advise mode never runs live trials (the same choice).
  * The command-line-only fields (once, json, progress) are left false. The
  * strings point into c. Pure: the credentials file, when one is set, is
- * not read here (see probe_check_credentials()). -EINVAL without a URL. */
+ * not read here (see creds_check()). -EINVAL without a URL. */
 int config_fill(const struct config *c, struct tuner_opts *t, struct err *e);
 
 /* Set one option from its text, as if the file said it (the command line

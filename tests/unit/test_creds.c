@@ -1,0 +1,266 @@
+/* Unit tests for lib/creds: the credentials file's text, and the checks of
+ * the file itself (owner, mode, type, size). Every refusal names the file,
+ * and the line when there is one; none shows what the file holds. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "creds.h"
+
+/* Words that the test files use as secrets: no message may show them. */
+static void assert_no_secret(const char *msg)
+{
+    static const char *const secrets[] = {"s3cret", "S3cr3t", "passwd", "hunter2"};
+
+    for (size_t i = 0; i < sizeof(secrets) / sizeof(secrets[0]); i++)
+        if (strstr(msg, secrets[i]) != NULL)
+            fail_msg("message '%s' shows '%s'", msg, secrets[i]);
+}
+
+static void check_creds(const char *text, const char *user, const char *pass, const char *domain)
+{
+    struct creds c;
+    struct err e = {{0}};
+
+    if (creds_parse(text, "f", &c, &e) != 0)
+        fail_msg("refused: %s", e.msg);
+    assert_string_equal(c.username, user);
+    assert_string_equal(c.password, pass);
+    assert_string_equal(c.domain, domain);
+    creds_clear(&c);
+}
+
+static void test_parse(void **state)
+{
+    char text[1024];
+    struct creds c;
+    struct err e = {{0}};
+
+    (void)state;
+    check_creds("username = alice\npassword = p=ss word \n# comment\n\n  domain=WORK\n", "alice",
+                "p=ss word", "WORK");
+    /* CRLF and no final newline. */
+    check_creds("username=bob\r\npassword=x", "bob", "x", "");
+    /* ';' comments too, blanks anywhere, keys in any case. */
+    check_creds("; smbclient -A\n\t\n USERNAME\t=\tcarol \nPassWord = y\nDOMAIN = D\n", "carol",
+                "y", "D");
+    /* A password may be empty, and the last line of a key wins. */
+    check_creds("username = a\npassword =\n", "a", "", "");
+    check_creds("username = a\nusername = b\n", "b", "", "");
+    /* The longest value that fits (255 bytes). */
+    snprintf(text, sizeof(text), "username = %0255d\n", 0);
+    assert_int_equal(creds_parse(text, "f", &c, &e), 0);
+    assert_int_equal(strlen(c.username), 255);
+}
+
+static void check_bad_creds(const char *text, const char *want)
+{
+    struct creds c;
+    struct err e = {{0}};
+
+    assert_int_equal(creds_parse(text, "/etc/cred", &c, &e), -EINVAL);
+    if (strncmp(e.msg, want, strlen(want)) != 0)
+        fail_msg("message '%s' does not start with '%s'", e.msg, want);
+    /* A refused file leaves nothing behind in memory. */
+    assert_string_equal(c.username, "");
+    assert_string_equal(c.password, "");
+    assert_string_equal(c.domain, "");
+    /* Nothing of the file's text is shown: a malformed line may be mostly
+     * password. */
+    assert_no_secret(e.msg);
+}
+
+/* Each error of the text, with its file:line. */
+static void test_parse_errors(void **state)
+{
+    char text[2048];
+
+    (void)state;
+    check_bad_creds("username = a\npassword s3cret\n", "/etc/cred:2: expected 'key = value'");
+    check_bad_creds("username = a\nS3cr3t\n", "/etc/cred:2: expected 'key = value'");
+    check_bad_creds("username = a\npasswd = s3cret\n", "/etc/cred:2: unknown key");
+    /* The key of `password S3cr3t=` is "password S3cr3t". */
+    check_bad_creds("username = a\n\npassword S3cr3t=\n", "/etc/cred:3: unknown key");
+    check_bad_creds("username = a\npassword S3cr3t = x\n", "/etc/cred:2: unknown key");
+    check_bad_creds("username = a\n S3cr3t=password\n", "/etc/cred:2: unknown key");
+    /* A comment counts as a line; CRLF lines count once. */
+    check_bad_creds("# x\r\n\r\nusername = a\r\n= s3cret\r\n", "/etc/cred:4: unknown key");
+    snprintf(text, sizeof(text), "username = a\npassword = S3cr3t%0300d\n", 0);
+    check_bad_creds(text, "/etc/cred:2: the value is too long (at most 255 bytes)");
+    snprintf(text, sizeof(text), "username = %0256d\n", 0);
+    check_bad_creds(text, "/etc/cred:1: the value is too long");
+    snprintf(text, sizeof(text), "\n\n\ndomain = %0256d\n", 0);
+    check_bad_creds(text, "/etc/cred:4: the value is too long");
+    /* A line of 1024 bytes or more, whatever it holds. */
+    snprintf(text, sizeof(text), "username = a\n#%01023d\n", 0);
+    check_bad_creds(text, "/etc/cred:2: line too long");
+    snprintf(text, sizeof(text), "username = a\n#%01022d\n", 0);
+    {
+        struct creds c;
+        struct err e = {{0}};
+
+        assert_int_equal(creds_parse(text, "/etc/cred", &c, &e), 0);
+    }
+    /* No username: the file, without a line. */
+    check_bad_creds("password = s3cret\n", "/etc/cred: no 'username");
+    check_bad_creds("", "/etc/cred: no 'username");
+    check_bad_creds("username =\n", "/etc/cred: no 'username");
+    /* The error stops the parse: what came before is wiped too. */
+    check_bad_creds("username = a\npassword = s3cret\ndomain\n", "/etc/cred:3: expected");
+}
+
+/* A credentials file in a private temporary directory: dir and path. */
+struct cred_file {
+    char dir[4096];
+    char path[4200];
+};
+
+static void make_cred(struct cred_file *f, const char *text, size_t len, mode_t mode)
+{
+    int fd;
+
+    snprintf(f->dir, sizeof(f->dir), "%s/test_creds.XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    assert_non_null(mkdtemp(f->dir));
+    snprintf(f->path, sizeof(f->path), "%s/cred", f->dir);
+    fd = open(f->path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, len), (ssize_t)len);
+    assert_int_equal(fchmod(fd, mode), 0);
+    close(fd);
+}
+
+static void remove_cred(const struct cred_file *f)
+{
+    unlink(f->path);
+    rmdir(f->dir);
+}
+
+/* creds_load and creds_check give the same result and reason. */
+static void check_load(const char *path, uid_t owner, int code, const char *want)
+{
+    struct creds c;
+    struct err e = {{0}}, e2 = {{0}};
+
+    assert_int_equal(creds_load(path, owner, &c, &e), code);
+    assert_int_equal(creds_check(path, owner, &e2), code);
+    if (code == 0) {
+        creds_clear(&c);
+        return;
+    }
+    if (strstr(e.msg, want) == NULL)
+        fail_msg("message '%s' lacks '%s'", e.msg, want);
+    assert_string_equal(e.msg, e2.msg);
+    assert_string_equal(c.password, "");
+    assert_no_secret(e.msg);
+}
+
+static void test_load(void **state)
+{
+    struct cred_file f;
+    struct creds c;
+    struct err e = {{0}};
+    uid_t me = geteuid();
+    const char *text = "username = u\npassword = s3cret\n";
+
+    (void)state;
+    make_cred(&f, text, strlen(text), 0600);
+    /* The owner the file must have is a parameter so that the test runs
+     * as any user; production passes 0 (root). */
+    assert_int_equal(creds_load(f.path, me, &c, &e), 0);
+    assert_string_equal(c.username, "u");
+    assert_string_equal(c.password, "s3cret");
+    creds_clear(&c);
+    assert_string_equal(c.password, "");
+    assert_int_equal(chmod(f.path, 0400), 0);
+    check_load(f.path, me, 0, NULL);
+    assert_int_equal(chmod(f.path, 0), 0);
+    if (me == 0) /* root reads a mode 0 file; others cannot */
+        check_load(f.path, me, 0, NULL);
+    remove_cred(&f);
+}
+
+/* Each refusal of the file itself, naming it. */
+static void test_load_refusals(void **state)
+{
+    static const mode_t refused[] = {0640, 0604, 0644, 0700, 0660, 04600, 02600, 01600, 0666};
+    struct cred_file f;
+    char fifo[4300], big[9000], want[4400];
+    uid_t me = geteuid();
+    const char *text = "username = u\npassword = s3cret\n";
+
+    (void)state;
+    make_cred(&f, text, strlen(text), 0600);
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        struct stat st;
+
+        assert_int_equal(chmod(f.path, refused[i]), 0);
+        /* Not root, chmod may drop the setgid bit: test what it made. */
+        assert_int_equal(stat(f.path, &st), 0);
+        if ((st.st_mode & 07777) == 0600)
+            continue;
+        snprintf(want, sizeof(want), "credentials file %s has mode %04o: refused", f.path,
+                 (unsigned)(st.st_mode & 07777));
+        check_load(f.path, me, -EPERM, want);
+    }
+    assert_int_equal(chmod(f.path, 0600), 0);
+    snprintf(want, sizeof(want), "credentials file %s is owned by uid %u", f.path, (unsigned)me);
+    check_load(f.path, me + 1, -EPERM, want);
+
+    snprintf(want, sizeof(want), "credentials file %s is not a regular file", f.dir);
+    check_load(f.dir, me, -EINVAL, want);
+    /* A FIFO is refused at once, never waited on (with no writer, a
+     * blocking open would hang here until the test's timeout). */
+    snprintf(fifo, sizeof(fifo), "%s/fifo", f.dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    snprintf(want, sizeof(want), "credentials file %s is not a regular file", fifo);
+    check_load(fifo, me, -EINVAL, want);
+    unlink(fifo);
+    remove_cred(&f);
+
+    snprintf(want, sizeof(want), "credentials file %s: No such file", f.path);
+    check_load(f.path, me, -ENOENT, want);
+
+    /* 8191 bytes are the most it reads. */
+    memset(big, '#', sizeof(big));
+    memcpy(big, "username = u\n", 13);
+    make_cred(&f, big, 8192, 0600);
+    snprintf(want, sizeof(want), "credentials file %s is larger than 8191 bytes", f.path);
+    check_load(f.path, me, -EFBIG, want);
+    remove_cred(&f);
+
+    make_cred(&f, "username = u\n\0password = s3cret\n", 32, 0600);
+    snprintf(want, sizeof(want), "credentials file %s contains a NUL byte", f.path);
+    check_load(f.path, me, -EINVAL, want);
+    remove_cred(&f);
+
+    /* A text error read from a file names its path and line, also when
+     * the checking child found it. */
+    text = "username = u\npassword S3cr3t\n";
+    make_cred(&f, text, strlen(text), 0600);
+    snprintf(want, sizeof(want), "%s:2: expected 'key = value'", f.path);
+    check_load(f.path, me, -EINVAL, want);
+    remove_cred(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse),
+        cmocka_unit_test(test_parse_errors),
+        cmocka_unit_test(test_load),
+        cmocka_unit_test(test_load_refusals),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
