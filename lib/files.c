@@ -343,12 +343,10 @@ static int open_dir(const char *dir)
     return fd;
 }
 
-void (*files_test_resolved)(const char *real);
-
 /* Split path into its directory, resolved by realpath (a symlinked state
  * directory such as /var/run is fine: it is resolved once, here) and then
  * opened by open_dir, and its last component. *base points into path. */
-static int open_parent(const char *path, const char **base)
+static int open_parent(const char *path, const char **base, const struct files_hooks *h)
 {
     char real[PATH_MAX], *dir;
     const char *slash = strrchr(path, '/');
@@ -361,8 +359,8 @@ static int open_parent(const char *path, const char **base)
     if (realpath(dir, real) == NULL) {
         r = -errno;
     } else {
-        if (files_test_resolved != NULL)
-            files_test_resolved(real);
+        if (h != NULL && h->resolved != NULL)
+            h->resolved(h->ctx, real);
         r = open_dir(real);
     }
     free(dir);
@@ -482,8 +480,14 @@ out:
 
 int files_write_atomic(const char *path, const char *data, size_t len, const struct stat *like)
 {
+    return files_write_atomic_hooked(path, data, len, like, NULL);
+}
+
+int files_write_atomic_hooked(const char *path, const char *data, size_t len,
+                              const struct stat *like, const struct files_hooks *h)
+{
     const char *base;
-    int dfd = open_parent(path, &base), r;
+    int dfd = open_parent(path, &base, h), r;
 
     if (dfd < 0)
         return dfd;
@@ -493,6 +497,12 @@ int files_write_atomic(const char *path, const char *data, size_t len, const str
 }
 
 int files_target_open(struct files_target *t, const char *path, struct err *e)
+{
+    return files_target_open_hooked(t, path, NULL, e);
+}
+
+int files_target_open_hooked(struct files_target *t, const char *path, const struct files_hooks *h,
+                             struct err *e)
 {
     char real[PATH_MAX];
     const char *slash;
@@ -510,8 +520,8 @@ int files_target_open(struct files_target *t, const char *path, struct err *e)
                        "%s is in /proc or /sys: not a configuration file, smbtuned does not "
                        "write it",
                        real);
-    if (files_test_resolved != NULL)
-        files_test_resolved(real);
+    if (h != NULL && h->resolved != NULL)
+        h->resolved(h->ctx, real);
     t->path = strdup(real);
     if (t->path == NULL)
         return err_set(e, -ENOMEM, "out of memory");
@@ -631,7 +641,7 @@ void files_target_close(struct files_target *t)
 void files_sweep_tmp(const char *path)
 {
     const char *base;
-    int dfd = open_parent(path, &base);
+    int dfd = open_parent(path, &base, NULL);
 
     if (dfd < 0)
         return;

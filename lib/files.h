@@ -62,10 +62,21 @@ int files_target_replace(struct files_target *t, const char *data, size_t len);
 void files_target_sweep(struct files_target *t);
 void files_target_close(struct files_target *t);
 
-/* Tests only: called with the resolved path right after it is resolved,
- * before anything is opened, to swap a directory for a symlink there
- * deterministically (the race a hostile owner of a directory runs). */
-extern void (*files_test_resolved)(const char *real);
+/* Steps a test can run code at, to make a race deterministic (NULL, or a
+ * NULL member: none). resolved: called with the resolved path right after
+ * it is resolved, before anything is opened, so that a test can swap a
+ * directory for a symlink there (the race a hostile owner of a directory
+ * runs). Passed in, never global: only the test's own call sees it. */
+struct files_hooks {
+    void (*resolved)(void *ctx, const char *real);
+    void *ctx;
+};
+
+/* files_write_atomic and files_target_open with hooks (tests). */
+int files_write_atomic_hooked(const char *path, const char *data, size_t len,
+                              const struct stat *like, const struct files_hooks *h);
+int files_target_open_hooked(struct files_target *t, const char *path, const struct files_hooks *h,
+                             struct err *e);
 
 /* Remove temporary files that files_write_atomic left next to path when a
  * process was killed between creating and renaming them: only regular

@@ -166,13 +166,19 @@ static void test_sweep_only_ours(void **state)
  * deterministically: right after the path is resolved, sub becomes a
  * symlink to a directory only root writes (vic). Nothing may be written in
  * vic, by name or by a temp file: the write is refused. */
-static char swap_sub[160], swap_to[160];
+struct swap {
+    char sub[160], to[160];
+    int calls;
+};
 
-static void swap_hook(const char *real)
+static void swap_hook(void *ctx, const char *real)
 {
+    struct swap *sw = ctx;
+
     (void)real;
-    assert_int_equal(rename(swap_sub, path_in("att/sub.real")), 0);
-    assert_int_equal(symlink(swap_to, swap_sub), 0);
+    sw->calls++;
+    assert_int_equal(rename(sw->sub, path_in("att/sub.real")), 0);
+    assert_int_equal(symlink(sw->to, sw->sub), 0);
 }
 
 static void make_file(const char *p, const char *text)
@@ -191,32 +197,32 @@ static void test_swapped_directory_refused(void **state)
     struct stat st;
     struct err e = {{0}};
     size_t len;
+    struct swap sw = {.calls = 0};
+    const struct files_hooks hooks = {swap_hook, &sw};
 
     (void)state;
     assert_int_equal(mkdir(path_in("att"), 0755), 0);
     assert_int_equal(mkdir(path_in("att/sub"), 0755), 0);
     assert_int_equal(mkdir(path_in("vic"), 0700), 0);
-    snprintf(swap_sub, sizeof(swap_sub), "%s", path_in("att/sub"));
-    snprintf(swap_to, sizeof(swap_to), "%s", path_in("vic"));
+    snprintf(sw.sub, sizeof(sw.sub), "%s", path_in("att/sub"));
+    snprintf(sw.to, sizeof(sw.to), "%s", path_in("vic"));
     make_file(path_in("att/sub/target"), "theirs\n");
     make_file(path_in("vic/target"), "root's\n");
     snprintf(target, sizeof(target), "%s", path_in("att/sub/target"));
     assert_int_equal(stat(target, &st), 0);
 
-    files_test_resolved = swap_hook;
-    assert_int_equal(files_write_atomic(target, "evil\n", 5, &st), -ELOOP);
-    files_test_resolved = NULL;
+    assert_int_equal(files_write_atomic_hooked(target, "evil\n", 5, &st, &hooks), -ELOOP);
+    assert_int_equal(sw.calls, 1);
     assert_int_equal(files_read(path_in("vic/target"), &buf, &len, NULL), 0);
     assert_string_equal(buf, "root's\n");
     free(buf);
     assert_int_equal(count_in(path_in("vic")), 1);
 
     /* the editor's way in: refused at open, naming the file */
-    assert_int_equal(unlink(swap_sub), 0);
-    assert_int_equal(rename(path_in("att/sub.real"), swap_sub), 0);
-    files_test_resolved = swap_hook;
-    assert_int_equal(files_target_open(&t, target, &e), -ELOOP);
-    files_test_resolved = NULL;
+    assert_int_equal(unlink(sw.sub), 0);
+    assert_int_equal(rename(path_in("att/sub.real"), sw.sub), 0);
+    assert_int_equal(files_target_open_hooked(&t, target, &hooks, &e), -ELOOP);
+    assert_int_equal(sw.calls, 2);
     assert_non_null(strstr(e.msg, target));
     assert_non_null(strstr(e.msg, "symlink"));
     assert_int_equal(count_in(path_in("vic")), 1);
@@ -224,8 +230,8 @@ static void test_swapped_directory_refused(void **state)
     assert_int_equal(t.fd, -1);
 
     /* no race: the target reads and replaces, relative to its directory */
-    assert_int_equal(unlink(swap_sub), 0);
-    assert_int_equal(rename(path_in("att/sub.real"), swap_sub), 0);
+    assert_int_equal(unlink(sw.sub), 0);
+    assert_int_equal(rename(path_in("att/sub.real"), sw.sub), 0);
     assert_int_equal(files_target_open(&t, target, &e), 0);
     assert_int_equal(files_target_read(&t, &buf, &len, &e), 0);
     assert_string_equal(buf, "theirs\n");
@@ -235,7 +241,7 @@ static void test_swapped_directory_refused(void **state)
     assert_int_equal(files_read(target, &buf, &len, NULL), 0);
     assert_string_equal(buf, "new\n");
     free(buf);
-    assert_int_equal(count_in(swap_sub), 1);
+    assert_int_equal(count_in(sw.sub), 1);
 }
 
 /* /proc and /sys are kernel interfaces, never a configuration: refused by
