@@ -1,14 +1,58 @@
-/* journal: what smbtuned does, for `journalctl -u smbtuned`.
+/* journal: what smbtuned does, for `journalctl -u smbtuned` and for a
+ * terminal.
  *
- * Under systemd stderr is a journal stream: a line starting with <N> gets
- * priority N (sd-daemon(3)). Each event is logged as a pair where it
- * matters: why ("write rate +12% at SO_RCVBUF=524288, p=0.004"), then what
- * ("socket options: A -> B"). */
+ * Where the lines go is decided from stderr (journal_init()):
+ * - stderr is the journal (JOURNAL_STREAM names stderr's device and inode,
+ *   as systemd sets it for a service): native entries through
+ *   sd_journal_sendv(), with PRIORITY=, SYSLOG_IDENTIFIER=smbtuned and, for
+ *   an event, MESSAGE_ID= and its fields;
+ * - stderr is a terminal: plain lines, "warning: " or "error: " in front
+ *   of those;
+ * - anything else (a pipe, a file): "<N>message" lines, N the priority,
+ *   the prefix journald understands on a stream (sd-daemon(3)); the tests
+ *   read this form.
+ * LOG_DEBUG lines are dropped unless journal_set_debug(true) (-d).
+ *
+ * Each event is logged as a pair where it matters: why ("write rate +12%
+ * at SO_RCVBUF=524288, p=0.004"), then what ("socket options: A -> B"). */
 #ifndef SMBTUNE_JOURNAL_H
 #define SMBTUNE_JOURNAL_H
 
+#include <stdbool.h>
 #include <syslog.h>
 
+#include "journal_ids.h"
+
+enum journal_output {
+    JOURNAL_PREFIX,   /* "<N>message" on stderr */
+    JOURNAL_TERMINAL, /* plain lines on stderr */
+    JOURNAL_NATIVE,   /* sd_journal_sendv() */
+};
+
+/* Decide the output again from stderr and JOURNAL_STREAM (main() calls it
+ * first; a log call before it decides on its own). Returns the choice. */
+enum journal_output journal_init(void);
+
+/* LOG_DEBUG lines are logged only after journal_set_debug(true). */
+void journal_set_debug(bool on);
+
+/* One line at priority prio (LOG_ERR ... LOG_DEBUG). A newline in the text
+ * becomes a space: one event, one line. Any length. */
 void journal_log(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* One event: journal_log()'s line, and in the journal also
+ * MESSAGE_ID=message_id (one of journal_ids.h), SMBTUNED_EVENT=<its name>
+ * and every "NAME=value" string of fields (NULL-terminated; fields may be
+ * NULL). NAME is upper case letters, digits and '_', not starting with
+ * '_' (journald's rule); a string that breaks it is left out. Outside the
+ * journal only the message is printed. The fields smbtuned uses:
+ * SMBTUNED_RCVBUF, SMBTUNED_SNDBUF (bytes, or "auto"), SMBTUNED_WRITE_MBPS,
+ * SMBTUNED_READ_MBPS, SMBTUNED_SAMPLES, SMBTUNED_SMB_CONF. */
+void journal_event(const char *message_id, int prio, const char *const fields[], const char *fmt,
+                   ...) __attribute__((format(printf, 4, 5)));
+
+/* The SMBTUNED_EVENT name of a MESSAGE_ID of journal_ids.h, NULL for any
+ * other string. */
+const char *journal_event_name(const char *message_id);
 
 #endif
