@@ -20,14 +20,21 @@
  * caller's ~/.smb/smb.conf reaches the client socket. The parent must never
  * create a libsmbclient context itself: the library's configuration is
  * process-wide and a forked child would inherit it.
+ *
+ * The rooms: probe.c the parent (checks, private directory, fork, collect,
+ * clean-up), probe_child.c the measuring child (the only libsmbclient
+ * user), probe_result.c the outcomes and the JSON line; the target's URL
+ * is url.h's, the credentials file creds.h's.
  */
 #ifndef SMBTUNE_PROBE_H
 #define SMBTUNE_PROBE_H
 
 #include <stdbool.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "err.h"
+#include "url.h"
 
 /* The spellings are an interface: outside checks rely on them. */
 enum probe_outcome {
@@ -59,61 +66,50 @@ enum probe_outcome {
 #define PROBE_WORKDIR_SUBDIR "probe"
 #define PROBE_WORKDIR_PREFIX "smbtuned-probe-"
 
-struct probe_url {
-    char host[256]; /* as written, without the brackets of an IPv6 literal */
-    unsigned port;  /* 0 when the URL names none */
-    char share[256];
-    char dir[1024]; /* path inside the share without leading or trailing '/'; may be "" */
-};
-
-/* Parse smb://host[:port]/share[/dir...]. Pure. A user or password in the
- * URL (smb://user:pw@host/...) is refused: credentials come from a file. */
-int probe_parse_url(const char *url, struct probe_url *u, struct err *e);
-
-/* The same target as a URL for libsmbclient, with dir joined to extra
- * (either may be ""), e.g. smb://[::1]:4455/share/dir/extra. Pure. */
-int probe_format_url(const struct probe_url *u, const char *extra, char *out, size_t outlen);
-
 /* A `socket options` value the probe can write into its private smb.conf:
  * printable characters only (a line break or a trailing backslash would
  * smuggle in other parameters), not empty. Pure. */
 int probe_check_socket_options(const char *s, struct err *e);
 
-/* A directory inside the share: relative, '/'-separated, no "." or ".."
- * segment, no characters that URLs reserve. "" is valid (none). Pure. */
-int probe_check_directory(const char *s, struct err *e);
-
-struct probe_creds {
-    char username[256];
-    char password[256];
-    char domain[256];
+/* Kept for daemon/tuner*.c until it moves to url.h: the URL grammar's old
+ * names (url_parse, url_format, struct url). The lead removes them. */
+struct probe_url {
+    char host[256];
+    unsigned port;
+    char share[256];
+    char dir[1024];
 };
 
-/* Parse a credentials file's text in smbclient's -A format:
- * `username = NAME`, `password = SECRET`, `domain = NAME`, blank lines and
- * `#` comments. Errors name the file and the line number, never anything
- * the line holds (a malformed line may be mostly password). Pure. */
-int probe_parse_credentials(const char *text, const char *path, struct probe_creds *c,
-                            struct err *e);
+static inline int probe_parse_url(const char *s, struct probe_url *pu, struct err *e)
+{
+    struct url u;
+    int r = url_parse(s, &u, e);
 
-/* Open, check and parse a credentials file: it must be a regular file owned
- * by root (owner_uid, 0 in production) with mode 0600 or stricter. It is
- * opened non-blocking, so that a FIFO is refused rather than waited on. */
-int probe_load_credentials(const char *path, uid_t owner_uid, struct probe_creds *c, struct err *e);
+    memcpy(pu->host, u.host, sizeof(pu->host));
+    pu->port = u.port;
+    memcpy(pu->share, u.share, sizeof(pu->share));
+    memcpy(pu->dir, u.dir, sizeof(pu->dir));
+    return r;
+}
 
-/* probe_load_credentials() that keeps nothing: for the parent (config
- * load, -t, the daemon), which checks the file but must not hold the
- * password. Only the probe child that logs on reads it for real. */
-int probe_check_credentials(const char *path, uid_t owner_uid, struct err *e);
+static inline int probe_format_url(const struct probe_url *pu, const char *extra, char *out,
+                                   size_t outlen)
+{
+    struct url u;
 
-/* Overwrite the secret in memory. */
-void probe_creds_clear(struct probe_creds *c);
+    memcpy(u.host, pu->host, sizeof(u.host));
+    u.port = pu->port;
+    memcpy(u.share, pu->share, sizeof(u.share));
+    memcpy(u.dir, pu->dir, sizeof(u.dir));
+    return url_format(&u, extra, out, outlen);
+}
 
 struct probe_params {
-    const char *url;       /* smb://host[:port]/share[/dir] */
-    const char *directory; /* extra directory inside the URL's path, or NULL */
-    /* Credentials file (smbclient -A format, owned by root, 0600), read by
-     * the probe child right before it logs on; NULL: guest. */
+    const char *url; /* smb://host[:port]/share[/dir] (url.h) */
+    const char
+        *directory; /* extra directory inside the URL's path (url_check_directory), or NULL */
+    /* Credentials file (creds.h: smbclient -A format, owned by root,
+     * 0600), read by the probe child right before it logs on; NULL: guest. */
     const char *credentials;
     long long size;             /* bytes written, then read back */
     long long request_size;     /* bytes per write/read call */
@@ -168,7 +164,9 @@ int probe_run(const struct probe_params *p, struct probe_result *r, struct err *
 
 const char *probe_outcome_name(enum probe_outcome o);
 
-/* One JSON object on one line (no newline), the result's keys. */
+/* One JSON object on one line (no newline), the result's keys in a fixed
+ * order, rates with 3 decimals and seconds with 6 (as `--probe --json`
+ * prints them). -ENOSPC when out is too small. */
 int probe_result_json(const struct probe_result *r, char *out, size_t outlen);
 
 /* Map an errno from libsmbclient to an outcome, given whether the failing

@@ -1,7 +1,8 @@
-/* Unit tests for the pure parts of lib/probe: URL parsing and formatting,
- * credentials files (text and the owner/mode checks), the errno-to-outcome
- * mapping and the JSON line. The measurement itself is tested against a
- * real smbd in tests/integration/test_probe.py. */
+/* Unit tests for lib/probe: the socket options check, the errno-to-outcome
+ * mapping, the outcome names and the JSON line, the parameters probe_start
+ * refuses and its sweep of $TMPDIR. The URL and the credentials file have
+ * their own tests (test_url.c, test_creds.c); the measurement itself is
+ * tested against a real smbd in tests/integration/test_probe.py. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,257 +22,17 @@
 
 #include "probe.h"
 
-static void check_url(const char *url, const char *host, unsigned port, const char *share,
-                      const char *dir)
-{
-    struct probe_url u;
-    struct err e = {{0}};
-
-    assert_int_equal(probe_parse_url(url, &u, &e), 0);
-    assert_string_equal(u.host, host);
-    assert_int_equal(u.port, port);
-    assert_string_equal(u.share, share);
-    assert_string_equal(u.dir, dir);
-}
-
-static void check_bad_url(const char *url, const char *why)
-{
-    struct probe_url u;
-    struct err e = {{0}};
-
-    assert_int_equal(probe_parse_url(url, &u, &e), -EINVAL);
-    if (strstr(e.msg, why) == NULL)
-        fail_msg("message for '%s' is '%s', expected it to mention '%s'", url, e.msg, why);
-}
-
-static void test_url_ok(void **state)
-{
-    (void)state;
-    check_url("smb://127.0.0.1/share", "127.0.0.1", 0, "share", "");
-    check_url("smb://127.0.0.1:4455/share", "127.0.0.1", 4455, "share", "");
-    check_url("smb://fileserver/data/", "fileserver", 0, "data", "");
-    check_url("smb://fs.example.org/data/a/b", "fs.example.org", 0, "data", "a/b");
-    check_url("smb://fs/data//a///b/", "fs", 0, "data", "a/b");
-    check_url("SMB://fs/data", "fs", 0, "data", "");
-    check_url("smb://[::1]:445/share/dir", "::1", 445, "share", "dir");
-    check_url("smb://[fe80::1]/share", "fe80::1", 0, "share", "");
-    check_url("smb://fs/data/.smbtuned", "fs", 0, "data", ".smbtuned");
-}
-
-static void test_url_bad(void **state)
-{
-    (void)state;
-    check_bad_url("http://fs/share", "smb://");
-    check_bad_url("fs/share", "smb://");
-    check_bad_url("smb://", "no host");
-    check_bad_url("smb://fs", "no share");
-    check_bad_url("smb://fs/", "no share");
-    check_bad_url("smb://:445/share", "no host");
-    check_bad_url("smb://fs:0/share", "port");
-    check_bad_url("smb://fs:65536/share", "port");
-    check_bad_url("smb://fs:44x/share", "port");
-    check_bad_url("smb://fs:/share", "port");
-    check_bad_url("smb://fs:-1/share", "port");
-    check_bad_url("smb://[::1/share", "unclosed");
-    check_bad_url("smb://[::1]x/share", "port");
-    check_bad_url("smb://user:secret@fs/share", "credentials file");
-    check_bad_url("smb://fs/share/../etc", "'..'");
-    check_bad_url("smb://fs/share/./x", "'.'");
-    check_bad_url("smb://fs/sh are", "share name");
-    check_bad_url("smb://fs/share?x=1", "share name");
-    check_bad_url("smb://fs/share/d?x", "reserve");
-}
-
-static void test_url_message_never_shows_password(void **state)
-{
-    struct probe_url u;
-    struct err e = {{0}};
-
-    (void)state;
-    assert_int_equal(probe_parse_url("smb://me:hunter2@fs/share", &u, &e), -EINVAL);
-    assert_null(strstr(e.msg, "hunter2"));
-}
-
-static void check_format(const char *url, const char *extra, const char *want)
-{
-    struct probe_url u;
-    struct err e = {{0}};
-    char out[4096];
-
-    assert_int_equal(probe_parse_url(url, &u, &e), 0);
-    assert_int_equal(probe_format_url(&u, extra, out, sizeof(out)), 0);
-    assert_string_equal(out, want);
-}
-
-static void test_format_url(void **state)
-{
-    (void)state;
-    check_format("smb://fs/share", NULL, "smb://fs/share");
-    check_format("smb://fs/share/", "", "smb://fs/share");
-    check_format("smb://fs:4455/share/a/b/", NULL, "smb://fs:4455/share/a/b");
-    check_format("smb://fs/share/a", "probe/x", "smb://fs/share/a/probe/x");
-    check_format("smb://fs/share", "/probe/", "smb://fs/share/probe");
-    check_format("smb://[::1]:99/s/d", NULL, "smb://[::1]:99/s/d");
-}
-
-static void test_check_directory_and_socket_options(void **state)
+static void test_check_socket_options(void **state)
 {
     struct err e;
 
     (void)state;
-    assert_int_equal(probe_check_directory("", &e), 0);
-    assert_int_equal(probe_check_directory("a/b/.probe", &e), 0);
-    assert_int_equal(probe_check_directory("/abs", &e), -EINVAL);
-    assert_int_equal(probe_check_directory("a/../b", &e), -EINVAL);
-    assert_int_equal(probe_check_directory("a b", &e), -EINVAL);
     assert_int_equal(probe_check_socket_options("TCP_NODELAY SO_RCVBUF=262144", &e), 0);
     assert_int_equal(probe_check_socket_options("", &e), -EINVAL);
     /* A line break or a continuation would add parameters to the private
      * smb.conf: refused. */
     assert_int_equal(probe_check_socket_options("TCP_NODELAY\ninclude = /x", &e), -EINVAL);
     assert_int_equal(probe_check_socket_options("TCP_NODELAY \\", &e), -EINVAL);
-}
-
-static void test_parse_credentials(void **state)
-{
-    struct probe_creds c;
-    struct err e = {{0}};
-
-    (void)state;
-    assert_int_equal(probe_parse_credentials("username = alice\npassword = p=ss word \n"
-                                             "# comment\n\n  domain=WORK\n",
-                                             "f", &c, &e),
-                     0);
-    assert_string_equal(c.username, "alice");
-    assert_string_equal(c.password, "p=ss word");
-    assert_string_equal(c.domain, "WORK");
-
-    /* CRLF and no final newline. */
-    assert_int_equal(probe_parse_credentials("username=bob\r\npassword=x", "f", &c, &e), 0);
-    assert_string_equal(c.username, "bob");
-    assert_string_equal(c.password, "x");
-    assert_string_equal(c.domain, "");
-}
-
-static void check_bad_creds(const char *text, const char *want)
-{
-    struct probe_creds c;
-    struct err e = {{0}};
-
-    assert_int_equal(probe_parse_credentials(text, "/etc/cred", &c, &e), -EINVAL);
-    if (strstr(e.msg, want) == NULL)
-        fail_msg("message '%s' lacks '%s'", e.msg, want);
-    /* A refused file leaves nothing behind in memory. */
-    assert_string_equal(c.password, "");
-    /* Nothing of the file's text is shown: a malformed line may be mostly
-     * password. */
-    assert_null(strstr(e.msg, "s3cret"));
-    assert_null(strstr(e.msg, "S3cr3t"));
-    assert_null(strstr(e.msg, "passwd"));
-}
-
-static void test_parse_credentials_errors(void **state)
-{
-    char longline[400];
-
-    (void)state;
-    check_bad_creds("username = a\npassword s3cret\n", "/etc/cred:2: expected 'key = value'");
-    check_bad_creds("username = a\npasswd = s3cret\n", "/etc/cred:2: unknown key");
-    /* The key of `password S3cr3t=` is "password S3cr3t". */
-    check_bad_creds("username = a\n\npassword S3cr3t=\n", "/etc/cred:3: unknown key");
-    check_bad_creds("username = a\npassword S3cr3t = x\n", "/etc/cred:2: unknown key");
-    check_bad_creds("username = a\nS3cr3t\n", "/etc/cred:2: expected 'key = value'");
-    check_bad_creds("username = a\n S3cr3t=password\n", "/etc/cred:2: unknown key");
-    snprintf(longline, sizeof(longline), "username = a\npassword = S3cr3t%0300d\n", 0);
-    check_bad_creds(longline, "/etc/cred:2: the value is too long");
-    check_bad_creds("password = s3cret\n", "no 'username");
-    check_bad_creds("", "no 'username");
-}
-
-/* A credentials file in a private temporary directory. */
-static char *cred_file(const char *text, mode_t mode, char *dir, size_t dirlen)
-{
-    static char path[4200];
-    int fd;
-
-    snprintf(dir, dirlen, "%s/test_probe.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    assert_non_null(mkdtemp(dir));
-    snprintf(path, sizeof(path), "%s/cred", dir);
-    fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    assert_int_equal(fchmod(fd, mode), 0);
-    close(fd);
-    return path;
-}
-
-static void remove_cred(const char *path, const char *dir)
-{
-    unlink(path);
-    rmdir(dir);
-}
-
-static void test_load_credentials_checks(void **state)
-{
-    static const mode_t refused[] = {0640, 0604, 0644, 0700, 0660, 04600, 0666};
-    char dir[4096];
-    struct probe_creds c;
-    struct err e = {{0}};
-    uid_t me = geteuid();
-    char *path;
-    size_t i;
-
-    (void)state;
-    path = cred_file("username = u\npassword = s3cret\n", 0600, dir, sizeof(dir));
-    /* The owner the file must have is a parameter so that the test runs
-     * as any user; production passes 0 (root). */
-    assert_int_equal(probe_load_credentials(path, me, &c, &e), 0);
-    assert_string_equal(c.password, "s3cret");
-    probe_creds_clear(&c);
-    assert_string_equal(c.password, "");
-    assert_int_equal(chmod(path, 0400), 0);
-    assert_int_equal(probe_load_credentials(path, me, &c, &e), 0);
-
-    for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
-        assert_int_equal(chmod(path, refused[i]), 0);
-        memset(&e, 0, sizeof(e));
-        assert_int_equal(probe_load_credentials(path, me, &c, &e), -EPERM);
-        assert_non_null(strstr(e.msg, "0600 or stricter"));
-        assert_null(strstr(e.msg, "s3cret"));
-    }
-
-    assert_int_equal(chmod(path, 0600), 0);
-    memset(&e, 0, sizeof(e));
-    assert_int_equal(probe_load_credentials(path, me + 1, &c, &e), -EPERM);
-    assert_non_null(strstr(e.msg, "owned by uid"));
-
-    memset(&e, 0, sizeof(e));
-    assert_int_equal(probe_load_credentials(dir, me, &c, &e), -EINVAL);
-    assert_non_null(strstr(e.msg, "not a regular file"));
-
-    /* The parent's check keeps nothing and says the same. */
-    assert_int_equal(probe_check_credentials(path, me, &e), 0);
-    assert_int_equal(probe_check_credentials(path, me + 1, &e), -EPERM);
-
-    /* A FIFO is refused at once, never waited on (with no writer, a
-     * blocking open would hang here until the test's timeout). */
-    {
-        char fifo[4200];
-
-        snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
-        assert_int_equal(mkfifo(fifo, 0600), 0);
-        memset(&e, 0, sizeof(e));
-        assert_int_equal(probe_load_credentials(fifo, me, &c, &e), -EINVAL);
-        assert_non_null(strstr(e.msg, "not a regular file"));
-        assert_non_null(strstr(e.msg, fifo));
-        assert_int_equal(probe_check_credentials(fifo, me, &e), -EINVAL);
-        unlink(fifo);
-    }
-    remove_cred(path, dir);
-
-    memset(&e, 0, sizeof(e));
-    assert_int_equal(probe_load_credentials(path, me, &c, &e), -ENOENT);
-    assert_non_null(strstr(e.msg, path));
 }
 
 static void test_classify(void **state)
@@ -321,11 +82,44 @@ static void test_json(void **state)
     r.client_rcvbuf = 524288;
     r.client_sndbuf = -1;
     assert_int_equal(probe_result_json(&r, line, sizeof(line)), 0);
-    assert_string_equal(line, "{\"outcome\":\"timeout\",\"write_mbps\":2.000,\"read_mbps\":0.000,"
-                              "\"write_bytes\":1000000,\"read_bytes\":0,\"write_s\":0.500000,"
-                              "\"read_s\":0.000000,\"client_rcvbuf\":524288,"
+    assert_string_equal(line, "{\"outcome\":\"timeout\",\"write_mbps\":2.0,\"read_mbps\":0.0,"
+                              "\"write_bytes\":1000000,\"read_bytes\":0,\"write_s\":0.5,"
+                              "\"read_s\":0.0,\"client_rcvbuf\":524288,"
                               "\"client_sndbuf\":-1}");
     assert_int_equal(probe_result_json(&r, line, 20), -ENOSPC);
+    /* One byte short of the line, and just enough. */
+    assert_int_equal(probe_result_json(&r, line, strlen(line)), -ENOSPC);
+    assert_int_equal(probe_result_json(&r, line, strlen(line) + 1), 0);
+}
+
+/* The values are those of the line printed with "%.3f" (rates) and "%.6f"
+ * (seconds) before it went through jansson, digit for digit, and byte
+ * counts are exact beyond 2^53. */
+static void test_json_values(void **state)
+{
+    struct probe_result r;
+    char line[512];
+
+    (void)state;
+    memset(&r, 0, sizeof(r));
+    r.outcome = PROBE_OK;
+    r.write_mbps = 1234.5678;
+    r.read_mbps = 0.0004999;
+    r.write_bytes = 9007199254740993LL; /* 2^53 + 1: no double holds it */
+    r.read_bytes = 68719476736LL;
+    r.write_s = 0.1234567;
+    r.read_s = 12345.000000499;
+    r.client_rcvbuf = 2304;
+    r.client_sndbuf = 8388608;
+    assert_int_equal(probe_result_json(&r, line, sizeof(line)), 0);
+    assert_string_equal(line, "{\"outcome\":\"ok\",\"write_mbps\":1234.568,\"read_mbps\":0.0,"
+                              "\"write_bytes\":9007199254740993,\"read_bytes\":68719476736,"
+                              "\"write_s\":0.123457,\"read_s\":12345.0,"
+                              "\"client_rcvbuf\":2304,\"client_sndbuf\":8388608}");
+    r.read_mbps = 0.1;
+    r.write_mbps = 987654.3216;
+    assert_int_equal(probe_result_json(&r, line, sizeof(line)), 0);
+    assert_non_null(strstr(line, "\"write_mbps\":987654.322,\"read_mbps\":0.1,"));
 }
 
 static void test_start_refuses_bad_params(void **state)
@@ -460,17 +254,11 @@ static void test_tmpdir_sweep_removes_only_ours(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_url_ok),
-        cmocka_unit_test(test_url_bad),
-        cmocka_unit_test(test_url_message_never_shows_password),
-        cmocka_unit_test(test_format_url),
-        cmocka_unit_test(test_check_directory_and_socket_options),
-        cmocka_unit_test(test_parse_credentials),
-        cmocka_unit_test(test_parse_credentials_errors),
-        cmocka_unit_test(test_load_credentials_checks),
+        cmocka_unit_test(test_check_socket_options),
         cmocka_unit_test(test_classify),
         cmocka_unit_test(test_outcome_names),
         cmocka_unit_test(test_json),
+        cmocka_unit_test(test_json_values),
         cmocka_unit_test(test_start_refuses_bad_params),
         cmocka_unit_test(test_tmpdir_sweep_removes_only_ours),
     };

@@ -1,0 +1,559 @@
+/* probe_child: the measuring child (see probe_child.h). It runs in a
+ * process of its own that nothing can dump or trace: it reads the
+ * credentials file, logs on with libsmbclient, writes the probe file,
+ * reads it back, deletes it and publishes what it saw in probe_shared. */
+#include "probe_child.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libsmbclient.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "child.h"
+#include "creds.h"
+#include "kernel.h"
+#include "parse.h"
+
+/* Every 4 KiB block of the probe file starts with its own offset (mixed
+ * with a per-measurement tag), so no two blocks are equal: nothing on the
+ * way can compress or deduplicate the data, and the read-back is checked. */
+#define BLOCK 4096
+#define STAMP_BYTES 8
+
+/* Probe files left by killed probes are removed by later probes, within
+ * bounds: anyone who can write to the share can plant files that look like
+ * ours, and no number of them may stop a measurement. A measurement spends
+ * at most LEFTOVER_QUICK_S and LEFTOVER_QUICK_MAX deletions on it, a
+ * cleanup-only child (after a timeout, at the end of a cycle) more; both
+ * look at no more than LEFTOVER_SCAN_MAX directory entries. */
+#define LEFTOVER_SCAN_MAX 10000
+#define LEFTOVER_QUICK_MAX 32
+#define LEFTOVER_QUICK_S 2
+#define LEFTOVER_THOROUGH_MAX 256
+#define LEFTOVER_THOROUGH_S 10
+
+/* A random name collides only when someone planted it on purpose after
+ * reading ours, or by a 2^-64 chance: a few new names are enough. */
+#define NAME_ATTEMPTS 8
+
+/* The child's own state: what the parent handed over, and what only the
+ * child has. */
+struct child {
+    const struct probe_params *p;
+    struct url url;
+    struct probe_shared *sh;
+    bool cleanup_only;
+    SMBCCTX *ctx;
+    char dir_url[4096];
+    char host[64]; /* ours, as it appears in probe file names */
+    /* Read by the child itself, after fork, so that the parent never
+     * holds the password. */
+    struct creds creds;
+    bool have_creds;
+};
+
+int64_t probe_mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void publish(int64_t *slot, int64_t v)
+{
+    __atomic_store_n(slot, v, __ATOMIC_RELEASE);
+}
+
+__attribute__((format(printf, 3, 4))) static enum probe_outcome
+fail(struct child *c, enum probe_outcome o, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(c->sh->cause, sizeof(c->sh->cause), fmt, ap);
+    va_end(ap);
+    return o;
+}
+
+static void auth_fn(SMBCCTX *ctx, const char *srv, const char *shr, char *wg, int wglen, char *un,
+                    int unlen, char *pw, int pwlen)
+{
+    const struct creds *cr = smbc_getOptionUserData(ctx);
+
+    (void)srv;
+    (void)shr;
+    /* Guest: an empty user and password give an anonymous session, which
+     * the server maps to its guest account on a guest share. */
+    snprintf(un, (size_t)unlen, "%s", cr ? cr->username : "");
+    snprintf(pw, (size_t)pwlen, "%s", cr ? cr->password : "");
+    if (cr && cr->domain[0])
+        snprintf(wg, (size_t)wglen, "%s", cr->domain);
+}
+
+/* The TCP socket libsmbclient connected (it does not expose it): the
+ * stream socket with a peer among our descriptors. */
+static void read_client_buffers(struct child *c)
+{
+    int fd;
+
+    c->sh->client_rcvbuf = c->sh->client_sndbuf = -1;
+    for (fd = 0; fd < 1024; fd++) {
+        int dom, type, rcv, snd;
+        socklen_t l = sizeof(int);
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+
+        if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) < 0 ||
+            (dom != AF_INET && dom != AF_INET6))
+            continue;
+        l = sizeof(int);
+        if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) < 0 || type != SOCK_STREAM ||
+            getpeername(fd, (struct sockaddr *)&ss, &sl) < 0)
+            continue;
+        l = sizeof(int);
+        if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, &l) < 0)
+            continue;
+        l = sizeof(int);
+        if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &snd, &l) < 0)
+            continue;
+        c->sh->client_rcvbuf = rcv;
+        c->sh->client_sndbuf = snd;
+    }
+}
+
+/* A probe file of this host: PREFIX<host>-<pid>-<tag>, the tag 16 hex
+ * digits (or, from older versions, a decimal counter). Returns its pid, or
+ * -1 when the name is not exactly that (another host's, or not ours). */
+static pid_t own_probe_pid(const struct child *c, const char *name)
+{
+    char prefix[sizeof(PROBE_FILE_PREFIX) + sizeof(c->host) + 1];
+    const char *tag;
+    pid_t pid;
+
+    snprintf(prefix, sizeof(prefix), PROBE_FILE_PREFIX "%s-", c->host);
+    if (parse_pid_name(name, prefix, &pid, &tag) < 0 || tag == NULL || strlen(tag) < 1 ||
+        strlen(tag) > 16 || strspn(tag, "0123456789abcdef") != strlen(tag))
+        return -1;
+    return pid;
+}
+
+/* Remove this host's probe files whose process is gone (a probe killed at
+ * its deadline leaves its file). Files of other hosts and of live probes
+ * are left alone. A file still held open by the server for a connection
+ * that just died cannot be deleted yet: a thorough pass retries a few
+ * times. Bounded in entries read, files deleted and time (see
+ * LEFTOVER_SCAN_MAX): what is left waits for the next probe. */
+static void remove_leftovers(struct child *c, bool thorough)
+{
+    char(*names)[256];
+    smbc_opendir_fn opendir_fn = smbc_getFunctionOpendir(c->ctx);
+    smbc_readdir_fn readdir_fn = smbc_getFunctionReaddir(c->ctx);
+    smbc_closedir_fn closedir_fn = smbc_getFunctionClosedir(c->ctx);
+    smbc_unlink_fn unlink_fn = smbc_getFunctionUnlink(c->ctx);
+    int max = thorough ? LEFTOVER_THOROUGH_MAX : LEFTOVER_QUICK_MAX;
+    int attempts = thorough ? 10 : 1, i;
+    int64_t stop =
+        probe_mono_ns() + (thorough ? LEFTOVER_THOROUGH_S : LEFTOVER_QUICK_S) * 1000000000LL;
+
+    names = malloc(sizeof(*names) * (size_t)max);
+    if (names == NULL)
+        return;
+    for (i = 0; i < attempts && probe_mono_ns() < stop; i++) {
+        int n = 0, busy = 0, k;
+        long scanned = 0;
+        struct smbc_dirent *d;
+        SMBCFILE *dir = opendir_fn(c->ctx, c->dir_url);
+
+        if (dir == NULL)
+            break;
+        while (n < max && scanned++ < LEFTOVER_SCAN_MAX && probe_mono_ns() < stop &&
+               (d = readdir_fn(c->ctx, dir)) != NULL) {
+            pid_t pid = own_probe_pid(c, d->name);
+
+            if (pid > 0 && !kernel_pid_alive(pid) && strlen(d->name) < sizeof(names[0]))
+                snprintf(names[n++], sizeof(names[0]), "%s", d->name);
+        }
+        closedir_fn(c->ctx, dir);
+        for (k = 0; k < n && probe_mono_ns() < stop; k++) {
+            char url[4352];
+
+            snprintf(url, sizeof(url), "%s/%s", c->dir_url, names[k]);
+            if (unlink_fn(c->ctx, url) < 0 && errno != ENOENT)
+                busy++;
+        }
+        if (busy == 0)
+            break;
+        usleep(200 * 1000);
+    }
+    free(names);
+}
+
+/* PREFIX<host>-<pid>-<16 hex digits>: unpredictable, so that nobody can
+ * plant the names of future probes (an exclusive create would fail on
+ * each), and still carrying the pid for remove_leftovers(). */
+static int probe_file_name(const struct child *c, char *out, size_t len)
+{
+    uint64_t tag;
+
+    if (getrandom(&tag, sizeof(tag), 0) != (ssize_t)sizeof(tag))
+        return -errno;
+    if ((size_t)snprintf(out, len, "%s%s-%ld-%016llx", PROBE_FILE_PREFIX, c->host, (long)getpid(),
+                         (unsigned long long)tag) >= len)
+        return -ENAMETOOLONG;
+    return 0;
+}
+
+/* Create the probe file under a fresh name, exclusively; a name that exists
+ * is someone else's and gets another try. */
+static enum probe_outcome create_probe_file(struct child *c, char *file_url, size_t len,
+                                            SMBCFILE **f)
+{
+    smbc_open_fn open_fn = smbc_getFunctionOpen(c->ctx);
+    char name[256];
+    int i, er = EEXIST;
+
+    for (i = 0; i < NAME_ATTEMPTS; i++) {
+        int r = probe_file_name(c, name, sizeof(name));
+
+        if (r < 0)
+            return fail(c, PROBE_ERROR, "naming the probe file: %s", strerror(-r));
+        if ((size_t)snprintf(file_url, len, "%s/%s", c->dir_url, name) >= len)
+            return fail(c, PROBE_ERROR, "URL too long");
+        *f = open_fn(c->ctx, file_url, O_WRONLY | O_CREAT | O_EXCL, 0600);
+        if (*f != NULL)
+            return PROBE_OK;
+        er = errno;
+        if (er != EEXIST)
+            break;
+    }
+    file_url[0] = '\0';
+    return fail(c, probe_classify_errno(er, false), "creating the probe file: %s%s", strerror(er),
+                er == EEXIST ? " (every fresh name was taken)" : "");
+}
+
+static uint64_t xorshift(uint64_t *s)
+{
+    uint64_t x = *s;
+
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 2685821657736338717ULL;
+}
+
+/* Put the stamp of every block that starts inside buf[0..n) (file offset
+ * off) in place. */
+static void stamp(unsigned char *buf, size_t n, int64_t off, uint64_t tag)
+{
+    size_t i = (size_t)((BLOCK - off % BLOCK) % BLOCK);
+
+    for (; i + STAMP_BYTES <= n; i += BLOCK) {
+        uint64_t v = (uint64_t)(off + (int64_t)i) ^ tag;
+
+        memcpy(buf + i, &v, STAMP_BYTES);
+    }
+}
+
+static bool stamps_ok(const unsigned char *buf, size_t n, int64_t off, uint64_t tag, int64_t *bad)
+{
+    size_t i = (size_t)((BLOCK - off % BLOCK) % BLOCK);
+
+    for (; i + STAMP_BYTES <= n; i += BLOCK) {
+        uint64_t v = (uint64_t)(off + (int64_t)i) ^ tag, got;
+
+        memcpy(&got, buf + i, STAMP_BYTES);
+        if (got != v) {
+            *bad = off + (int64_t)i;
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Write to f (the probe file, open for writing; closed here), read it back. */
+static enum probe_outcome transfer(struct child *c, SMBCFILE *f, const char *file_url)
+{
+    smbc_open_fn open_fn = smbc_getFunctionOpen(c->ctx);
+    smbc_write_fn write_fn = smbc_getFunctionWrite(c->ctx);
+    smbc_read_fn read_fn = smbc_getFunctionRead(c->ctx);
+    smbc_close_fn close_fn = smbc_getFunctionClose(c->ctx);
+    const struct probe_params *p = c->p;
+    size_t req = (size_t)p->request_size, i;
+    uint64_t seed = (uint64_t)probe_mono_ns() ^ ((uint64_t)getpid() << 32), tag;
+    unsigned char *buf;
+    int64_t off, bad;
+
+    buf = malloc(req);
+    if (buf == NULL) {
+        close_fn(c->ctx, f);
+        return fail(c, PROBE_ERROR, "out of memory for a %zu-byte buffer", req);
+    }
+    for (i = 0; i + 8 <= req; i += 8) {
+        uint64_t v = xorshift(&seed);
+
+        memcpy(buf + i, &v, 8);
+    }
+    for (; i < req; i++)
+        buf[i] = (unsigned char)xorshift(&seed);
+    tag = xorshift(&seed);
+
+    publish(&c->sh->write_t0, probe_mono_ns());
+    for (off = 0; off < p->size;) {
+        size_t n = (size_t)(p->size - off) < req ? (size_t)(p->size - off) : req;
+        ssize_t w;
+
+        stamp(buf, n, off, tag);
+        w = write_fn(c->ctx, f, buf, n);
+        if (w <= 0) {
+            int er = w < 0 ? errno : EIO;
+
+            close_fn(c->ctx, f);
+            free(buf);
+            return fail(c, probe_classify_errno(er, false), "writing at offset %lld: %s",
+                        (long long)off, strerror(er));
+        }
+        off += w;
+        publish(&c->sh->write_bytes, off);
+    }
+    publish(&c->sh->write_t1, probe_mono_ns());
+    if (close_fn(c->ctx, f) < 0) {
+        int er = errno;
+
+        free(buf);
+        return fail(c, probe_classify_errno(er, false), "closing the written file: %s",
+                    strerror(er));
+    }
+
+    f = open_fn(c->ctx, file_url, O_RDONLY, 0);
+    if (f == NULL) {
+        int er = errno;
+
+        free(buf);
+        return fail(c, probe_classify_errno(er, false), "opening the probe file to read: %s",
+                    strerror(er));
+    }
+    publish(&c->sh->read_t0, probe_mono_ns());
+    for (off = 0; off < p->size;) {
+        size_t n = (size_t)(p->size - off) < req ? (size_t)(p->size - off) : req;
+        ssize_t got = read_fn(c->ctx, f, buf, n);
+
+        if (got <= 0) {
+            int er = got < 0 ? errno : 0;
+
+            close_fn(c->ctx, f);
+            free(buf);
+            if (got == 0)
+                return fail(c, PROBE_ERROR, "the file read back ends at %lld of %lld bytes",
+                            (long long)off, p->size);
+            return fail(c, probe_classify_errno(er, false), "reading at offset %lld: %s",
+                        (long long)off, strerror(er));
+        }
+        if (!stamps_ok(buf, (size_t)got, off, tag, &bad)) {
+            close_fn(c->ctx, f);
+            free(buf);
+            return fail(c, PROBE_ERROR, "the data read back differs at offset %lld",
+                        (long long)bad);
+        }
+        off += got;
+        publish(&c->sh->read_bytes, off);
+    }
+    publish(&c->sh->read_t1, probe_mono_ns());
+    close_fn(c->ctx, f);
+    free(buf);
+    return PROBE_OK;
+}
+
+/* Say why the first contact failed. libsmbclient reports a refused logon
+ * and a share that refuses the user alike (EACCES), so on that error the
+ * IPC$ share, which every logged-on user may connect to, tells them
+ * apart. */
+static enum probe_outcome connect_failure(struct child *c, int er)
+{
+    const struct creds *cr = c->have_creds ? &c->creds : NULL;
+    const char *who = cr ? cr->username : "guest";
+    struct url ipc = c->url;
+    char url[4096];
+    struct stat st;
+    enum probe_outcome o = probe_classify_errno(er, true);
+
+    if (o == PROBE_ACCESS_DENIED || o == PROBE_AUTH_FAILED) {
+        snprintf(ipc.share, sizeof(ipc.share), "IPC$");
+        ipc.dir[0] = '\0';
+        if (url_format(&ipc, NULL, url, sizeof(url)) == 0 &&
+            smbc_getFunctionStat(c->ctx)(c->ctx, url, &st) < 0 &&
+            (errno == EACCES || errno == EPERM))
+            return fail(c, PROBE_AUTH_FAILED, "the server refused the logon as %s (%s)", who,
+                        cr ? "wrong user or password?" : "no guest access");
+        return fail(c, PROBE_ACCESS_DENIED, "share '%s' refuses %s: %s", c->url.share, who,
+                    strerror(er));
+    }
+    switch (o) {
+    case PROBE_CONNECT_REFUSED:
+        return fail(c, o, "nothing listens on %s port %u", c->url.host,
+                    c->url.port ? c->url.port : 445);
+    case PROBE_SHARE_NOT_FOUND:
+        return fail(c, o, "the server has no share '%s'", c->url.share);
+    default:
+        return fail(c, o, "connecting: %s", strerror(er));
+    }
+}
+
+static enum probe_outcome measure(struct child *c)
+{
+    smbc_stat_fn stat_fn;
+    smbc_unlink_fn unlink_fn;
+    const struct probe_params *p = c->p;
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+    struct url share_only = c->url;
+    char share_url[4096], file_url[4352];
+    struct stat st;
+    enum probe_outcome o;
+    SMBCFILE *f = NULL;
+    int r;
+
+    /* Resolve the name ourselves first: libsmbclient reports an unknown
+     * host with the same errno as an unknown share. Its own resolution is
+     * limited to the same resolver (`name resolve order = host`). */
+    r = getaddrinfo(c->url.host, NULL, &hints, &ai);
+    if (r != 0)
+        return fail(c, PROBE_NAME_NOT_FOUND, "cannot resolve host '%s': %s", c->url.host,
+                    r == EAI_SYSTEM ? strerror(errno) : gai_strerror(r));
+    freeaddrinfo(ai);
+
+    /* The password enters this process only here, right before the logon,
+     * after probe_child_main() made it undumpable. The file was checked by the
+     * parent; it is checked again, as it may have changed since. */
+    if (p->credentials != NULL) {
+        struct err e = {{0}};
+
+        if (creds_load(p->credentials, 0, &c->creds, &e) < 0)
+            return fail(c, PROBE_ERROR, "%s", e.msg);
+        c->have_creds = true;
+    }
+
+    c->ctx = smbc_new_context();
+    if (c->ctx == NULL)
+        return fail(c, PROBE_ERROR, "cannot create a libsmbclient context: %s", strerror(errno));
+    smbc_setDebug(c->ctx, 0);
+    smbc_setOptionDebugToStderr(c->ctx, 1);
+    smbc_setOptionUseKerberos(c->ctx, 0);
+    smbc_setOptionFallbackAfterKerberos(c->ctx, 0);
+    smbc_setOptionUseCCache(c->ctx, 0);
+    /* With credentials, a wrong password must fail, not turn into an
+     * anonymous session that fails later for another reason. */
+    smbc_setOptionNoAutoAnonymousLogin(c->ctx, c->have_creds);
+    smbc_setOptionUserData(c->ctx, c->have_creds ? &c->creds : NULL);
+    smbc_setFunctionAuthDataWithContext(c->ctx, auth_fn);
+    /* The parent's deadline is the limit; libsmbclient's own per-request
+     * timeout must not fire first and look like an error. */
+    smbc_setTimeout(c->ctx, (int)(p->deadline_s * 1000) + 10000);
+    if (smbc_init_context(c->ctx) == NULL)
+        return fail(c, PROBE_ERROR, "cannot initialise libsmbclient: %s", strerror(errno));
+
+    /* First contact: connection, session and tree connect, on the share's
+     * root, so that a failure here is about the server, the user or the
+     * share, and one later is about the directory or the file. */
+    share_only.dir[0] = '\0';
+    if (url_format(&share_only, NULL, share_url, sizeof(share_url)) < 0)
+        return fail(c, PROBE_ERROR, "URL too long");
+    stat_fn = smbc_getFunctionStat(c->ctx);
+    if (stat_fn(c->ctx, share_url, &st) < 0)
+        return connect_failure(c, errno);
+    read_client_buffers(c);
+    if (c->dir_url[0] && strcmp(c->dir_url, share_url) != 0 &&
+        stat_fn(c->ctx, c->dir_url, &st) < 0) {
+        int er = errno;
+
+        return fail(c, er == ENOENT ? PROBE_ERROR : probe_classify_errno(er, false),
+                    "directory %s: %s", c->dir_url, strerror(er));
+    }
+
+    remove_leftovers(c, c->cleanup_only);
+    if (c->cleanup_only)
+        return PROBE_OK;
+
+    o = create_probe_file(c, file_url, sizeof(file_url), &f);
+    if (o != PROBE_OK)
+        return o;
+    o = transfer(c, f, file_url);
+    unlink_fn = smbc_getFunctionUnlink(c->ctx);
+    if (unlink_fn(c->ctx, file_url) < 0 && errno != ENOENT && o == PROBE_OK) {
+        int er = errno;
+
+        return fail(c, probe_classify_errno(er, false), "deleting the probe file: %s",
+                    strerror(er));
+    }
+    return o;
+}
+
+/* This host's name as it goes into probe file names: a later probe of
+ * this host tells its own leftovers by it. */
+static void own_host(char *out, size_t len)
+{
+    char h[256] = "";
+    size_t i;
+
+    if (gethostname(h, sizeof(h) - 1) < 0 || h[0] == '\0')
+        snprintf(h, sizeof(h), "localhost");
+    for (i = 0; h[i] && i + 1 < len; i++)
+        out[i] = isalnum((unsigned char)h[i]) || h[i] == '.' || h[i] == '_' ? h[i] : '_';
+    out[i] = '\0';
+}
+
+void probe_child_main(const struct probe_child_args *a, const char *workdir, int notify_fd,
+                      pid_t parent)
+{
+    struct rlimit no_core = {0, 0};
+    struct child child = {.p = a->p, .url = a->url, .sh = a->sh, .cleanup_only = a->cleanup_only};
+    struct child *c = &child;
+
+    /* This process will hold the password: no core dump of it, and no
+     * ptrace or /proc/PID/mem by anyone but root (not dumpable). */
+    if (prctl(PR_SET_DUMPABLE, 0) < 0 || setrlimit(RLIMIT_CORE, &no_core) < 0)
+        _exit(1);
+    /* Die with the parent; a clean signal mask and handlers (sd-event
+     * blocks some). Nothing of ours may reach the caller's stdout
+     * (--json): keep only the notify pipe as fd 3 and stderr for
+     * libsmbclient's level-0 log. The private client configuration:
+     * libsmbclient reads $HOME/.smb/smb.conf, and only when that fails
+     * /etc/samba/smb.conf; an environment of our own also keeps out USER,
+     * PASSWD, LIBSMB_PROG and the other variables it would honour. */
+    struct child_spec spec = {.parent = parent,
+                              .fd_in = -1,
+                              .fd_out = -1,
+                              .fd_err = CHILD_KEEP,
+                              .fd_extra = notify_fd,
+                              .home = workdir};
+
+    if (child_setup(&spec) < 0)
+        _exit(1);
+    /* SIGPIPE would kill us on a reset connection; an error return is
+     * what we want. */
+    signal(SIGPIPE, SIG_IGN);
+
+    snprintf(c->dir_url, sizeof(c->dir_url), "%s", a->dir_url);
+    own_host(c->host, sizeof(c->host));
+    c->sh->outcome = measure(c);
+    if (c->ctx != NULL)
+        smbc_free_context(c->ctx, 1);
+    creds_clear(&c->creds);
+    __atomic_store_n(&c->sh->done, 1, __ATOMIC_RELEASE);
+    if (write(3, "x", 1) < 0)
+        _exit(1);
+    _exit(0);
+}

@@ -1,0 +1,54 @@
+/* probe_child: the measuring child of a probe, the only process of ours
+ * that uses libsmbclient and holds the password. Internal to the probe:
+ * lib/probe.c forks and collects it, nothing else includes this.
+ *
+ * The parent and the child share one struct probe_shared (MAP_SHARED |
+ * MAP_ANONYMOUS). The child publishes progress as it goes, so that the
+ * parent can report a lower bound when it has to kill the child at the
+ * deadline; times are CLOCK_MONOTONIC nanoseconds, 0 = not yet. `done` is
+ * stored last, with release order: once the parent sees it, the rest is
+ * complete. */
+#ifndef SMBTUNE_PROBE_CHILD_H
+#define SMBTUNE_PROBE_CHILD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "probe.h"
+#include "url.h"
+
+struct probe_shared {
+    int64_t write_bytes, read_bytes;
+    int64_t write_t0, write_t1, read_t0, read_t1;
+    int done;
+    int outcome;
+    int client_rcvbuf, client_sndbuf;
+    char cause[512];
+};
+
+/* What the parent hands the child across the fork, all checked. */
+struct probe_child_args {
+    const struct probe_params *p;
+    struct url url;     /* p->url, parsed */
+    char dir_url[4096]; /* the directory the probe file goes in, as a URL */
+    bool cleanup_only;  /* only remove leftovers of killed probes, measure nothing */
+    struct probe_shared *sh;
+};
+
+/* CLOCK_MONOTONIC in nanoseconds: the clock of probe_shared's times. */
+int64_t probe_mono_ns(void);
+
+/* A slot of probe_shared written by the child, read while it runs. */
+static inline int64_t probe_shared_peek(const int64_t *slot)
+{
+    return __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+}
+
+/* The child, right after fork: makes itself undumpable, sets itself up
+ * (child_setup: HOME=workdir, notify_fd as fd 3, dies with parent),
+ * measures, fills a->sh, writes a byte on fd 3 and exits. */
+void probe_child_main(const struct probe_child_args *a, const char *workdir, int notify_fd,
+                      pid_t parent) __attribute__((noreturn));
+
+#endif

@@ -1,0 +1,98 @@
+/* probe_result: what a probe's result says: the outcome names, the
+ * mapping of libsmbclient's errno to an outcome, and the result as JSON. */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "probe.h"
+
+static const char *const outcome_names[] = {
+    [PROBE_OK] = "ok",
+    [PROBE_TIMEOUT] = "timeout",
+    [PROBE_CONNECT_REFUSED] = "connect_refused",
+    [PROBE_NAME_NOT_FOUND] = "name_not_found",
+    [PROBE_AUTH_FAILED] = "auth_failed",
+    [PROBE_SHARE_NOT_FOUND] = "share_not_found",
+    [PROBE_ACCESS_DENIED] = "access_denied",
+    [PROBE_DISK_FULL] = "disk_full",
+    [PROBE_ERROR] = "error",
+};
+
+const char *probe_outcome_name(enum probe_outcome o)
+{
+    if ((unsigned)o >= sizeof(outcome_names) / sizeof(outcome_names[0]))
+        return "error";
+    return outcome_names[o];
+}
+
+enum probe_outcome probe_classify_errno(int err, bool connecting)
+{
+    switch (err) {
+    case ECONNREFUSED:
+        return PROBE_CONNECT_REFUSED;
+    /* libsmbclient reports a failed session setup as EPERM (it does not
+     * fall back to anonymous: NoAutoAnonymousLogin is set when we have
+     * credentials); NT_STATUS_ACCESS_DENIED maps to EACCES. */
+    case EPERM:
+        return connecting ? PROBE_AUTH_FAILED : PROBE_ACCESS_DENIED;
+    case EACCES:
+    case EROFS:
+        return PROBE_ACCESS_DENIED;
+    /* NT_STATUS_BAD_NETWORK_NAME: the tree connect found no such share. */
+    case ENOENT:
+    case ENODEV:
+        return connecting ? PROBE_SHARE_NOT_FOUND : PROBE_ERROR;
+    case ENOSPC:
+    case EDQUOT:
+        return PROBE_DISK_FULL;
+    default:
+        return PROBE_ERROR;
+    }
+}
+
+/* x with the given number of decimals, as a JSON real. The line used to
+ * be printed with "%.3f" and "%.6f", and scripts compare its values: the
+ * value is that decimal (printed, then read back), and JSON_REAL_PRECISION
+ * (15) in probe_result_json prints it back as the same digits, without
+ * the trailing zeros (2.0 for 2.000), since a double keeps 15 significant
+ * decimal digits exactly. Rates and seconds of a probe stay far below
+ * 10^9, so 15 digits hold them with their decimals. */
+static json_t *fixed(double x, int decimals)
+{
+    char buf[64];
+
+    snprintf(buf, sizeof(buf), "%.*f", decimals, x);
+    return json_real(strtod(buf, NULL));
+}
+
+int probe_result_json(const struct probe_result *r, char *out, size_t outlen)
+{
+    json_t *o = json_object();
+    char *text = NULL;
+    int ret = -ENOMEM;
+
+    /* The keys in this order (JSON_PRESERVE_ORDER): the line is read by
+     * scripts and by people. The outcome is one of our names, so no text
+     * from outside goes in (nothing to sanitize, see jsonw.h). */
+    if (o != NULL &&
+        json_object_set_new(o, "outcome", json_string(probe_outcome_name(r->outcome))) == 0 &&
+        json_object_set_new(o, "write_mbps", fixed(r->write_mbps, 3)) == 0 &&
+        json_object_set_new(o, "read_mbps", fixed(r->read_mbps, 3)) == 0 &&
+        json_object_set_new(o, "write_bytes", json_integer(r->write_bytes)) == 0 &&
+        json_object_set_new(o, "read_bytes", json_integer(r->read_bytes)) == 0 &&
+        json_object_set_new(o, "write_s", fixed(r->write_s, 6)) == 0 &&
+        json_object_set_new(o, "read_s", fixed(r->read_s, 6)) == 0 &&
+        json_object_set_new(o, "client_rcvbuf", json_integer(r->client_rcvbuf)) == 0 &&
+        json_object_set_new(o, "client_sndbuf", json_integer(r->client_sndbuf)) == 0)
+        text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
+    json_decref(o);
+    if (text != NULL) {
+        ret = strlen(text) < outlen ? 0 : -ENOSPC;
+        if (ret == 0)
+            memcpy(out, text, strlen(text) + 1);
+        free(text);
+    }
+    return ret;
+}
