@@ -6,43 +6,62 @@
 
 #include "cmd.h"
 #include "build.h"
+#include "journal.h"
 
 #define DEFAULT_SMB_CONF "/etc/samba/smb.conf"
 
+/* Every option, in the order of smbtuned(8); a test holds the two to each
+ * other (tests/integration/test_unit.py). */
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: smbtuned --smb-conf FILE --show [--json]\n"
-            "       smbtuned --smb-conf FILE --set-buffers RCV,SND [--expect VALUE]\n"
-            "                [--state-dir DIR] [--apply smbcontrol|signal|systemd|none]\n"
-            "       smbtuned --probe [-c FILE] [--url URL] [--credentials FILE]\n"
-            "                [--state-dir DIR] [--json]\n"
-            "       smbtuned [-c FILE] [--once [--dry-run] [--json]] [--smb-conf FILE]\n"
-            "                [--url URL] [--credentials FILE] [--state-dir DIR]\n"
-            "                [--mode tune|advise] [--trials shadow|client|live]\n"
-            "                [--apply smbcontrol|signal|systemd|none]\n"
-            "       smbtuned -t [-c FILE]      check the configuration and exit\n"
+            "usage: smbtuned [-c FILE] [--once [--dry-run] [--json]] [options]\n"
+            "       smbtuned -t [-c FILE]      check the configuration files and exit\n"
             "       smbtuned --resume          tune again after an edit by hand\n"
+            "       smbtuned --probe [-c FILE] [--url URL] [--credentials FILE] [--json]\n"
+            "       smbtuned --smb-conf FILE --show [--json]\n"
+            "       smbtuned --smb-conf FILE --set-buffers RCV,SND [--expect VALUE]\n"
             "\n"
+            "Without a command: the daemon, one tuning cycle every `interval'.\n"
+            "\n"
+            "Commands:\n"
+            "  --once              one tuning cycle in the foreground, then a\n"
+            "                      before/after table\n"
+            "  -t                  check the config file, smb.conf and the credentials\n"
+            "                      file, then exit\n"
+            "  --resume            hand control back after a hold (an edit by hand,\n"
+            "                      a damaged state file)\n"
+            "  --probe             one measurement; exit 0 ok, 1 failed, 2 timeout (the\n"
+            "                      rates are lower bounds)\n"
             "  --show              print the socket options in force, where they come from,\n"
             "                      and the buffer sizes they set\n"
             "  --set-buffers R,S   set SO_RCVBUF and SO_SNDBUF: a size (262144, 256K, 1M)\n"
             "                      or 'auto' (no explicit size: kernel autotuning)\n"
-            "  --expect VALUE      change nothing unless socket options is VALUE now\n"
-            "  --apply METHOD      tell smbd after a change (--set-buffers: none;\n"
-            "                      the daemon: smbcontrol)\n"
-            "  --once              one tuning cycle in the foreground, then a\n"
-            "                      before/after table (--json: one object)\n"
-            "  --mode advise       measure and report, never write smb.conf\n"
+            "\n"
+            "Options:\n"
+            "  -c, --config FILE   the config file (default %s)\n"
+            "  --smb-conf FILE     the smb.conf to tune or edit (default %s)\n"
+            "  --state-dir DIR     state, backups, the lock, the probe's work directories\n"
+            "                      (default %s)\n"
+            "  --url URL           the probe's target, smb://host[:port]/share[/dir]\n"
+            "  --credentials FILE  the probe's logon (smbclient -A format; root's, 0600)\n"
+            "  --mode tune|advise  advise: measure and report, never write smb.conf\n"
             "  --trials WHERE      shadow: a private smbd per candidate (local target)\n"
             "                      client: the probe's own socket (peer target)\n"
             "                      live: smb.conf itself (reaches every client)\n"
-            "  --probe             one measurement; exit 0 ok, 1 failed, 2 timeout (the\n"
-            "                      rates are lower bounds); --json prints it in every case\n"
-            "  --state-dir DIR     backups, the lock, the probe's work directories\n"
-            "                      (default %s)\n"
-            "  --smb-conf FILE     default %s\n",
-            SMBTUNED_STATE_DIR, DEFAULT_SMB_CONF);
+            "                      auto: shadow for a local target, else client\n"
+            "  --apply METHOD      smbcontrol, signal, systemd or none: how smbd is told of\n"
+            "                      a change (--set-buffers: none; the daemon: smbcontrol)\n"
+            "  --dry-run           with --once: an advise cycle, smb.conf is not written\n"
+            "  --expect VALUE      with --set-buffers: change nothing unless socket\n"
+            "                      options is VALUE now\n"
+            "  --json              --once, --probe, --show: one JSON object on stdout\n"
+            "  -d, --debug         log debug detail too\n"
+            "  -V, --version       print the version and exit\n"
+            "  -h, --help          print this and exit\n"
+            "\n"
+            "See smbtuned(8) and smbtuned.conf(5).\n",
+            SMBTUNED_CONF, DEFAULT_SMB_CONF, SMBTUNED_STATE_DIR);
 }
 
 enum {
@@ -56,7 +75,6 @@ enum {
     OPT_JSON,
     OPT_SHOW,
     OPT_PROBE,
-    OPT_VERSION,
     OPT_MODE,
     OPT_TRIALS,
     OPT_ONCE,
@@ -82,7 +100,8 @@ static const struct option longopts[] = {
     {"dry-run", no_argument, NULL, OPT_DRY_RUN},
     {"resume", no_argument, NULL, OPT_RESUME},
     {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, OPT_VERSION},
+    {"version", no_argument, NULL, 'V'},
+    {"debug", no_argument, NULL, 'd'},
     {NULL, 0, NULL, 0},
 };
 
@@ -95,7 +114,9 @@ int main(int argc, char **argv)
     };
     int ch, ncmd;
 
-    while ((ch = getopt_long(argc, argv, "c:ht", longopts, NULL)) != -1) {
+    /* Before anything logs: the journal, a terminal or a pipe (journal.h). */
+    journal_init();
+    while ((ch = getopt_long(argc, argv, "c:dhtV", longopts, NULL)) != -1) {
         switch (ch) {
         case 'c':
             o.config_file = optarg;
@@ -151,9 +172,12 @@ int main(int argc, char **argv)
         case OPT_PROBE:
             o.probe = true;
             break;
-        case OPT_VERSION:
+        case 'V':
             printf("smbtuned %s\n", SMBTUNED_VERSION);
             return 0;
+        case 'd':
+            journal_set_debug(true);
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -177,6 +201,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "smbtuned: --dry-run goes with --once\n");
         return 1;
     }
+    journal_log(LOG_DEBUG, "smbtuned %s, config file %s%s", SMBTUNED_VERSION, o.config_file,
+                o.config_given ? "" : " (the default; its absence means the built-in defaults)");
     if (o.show)
         return cmd_show(&o);
     if (o.set_buffers)
