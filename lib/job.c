@@ -1,0 +1,304 @@
+/* job: a function of ours in a forked child, watched by three sd-event
+ * sources: an io source on the pipe of its result bytes, a child source for
+ * its exit, a timer for its deadline. The job ends when the child is reaped
+ * and its pipe is closed; then done is called once and the job is freed. */
+#include "job.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "child.h"
+
+struct job {
+    pid_t pid; /* > 0 until reaped */
+    int fd;    /* the pipe's read end, -1 once it is closed */
+    sd_event_source *child_src, *io_src, *timer_src;
+    char *buf;
+    size_t len, cap;
+    bool timed_out;
+    int error;
+    int status, signal; /* how it ended, once reaped */
+    job_done_fn done;
+    void *ud;
+};
+
+/* The status the child exits with for what fn returned (see job.h). */
+static int exit_status(int r)
+{
+    if (r >= 0 && r <= 255)
+        return r;
+    if (r < 0 && r >= -255)
+        return -r;
+    return 255;
+}
+
+static void close_pipe(struct job *j)
+{
+    j->io_src = sd_event_source_disable_unref(j->io_src);
+    if (j->fd >= 0)
+        close(j->fd);
+    j->fd = -1;
+}
+
+/* The whole group: what the function started (testparm under child_run
+ * stays in its group) goes with it. The leader is still unreaped here, so
+ * the group id cannot have been reused. */
+static void kill_group(struct job *j)
+{
+    if (j->pid <= 0)
+        return;
+    killpg(j->pid, SIGKILL);
+    /* A child that has not reached its setsid yet has no group: the
+     * leader itself, and it has started nothing yet. */
+    kill(j->pid, SIGKILL);
+}
+
+static void job_free(struct job *j)
+{
+    close_pipe(j);
+    j->child_src = sd_event_source_disable_unref(j->child_src);
+    j->timer_src = sd_event_source_disable_unref(j->timer_src);
+    free(j->buf);
+    free(j);
+}
+
+/* Once the child is reaped and the pipe closed: report and free. */
+static void maybe_finish(struct job *j)
+{
+    struct job_result r = {0};
+
+    if (j->pid > 0 || j->fd >= 0)
+        return;
+    r.timed_out = j->timed_out;
+    r.status = j->status;
+    r.signal = j->signal;
+    r.error = j->error;
+    r.data = j->error == 0 && j->buf != NULL ? j->buf : "";
+    r.len = j->error == 0 ? j->len : 0;
+    r.ok = !r.timed_out && r.error == 0 && r.status == 0;
+    j->done(j, &r, j->ud);
+    job_free(j);
+}
+
+/* Append what the pipe holds until it would block (0), or until its end,
+ * an error or the bound (1). The buffer keeps one byte for the NUL. */
+static int drain(struct job *j)
+{
+    for (;;) {
+        ssize_t got;
+
+        /* Room for one byte past the bound, to see that it was passed;
+         * while len <= the bound, at least one byte can be read. */
+        if (j->cap - j->len < 4096 + 1 && j->cap < JOB_MAX_OUTPUT + 2) {
+            size_t ncap = j->cap ? j->cap * 2 : 8192;
+            char *nb;
+
+            if (ncap > JOB_MAX_OUTPUT + 2)
+                ncap = JOB_MAX_OUTPUT + 2;
+            nb = realloc(j->buf, ncap);
+            if (nb == NULL) {
+                j->error = -ENOMEM;
+                return 1;
+            }
+            j->buf = nb;
+            j->cap = ncap;
+            j->buf[j->len] = '\0';
+        }
+        got = read(j->fd, j->buf + j->len, j->cap - 1 - j->len);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0 && errno == EAGAIN)
+            return 0;
+        if (got < 0) {
+            j->error = -errno;
+            return 1;
+        }
+        if (got == 0)
+            return 1; /* end of file: every writer is gone */
+        j->len += (size_t)got;
+        j->buf[j->len] = '\0';
+        if (j->len > JOB_MAX_OUTPUT) {
+            j->error = -EFBIG;
+            return 1;
+        }
+    }
+}
+
+static int on_output(sd_event_source *s, int fd, uint32_t revents, void *ud)
+{
+    struct job *j = ud;
+
+    (void)s;
+    (void)fd;
+    (void)revents;
+    if (drain(j) == 0)
+        return 0;
+    /* A job whose answer cannot be collected has nothing left to do. */
+    if (j->error < 0)
+        kill_group(j);
+    close_pipe(j);
+    maybe_finish(j);
+    return 0;
+}
+
+static int on_child_exit(sd_event_source *s, const siginfo_t *si, void *ud)
+{
+    struct job *j = ud;
+    siginfo_t reaped = {0};
+
+    (void)s;
+    /* sd-event hands the child over unreaped (WNOWAIT): kill what it left
+     * behind first, which also lets go of the pipe if they hold it. */
+    kill_group(j);
+    if (si->si_code == CLD_EXITED) {
+        j->status = si->si_status;
+    } else {
+        j->status = -1;
+        j->signal = si->si_status;
+    }
+    /* Reaped here, not left to sd-event, so that nothing depends on when
+     * it does; its own waitid afterwards finds nothing and is ignored. */
+    while (waitid(P_PID, (id_t)j->pid, &reaped, WEXITED) < 0 && errno == EINTR)
+        ;
+    j->pid = 0;
+    j->child_src = sd_event_source_disable_unref(j->child_src);
+    maybe_finish(j);
+    return 0;
+}
+
+static int on_deadline(sd_event_source *s, uint64_t usec, void *ud)
+{
+    struct job *j = ud;
+
+    (void)s;
+    (void)usec;
+    j->timed_out = true;
+    j->timer_src = sd_event_source_disable_unref(j->timer_src);
+    kill_group(j);
+    /* What it wrote before is kept, for the caller's message. A process
+     * that escaped the group (setsid) may still hold the pipe: the
+     * deadline covers the output too. The exit comes soon: SIGKILL. */
+    if (j->fd >= 0)
+        drain(j);
+    close_pipe(j);
+    maybe_finish(j);
+    return 0;
+}
+
+static bool sigchld_blocked(void)
+{
+    sigset_t cur;
+
+    return sigprocmask(SIG_BLOCK, NULL, &cur) == 0 && sigismember(&cur, SIGCHLD) == 1;
+}
+
+_Noreturn static void child_main(struct job *j, job_fn fn, void *arg, int rfd, int wfd,
+                                 pid_t parent)
+{
+    struct child_spec spec = {.parent = parent,
+                              .new_session = true,
+                              .fd_in = -1,
+                              .fd_out = CHILD_KEEP,
+                              .fd_err = CHILD_KEEP,
+                              .fd_extra = wfd};
+
+    /* The parent's bookkeeping; freed here so that a leak checker in the
+     * child (valgrind follows a fork) does not count it as lost. */
+    free(j);
+    close(rfd);
+    if (child_setup(&spec) < 0)
+        _exit(127);
+    /* _exit, not exit: the parent's atexit handlers and stdio buffers are
+     * not the child's to run or flush. */
+    _exit(exit_status(fn(arg, 3)));
+}
+
+int job_start(sd_event *ev, job_fn fn, void *arg, double deadline_s, job_done_fn done, void *ud,
+              struct job **jp, struct err *e)
+{
+    struct job *j;
+    pid_t parent = getpid();
+    int p[2], r;
+
+    *jp = NULL;
+    if (!(deadline_s > 0) || !isfinite(deadline_s) || deadline_s > 86400.0)
+        return err_set(e, -EINVAL, "job deadline out of range: %g s", deadline_s);
+    /* sd-event refuses child sources otherwise (it reads exits through a
+     * signalfd when pidfds are missing, e.g. under valgrind); refused here,
+     * before anything is started, with the reason. */
+    if (!sigchld_blocked())
+        return err_set(e, -EBUSY, "SIGCHLD must be blocked to watch a job from sd-event");
+    j = calloc(1, sizeof(*j));
+    if (j == NULL)
+        return err_set(e, -ENOMEM, "out of memory");
+    j->fd = -1;
+    j->done = done;
+    j->ud = ud;
+    if (pipe2(p, O_CLOEXEC) < 0) {
+        r = err_set(e, -errno, "pipe: %s", strerror(errno));
+        free(j);
+        return r;
+    }
+    /* Only the read end: the child writes with plain blocking writes. */
+    if (fcntl(p[0], F_SETFL, O_NONBLOCK) < 0) {
+        r = err_set(e, -errno, "fcntl: %s", strerror(errno));
+        close(p[0]);
+        close(p[1]);
+        free(j);
+        return r;
+    }
+    /* What is buffered would otherwise be written twice, once by each. */
+    fflush(stdout);
+    fflush(stderr);
+    j->pid = fork();
+    if (j->pid < 0) {
+        r = err_set(e, -errno, "fork: %s", strerror(errno));
+        close(p[0]);
+        close(p[1]);
+        free(j);
+        return r;
+    }
+    if (j->pid == 0)
+        child_main(j, fn, arg, p[0], p[1], parent);
+    close(p[1]);
+    j->fd = p[0];
+    r = sd_event_add_io(ev, &j->io_src, j->fd, EPOLLIN, on_output, j);
+    if (r >= 0)
+        r = sd_event_add_child(ev, &j->child_src, j->pid, WEXITED, on_child_exit, j);
+    if (r >= 0)
+        r = sd_event_add_time_relative(ev, &j->timer_src, CLOCK_MONOTONIC,
+                                       (uint64_t)(deadline_s * 1e6), 1000, on_deadline, j);
+    if (r < 0) {
+        err_set(e, r, "sd-event: cannot watch a job: %s", strerror(-r));
+        job_cancel(j);
+        return r;
+    }
+    *jp = j;
+    return 0;
+}
+
+pid_t job_pid(const struct job *j)
+{
+    return j->pid;
+}
+
+void job_cancel(struct job *j)
+{
+    if (j == NULL)
+        return;
+    kill_group(j);
+    /* After SIGKILL the exit is a matter of the kernel tearing it down. */
+    while (j->pid > 0 && waitpid(j->pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    j->pid = 0;
+    job_free(j);
+}

@@ -1,0 +1,366 @@
+/* Unit tests for lib/job: a function in a forked child, watched from a real
+ * sd-event loop: its bytes and exit status arrive, the deadline kills it,
+ * the loop keeps turning meanwhile, cancel, the output bound, and the
+ * process group (what the function started dies with it). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "job.h"
+
+/* What a test's done function saw. */
+struct seen {
+    int calls;
+    struct job_result r;
+    char *data; /* a copy: r.data is only valid during done */
+    int ticks_at_done;
+};
+
+/* The test's world: one loop, a ticking timer, one job's outcome. */
+struct world {
+    sd_event *ev;
+    struct seen seen;
+    int ticks;
+    int kick_at;     /* > 0: at this tick, SIGUSR1 to the job */
+    int cancel_at;   /* > 0: at this tick, job_cancel and leave the loop */
+    struct job *job; /* while it runs */
+};
+
+static int write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return -errno;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static void on_done(struct job *j, const struct job_result *r, void *ud)
+{
+    struct world *w = ud;
+
+    assert_ptr_equal(j, w->job);
+    w->job = NULL;
+    w->seen.calls++;
+    w->seen.r = *r;
+    w->seen.data = malloc(r->len + 1);
+    assert_non_null(w->seen.data);
+    memcpy(w->seen.data, r->data, r->len + 1);
+    w->seen.r.data = w->seen.data;
+    w->seen.ticks_at_done = w->ticks;
+    sd_event_exit(w->ev, 0);
+}
+
+static int on_tick(sd_event_source *s, uint64_t usec, void *ud)
+{
+    struct world *w = ud;
+
+    (void)usec;
+    w->ticks++;
+    if (w->job != NULL && w->ticks == w->kick_at)
+        kill(job_pid(w->job), SIGUSR1);
+    if (w->job != NULL && w->ticks == w->cancel_at) {
+        job_cancel(w->job);
+        w->job = NULL;
+        sd_event_exit(w->ev, 0);
+    }
+    sd_event_source_set_time_relative(s, 20000);
+    sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+    return 0;
+}
+
+/* Run fn as a job until done (or a cancel) ends the loop. */
+static void run_job(struct world *w, job_fn fn, void *arg, double deadline_s)
+{
+    sd_event_source *tick = NULL;
+    struct err e = {{0}};
+    int kick_at = w->kick_at, cancel_at = w->cancel_at;
+
+    memset(w, 0, sizeof(*w));
+    w->kick_at = kick_at;
+    w->cancel_at = cancel_at;
+    assert_int_equal(sd_event_new(&w->ev), 0);
+    assert_int_equal(
+        sd_event_add_time_relative(w->ev, &tick, CLOCK_MONOTONIC, 20000, 1000, on_tick, w), 0);
+    assert_int_equal(job_start(w->ev, fn, arg, deadline_s, on_done, w, &w->job, &e), 0);
+    assert_non_null(w->job);
+    assert_int_equal(sd_event_loop(w->ev), 0);
+    sd_event_source_disable_unref(tick);
+    sd_event_unref(w->ev);
+    w->ev = NULL;
+}
+
+static void world_free(struct world *w)
+{
+    free(w->seen.data);
+    w->seen.data = NULL;
+}
+
+/* Every child of the test has been reaped: no zombie is left behind. */
+static void assert_no_children(void)
+{
+    assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
+    assert_int_equal(errno, ECHILD);
+}
+
+struct say {
+    const char *text;
+    size_t repeat; /* the text this many times */
+    int ret;
+};
+
+static int fn_say(void *arg, int out_fd)
+{
+    const struct say *s = arg;
+
+    for (size_t i = 0; i < s->repeat; i++)
+        if (write_all(out_fd, s->text, strlen(s->text)) < 0)
+            return 99;
+    return s->ret;
+}
+
+static void test_bytes_and_status(void **state)
+{
+    struct say hello = {"hello\n", 1, 0}, failed = {"no", 1, 3}, errnum = {"", 0, -ENOENT};
+    struct world w = {0};
+
+    (void)state;
+    run_job(&w, fn_say, &hello, 30);
+    assert_int_equal(w.seen.calls, 1);
+    assert_true(w.seen.r.ok);
+    assert_false(w.seen.r.timed_out);
+    assert_int_equal(w.seen.r.status, 0);
+    assert_int_equal(w.seen.r.signal, 0);
+    assert_int_equal(w.seen.r.error, 0);
+    assert_int_equal(w.seen.r.len, 6);
+    assert_string_equal(w.seen.data, "hello\n");
+    world_free(&w);
+
+    /* a status other than 0 is not ok, and its bytes still arrive */
+    run_job(&w, fn_say, &failed, 30);
+    assert_false(w.seen.r.ok);
+    assert_int_equal(w.seen.r.status, 3);
+    assert_string_equal(w.seen.data, "no");
+    world_free(&w);
+
+    /* a negative errno comes back as its absolute value */
+    run_job(&w, fn_say, &errnum, 30);
+    assert_false(w.seen.r.ok);
+    assert_int_equal(w.seen.r.status, ENOENT);
+    assert_int_equal(w.seen.r.len, 0);
+    assert_string_equal(w.seen.data, "");
+    world_free(&w);
+    assert_no_children();
+}
+
+/* Far more than a pipe holds, up to the bound exactly: all of it. One
+ * byte more: a failure, and no half answer. */
+static void test_output_bound(void **state)
+{
+    struct say full = {"0123456789abcdef", JOB_MAX_OUTPUT / 16, 0};
+    struct say over = {"0123456789abcdef", JOB_MAX_OUTPUT / 16 + 1, 0};
+    struct world w = {0};
+
+    (void)state;
+    run_job(&w, fn_say, &full, 60);
+    assert_true(w.seen.r.ok);
+    assert_int_equal(w.seen.r.len, JOB_MAX_OUTPUT);
+    assert_memory_equal(w.seen.data + JOB_MAX_OUTPUT - 16, "0123456789abcdef", 16);
+    world_free(&w);
+
+    run_job(&w, fn_say, &over, 60);
+    assert_int_equal(w.seen.calls, 1);
+    assert_false(w.seen.r.ok);
+    assert_int_equal(w.seen.r.error, -EFBIG);
+    assert_int_equal(w.seen.r.len, 0);
+    assert_false(w.seen.r.timed_out);
+    world_free(&w);
+    assert_no_children();
+}
+
+static int fn_sleep(void *arg, int out_fd)
+{
+    (void)arg;
+    write_all(out_fd, "started", 7);
+    sleep(60);
+    return 0;
+}
+
+/* Far past the deadline: killed, reported as timed out, with what it said
+ * before; the loop went on (done came from it, and the timer kept
+ * ticking). */
+static void test_deadline(void **state)
+{
+    struct world w = {0};
+
+    (void)state;
+    run_job(&w, fn_sleep, NULL, 0.3);
+    assert_int_equal(w.seen.calls, 1);
+    assert_false(w.seen.r.ok);
+    assert_true(w.seen.r.timed_out);
+    assert_int_equal(w.seen.r.status, -1);
+    assert_int_equal(w.seen.r.signal, SIGKILL);
+    assert_string_equal(w.seen.data, "started");
+    assert_true(w.seen.ticks_at_done > 0);
+    world_free(&w);
+    assert_no_children();
+}
+
+static int fn_wait(void *arg, int out_fd)
+{
+    (void)arg;
+    (void)out_fd;
+    pause(); /* until a signal ends it */
+    return 0;
+}
+
+/* The proof that the loop does not block while a job runs: the job can
+ * only end because the loop's own timer, at its third tick, signals it.
+ * Had job_start (or anything) blocked on the job, the ticks would never
+ * come and the deadline would kill it instead. */
+static void test_loop_turns_meanwhile(void **state)
+{
+    struct world w = {.kick_at = 3};
+
+    (void)state;
+    run_job(&w, fn_wait, NULL, 60);
+    assert_int_equal(w.seen.calls, 1);
+    assert_false(w.seen.r.timed_out);
+    assert_int_equal(w.seen.r.signal, SIGUSR1);
+    assert_int_equal(w.seen.r.status, -1);
+    assert_false(w.seen.r.ok);
+    assert_true(w.seen.ticks_at_done >= 3);
+    world_free(&w);
+    assert_no_children();
+}
+
+/* Cancel kills and reaps it, and done is never called. */
+static void test_cancel(void **state)
+{
+    struct world w = {.cancel_at = 2};
+
+    (void)state;
+    run_job(&w, fn_wait, NULL, 60);
+    assert_int_equal(w.seen.calls, 0);
+    assert_null(w.job);
+    assert_no_children();
+    job_cancel(NULL);
+}
+
+/* A process the function started, not in a job of its own and without
+ * PDEATHSIG, holding the output pipe open: it goes with the group, both
+ * when the function returns and at the deadline. The test is a subreaper,
+ * so the orphan comes back to it and its end can be read: SIGKILL. */
+static int fn_grandchild(void *arg, int out_fd)
+{
+    const bool *linger = arg;
+    char line[32];
+    pid_t pid = fork();
+
+    if (pid < 0)
+        return 98;
+    if (pid == 0) {
+        execlp("sleep", "sleep", "60", (char *)NULL);
+        _exit(127);
+    }
+    snprintf(line, sizeof(line), "%d", (int)pid);
+    if (write_all(out_fd, line, strlen(line)) < 0)
+        return 99;
+    if (*linger)
+        sleep(60);
+    return 0;
+}
+
+static void assert_killed(pid_t pid)
+{
+    int ws = 0;
+
+    assert_true(pid > 0);
+    while (waitpid(pid, &ws, 0) < 0)
+        assert_int_equal(errno, EINTR);
+    assert_true(WIFSIGNALED(ws));
+    assert_int_equal(WTERMSIG(ws), SIGKILL);
+}
+
+static void test_group_killed(void **state)
+{
+    struct world w = {0};
+    bool linger = false;
+
+    (void)state;
+    assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+    /* it returns at once: ok, and no wait for the grandchild's pipe */
+    run_job(&w, fn_grandchild, &linger, 60);
+    assert_true(w.seen.r.ok);
+    assert_false(w.seen.r.timed_out);
+    assert_killed((pid_t)atoi(w.seen.data));
+    world_free(&w);
+
+    linger = true;
+    run_job(&w, fn_grandchild, &linger, 0.3);
+    assert_true(w.seen.r.timed_out);
+    assert_killed((pid_t)atoi(w.seen.data));
+    world_free(&w);
+    assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 0), 0);
+    assert_no_children();
+}
+
+/* Without SIGCHLD blocked sd-event cannot watch the child: refused, and
+ * nothing was started. A bad deadline is refused too. */
+static void test_refusals(void **state)
+{
+    struct say hello = {"hello\n", 1, 0};
+    struct job *j = (struct job *)&hello;
+    struct err e = {{0}};
+    sd_event *ev = NULL;
+    sigset_t ss;
+
+    (void)state;
+    assert_int_equal(sd_event_new(&ev), 0);
+    sigemptyset(&ss);
+    sigaddset(&ss, SIGCHLD);
+    assert_int_equal(sigprocmask(SIG_UNBLOCK, &ss, NULL), 0);
+    assert_int_equal(job_start(ev, fn_say, &hello, 30, on_done, NULL, &j, &e), -EBUSY);
+    assert_null(j);
+    assert_non_null(strstr(e.msg, "SIGCHLD"));
+    assert_int_equal(sigprocmask(SIG_BLOCK, &ss, NULL), 0);
+    assert_int_equal(job_start(ev, fn_say, &hello, 0, on_done, NULL, &j, &e), -EINVAL);
+    assert_int_equal(job_start(ev, fn_say, &hello, 1.0 / 0.0, on_done, NULL, &j, &e), -EINVAL);
+    assert_null(j);
+    sd_event_unref(ev);
+    assert_no_children();
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bytes_and_status), cmocka_unit_test(test_output_bound),
+        cmocka_unit_test(test_deadline),         cmocka_unit_test(test_loop_turns_meanwhile),
+        cmocka_unit_test(test_cancel),           cmocka_unit_test(test_group_killed),
+        cmocka_unit_test(test_refusals),
+    };
+    sigset_t ss;
+
+    /* As the daemon does: sd-event's child sources need SIGCHLD blocked. */
+    sigemptyset(&ss);
+    sigaddset(&ss, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &ss, NULL);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
