@@ -1,0 +1,209 @@
+"""The watchdog keeps being fed while a slow helper runs (issue 10).
+
+systemd kills a service whose WATCHDOG=1 messages stop for WatchdogSec.
+sd-event sends them from the loop (sd_event_set_watchdog), so a step that
+blocks the loop (a synchronous testparm, smbcontrol or shadow smbd start)
+starves the watchdog. Here smbtuned runs as systemd would run it with a
+watchdog: NOTIFY_SOCKET names a datagram socket this test binds,
+WATCHDOG_USEC is 3 s and WATCHDOG_PID is the daemon's own pid (set in the
+forked child right before execve, so the pid is known). SMBTUNED_TESTPARM
+points at a wrapper that sleeps 10 s before it execs the real testparm,
+far longer than the watchdog period. From READY=1 to the end of the first
+tuning cycle, no two consecutive WATCHDOG=1 messages of the daemon may be
+further apart than WATCHDOG_USEC: that is the watchdog's contract itself,
+not a performance threshold. The wrapper logs each run, so that the test
+also shows the slow testparm really ran inside the cycle.
+
+Only the daemon's own messages count (SO_PASSCRED gives the sender's pid):
+its children inherit NOTIFY_SOCKET, and a shadow smbd announces itself
+there too.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import struct
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from daemon_util import RESULT_RE, q
+
+pytestmark = [pytest.mark.smbd, pytest.mark.slow]
+
+WATCHDOG_USEC = 3_000_000
+HELPER_SLEEP_S = 10  # the slow testparm: longer than the watchdog period
+CYCLE_TIMEOUT = 150  # bound on one cycle, slow helpers included (not a pass/fail timing)
+ON_LATTICE = "TCP_NODELAY IPTOS_LOWDELAY SO_RCVBUF=131072 SO_SNDBUF=131072"
+
+
+class Notifications:
+    """A bound AF_UNIX datagram socket and a thread that records every
+    message: (time.monotonic(), time.time(), sender pid, text)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        self.sock.bind(str(path))
+        self.sock.settimeout(0.2)
+        self.msgs = []
+        self.lock = threading.Lock()
+        self.stop = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        cred = struct.calcsize("iII")
+        while not self.stop:
+            try:
+                data, anc, _, _ = self.sock.recvmsg(65536, socket.CMSG_SPACE(cred))
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            mono, wall = time.monotonic(), time.time()
+            pid = None
+            for level, kind, payload in anc:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+                    pid = struct.unpack("iII", payload[:cred])[0]
+            with self.lock:
+                self.msgs.append((mono, wall, pid, data.decode(errors="replace")))
+
+    def of(self, pid):
+        with self.lock:
+            return [m for m in self.msgs if m[2] == pid]
+
+    def close(self):
+        self.stop = True
+        self.thread.join(timeout=5)
+        self.sock.close()
+
+
+class ForkedDaemon:
+    """smbtuned started with os.fork + os.execve: the child sets
+    WATCHDOG_PID to its own pid, which execve keeps."""
+
+    def __init__(self, argv, env, logdir):
+        self.err_path = Path(logdir) / "watchdog.stderr"
+        out_path = Path(logdir) / "watchdog.stdout"
+        err_fd = os.open(self.err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        out_fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        null_fd = os.open(os.devnull, os.O_RDONLY)
+        self.pid = os.fork()
+        if self.pid == 0:
+            try:
+                # a session of its own, as daemon_util's Daemon does
+                os.setsid()
+                os.dup2(null_fd, 0)
+                os.dup2(out_fd, 1)
+                os.dup2(err_fd, 2)
+                os.execve(argv[0], argv, {**env, "WATCHDOG_PID": str(os.getpid())})
+            finally:
+                os._exit(127)
+        for fd in (err_fd, out_fd, null_fd):
+            os.close(fd)
+        self.returncode = None
+
+    @property
+    def stderr(self):
+        return self.err_path.read_text(errors="replace")
+
+    def alive(self):
+        if self.returncode is None:
+            pid, ws = os.waitpid(self.pid, os.WNOHANG)
+            if pid == self.pid:
+                self.returncode = os.waitstatus_to_exitcode(ws)
+        return self.returncode is None
+
+    def wait(self, timeout):
+        deadline = time.monotonic() + timeout
+        while self.alive():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"smbtuned (pid {self.pid}) still running after {timeout} s"
+                                     f"\nstderr:\n{self.stderr}")
+            time.sleep(0.05)
+        return self.returncode
+
+    def kill(self):
+        if self.alive():
+            os.kill(self.pid, signal.SIGKILL)
+            self.wait(15)
+
+
+def slow_testparm(path, log):
+    """A testparm that sleeps first, and logs when each run starts and ends
+    (wall-clock seconds, comparable with time.time())."""
+    real = shutil.which("testparm")
+    assert real, "testparm is not installed"
+    path.write_text("#!/bin/sh\n"
+                    f"echo \"start $(date +%s.%N)\" >> '{log}'\n"
+                    f"sleep {HELPER_SLEEP_S}\n"
+                    f"echo \"end $(date +%s.%N)\" >> '{log}'\n"
+                    f"exec '{real}' \"$@\"\n")
+    path.chmod(0o755)
+
+
+def longest_gap(pings, t0, t1):
+    """The longest stretch of [t0, t1] without a ping, counting from the
+    last ping before t0 (or t0 itself when there is none)."""
+    before = [p for p in pings if p <= t0]
+    marks = [before[-1] if before else t0] + [p for p in pings if t0 < p <= t1] + [t1]
+    return max(b - a for a, b in zip(marks, marks[1:]))
+
+
+def test_watchdog_fed_while_testparm_is_slow(make_env, tmp_path):
+    env = make_env(ON_LATTICE)
+    # advise: measures and reports, never writes smb.conf, so the cycle's
+    # testparm runs are the look-ups every cycle makes (smbd's ports and
+    # pid directory), each 10 s long
+    env.write_config(tune={"mode": q("advise"), "trials": q("shadow"), "interval": "1h"})
+    wrapper, runs = tmp_path / "testparm-slow", tmp_path / "testparm-runs"
+    slow_testparm(wrapper, runs)
+    # a short path: a unix socket's name has at most 107 bytes
+    sockdir = Path(tempfile.mkdtemp(prefix="smbtd-notify-", dir="/tmp"))
+    notes = Notifications(sockdir / "notify")
+    d = None
+    try:
+        e = env.env()
+        e.update({"NOTIFY_SOCKET": str(notes.path), "WATCHDOG_USEC": str(WATCHDOG_USEC),
+                  "SMBTUNED_TESTPARM": str(wrapper)})
+        d = ForkedDaemon(env.cmd(), e, env.logdir)
+        deadline = time.monotonic() + CYCLE_TIMEOUT
+        ready = end = None
+        while end is None:
+            assert time.monotonic() < deadline, \
+                f"no end of the first cycle after {CYCLE_TIMEOUT} s\nstderr:\n{d.stderr}"
+            assert d.alive(), f"smbtuned exited ({d.returncode})\nstderr:\n{d.stderr}"
+            if ready is None:
+                got = [m for m in notes.of(d.pid) if "READY=1" in m[3].split("\n")]
+                ready = got[0] if got else None
+            if ready is not None and RESULT_RE.search(d.stderr):
+                end = (time.monotonic(), time.time())
+            time.sleep(0.01)
+        msgs = notes.of(d.pid)
+        os.kill(d.pid, signal.SIGTERM)
+        assert d.wait(60) == 0, d.stderr
+    finally:
+        if d is not None:
+            d.kill()
+        notes.close()
+        shutil.rmtree(sockdir, ignore_errors=True)
+
+    pings = [m[0] for m in msgs if "WATCHDOG=1" in m[3].split("\n")]
+    assert pings, f"no WATCHDOG=1 from smbtuned (pid {d.pid}) at all:\n{msgs}\n{d.stderr}"
+    # the slow testparm really ran, and ended, inside the cycle
+    log = runs.read_text().split() if runs.exists() else []
+    ends = [float(v) for k, v in zip(log[::2], log[1::2]) if k == "end"]
+    assert any(ready[1] < t < end[1] for t in ends), \
+        f"no slow testparm ended within the cycle: {log}\n{d.stderr}"
+    gap = longest_gap(pings, ready[0], end[0])
+    assert gap <= WATCHDOG_USEC / 1e6, \
+        f"{gap:.1f} s without WATCHDOG=1 during the cycle (WATCHDOG_USEC is " \
+        f"{WATCHDOG_USEC / 1e6:.0f} s): systemd would have killed smbtuned\n" \
+        f"pings after READY=1 at +s: {[round(p - ready[0], 2) for p in pings if p >= ready[0]]}" \
+        f"\nstderr:\n{d.stderr}"
