@@ -300,7 +300,7 @@ static void fake_journald(int out_fd, void (*log)(void))
 
     if (unshare(CLONE_NEWNS) < 0)
         _exit(77);
-    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+    if (mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0 ||
         mount("tmpfs", "/run/systemd", "tmpfs", 0, "mode=0755") < 0)
         _exit(77);
     if (mkdir("/run/systemd/journal", 0755) < 0)
