@@ -96,6 +96,9 @@ static void test_errors_name_file_and_line(void **state)
     check_error("probe {\n  colour = blue\n}\n", ":2: no such option 'colour'");
     check_error("prob {\n}\n", ":1: no such option 'prob'");
     check_error("probe {\n  size = 1M\n}\n}\n", "/etc/smbtuned.conf:4:");
+    /* the two bounds, once the whole file is read */
+    check_error("tune {\n  min_size = 2M\n  max_size = 1M\n}\n",
+                "/etc/smbtuned.conf: tune: min_size is above max_size");
 }
 
 /* What libconfuse accepts without a word (issue 9, defect 6) is refused
@@ -385,73 +388,6 @@ static void test_documented_defaults(void **state)
     free(text);
 }
 
-/* Words become the enums once, here; sizes, durations, booleans typed. */
-static void test_typed_values(void **state)
-{
-    struct config c;
-    struct err e = {{0}};
-    const char *text = "probe {\n  deadline = 45\n}\n"
-                       "tune {\n"
-                       "  mode = advise\n  trials = live\n  apply = signal\n"
-                       "  interval = 90m\n  min_size = 8K\n  max_size = 2M\n"
-                       "  min_gain = 5%\n  abort_ratio = 0.25\n  max_samples = 12\n"
-                       "  max_bytes = 1G\n  busy_rate = 10M\n  window = 23:30-04:15\n"
-                       "  tied = yes\n  restart_smbd = yes\n"
-                       "}\n";
-
-    (void)state;
-    if (config_parse_string(text, "x.conf", &c, &e) != 0)
-        fail_msg("%s", e.msg);
-    assert_true(c.probe.deadline_s == 45.0);
-    assert_int_equal(c.tune.mode, TUNER_ADVISE);
-    assert_false(c.tune.trials_auto);
-    assert_int_equal(c.tune.trials, TUNER_LIVE);
-    assert_int_equal(c.tune.apply, APPLY_SIGNAL);
-    assert_true(c.tune.interval_s == 5400.0);
-    assert_int_equal(c.tune.min_size, 8192);
-    assert_int_equal(c.tune.max_size, 2 * 1024 * 1024);
-    assert_true(c.tune.min_gain == 0.05);
-    assert_true(c.tune.abort_ratio == 0.25);
-    assert_int_equal(c.tune.max_samples, 12);
-    assert_int_equal(c.tune.max_bytes, 1LL << 30);
-    assert_int_equal(c.tune.busy_rate, 10 * 1024 * 1024);
-    assert_int_equal(c.tune.window_start, 23 * 60 + 30);
-    assert_int_equal(c.tune.window_end, 4 * 60 + 15);
-    assert_true(c.tune.tied);
-    assert_true(c.tune.restart_smbd);
-
-    /* Each word of each enum, and auto. */
-    static const struct {
-        const char *text;
-        bool automatic;
-        int trials, apply, mode;
-    } words[] = {
-        {"tune {\n trials = shadow\n}\n", false, TUNER_SHADOW, APPLY_SMBCONTROL, TUNER_TUNE},
-        {"tune {\n trials = client\n}\n", false, TUNER_CLIENT, APPLY_SMBCONTROL, TUNER_TUNE},
-        {"tune {\n trials = auto\n}\n", true, -1, APPLY_SMBCONTROL, TUNER_TUNE},
-        {"tune {\n apply = none\n}\n", true, -1, APPLY_NONE, TUNER_TUNE},
-        {"tune {\n apply = systemd\n}\n", true, -1, APPLY_SYSTEMD, TUNER_TUNE},
-        {"tune {\n apply = smbcontrol\n}\n", true, -1, APPLY_SMBCONTROL, TUNER_TUNE},
-        {"tune {\n mode = tune\n}\n", true, -1, APPLY_SMBCONTROL, TUNER_TUNE},
-    };
-    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
-        if (config_parse_string(words[i].text, "x.conf", &c, &e) != 0)
-            fail_msg("%s", e.msg);
-        assert_int_equal(c.tune.trials_auto, words[i].automatic);
-        if (!words[i].automatic)
-            assert_int_equal(c.tune.trials, words[i].trials);
-        assert_int_equal(c.tune.apply, words[i].apply);
-        assert_int_equal(c.tune.mode, words[i].mode);
-    }
-
-    check_error("tune {\n  trials = everywhere\n}\n", "/etc/smbtuned.conf:2: tune: trials");
-    check_error("tune {\n\n  apply = reboot\n}\n", "/etc/smbtuned.conf:3: tune: unknown apply");
-    check_error("tune {\n  mode = Advise\n}\n", "/etc/smbtuned.conf:2: tune: mode");
-    check_error("tune {\n  tied = true\n}\n", "/etc/smbtuned.conf:2: tune: tied 'true'");
-    check_error("tune {\n  interval = 30s\n}\n", "/etc/smbtuned.conf:2: tune: interval");
-    check_error("tune {\n  max_samples = 2\n}\n", "/etc/smbtuned.conf:2: tune: max_samples");
-}
-
 /* The command line overrides the file through the same conversion. */
 static void test_set_overrides(void **state)
 {
@@ -634,7 +570,6 @@ int main(void)
         cmocka_unit_test(test_load),
         cmocka_unit_test(test_shipped_config_parses),
         cmocka_unit_test(test_documented_defaults),
-        cmocka_unit_test(test_typed_values),
         cmocka_unit_test(test_set_overrides),
         cmocka_unit_test(test_fill_defaults),
         cmocka_unit_test(test_fill_from_file),
