@@ -70,9 +70,15 @@ static bool stderr_is_journal(void)
     return st.st_dev == (dev_t)d && st.st_ino == (ino_t)i;
 }
 
+/* sd_journal_sendv() drops an entry without a word when journald's socket
+ * is absent (ENOENT): a process started with the service's JOURNAL_STREAM
+ * where no journald listens (a container, journald's socket gone) writes
+ * to the stream instead, which journald, if any, still reads. */
+#define JOURNAL_SOCKET "/run/systemd/journal/socket"
+
 enum journal_output journal_init(void)
 {
-    if (stderr_is_journal())
+    if (stderr_is_journal() && access(JOURNAL_SOCKET, F_OK) == 0)
         sink.out = JOURNAL_NATIVE;
     else if (isatty(STDERR_FILENO))
         sink.out = JOURNAL_TERMINAL;
@@ -184,8 +190,9 @@ static void send_native(int prio, const char *line, const char *message_id,
     if (sd_journal_sendv(iov, (int)n) >= 0)
         goto out;
 fallback:
-    /* journald gone (stopped, restarting): stderr is still its stream, and
-     * the stream keeps the priority. */
+    /* The entry was refused (out of memory, a full socket buffer that
+     * libsystemd could not work around): stderr is still the journal's
+     * stream, and the stream keeps the priority. */
     print_line(JOURNAL_PREFIX, prio, line);
 out:
     free(msg);

@@ -3,7 +3,8 @@
  *
  * Where the lines go is decided from stderr (journal_init()):
  * - stderr is the journal (JOURNAL_STREAM names stderr's device and inode,
- *   as systemd sets it for a service): native entries through
+ *   as systemd sets it for a service) and journald's socket is there:
+ *   native entries through
  *   sd_journal_sendv(), with PRIORITY=, SYSLOG_IDENTIFIER=smbtuned and, for
  *   an event, MESSAGE_ID= and its fields;
  * - stderr is a terminal: plain lines, "warning: " or "error: " in front

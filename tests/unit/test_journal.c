@@ -272,12 +272,6 @@ static void test_foreign_journal_stream(void **state)
     text = capture_pipe(log_event, "PIPE+1", &out);
     assert_int_equal(out, JOURNAL_PREFIX);
     free(text);
-    /* The pipe's own dev:ino is the journal; with no journald to take the
-     * entry (none listens in this namespace, or one that does not), the
-     * line still comes out on the stream, prefixed. */
-    text = capture_pipe(log_event, "PIPE", &out);
-    assert_int_equal(out, JOURNAL_NATIVE);
-    free(text);
     for (size_t i = 0; i < sizeof(envs) / sizeof(envs[0]); i++) {
         text = capture_pipe(log_event, envs[i], &out);
         assert_int_equal(out, JOURNAL_PREFIX);
@@ -287,10 +281,12 @@ static void test_foreign_journal_stream(void **state)
 }
 
 /* The child's end of the native case: in a mount namespace of its own, a
- * tmpfs over /run/systemd holds a datagram socket where sd_journal_sendv()
- * sends (journal/socket); the datagram it gets goes to out_fd. Exit 77
- * when namespaces are not allowed here. */
-static void fake_journald(int out_fd, void (*log)(void))
+ * tmpfs over /run/systemd holds, when listen, a datagram socket where
+ * sd_journal_sendv() sends (journal/socket); the datagram it gets goes to
+ * out_fd. Without it journald is gone. JOURNAL_STREAM names stderr, or
+ * with ino_delta another inode of its device. Exit 77 when namespaces are not
+ * allowed here. */
+static void fake_journald(int out_fd, void (*log)(void), bool listen, int ino_delta)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     char buf[65536], env[64];
@@ -307,15 +303,17 @@ static void fake_journald(int out_fd, void (*log)(void))
         _exit(2);
     s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     snprintf(a.sun_path, sizeof(a.sun_path), "/run/systemd/journal/socket");
-    if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) < 0)
+    if (s < 0 || (listen && bind(s, (struct sockaddr *)&a, sizeof(a)) < 0))
         _exit(3);
     fstat(STDERR_FILENO, &st);
     snprintf(env, sizeof(env), "%llu:%llu", (unsigned long long)st.st_dev,
-             (unsigned long long)st.st_ino);
+             (unsigned long long)st.st_ino + (unsigned long long)ino_delta);
     setenv("JOURNAL_STREAM", env, 1);
-    if (journal_init() != JOURNAL_NATIVE)
+    if (journal_init() != (listen && ino_delta == 0 ? JOURNAL_NATIVE : JOURNAL_PREFIX))
         _exit(4);
     log();
+    if (!listen || ino_delta != 0)
+        _exit(0);
     n = recv(s, buf, sizeof(buf), MSG_DONTWAIT);
     if (n <= 0)
         _exit(5);
@@ -336,13 +334,13 @@ static void log_event_bad_field(void)
     journal_event(JOURNAL_ID_COMMIT, LOG_NOTICE, fields, "socket options: %s", "A\nB");
 }
 
-static void test_native_entry(void **state)
+/* Runs log_event_bad_field in fake_journald(): *entry is the datagram,
+ * *text stderr. False when namespaces are not allowed here. */
+static bool run_fake(bool listen, int ino_delta, char **entry, char **text)
 {
     int p[2], err[2], status;
-    char *entry, *text;
     pid_t pid;
 
-    (void)state;
     assert_int_equal(pipe(p), 0);
     assert_int_equal(pipe(err), 0);
     pid = fork();
@@ -351,22 +349,32 @@ static void test_native_entry(void **state)
         close(p[0]);
         close(err[0]);
         dup2(err[1], STDERR_FILENO);
-        fake_journald(p[1], log_event_bad_field);
+        fake_journald(p[1], log_event_bad_field, listen, ino_delta);
     }
     close(p[1]);
     close(err[1]);
-    entry = read_all(p[0]);
-    text = read_all(err[0]);
+    *entry = read_all(p[0]);
+    *text = read_all(err[0]);
     close(p[0]);
     close(err[0]);
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
     if (WEXITSTATUS(status) == 77) {
-        free(entry);
-        free(text);
-        skip();
+        free(*entry);
+        free(*text);
+        return false;
     }
     assert_int_equal(WEXITSTATUS(status), 0);
+    return true;
+}
+
+static void test_native_entry(void **state)
+{
+    char *entry, *text;
+
+    (void)state;
+    if (!run_fake(true, 0, &entry, &text))
+        skip();
     /* Nothing on stderr: the entry went to the journal's socket. */
     assert_string_equal(text, "");
     /* The native protocol: NAME=value\n per field, in the order sent. */
@@ -377,6 +385,22 @@ static void test_native_entry(void **state)
                                "SMBTUNED_EVENT=commit\n"
                                "SMBTUNED_RCVBUF=262144\n"
                                "SMBTUNED_SMB_CONF=/etc/samba/smb.conf\n");
+    free(entry);
+    free(text);
+    /* stderr is the journal's stream but no journald listens on its
+     * socket: the line goes to the stream, which keeps its priority
+     * (sd_journal_sendv() would drop it without a word). */
+    assert_true(run_fake(false, 0, &entry, &text));
+    assert_string_equal(entry, "");
+    assert_string_equal(text, "<5>socket options: A B\n");
+    free(entry);
+    free(text);
+    /* journald listens, but JOURNAL_STREAM names another stream of the
+     * same device (inherited from a service by a process whose stderr is
+     * elsewhere): lines on stderr, nothing to the journal. */
+    assert_true(run_fake(true, 1, &entry, &text));
+    assert_string_equal(entry, "");
+    assert_string_equal(text, "<5>socket options: A B\n");
     free(entry);
     free(text);
 }
