@@ -322,6 +322,53 @@ static void test_group_killed(void **state)
     assert_no_children();
 }
 
+/* Two jobs on one loop at once, each writing more than a pipe holds:
+ * each gets its own bytes, and the loop ends when both are done. */
+struct pair {
+    sd_event *ev;
+    int left;
+    struct seen seen[2];
+};
+
+static void on_pair_done(struct job *j, const struct job_result *r, void *ud)
+{
+    struct pair *p = ud;
+    struct seen *s = &p->seen[r->len > 0 && r->data[0] == 'b'];
+
+    (void)j;
+    s->calls++;
+    s->r = *r;
+    s->data = strdup(r->data);
+    assert_non_null(s->data);
+    if (--p->left == 0)
+        sd_event_exit(p->ev, 0);
+}
+
+static void test_two_at_once(void **state)
+{
+    struct say a = {"a", 200000, 0}, b = {"b", 300000, 0};
+    struct pair p = {.left = 2};
+    struct job *ja, *jb;
+    struct err e = {{0}};
+
+    (void)state;
+    assert_int_equal(sd_event_new(&p.ev), 0);
+    assert_int_equal(job_start(p.ev, fn_say, &a, 60, on_pair_done, &p, &ja, &e), 0);
+    assert_int_equal(job_start(p.ev, fn_say, &b, 60, on_pair_done, &p, &jb, &e), 0);
+    assert_int_equal(sd_event_loop(p.ev), 0);
+    for (int i = 0; i < 2; i++) {
+        size_t n = i == 0 ? 200000 : 300000;
+
+        assert_int_equal(p.seen[i].calls, 1);
+        assert_true(p.seen[i].r.ok);
+        assert_int_equal(p.seen[i].r.len, n);
+        assert_int_equal(strspn(p.seen[i].data, i == 0 ? "a" : "b"), n);
+        free(p.seen[i].data);
+    }
+    sd_event_unref(p.ev);
+    assert_no_children();
+}
+
 /* Without SIGCHLD blocked sd-event cannot watch the child: refused, and
  * nothing was started. A bad deadline is refused too. */
 static void test_refusals(void **state)
@@ -354,7 +401,7 @@ int main(void)
         cmocka_unit_test(test_bytes_and_status), cmocka_unit_test(test_output_bound),
         cmocka_unit_test(test_deadline),         cmocka_unit_test(test_loop_turns_meanwhile),
         cmocka_unit_test(test_cancel),           cmocka_unit_test(test_group_killed),
-        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_two_at_once),      cmocka_unit_test(test_refusals),
     };
     sigset_t ss;
 
