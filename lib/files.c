@@ -1,7 +1,8 @@
 /* files: regular files only, read without blocking; an atomic replace that
- * keeps owner, mode and extended attributes; the sweep of temporary files
- * a killed run left; mkdir -p. */
+ * keeps owner, mode and extended attributes (copied by files_meta.c); the
+ * sweep of temporary files a killed run left; mkdir -p. */
 #include "files.h"
+#include "files_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -15,7 +16,6 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 static const char *file_kind(mode_t m)
@@ -156,122 +156,6 @@ int files_read(const char *path, char **buf, size_t *len, struct err *e)
     if (fd < 0)
         return err_set(e, -errno, "%s: %s", path, strerror(errno));
     return read_fd(fd, path, buf, len, e);
-}
-
-/* The names of f's extended attributes, as flistxattr gives them (NUL
- * after each); *n 0 and *names NULL when it has none or the filesystem
- * has none (ENOTSUP). */
-static int list_xattrs(int fd, char **names, size_t *n)
-{
-    *names = NULL;
-    *n = 0;
-    for (;;) {
-        ssize_t want = flistxattr(fd, NULL, 0), got;
-        char *b;
-
-        if (want < 0)
-            return errno == ENOTSUP ? 0 : -errno;
-        if (want == 0)
-            return 0;
-        b = malloc((size_t)want);
-        if (b == NULL)
-            return -ENOMEM;
-        got = flistxattr(fd, b, (size_t)want);
-        if (got >= 0) {
-            *names = b;
-            *n = (size_t)got;
-            return 0;
-        }
-        free(b);
-        if (errno != ERANGE) /* ERANGE: one was added meanwhile, ask again */
-            return -errno;
-    }
-}
-
-static bool has_name(const char *names, size_t n, const char *name)
-{
-    for (size_t i = 0; i < n; i += strlen(names + i) + 1)
-        if (strcmp(names + i, name) == 0)
-            return true;
-    return false;
-}
-
-/* Give dst exactly src's extended attributes: user.*, security.* (SELinux
- * label, capabilities), trusted.* and the POSIX ACLs, which are the
- * system.posix_acl_access/default attributes. dst's own ones go first: a
- * new file inherits the directory's default ACL, which the old file may
- * not have had. */
-static int copy_xattrs(int src, int dst)
-{
-    char *names = NULL, *mine = NULL, *val = NULL;
-    size_t n, nmine, cap = 0;
-    int r;
-
-    r = list_xattrs(src, &names, &n);
-    if (r == 0)
-        r = list_xattrs(dst, &mine, &nmine);
-    for (size_t i = 0; r == 0 && i < nmine; i += strlen(mine + i) + 1)
-        if (!has_name(names, n, mine + i) && fremovexattr(dst, mine + i) < 0 && errno != ENODATA)
-            r = -errno;
-    for (size_t i = 0; r == 0 && i < n; i += strlen(names + i) + 1) {
-        const char *name = names + i;
-        ssize_t len = fgetxattr(src, name, NULL, 0);
-
-        if (len < 0) {
-            r = errno == ENODATA ? 0 : -errno; /* removed meanwhile */
-            continue;
-        }
-        if ((size_t)len > cap) {
-            char *nv = realloc(val, (size_t)len);
-
-            if (nv == NULL) {
-                r = -ENOMEM;
-                break;
-            }
-            val = nv;
-            cap = (size_t)len;
-        }
-        len = fgetxattr(src, name, val, cap);
-        if (len < 0) {
-            r = -errno; /* ERANGE: it grew meanwhile; fail rather than guess */
-            break;
-        }
-        if (fsetxattr(dst, name, val, (size_t)len, 0) < 0)
-            r = -errno;
-    }
-    free(val);
-    free(mine);
-    free(names);
-    return r;
-}
-
-/* Make fd the file like describes in all but its bytes: owner, every mode
- * bit, every extended attribute of src (the file at the name being
- * replaced, opened by the caller relative to its directory). */
-static int copy_meta(int fd, int src, const struct stat *like)
-{
-    struct stat st;
-
-    if (fstat(src, &st) < 0)
-        return -errno;
-    /* Not the file the caller judged: someone replaced it meanwhile. */
-    if (st.st_dev != like->st_dev || st.st_ino != like->st_ino)
-        return -ESTALE;
-    /* fchown first: a change of owner clears the setuid and setgid bits
-     * (and the security.capability attribute), so the mode and the
-     * attributes come after it. The mode last: fsetxattr of an access ACL
-     * rewrites the group bits, fchmod makes every bit the old file's. */
-    if (fchown(fd, like->st_uid, like->st_gid) < 0)
-        return -errno;
-    {
-        int r = copy_xattrs(src, fd);
-
-        if (r < 0)
-            return r;
-    }
-    if (fchmod(fd, like->st_mode & 07777) < 0)
-        return -errno;
-    return 0;
 }
 
 /* Put tmp in place of base (both in dfd), but only while base is still the
@@ -435,7 +319,7 @@ static int write_at(int dfd, const char *base, const char *data, size_t len,
             }
             src = own_src;
         }
-        if ((r = copy_meta(fd, src, like)) < 0)
+        if ((r = files_copy_meta(fd, src, like)) < 0)
             goto out;
     }
     /* Data on disk before the name points at it, so that a crash leaves
