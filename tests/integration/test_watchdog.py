@@ -8,11 +8,13 @@ watchdog: NOTIFY_SOCKET names a datagram socket this test binds,
 WATCHDOG_USEC is 3 s and WATCHDOG_PID is the daemon's own pid (set in the
 forked child right before execve, so the pid is known). SMBTUNED_TESTPARM
 points at a wrapper that sleeps 10 s before it execs the real testparm,
-far longer than the watchdog period. From READY=1 to the end of the first
-tuning cycle, no two consecutive WATCHDOG=1 messages of the daemon may be
-further apart than WATCHDOG_USEC: that is the watchdog's contract itself,
-not a performance threshold. The wrapper logs each run, so that the test
-also shows the slow testparm really ran inside the cycle.
+far longer than the watchdog period; a second test puts an smbcontrol on
+PATH whose first run sleeps as long, under live trials. From READY=1 to
+the end of the first tuning cycle, no two consecutive WATCHDOG=1 messages
+of the daemon may be further apart than WATCHDOG_USEC: that is the
+watchdog's contract itself, not a performance threshold. The wrappers log
+their runs, so that the test also shows a slow run really ended inside
+the cycle.
 
 Only the daemon's own messages count (SO_PASSCRED gives the sender's pid):
 its children inherit NOTIFY_SOCKET, and a shadow smbd announces itself
@@ -135,15 +137,17 @@ class ForkedDaemon:
             self.wait(15)
 
 
-def slow_testparm(path, log):
-    """A testparm that sleeps first, and logs when each run starts and ends
-    (wall-clock seconds, comparable with time.time())."""
-    real = shutil.which("testparm")
-    assert real, "testparm is not installed"
+def slow_helper(path, real, log, once=False):
+    """A helper that sleeps first (on its first run only, with once), then
+    execs the real one. It logs when each run starts and when a sleep
+    ends (wall-clock seconds, comparable with time.time())."""
+    assert real, f"{path.name}: the real program is not installed"
+    slow = f"sleep {HELPER_SLEEP_S}; echo \"slept $(date +%s.%N)\" >> '{log}'"
+    if once:
+        slow = f"if mkdir '{path}.slept' 2>/dev/null; then {slow}; fi"
     path.write_text("#!/bin/sh\n"
                     f"echo \"start $(date +%s.%N)\" >> '{log}'\n"
-                    f"sleep {HELPER_SLEEP_S}\n"
-                    f"echo \"end $(date +%s.%N)\" >> '{log}'\n"
+                    f"{slow}\n"
                     f"exec '{real}' \"$@\"\n")
     path.chmod(0o755)
 
@@ -156,14 +160,10 @@ def longest_gap(pings, t0, t1):
     return max(b - a for a, b in zip(marks, marks[1:]))
 
 
-def test_watchdog_fed_while_testparm_is_slow(make_env, tmp_path):
-    env = make_env(ON_LATTICE)
-    # advise: measures and reports, never writes smb.conf, so the cycle's
-    # testparm runs are the look-ups every cycle makes (smbd's ports and
-    # pid directory), each 10 s long
-    env.write_config(tune={"mode": q("advise"), "trials": q("shadow"), "interval": "1h"})
-    wrapper, runs = tmp_path / "testparm-slow", tmp_path / "testparm-runs"
-    slow_testparm(wrapper, runs)
+def first_cycle(env, extra_env):
+    """Run the daemon with a watchdog until its first cycle ends; returns
+    its pid, its notifications, and (monotonic, wall) times of READY=1 and
+    of the cycle's end line."""
     # a short path: a unix socket's name has at most 107 bytes
     sockdir = Path(tempfile.mkdtemp(prefix="smbtd-notify-", dir="/tmp"))
     notes = Notifications(sockdir / "notify")
@@ -171,7 +171,7 @@ def test_watchdog_fed_while_testparm_is_slow(make_env, tmp_path):
     try:
         e = env.env()
         e.update({"NOTIFY_SOCKET": str(notes.path), "WATCHDOG_USEC": str(WATCHDOG_USEC),
-                  "SMBTUNED_TESTPARM": str(wrapper)})
+                  **extra_env})
         d = ForkedDaemon(env.cmd(), e, env.logdir)
         deadline = time.monotonic() + CYCLE_TIMEOUT
         ready = end = None
@@ -181,29 +181,59 @@ def test_watchdog_fed_while_testparm_is_slow(make_env, tmp_path):
             assert d.alive(), f"smbtuned exited ({d.returncode})\nstderr:\n{d.stderr}"
             if ready is None:
                 got = [m for m in notes.of(d.pid) if "READY=1" in m[3].split("\n")]
-                ready = got[0] if got else None
+                ready = (got[0][0], got[0][1]) if got else None
             if ready is not None and RESULT_RE.search(d.stderr):
                 end = (time.monotonic(), time.time())
             time.sleep(0.01)
         msgs = notes.of(d.pid)
         os.kill(d.pid, signal.SIGTERM)
         assert d.wait(60) == 0, d.stderr
+        return d, msgs, ready, end
     finally:
         if d is not None:
             d.kill()
         notes.close()
         shutil.rmtree(sockdir, ignore_errors=True)
 
+
+def check_fed(d, msgs, ready, end, runs):
+    """The slow helper ran and ended inside the cycle, and the watchdog
+    never went hungry from READY=1 to the cycle's end."""
     pings = [m[0] for m in msgs if "WATCHDOG=1" in m[3].split("\n")]
     assert pings, f"no WATCHDOG=1 from smbtuned (pid {d.pid}) at all:\n{msgs}\n{d.stderr}"
-    # the slow testparm really ran, and ended, inside the cycle
     log = runs.read_text().split() if runs.exists() else []
-    ends = [float(v) for k, v in zip(log[::2], log[1::2]) if k == "end"]
-    assert any(ready[1] < t < end[1] for t in ends), \
-        f"no slow testparm ended within the cycle: {log}\n{d.stderr}"
+    slept = [float(v) for k, v in zip(log[::2], log[1::2]) if k == "slept"]
+    assert any(ready[1] < t < end[1] for t in slept), \
+        f"no slow run of the helper ended within the cycle: {log}\n{d.stderr}"
     gap = longest_gap(pings, ready[0], end[0])
     assert gap <= WATCHDOG_USEC / 1e6, \
         f"{gap:.1f} s without WATCHDOG=1 during the cycle (WATCHDOG_USEC is " \
         f"{WATCHDOG_USEC / 1e6:.0f} s): systemd would have killed smbtuned\n" \
         f"pings after READY=1 at +s: {[round(p - ready[0], 2) for p in pings if p >= ready[0]]}" \
         f"\nstderr:\n{d.stderr}"
+
+
+def test_watchdog_fed_while_testparm_is_slow(make_env, tmp_path):
+    env = make_env(ON_LATTICE)
+    # advise: measures and reports, never writes smb.conf, so the cycle's
+    # testparm runs are the look-ups every cycle makes (smbd's ports and
+    # pid directory), each 10 s long
+    env.write_config(tune={"mode": q("advise"), "trials": q("shadow"), "interval": "1h"})
+    wrapper, runs = tmp_path / "testparm-slow", tmp_path / "testparm-runs"
+    slow_helper(wrapper, shutil.which("testparm"), runs)
+    check_fed(*first_cycle(env, {"SMBTUNED_TESTPARM": str(wrapper)}), runs)
+
+
+def test_watchdog_fed_while_smbcontrol_is_slow(make_env, tmp_path):
+    env = make_env(ON_LATTICE)
+    # live trials applied with smbcontrol: every trial written is applied;
+    # the first smbcontrol takes 10 s, the others none, to keep the cycle
+    # short
+    env.write_config(tune={"trials": q("live"), "apply": q("smbcontrol"), "interval": "1h",
+                           "max_bytes": "96M"})
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    runs = tmp_path / "smbcontrol-runs"
+    slow_helper(bindir / "smbcontrol", shutil.which("smbcontrol"), runs, once=True)
+    path = f"{bindir}:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}"
+    check_fed(*first_cycle(env, {"PATH": path}), runs)
