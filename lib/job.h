@@ -22,12 +22,14 @@ struct job;
 
 /* What a job came to, handed to its done function. */
 struct job_result {
-    bool ok;          /* exited with status 0 before its deadline, its bytes collected whole */
-    bool timed_out;   /* the deadline passed: its process group was killed */
-    int status;       /* its exit status (0-255) when it exited, else -1 */
-    int signal;       /* the signal that ended it (SIGKILL after a timeout), else 0 */
-    int error;        /* 0, or -errno: its bytes could not be collected (-EFBIG: over the bound) */
-    const char *data; /* the bytes it wrote, NUL-terminated ("" on error); valid during done */
+    bool ok;        /* exited with status 0 before its deadline, its bytes collected whole */
+    bool timed_out; /* the deadline passed: its process group was killed */
+    int status;     /* its exit status (0-255) when it exited, else -1 */
+    int signal;     /* the signal that ended it (SIGKILL after a timeout), else 0 */
+    int error;      /* 0, or -errno: its bytes could not be collected (-EFBIG: over the bound) */
+    /* the bytes it wrote, NUL-terminated ("" on error); when len > 0 in a
+     * malloc'ed buffer, aligned for any struct they hold; valid during done */
+    const char *data;
     size_t len;
 };
 
@@ -54,7 +56,7 @@ typedef void (*job_done_fn)(struct job *j, const struct job_result *r, void *ud)
 int job_start(sd_event *ev, job_fn fn, void *arg, double deadline_s, job_done_fn done, void *ud,
               struct job **jp, struct err *e);
 
-/* The child's pid, which is also its process group. */
+/* The child's pid, which is also its process group (before done). */
 pid_t job_pid(const struct job *j);
 
 /* Kill the child's process group, reap the child and free j without
