@@ -242,12 +242,12 @@ int smbconf_handle_include(struct smbconf_walk *w, size_t fi, const struct smbco
             return err_set(w->e, -ELOOP,
                            "%s:%d: an include loop: %s is already being read, so it would "
                            "include itself for ever (Samba refuses it at depth %d)",
-                           fpath, ll->line, value, MAX_INCLUDE_DEPTH);
-    if (depth >= MAX_INCLUDE_DEPTH)
+                           fpath, ll->line, value, SMBCONF_MAX_INCLUDE_DEPTH);
+    if (depth >= SMBCONF_MAX_INCLUDE_DEPTH)
         return err_set(w->e, -ELOOP,
                        "%s:%d: includes nested more than %d deep, Samba's limit: Samba cannot "
                        "load this file (include = %s)",
-                       fpath, ll->line, MAX_INCLUDE_DEPTH, value);
+                       fpath, ll->line, SMBCONF_MAX_INCLUDE_DEPTH, value);
     r = count_read(w, fpath, ll->line);
     if (r < 0)
         return r;

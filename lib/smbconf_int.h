@@ -18,7 +18,7 @@
 
 /* Samba's own limit (lib/param/loadparm.c, "Maximum include depth (100)
  * exceeded!"): a chain of 100 nested includes loads, 101 does not. */
-#define MAX_INCLUDE_DEPTH 100
+#define SMBCONF_MAX_INCLUDE_DEPTH 100
 
 /* One logical line, as lib/util/tini.c reads it. */
 struct smbconf_lline {
@@ -43,8 +43,8 @@ struct smbconf_walk {
     char *risk;    /* what that include (or one opening a section) does */
     bool seen_global_header;
     bool want_indent;
-    long nread;                          /* see MAX_FILES_READ */
-    size_t stack[MAX_INCLUDE_DEPTH + 1]; /* the files being walked, outermost first */
+    long nread;                                  /* see MAX_FILES_READ */
+    size_t stack[SMBCONF_MAX_INCLUDE_DEPTH + 1]; /* the files being walked, outermost first */
     /* Notes (c->notes) of %-includes: those before notes_open have a
      * section header after them; at the hit, the split was hit_closed and
      * hit_notes (see smbconf_finish_notes). */
