@@ -25,24 +25,6 @@ static json_t *size_json(struct sockopts_size z)
     return z.present ? json_integer(z.value) : json_null();
 }
 
-/* A string from smb.conf (a path, a value, a note) as JSON: any bytes may
- * be there, and jansson takes only UTF-8, so each byte that is not part
- * of a well-formed sequence becomes U+FFFD first (jsonw_sanitize). */
-static json_t *text_json(const char *s)
-{
-    char *clean;
-    json_t *j;
-
-    if (s == NULL)
-        return json_null();
-    clean = jsonw_sanitize(s);
-    if (clean == NULL)
-        return NULL;
-    j = json_string(clean);
-    free(clean);
-    return j;
-}
-
 /* What smbd passes and what the kernel makes of it (sockopts_kernel):
  * cap < 0 when rmem_max/wmem_max cannot be read, min 0 when the minimum
  * is unknown. */
@@ -94,10 +76,10 @@ static json_t *notes_json(const struct smbconf_note *n, size_t count)
 
         /* The _new setters take over their value, NULL included (then
          * they fail): one check of the finished object covers them. */
-        if (o == NULL || json_object_set_new(o, "file", text_json(n[i].file)) < 0 ||
+        if (o == NULL || json_object_set_new(o, "file", jsonw_text(n[i].file)) < 0 ||
             json_object_set_new(o, "line", json_integer(n[i].line)) < 0 ||
-            json_object_set_new(o, "include", text_json(n[i].include)) < 0 ||
-            json_object_set_new(o, "note", text_json(n[i].what)) < 0 ||
+            json_object_set_new(o, "include", jsonw_text(n[i].include)) < 0 ||
+            json_object_set_new(o, "note", jsonw_text(n[i].what)) < 0 ||
             json_array_append_new(a, o) < 0) {
             json_decref(o);
             json_decref(a);
@@ -114,9 +96,9 @@ static int print_show_json(const struct smbconf *c, const char *file, struct soc
     json_t *o = json_object();
     char *text = NULL;
 
-    if (o != NULL && json_object_set_new(o, "file", text_json(file)) == 0 &&
+    if (o != NULL && json_object_set_new(o, "file", jsonw_text(file)) == 0 &&
         json_object_set_new(o, "line", file ? json_integer(c->hit.line) : json_null()) == 0 &&
-        json_object_set_new(o, "value", text_json(c->value)) == 0 &&
+        json_object_set_new(o, "value", jsonw_text(c->value)) == 0 &&
         json_object_set_new(o, "rcvbuf", size_json(rcv)) == 0 &&
         json_object_set_new(o, "sndbuf", size_json(snd)) == 0 &&
         json_object_set_new(o, "notes", notes_json(c->notes, c->nnotes)) == 0)

@@ -63,6 +63,11 @@ int child_setup(const struct child_spec *spec)
     if (spec->home != NULL && (clearenv() != 0 || setenv("HOME", spec->home, 1) < 0 ||
                                setenv("PATH", CHILD_SAFE_PATH, 1) < 0))
         return -ENOMEM;
+    /* systemd's messages are the daemon's own: a shadow smbd (Type=notify
+     * itself) would tell our unit READY=1 and its STATUS= otherwise. */
+    unsetenv("NOTIFY_SOCKET");
+    unsetenv("WATCHDOG_PID");
+    unsetenv("WATCHDOG_USEC");
     return 0;
 }
 

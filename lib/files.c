@@ -554,3 +554,20 @@ int files_mkdir_p(const char *dir)
         return -errno;
     return 0;
 }
+
+int files_write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return -errno;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}

@@ -87,4 +87,8 @@ void files_sweep_tmp(const char *path);
 /* mkdir -p; the last component gets mode 0700 when created. */
 int files_mkdir_p(const char *dir);
 
+/* Write all len bytes to fd (a pipe: a job's answer), retrying short
+ * writes and EINTR. 0 or -errno. */
+int files_write_all(int fd, const void *buf, size_t len);
+
 #endif

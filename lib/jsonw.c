@@ -98,3 +98,18 @@ char *jsonw_sanitize(const char *s)
     *o = '\0';
     return out;
 }
+
+json_t *jsonw_text(const char *s)
+{
+    char *clean;
+    json_t *j;
+
+    if (s == NULL)
+        return json_null();
+    clean = jsonw_sanitize(s);
+    if (clean == NULL)
+        return NULL;
+    j = json_string(clean);
+    free(clean);
+    return j;
+}

@@ -1,11 +1,11 @@
 /* jsonw: JSON that smbtuned writes, always valid UTF-8. Output built as an
  * object goes through jansson (cmd_edit's --show --json); jansson refuses
  * a string that is not UTF-8, so outside text is sanitized first. The
- * hand-written JSON of the probe and the tuner still uses jsonw_string
- * (to move to jansson with those files). */
+ * JSON built as jansson objects takes outside text through jsonw_text. */
 #ifndef SMBTUNE_JSONW_H
 #define SMBTUNE_JSONW_H
 
+#include <jansson.h>
 #include <stdio.h>
 
 /* Write s as a JSON string literal, always valid UTF-8: bytes that are
@@ -16,5 +16,10 @@ void jsonw_string(FILE *f, const char *s);
  * well-formed UTF-8 sequence is U+FFFD: what jansson accepts. NULL when
  * out of memory. */
 char *jsonw_sanitize(const char *s);
+
+/* A string from outside (a path, a value, a note) as a jansson string:
+ * sanitized first, since jansson takes only UTF-8; json_null() for NULL.
+ * NULL when out of memory. */
+json_t *jsonw_text(const char *s);
 
 #endif

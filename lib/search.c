@@ -83,6 +83,20 @@ const char *search_size_str(long size, char *buf, size_t len)
     return buf;
 }
 
+const char *search_config_str(struct search_config c, char *buf, size_t len)
+{
+    char a[32], b[32];
+
+    snprintf(buf, len, "SO_RCVBUF %s SO_SNDBUF %s", search_size_str(c.rcvbuf, a, sizeof(a)),
+             search_size_str(c.sndbuf, b, sizeof(b)));
+    return buf;
+}
+
+bool search_config_eq(struct search_config a, struct search_config b)
+{
+    return a.rcvbuf == b.rcvbuf && a.sndbuf == b.sndbuf;
+}
+
 void search_params_default(struct search_params *p)
 {
     *p = (struct search_params){

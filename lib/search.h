@@ -128,6 +128,11 @@ const struct search_params *search_params_of(const struct search *s);
 /* A size for people: "auto" or the number of bytes. Returns buf. */
 const char *search_size_str(long size, char *buf, size_t len);
 
+/* "SO_RCVBUF auto SO_SNDBUF 262144". Returns buf. */
+const char *search_config_str(struct search_config c, char *buf, size_t len);
+
+bool search_config_eq(struct search_config a, struct search_config b);
+
 /* What to measure next, or the winner once converged. */
 enum search_step search_ask(const struct search *s, struct search_config *next);
 

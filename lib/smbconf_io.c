@@ -319,20 +319,6 @@ int smbconf_revert(const char *path, const char *state_dir, const struct smbconf
     return r;
 }
 
-static char *new_value(const char *old, const struct smbconf_change *ch)
-{
-    struct sockopts so;
-    char *v = NULL;
-
-    if (sockopts_parse(old, &so) < 0)
-        return NULL;
-    if (sockopts_set(&so, SOCKOPTS_RCVBUF, ch->rcvbuf) == 0 &&
-        sockopts_set(&so, SOCKOPTS_SNDBUF, ch->sndbuf) == 0)
-        v = sockopts_format(&so);
-    sockopts_free(&so);
-    return v;
-}
-
 static int set_locked(const char *path, const char *state_dir, const struct smbconf_change *ch,
                       struct smbconf_result *res, struct err *e)
 {
@@ -378,7 +364,7 @@ static int set_locked(const char *path, const char *state_dir, const struct smbc
                         path, c.value, ch->expect);
         goto out;
     }
-    res->new_value = new_value(c.value, ch);
+    res->new_value = sockopts_with(c.value, ch->rcvbuf, ch->sndbuf);
     if (res->new_value == NULL || res->old_value == NULL) {
         r = err_set(e, -ENOMEM, "out of memory");
         goto out;

@@ -328,3 +328,17 @@ bool sockopts_same(const char *a, const char *b)
         b += lb;
     }
 }
+
+char *sockopts_with(const char *base, long rcvbuf, long sndbuf)
+{
+    struct sockopts so;
+    char *v = NULL;
+
+    if (sockopts_parse(base, &so) < 0)
+        return NULL;
+    if (sockopts_set(&so, SOCKOPTS_RCVBUF, rcvbuf) == 0 &&
+        sockopts_set(&so, SOCKOPTS_SNDBUF, sndbuf) == 0)
+        v = sockopts_format(&so);
+    sockopts_free(&so);
+    return v;
+}

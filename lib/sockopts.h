@@ -84,6 +84,11 @@ int sockopts_set(struct sockopts *so, enum sockopts_buf which, long size);
  * malloc'ed; NULL when out of memory. */
 char *sockopts_format(const struct sockopts *so);
 
+/* The value `base` with its buffers set to rcvbuf and sndbuf (sizes or
+ * SOCKOPTS_AUTO), every other token kept: parse, set, format in one.
+ * malloc'ed; NULL when out of memory. */
+char *sockopts_with(const char *base, long rcvbuf, long sndbuf);
+
 /* Parse a command-line buffer size: a byte count (262144, 256K, 1M) or
  * `auto` (SOCKOPTS_AUTO). */
 int sockopts_parse_size(const char *s, long *size, struct err *e);

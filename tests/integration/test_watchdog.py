@@ -16,9 +16,9 @@ watchdog's contract itself, not a performance threshold. The wrappers log
 their runs, so that the test also shows a slow run really ended inside
 the cycle.
 
-Only the daemon's own messages count (SO_PASSCRED gives the sender's pid):
-its children inherit NOTIFY_SOCKET, and a shadow smbd announces itself
-there too.
+SO_PASSCRED gives each message's sender: only the daemon may speak, its
+children (jobs, shadow smbds, which announce themselves to a
+NOTIFY_SOCKET they inherit) get none.
 """
 
 import os
@@ -186,6 +186,10 @@ def first_cycle(env, extra_env):
                 end = (time.monotonic(), time.time())
             time.sleep(0.01)
         msgs = notes.of(d.pid)
+        # Its children (jobs, shadow smbds, the probe) get no NOTIFY_SOCKET:
+        # only smbtuned speaks for its unit.
+        others = [m for m in notes.msgs if m[2] != d.pid]
+        assert not others, f"messages from children of smbtuned: {others[:3]}"
         os.kill(d.pid, signal.SIGTERM)
         assert d.wait(60) == 0, d.stderr
         return d, msgs, ready, end

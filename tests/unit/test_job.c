@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "files.h"
 #include "job.h"
 
 /* What a test's done function saw. */
@@ -36,21 +37,6 @@ struct world {
     int cancel_at;   /* > 0: at this tick, job_cancel and leave the loop */
     struct job *job; /* while it runs */
 };
-
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -errno;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
 
 static void on_done(struct job *j, const struct job_result *r, void *ud)
 {
@@ -131,7 +117,7 @@ static int fn_say(void *arg, int out_fd)
     const struct say *s = arg;
 
     for (size_t i = 0; i < s->repeat; i++)
-        if (write_all(out_fd, s->text, strlen(s->text)) < 0)
+        if (files_write_all(out_fd, s->text, strlen(s->text)) < 0)
             return 99;
     return s->ret;
 }
@@ -198,7 +184,7 @@ static void test_output_bound(void **state)
 static int fn_sleep(void *arg, int out_fd)
 {
     (void)arg;
-    write_all(out_fd, "started", 7);
+    files_write_all(out_fd, "started", 7);
     sleep(60);
     return 0;
 }
@@ -281,7 +267,7 @@ static int fn_grandchild(void *arg, int out_fd)
         _exit(127);
     }
     snprintf(line, sizeof(line), "%d", (int)pid);
-    if (write_all(out_fd, line, strlen(line)) < 0)
+    if (files_write_all(out_fd, line, strlen(line)) < 0)
         return 99;
     if (*linger)
         sleep(60);
