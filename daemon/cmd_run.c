@@ -167,7 +167,9 @@ static int on_status(sd_event_source *s, uint64_t usec, void *ud)
     struct daemon *d = ud;
 
     sd_notifyf(0, "STATUS=%s", tuner_status(d->tuner));
+    /* a timer that fired is off: arm it again */
     sd_event_source_set_time_relative(s, 5 * 1000000ULL);
+    sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
     return 0;
 }
 
@@ -234,11 +236,13 @@ int cmd_run(const struct opts *o)
         fprintf(stderr, "smbtuned: cannot create %s: %s\n", d.topts.state_dir, strerror(-r));
         return 1;
     }
-    /* Signals arrive as events; block them for the default handlers. */
+    /* Signals arrive as events; block them for the default handlers.
+     * SIGCHLD too: the jobs' child sources (lib/job.h) need it blocked. */
     sigemptyset(&ss);
     sigaddset(&ss, SIGTERM);
     sigaddset(&ss, SIGINT);
     sigaddset(&ss, SIGHUP);
+    sigaddset(&ss, SIGCHLD);
     sigprocmask(SIG_BLOCK, &ss, NULL);
     r = sd_event_default(&d.ev);
     if (r < 0) {

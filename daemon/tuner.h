@@ -23,8 +23,14 @@
 #include "err.h"
 
 struct tuner;
+struct world;
 
+/* A tuner in the real world (daemon/world.c). */
 int tuner_new(sd_event *ev, const struct tuner_opts *o, struct tuner **t, struct err *e);
+/* A tuner in the world w (NULL: the real one), which it takes over and
+ * frees: for the simulation in tests/unit/test_tuner.c. */
+int tuner_new_in(sd_event *ev, const struct tuner_opts *o, const struct world *w, struct tuner **t,
+                 struct err *e);
 void tuner_free(struct tuner *t);
 
 /* Replace the options (SIGHUP with a good config). Only between cycles

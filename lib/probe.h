@@ -71,39 +71,6 @@ enum probe_outcome {
  * smuggle in other parameters), not empty. Pure. */
 int probe_check_socket_options(const char *s, struct err *e);
 
-/* Kept for daemon/tuner*.c until it moves to url.h: the URL grammar's old
- * names (url_parse, url_format, struct url). The lead removes them. */
-struct probe_url {
-    char host[256];
-    unsigned port;
-    char share[256];
-    char dir[1024];
-};
-
-static inline int probe_parse_url(const char *s, struct probe_url *pu, struct err *e)
-{
-    struct url u;
-    int r = url_parse(s, &u, e);
-
-    memcpy(pu->host, u.host, sizeof(pu->host));
-    pu->port = u.port;
-    memcpy(pu->share, u.share, sizeof(pu->share));
-    memcpy(pu->dir, u.dir, sizeof(pu->dir));
-    return r;
-}
-
-static inline int probe_format_url(const struct probe_url *pu, const char *extra, char *out,
-                                   size_t outlen)
-{
-    struct url u;
-
-    memcpy(u.host, pu->host, sizeof(u.host));
-    u.port = pu->port;
-    memcpy(u.share, pu->share, sizeof(u.share));
-    memcpy(u.dir, pu->dir, sizeof(u.dir));
-    return url_format(&u, extra, out, outlen);
-}
-
 struct probe_params {
     const char *url; /* smb://host[:port]/share[/dir] (url.h) */
     const char

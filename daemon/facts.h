@@ -1,0 +1,71 @@
+/* facts: what this machine and its running smbd are, for one cycle.
+ *
+ * facts_gather() asks the outside (the kernel's buffer limits, `smbd -V`,
+ * testparm for smbd's ports and pid directory, sock_diag for its
+ * listener): it may block for seconds, so the daemon runs it in a job
+ * (lib/job.h), and a struct facts is plain bytes that cross the pipe. The
+ * rest is pure: what the facts mean for the search. */
+#ifndef SMBTUNED_FACTS_H
+#define SMBTUNED_FACTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "search.h"
+#include "sockopts.h"
+#include "tuner_opts.h"
+
+struct facts {
+    /* [SOCKOPTS_RCVBUF], [SOCKOPTS_SNDBUF] */
+    bool caps_known;   /* kcap read from net.core.rmem_max/wmem_max */
+    long kcap[2];      /* the kernel's cap on an explicit size */
+    bool mins_known;   /* kmin read from the kernel */
+    long kmin[2];      /* its smallest buffer */
+    char kernel[256];  /* uname release */
+    char samba[256];   /* `smbd -V`, "unknown" when it would not say */
+    int smb_port;      /* production smbd's first port, 0 unknown */
+    bool smbd_running; /* its pid file names a live smbd */
+    pid_t smbd_pid;
+    bool listener_rcv, listener_snd; /* sock_diag: its listener has explicit sizes */
+    bool cmdline_override;           /* it runs with --option 'socket options=...' */
+    char why[1024];                  /* the first fact that could not be read, or "" */
+};
+
+/* Gather the facts for the smbd that runs with smb_conf. Never fails: a
+ * fact that cannot be read keeps its "unknown" value and its reason goes
+ * to why. Blocks (helpers with deadlines up to 60 s). */
+void facts_gather(const char *smb_conf, struct facts *f);
+
+/* The search's start for a socket options value: what the kernel really
+ * does with each buffer smbd passes it (see facts.c). */
+struct search_config facts_config_of_value(const struct facts *f, const struct search_params *dflt,
+                                           const char *value);
+
+/* The search's bounds: the configured ones, capped at what the kernel
+ * allows, with the rate mapping of the trials and AUTO left out while it
+ * cannot take effect. *auto_blocked: AUTO is left out but can still be
+ * measured after the search, for the admin's information. The caps and
+ * the reason for leaving AUTO out go to the journal. */
+void facts_search_bounds(const struct facts *f, const struct tuner_opts *o,
+                         struct search_config inc0, struct search_params *p, bool *auto_blocked);
+
+struct state;
+
+/* What the measurements in st were made on (Samba's version, the kernel,
+ * the smb.conf), against f and smb_conf: msg gets what changed ("Samba
+ * 4.17 -> 4.18, kernel ..."), or "" when nothing did; st takes the new
+ * fingerprint. */
+void facts_fingerprint(const struct facts *f, struct state *st, const char *smb_conf, char *msg,
+                       size_t len);
+
+/* Whether new connections of the running smbd get an explicit size for
+ * this buffer (so AUTO cannot reach them before smbd restarts). */
+bool facts_listener_explicit(const struct facts *f, struct search_config inc0,
+                             enum sockopts_buf which);
+
+/* Minutes after midnight in [start, end) (across midnight when end <
+ * start); start < 0 is any time. */
+bool facts_in_window(int start, int end, int minute_of_day);
+
+#endif

@@ -1,0 +1,203 @@
+/* measure: see measure.h. */
+#include "measure.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "job.h"
+#include "journal.h"
+
+/* probe_cleanup's own bound is a few seconds. */
+#define TIDY_DEADLINE_S 60.0
+
+struct measure {
+    sd_event *ev;
+    struct probe_job job;
+    bool running;
+    bool dirty; /* a probe was killed or failed: its file may be in the share */
+    sd_event_source *io, *timer;
+    struct job *tidy;
+    struct probe_params tidy_p;
+    measure_fn done;
+    void *ud;
+};
+
+int measure_new(sd_event *ev, struct measure **mp)
+{
+    struct measure *m = calloc(1, sizeof(*m));
+
+    if (m == NULL)
+        return -ENOMEM;
+    m->ev = sd_event_ref(ev);
+    *mp = m;
+    return 0;
+}
+
+static void sources_off(struct measure *m)
+{
+    m->io = sd_event_source_disable_unref(m->io);
+    m->timer = sd_event_source_disable_unref(m->timer);
+}
+
+void measure_kill(struct measure *m)
+{
+    struct probe_result r;
+    struct err e;
+
+    if (!m->running)
+        return;
+    sources_off(m);
+    kill(m->job.pid, SIGKILL);
+    probe_finish(&m->job, &r, &e);
+    m->running = false;
+    m->dirty = true;
+}
+
+void measure_free(struct measure *m)
+{
+    if (m == NULL)
+        return;
+    measure_kill(m);
+    job_cancel(m->tidy);
+    sd_event_unref(m->ev);
+    free(m);
+}
+
+bool measure_running(const struct measure *m)
+{
+    return m->running;
+}
+
+void measure_dirty(struct measure *m)
+{
+    m->dirty = true;
+}
+
+static int on_done(sd_event_source *src, int fd, uint32_t revents, void *ud)
+{
+    struct measure *m = ud;
+    struct probe_result r;
+    struct err e;
+    int ret;
+
+    sources_off(m);
+    m->running = false;
+    ret = probe_finish(&m->job, &r, &e);
+    /* Only a probe that ended well removed its file itself (a failed
+     * delete is a failure: probe.c). */
+    if (ret < 0 || r.outcome != PROBE_OK)
+        m->dirty = true;
+    m->done(m->ud, ret, ret < 0 ? NULL : &r, ret < 0 ? e.msg : r.cause);
+    return 0;
+}
+
+static int on_deadline(sd_event_source *src, uint64_t usec, void *ud)
+{
+    /* probe_finish kills the child and counts what it moved. */
+    return on_done(src, -1, 0, ud);
+}
+
+int measure_start(struct measure *m, const struct probe_params *p, measure_fn done, void *ud)
+{
+    struct err e;
+    int r;
+
+    if (m->running)
+        return -EBUSY;
+    r = probe_start(p, &m->job, &e);
+    if (r < 0) {
+        journal_log(LOG_ERR, "probe: %s", e.msg);
+        return r;
+    }
+    m->running = true;
+    m->done = done;
+    m->ud = ud;
+    r = sd_event_add_io(m->ev, &m->io, m->job.fd, EPOLLIN, on_done, m);
+    if (r >= 0)
+        r = sd_event_add_time(m->ev, &m->timer, CLOCK_MONOTONIC,
+                              (uint64_t)(m->job.deadline * 1e6) + 1000, 0, on_deadline, m);
+    if (r < 0) {
+        measure_kill(m);
+        journal_log(LOG_ERR, "probe: cannot watch it: %s", strerror(-r));
+    }
+    return r;
+}
+
+static int tidy_job(void *arg, int out_fd)
+{
+    struct measure *m = arg;
+    struct err e;
+
+    if (probe_cleanup(&m->tidy_p, &e) < 0) {
+        journal_log(LOG_WARNING, "removing a killed probe's file: %s", e.msg);
+        return 1;
+    }
+    return 0;
+}
+
+static void tidy_done(struct job *j, const struct job_result *r, void *ud)
+{
+    struct measure *m = ud;
+
+    m->tidy = NULL;
+    if (r->timed_out)
+        journal_log(LOG_WARNING, "removing a killed probe's file: no end within %.0f s",
+                    TIDY_DEADLINE_S);
+}
+
+void measure_tidy(struct measure *m, const struct probe_params *p, bool wait)
+{
+    struct err e;
+
+    if (wait && m->tidy != NULL) {
+        /* Stopping while one runs: it goes, and the clean-up below, whose
+         * start sweeps work directories of dead processes, removes its
+         * private directory too. */
+        job_cancel(m->tidy);
+        m->tidy = NULL;
+        m->dirty = true;
+    }
+    if (!m->dirty)
+        return;
+    m->dirty = false;
+    if (wait) {
+        if (probe_cleanup(p, &e) < 0)
+            journal_log(LOG_WARNING, "removing a killed probe's file: %s", e.msg);
+        return;
+    }
+    if (m->tidy != NULL)
+        return; /* one runs: it removes every leftover of this host */
+    /* The job's copy of p is its own (taken at the fork). */
+    m->tidy_p = *p;
+    if (job_start(m->ev, tidy_job, m, TIDY_DEADLINE_S, tidy_done, m, &m->tidy, &e) < 0)
+        journal_log(LOG_WARNING, "removing a killed probe's file: %s", e.msg);
+}
+
+bool measure_cut_deadline(struct probe_params *p, double write_min, double read_min)
+{
+    double d;
+
+    if (write_min <= 0 || read_min <= 0)
+        return false;
+    d = p->size / (write_min * 1e6) + p->size / (read_min * 1e6);
+    if (d >= p->deadline_s)
+        return false;
+    p->deadline_s = d;
+    return true;
+}
+
+void measure_sample(const struct probe_result *r, long long size, struct search_sample *x)
+{
+    *x = (struct search_sample){r->write_mbps, r->read_mbps, false, false};
+    if (r->outcome != PROBE_TIMEOUT)
+        return;
+    if (r->write_bytes < size) {
+        x->write_timeout = true;
+        x->read = -1;
+    } else {
+        x->read_timeout = true;
+    }
+}

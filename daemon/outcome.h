@@ -1,0 +1,53 @@
+/* outcome: what a finished search comes to. Given the search, the
+ * cycle's tally and the facts: keep the value in force, advise, or commit
+ * the winner (and whether smbd must restart for it to reach new
+ * connections); the words that say so; the rates kept in the state file.
+ * No I/O but the notices it logs. */
+#ifndef SMBTUNED_OUTCOME_H
+#define SMBTUNED_OUTCOME_H
+
+#include <stdbool.h>
+
+#include "facts.h"
+#include "report.h"
+#include "search.h"
+#include "state.h"
+#include "tuner_opts.h"
+
+enum outcome_kind {
+    OUTCOME_KEEP,   /* the value in force stays */
+    OUTCOME_ADVISE, /* a better value, told, not written (advise mode) */
+    OUTCOME_COMMIT, /* a better value, to be written */
+    OUTCOME_BUDGET, /* the byte budget ran out before the search converged */
+};
+
+struct outcome {
+    enum outcome_kind kind;
+    struct search_config w; /* the configuration it rates (the winner) */
+    char *after;            /* the value it ends with, or would (malloc'ed) */
+    bool restart;           /* a commit that needs smbd restarted (restart_smbd = yes) */
+    char what[1280];        /* the outcome in words */
+};
+
+/* What the search s (converged) comes to from value0 (whose configuration
+ * is inc0). -ENOMEM. */
+int outcome_decide(struct outcome *out, const struct search *s, const struct tally *tally,
+                   const struct facts *f, const struct tuner_opts *o, const char *value0,
+                   struct search_config inc0, bool auto_blocked);
+
+/* The outcome when the byte budget ran out. -ENOMEM. */
+int outcome_budget(struct outcome *out, const char *value0, struct search_config inc0);
+
+/* The commit went through with new_value in force, or failed (why). */
+void outcome_written(struct outcome *out, const char *new_value);
+void outcome_failed(struct outcome *out, const char *why);
+
+/* Keep in st what the search found: the configuration in force and its
+ * rates. Returns whether the value in force is the winner (verification
+ * watches it from now on). */
+bool outcome_record(const struct outcome *out, const struct search *s, const struct tally *tally,
+                    struct search_config inc0, struct state *st);
+
+void outcome_free(struct outcome *out);
+
+#endif

@@ -1,0 +1,460 @@
+/* owned: see owned.h. */
+#include "owned.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apply.h"
+#include "files.h"
+#include "job.h"
+#include "journal.h"
+#include "smbconf.h"
+#include "sockopts.h"
+
+/* A job's bound: testparm before and after the write (60 s each at most),
+ * smbcontrol (30 s) or a restart of smbd, with room to spare. A job
+ * killed at it leaves what a kill -9 would: a record the next step takes
+ * back. */
+#define OWNED_JOB_DEADLINE_S 240.0
+
+/* What a job tells its parent: plain bytes, the value after them. */
+struct reply {
+    int r;       /* the edit: 0 or -errno */
+    int apply_r; /* telling smbd: 0 or -errno */
+    int line;
+    char msg[sizeof(((struct err *)0)->msg)];
+    char apply_msg[sizeof(((struct err *)0)->msg)];
+    char file[PATH_MAX]; /* "" when the line is nowhere (Samba's default) */
+    /* followed by the new value, NUL-terminated */
+};
+
+struct owned {
+    sd_event *ev;
+    const struct tuner_opts *o;
+    struct state *st;
+    char *live_value;
+    struct job *job;
+    sd_event_source *defer; /* a take-back with nothing to do, told from the loop */
+    /* the operation under way */
+    enum owned_kind kind;
+    const char *expect;
+    struct search_config c;
+    bool restart, keep;
+    owned_put_fn put_done;
+    owned_back_fn back_done;
+    void *ud;
+};
+
+int owned_new(sd_event *ev, const struct tuner_opts *o, struct state *st, struct owned **op)
+{
+    struct owned *w = calloc(1, sizeof(*w));
+
+    if (w == NULL)
+        return -ENOMEM;
+    w->ev = sd_event_ref(ev);
+    w->o = o;
+    w->st = st;
+    *op = w;
+    return 0;
+}
+
+void owned_free(struct owned *w)
+{
+    if (w == NULL)
+        return;
+    job_cancel(w->job);
+    sd_event_source_disable_unref(w->defer);
+    free(w->live_value);
+    sd_event_unref(w->ev);
+    free(w);
+}
+
+const char *owned_live_value(const struct owned *w)
+{
+    return w->live_value;
+}
+
+bool owned_busy(const struct owned *w)
+{
+    return w->job != NULL || w->defer != NULL;
+}
+
+void owned_pending_clear(struct state *st)
+{
+    st->pending = false;
+    st->pending_commit = false;
+    smbconf_edit_free(&st->pending_edit);
+}
+
+void owned_save(const struct tuner_opts *o, const struct state *st)
+{
+    struct err e;
+
+    if (state_save(o->state_dir, st, &e) < 0)
+        journal_log(LOG_ERR, "%s", e.msg);
+}
+
+void owned_hold(struct owned *w, const char *why)
+{
+    const char *f[] = {NULL, NULL};
+    char conf[4200];
+
+    snprintf(conf, sizeof(conf), "SMBTUNED_SMB_CONF=%s", w->o->smb_conf);
+    f[0] = conf;
+    journal_event(JOURNAL_ID_HOLD, LOG_WARNING, f, "%s", why);
+    journal_log(LOG_WARNING, "hands off smb.conf until `smbtuned --resume`");
+    w->st->hold = true;
+    state_set_str(&w->st->hold_reason, why);
+    owned_pending_clear(w->st);
+    owned_save(w->o, w->st);
+}
+
+/* How smbd is told of a trial or a take-back: at once, whatever the
+ * configured way, since the next measurement depends on it. */
+static enum apply_method trial_apply(const struct tuner_opts *o)
+{
+    return o->apply == APPLY_NONE ? APPLY_SMBCONTROL : o->apply;
+}
+
+/* A job wrote the state file: the disk is the truth now. */
+static void reload(struct owned *w)
+{
+    struct err e;
+
+    state_free(w->st);
+    if (state_load(w->o->state_dir, w->st, &e) < 0)
+        journal_log(LOG_ERR, "%s", e.msg);
+}
+
+/* ---- the line in force ---- */
+
+int owned_read(struct owned *w, char **value)
+{
+    struct smbconf c;
+    struct err e;
+    char *why = NULL;
+    int r;
+
+    r = smbconf_load(&c, w->o->smb_conf, &e);
+    if (r < 0) {
+        journal_log(LOG_ERR, "%s", e.msg);
+        return r;
+    }
+    *value = strdup(c.value);
+    if (w->st->last_written && !sockopts_same(c.value, w->st->last_written)) {
+        /* Where and why first, the values (of any length) last: a reader
+         * or a cut line keeps the reason. */
+        if (c.found)
+            r = asprintf(&why,
+                         "%s:%d: socket options edited by hand: it is '%s', not '%s' as "
+                         "smbtuned wrote it",
+                         c.files[c.hit.file].path, c.hit.line, c.value, w->st->last_written);
+        else
+            r = asprintf(&why,
+                         "%s: socket options edited by hand: it is '%s', not '%s' as "
+                         "smbtuned wrote it",
+                         w->o->smb_conf, c.value, w->st->last_written);
+        owned_hold(w, r < 0 ? "socket options edited by hand (out of memory for the "
+                              "details)"
+                            : why);
+        free(why);
+        smbconf_free(&c);
+        return -EPERM;
+    }
+    smbconf_free(&c);
+    return *value == NULL ? -ENOMEM : 0;
+}
+
+/* ---- put ---- */
+
+/* Record an edit in the state file before it reaches the disk (struct
+ * smbconf_change's hook): a trial, which a restart takes back, or a
+ * commit, which it keeps. Runs in the job. */
+static int record(const struct smbconf_edit *ed, void *ctx)
+{
+    struct owned *w = ctx;
+    struct state *st = w->st;
+    struct smbconf_edit next;
+    struct err e;
+    int r;
+
+    if (st->pending && !st->pending_commit)
+        /* a later value (trial or commit) replaces a trial: one record
+         * undoes both, from either step (smbconf_edit_chain) */
+        r = smbconf_edit_chain(&st->pending_edit, ed, &next);
+    else
+        r = smbconf_edit_copy(ed, &next);
+    if (r < 0)
+        return r;
+    smbconf_edit_free(&st->pending_edit);
+    st->pending_edit = next;
+    st->pending = true;
+    st->pending_commit = w->kind == OWNED_COMMIT;
+    r = state_save(w->o->state_dir, st, &e);
+    if (r < 0)
+        journal_log(LOG_ERR, "%s", e.msg);
+    return r;
+}
+
+static int put_job(void *arg, int out_fd)
+{
+    struct owned *w = arg;
+    struct smbconf_change ch = {.expect = w->expect,
+                                .rcvbuf = w->c.rcvbuf,
+                                .sndbuf = w->c.sndbuf,
+                                .before_write = record,
+                                .ctx = w};
+    struct smbconf_result res;
+    struct reply *rep;
+    struct err e = {{0}}, ae = {{0}};
+    size_t vlen;
+    int r;
+
+    r = smbconf_set_buffers(w->o->smb_conf, w->o->state_dir, &ch, &res, &e);
+    vlen = r == 0 && res.new_value ? strlen(res.new_value) : 0;
+    rep = calloc(1, sizeof(*rep) + vlen + 1);
+    if (rep == NULL)
+        return -ENOMEM;
+    rep->r = r;
+    memcpy(rep->msg, e.msg, sizeof(rep->msg));
+    if (r == 0) {
+        rep->line = res.line;
+        snprintf(rep->file, sizeof(rep->file), "%s", res.file ? res.file : "");
+        memcpy(rep + 1, res.new_value, vlen);
+        if (w->kind == OWNED_TRIAL)
+            rep->apply_r = apply_run(trial_apply(w->o), w->o->smb_conf, &ae);
+        else if (w->restart)
+            rep->apply_r = apply_restart_smbd(&ae);
+        else
+            rep->apply_r = apply_run(w->o->apply, w->o->smb_conf, &ae);
+        memcpy(rep->apply_msg, ae.msg, sizeof(rep->apply_msg));
+    }
+    smbconf_result_free(&res);
+    r = files_write_all(out_fd, rep, sizeof(*rep) + vlen + 1);
+    free(rep);
+    return r;
+}
+
+static void put_done(struct job *j, const struct job_result *jr, void *ud)
+{
+    struct owned *w = ud;
+    const struct reply *rep = (const void *)jr->data;
+    struct owned_put_result res = {0};
+    int r;
+
+    w->job = NULL;
+    reload(w);
+    if (!jr->ok || jr->len < sizeof(*rep) + 1 || jr->data[jr->len - 1] != '\0') {
+        r = jr->timed_out ? -ETIMEDOUT : jr->error < 0 ? jr->error : -EIO;
+        journal_log(LOG_ERR, "writing smb.conf: the editing job %s",
+                    jr->timed_out ? "did not finish within its deadline" : "failed");
+        res.msg = "the editing job failed";
+        w->put_done(w->ud, r, &res);
+        return;
+    }
+    r = rep->r;
+    res.msg = rep->msg;
+    if (r == -ECANCELED) {
+        owned_hold(w, rep->msg);
+        w->put_done(w->ud, r, &res);
+        return;
+    }
+    if (r < 0) {
+        w->put_done(w->ud, r, &res);
+        return;
+    }
+    res.new_value = (const char *)(rep + 1);
+    res.file = rep->file[0] ? rep->file : NULL;
+    res.line = rep->line;
+    if (w->kind == OWNED_TRIAL) {
+        free(w->live_value);
+        w->live_value = strdup(res.new_value);
+        if (rep->apply_r < 0) {
+            journal_log(LOG_ERR, "live trial: %s", rep->apply_msg);
+            r = -ESRCH;
+        }
+    } else {
+        state_set_str(&w->st->last_written, res.new_value);
+        owned_pending_clear(w->st);
+        free(w->live_value);
+        w->live_value = NULL;
+        owned_save(w->o, w->st);
+        if (rep->apply_r < 0)
+            journal_log(LOG_WARNING, "written, but smbd was not %s: %s",
+                        w->restart ? "restarted" : "told", rep->apply_msg);
+    }
+    w->put_done(w->ud, r, &res);
+}
+
+int owned_put(struct owned *w, const char *expect, struct search_config c, enum owned_kind kind,
+              bool restart, owned_put_fn done, void *ud)
+{
+    struct err e;
+    int r;
+
+    if (owned_busy(w))
+        return -EBUSY;
+    w->expect = expect ? expect : w->live_value;
+    w->c = c;
+    w->kind = kind;
+    w->restart = restart;
+    w->put_done = done;
+    w->ud = ud;
+    r = job_start(w->ev, put_job, w, OWNED_JOB_DEADLINE_S, put_done, w, &w->job, &e);
+    if (r < 0)
+        journal_log(LOG_ERR, "writing smb.conf: %s", e.msg);
+    return r;
+}
+
+/* ---- take back ---- */
+
+/* Whether the line in force is the one the pending edit wrote. */
+static bool pending_on_disk(struct owned *w)
+{
+    const struct smbconf_edit *ed = &w->st->pending_edit;
+    const char *line = ed->written + ed->line_off;
+    struct smbconf c;
+    struct err e;
+    bool on;
+
+    if (smbconf_load(&c, w->o->smb_conf, &e) < 0)
+        return false;
+    on = c.found && strcmp(c.files[c.hit.file].path, ed->file) == 0 &&
+         c.hit.end - c.hit.start == ed->line_len &&
+         memcmp(c.files[c.hit.file].buf + c.hit.start, line, ed->line_len) == 0;
+    if (on)
+        state_set_str(&w->st->last_written, c.value);
+    smbconf_free(&c);
+    return on;
+}
+
+/* The revert and telling smbd, in the job or, at a stop, in place. */
+static void revert(struct owned *w, struct reply *rep)
+{
+    struct err e = {{0}}, ae = {{0}};
+
+    memset(rep, 0, sizeof(*rep));
+    rep->r = smbconf_revert(w->o->smb_conf, w->o->state_dir, &w->st->pending_edit, &e);
+    memcpy(rep->msg, e.msg, sizeof(rep->msg));
+    if (rep->r == 0)
+        rep->apply_r = apply_run(trial_apply(w->o), w->o->smb_conf, &ae);
+    memcpy(rep->apply_msg, ae.msg, sizeof(rep->apply_msg));
+}
+
+/* What a revert came to, in the parent. */
+static int settle(struct owned *w, const struct reply *rep)
+{
+    int r = rep->r;
+
+    if (r == 0 || r == -EALREADY) {
+        if (r == 0) {
+            char conf[4200];
+            const char *f[] = {conf, NULL};
+
+            snprintf(conf, sizeof(conf), "SMBTUNED_SMB_CONF=%s", w->st->pending_edit.file);
+            journal_event(JOURNAL_ID_TAKE_BACK, LOG_NOTICE, f,
+                          "%s taken back in %s: the socket options line holds what "
+                          "it held before",
+                          w->st->pending_commit ? "unfinished change" : "live trial",
+                          w->st->pending_edit.file);
+        }
+        if (r == 0 && rep->apply_r < 0)
+            journal_log(LOG_WARNING, "%s", rep->apply_msg);
+        owned_pending_clear(w->st);
+        owned_save(w->o, w->st);
+        r = 0;
+    } else if (r == -ECANCELED) {
+        owned_hold(w, rep->msg);
+    } else {
+        /* the record stays: the next cycle, or the next start, tries again */
+        journal_log(LOG_ERR, "taking our change back failed: %s", rep->msg);
+    }
+    free(w->live_value);
+    w->live_value = NULL;
+    return r;
+}
+
+/* Nothing for a job to do: 1 (settled here), else 0. */
+static int back_settled_here(struct owned *w, bool keep)
+{
+    if (!w->st->pending)
+        return 1;
+    if (keep && w->st->pending_commit && pending_on_disk(w)) {
+        owned_pending_clear(w->st);
+        owned_save(w->o, w->st);
+        return 1;
+    }
+    return 0;
+}
+
+static int back_job(void *arg, int out_fd)
+{
+    struct reply rep;
+
+    revert(arg, &rep);
+    return files_write_all(out_fd, &rep, sizeof(rep));
+}
+
+static void back_done(struct job *j, const struct job_result *jr, void *ud)
+{
+    struct owned *w = ud;
+    int r;
+
+    w->job = NULL;
+    /* The revert does not write the state: what we hold is current. */
+    if (!jr->ok || jr->len != sizeof(struct reply)) {
+        journal_log(LOG_ERR, "taking our change back failed: the job %s",
+                    jr->timed_out ? "did not finish within its deadline" : "failed");
+        r = jr->timed_out ? -ETIMEDOUT : -EIO;
+    } else {
+        r = settle(w, (const struct reply *)jr->data);
+    }
+    w->back_done(w->ud, r);
+}
+
+/* Deliver "nothing to take back" from the loop, as a job would. */
+static int on_nothing(sd_event_source *src, void *ud)
+{
+    struct owned *w = ud;
+
+    w->defer = sd_event_source_disable_unref(w->defer);
+    w->back_done(w->ud, 0);
+    return 0;
+}
+
+int owned_take_back(struct owned *w, bool keep, owned_back_fn done, void *ud)
+{
+    struct err e;
+    int r;
+
+    if (owned_busy(w))
+        return -EBUSY;
+    w->back_done = done;
+    w->ud = ud;
+    if (back_settled_here(w, keep))
+        return sd_event_add_defer(w->ev, &w->defer, on_nothing, w);
+    r = job_start(w->ev, back_job, w, OWNED_JOB_DEADLINE_S, back_done, w, &w->job, &e);
+    if (r < 0)
+        journal_log(LOG_ERR, "taking our change back: %s", e.msg);
+    return r;
+}
+
+void owned_take_back_now(struct owned *w, bool keep)
+{
+    struct reply rep;
+
+    if (w->job != NULL) {
+        /* a put killed half-way may have recorded its edit already */
+        job_cancel(w->job);
+        w->job = NULL;
+        reload(w);
+    }
+    w->defer = sd_event_source_disable_unref(w->defer);
+    if (back_settled_here(w, keep))
+        return;
+    revert(w, &rep);
+    settle(w, &rep);
+}

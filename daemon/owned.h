@@ -1,0 +1,88 @@
+/* owned: the socket options line smbtuned owns in smb.conf.
+ *
+ * Every value smbtuned puts there (a live trial, a commit) is recorded in
+ * the state file before it reaches the disk, so that a run killed at any
+ * moment can be settled by the next: a trial taken back, a commit kept.
+ * Only our line is ever touched, and only while it holds what we wrote
+ * (compare-and-set); a line someone else changed stands, and we hold off
+ * (owned_hold) until `smbtuned --resume`.
+ *
+ * Writing blocks (testparm before and after, smbcontrol): owned_put and
+ * owned_take_back run it in a job (lib/job.h) and call their done function
+ * from the loop later. The job records into the state file itself; the
+ * state is read back from the disk when it ends, the one truth after a
+ * child wrote it. One operation at a time. */
+#ifndef SMBTUNED_OWNED_H
+#define SMBTUNED_OWNED_H
+
+#include <stdbool.h>
+#include <systemd/sd-event.h>
+
+#include "search.h"
+#include "state.h"
+#include "tuner_opts.h"
+
+struct owned;
+
+/* What a put wrote. */
+struct owned_put_result {
+    const char *new_value; /* the value now in force */
+    const char *file;      /* where the line is (as named), NULL: smb.conf itself */
+    int line;
+    const char *msg; /* on failure: why */
+};
+
+/* r: 0; -ECANCELED when the line was not ours to change (the hold is
+ * taken already); -ESRCH when a trial was written but smbd was not told
+ * (the trial stays recorded: take it back); other -errno. */
+typedef void (*owned_put_fn)(void *ud, int r, const struct owned_put_result *res);
+typedef void (*owned_back_fn)(void *ud, int r);
+
+enum owned_kind { OWNED_TRIAL, OWNED_COMMIT };
+
+/* o and st are the tuner's and outlive *op; the options may be replaced
+ * between operations. */
+int owned_new(sd_event *ev, const struct tuner_opts *o, struct state *st, struct owned **op);
+void owned_free(struct owned *w); /* kills an operation under way */
+
+/* Put c's buffers into the line, if it still holds `expect` (NULL: the
+ * value the last put wrote). A trial is told to smbd at once (smbcontrol
+ * unless configured otherwise: a live trial measures nothing until smbd
+ * has it); a commit as configured, or with restart by restarting
+ * smbd.service. done is called from the loop. -EBUSY while an operation
+ * runs. */
+int owned_put(struct owned *w, const char *expect, struct search_config c, enum owned_kind kind,
+              bool restart, owned_put_fn done, void *ud);
+
+/* Take back what the pending record put in, or was putting in: a live
+ * trial, or a commit that did not go through; only while our line still
+ * holds it. With keep, a commit found on disk stays (the run that died
+ * after writing it had decided it). done(ud, 0) also when there was
+ * nothing to take back. */
+int owned_take_back(struct owned *w, bool keep, owned_back_fn done, void *ud);
+
+/* owned_take_back in the caller's process, blocking: at start-up and at a
+ * stop, when there is no loop to come back to. */
+void owned_take_back_now(struct owned *w, bool keep);
+
+/* The socket options value in force now (malloc'ed into *value). It must
+ * be what we last wrote: otherwise an admin edited our line, theirs
+ * stands, and we hold off (-EPERM, the hold taken). */
+int owned_read(struct owned *w, char **value);
+
+/* Our line was changed by someone else: theirs stands, we hold off. */
+void owned_hold(struct owned *w, const char *why);
+
+/* The value a live trial put in smb.conf now, or NULL. */
+const char *owned_live_value(const struct owned *w);
+
+/* An operation runs. */
+bool owned_busy(const struct owned *w);
+
+/* Nothing left to undo or confirm (and the state saved by the caller). */
+void owned_pending_clear(struct state *st);
+
+/* Save st; a failure is logged (the next save tries again). */
+void owned_save(const struct tuner_opts *o, const struct state *st);
+
+#endif

@@ -1,0 +1,236 @@
+/* place: see place.h. */
+#include "place.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "child.h"
+#include "journal.h"
+#include "probe.h"
+#include "sockopts.h"
+#include "trial.h"
+#include "url.h"
+
+/* A shadow smbd must serve within this; a healthy one takes about 1 s. */
+#define SHADOW_READY_S 30.0
+/* How often a starting shadow is asked whether it serves. */
+#define SHADOW_POLL_S 0.1
+
+struct place {
+    sd_event *ev;
+    const struct tuner_opts *o;
+    struct trial_shadow shadow;
+    bool up;       /* shadow runs (and serves, unless starting) */
+    bool starting; /* spawned, not yet serving */
+    int attempt;
+    double deadline;
+    char *value;  /* the starting shadow's socket options */
+    char *client; /* a client trial's socket options */
+    struct search_config cfg;
+    sd_event_source *timer;
+    place_fn done;
+    void *ud;
+    char url[2048];
+};
+
+static char *shadow_base(const struct tuner_opts *o)
+{
+    char *b;
+
+    return asprintf(&b, "%s/shadow", o->state_dir) < 0 ? NULL : b;
+}
+
+int place_new(sd_event *ev, const struct tuner_opts *o, struct place **pp)
+{
+    struct place *p = calloc(1, sizeof(*p));
+
+    if (p == NULL)
+        return -ENOMEM;
+    p->ev = sd_event_ref(ev);
+    p->o = o;
+    *pp = p;
+    return 0;
+}
+
+static void shadow_stop(struct place *p)
+{
+    struct err e;
+
+    p->timer = sd_event_source_disable_unref(p->timer);
+    free(p->value);
+    p->value = NULL;
+    p->starting = false;
+    if (!p->up)
+        return;
+    if (trial_shadow_stop(&p->shadow, &e) < 0)
+        journal_log(LOG_WARNING, "stopping the shadow smbd: %s", e.msg);
+    p->up = false;
+}
+
+void place_down(struct place *p)
+{
+    shadow_stop(p);
+    free(p->client);
+    p->client = NULL;
+    p->done = NULL; /* whoever waited gave up */
+}
+
+void place_free(struct place *p)
+{
+    if (p == NULL)
+        return;
+    place_down(p);
+    sd_event_unref(p->ev);
+    free(p);
+}
+
+int place_sweep(const struct tuner_opts *o, struct err *e)
+{
+    char *base = shadow_base(o);
+    int r;
+
+    if (base == NULL)
+        return err_set(e, -ENOMEM, "out of memory");
+    r = trial_shadow_sweep(base, e);
+    free(base);
+    return r;
+}
+
+/* The shadow serves the same shares on its own port of 127.0.0.1. */
+static int shadow_url(struct place *p)
+{
+    struct url u;
+    struct err e;
+
+    if (url_parse(p->o->probe.url, &u, &e) < 0)
+        return -EINVAL;
+    snprintf(u.host, sizeof(u.host), "127.0.0.1");
+    u.port = (unsigned)p->shadow.port;
+    return url_format(&u, "", p->url, sizeof(p->url)) < 0 ? -ENAMETOOLONG : 0;
+}
+
+static void told(struct place *p, int r)
+{
+    place_fn done = p->done;
+
+    p->done = NULL;
+    done(p->ud, r, p->url, p->client);
+    free(p->client);
+    p->client = NULL;
+}
+
+static int spawn(struct place *p)
+{
+    char *base = shadow_base(p->o);
+    struct err e;
+    int r;
+
+    r = base ? trial_shadow_spawn(p->o->smb_conf, base, p->value, &p->shadow, &e)
+             : err_set(&e, -ENOMEM, "out of memory");
+    free(base);
+    if (r < 0) {
+        journal_log(LOG_ERR, "shadow smbd: %s", e.msg);
+        return r;
+    }
+    p->up = true;
+    p->starting = true;
+    p->deadline = child_now() + SHADOW_READY_S;
+    return 0;
+}
+
+static int on_poll(sd_event_source *src, uint64_t usec, void *ud)
+{
+    struct place *p = ud;
+    struct err e;
+    int r;
+
+    r = trial_shadow_poll(&p->shadow, &e);
+    if (r == 0 && child_now() < p->deadline) {
+        /* a timer that fired is off: arm it again */
+        r = sd_event_source_set_time_relative(src, (uint64_t)(SHADOW_POLL_S * 1e6));
+        return r < 0 ? r : sd_event_source_set_enabled(src, SD_EVENT_ONESHOT);
+    }
+    p->timer = sd_event_source_disable_unref(p->timer);
+    if (r == 1) {
+        p->starting = false;
+        free(p->value);
+        p->value = NULL;
+        told(p, shadow_url(p));
+        return 0;
+    }
+    if (r == 0)
+        r = err_set(&e, -ETIMEDOUT,
+                    "shadow smbd (%s, port %d) not listening after %.0f s (its log: %s)",
+                    p->shadow.conf, p->shadow.port, SHADOW_READY_S, p->shadow.log);
+    trial_shadow_stop(&p->shadow, NULL);
+    p->up = false;
+    /* The port picked was taken meanwhile: another one. */
+    if (r == -EADDRINUSE && ++p->attempt < TRIAL_PORT_ATTEMPTS && spawn(p) == 0)
+        return sd_event_add_time_relative(p->ev, &p->timer, CLOCK_MONOTONIC,
+                                          (uint64_t)(SHADOW_POLL_S * 1e6), 10000, on_poll, p);
+    if (r != -EADDRINUSE)
+        journal_log(LOG_ERR, "shadow smbd: %s", e.msg);
+    shadow_stop(p);
+    told(p, r);
+    return 0;
+}
+
+/* Deliver a placement that needed nothing started, from the loop. */
+static int on_ready(sd_event_source *src, uint64_t usec, void *ud)
+{
+    struct place *p = ud;
+
+    p->timer = sd_event_source_disable_unref(p->timer);
+    told(p, 0);
+    return 0;
+}
+
+/* on_ready from the loop, at once: an accuracy of 0 would be sd-event's
+ * default of 250 ms. */
+static int soon(struct place *p)
+{
+    return sd_event_add_time_relative(p->ev, &p->timer, CLOCK_MONOTONIC, 0, 1, on_ready, p);
+}
+
+int place_put(struct place *p, const char *base, struct search_config c, place_fn done, void *ud)
+{
+    int r;
+
+    if (p->done != NULL)
+        return -EBUSY;
+    p->done = done;
+    p->ud = ud;
+    if (p->o->trials == TUNER_CLIENT) {
+        const char *cbase =
+            p->o->probe.socket_options ? p->o->probe.socket_options : PROBE_DEFAULT_SOCKET_OPTIONS;
+
+        /* the probe's own client socket carries c */
+        snprintf(p->url, sizeof(p->url), "%s", p->o->probe.url);
+        p->client = sockopts_with(cbase, c.rcvbuf, c.sndbuf);
+        r = p->client ? soon(p) : -ENOMEM;
+        if (r < 0)
+            place_down(p);
+        return r;
+    }
+    if (p->up && !p->starting && p->cfg.rcvbuf == c.rcvbuf && p->cfg.sndbuf == c.sndbuf) {
+        r = shadow_url(p);
+        if (r < 0) {
+            p->done = NULL;
+            return r;
+        }
+        return soon(p);
+    }
+    shadow_stop(p);
+    p->value = sockopts_with(base, c.rcvbuf, c.sndbuf);
+    p->cfg = c;
+    p->attempt = 0;
+    r = p->value ? spawn(p) : -ENOMEM;
+    if (r == 0)
+        r = sd_event_add_time_relative(p->ev, &p->timer, CLOCK_MONOTONIC,
+                                       (uint64_t)(SHADOW_POLL_S * 1e6), 10000, on_poll, p);
+    if (r < 0)
+        place_down(p);
+    return r;
+}

@@ -1,0 +1,41 @@
+/* place: where a shadow or client trial runs, so that the probe measures
+ * a candidate without touching production's connections.
+ *
+ *   shadow  a private smbd (lib/trial.h) with the candidate's socket
+ *           options, serving the same shares on its own port of 127.0.0.1:
+ *           started without blocking (spawned, then polled from a timer)
+ *   client  the probe's own client socket carries the candidate: nothing
+ *           to start, the probe gets the socket options
+ *
+ * A live trial is an edit of our line: daemon/owned.h. */
+#ifndef SMBTUNED_PLACE_H
+#define SMBTUNED_PLACE_H
+
+#include <systemd/sd-event.h>
+
+#include "err.h"
+#include "search.h"
+#include "tuner_opts.h"
+
+struct place;
+
+/* r: 0, with the URL the probe measures and, for client trials, the
+ * socket options of its client socket (NULL: its usual ones); both valid
+ * during the call. Or -errno, the reason logged. */
+typedef void (*place_fn)(void *ud, int r, const char *url, const char *client_sockopts);
+
+int place_new(sd_event *ev, const struct tuner_opts *o, struct place **pp);
+void place_free(struct place *p); /* stops a shadow */
+
+/* Make the next probe measure c, whose other tokens are those of base
+ * (the value in force). done is called from the loop. -EBUSY while a
+ * shadow starts. */
+int place_put(struct place *p, const char *base, struct search_config c, place_fn done, void *ud);
+
+/* Stop the shadow, if one runs (or starts). */
+void place_down(struct place *p);
+
+/* Remove the shadows a killed run left. */
+int place_sweep(const struct tuner_opts *o, struct err *e);
+
+#endif

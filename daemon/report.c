@@ -1,0 +1,253 @@
+/* report: see report.h. */
+#include "report.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+
+#include "journal.h"
+#include "jsonw.h"
+#include "sockopts.h"
+#include "state.h"
+#include "stats.h"
+
+void tally_begin(struct tally *t, double now)
+{
+    *t = (struct tally){.started = now};
+}
+
+void tally_add(struct tally *t, struct search_config c, const struct search_sample *x,
+               long long bytes, bool auto_check)
+{
+    double rate[2] = {x->write, x->read};
+    int i;
+
+    t->samples++;
+    t->bytes += bytes;
+    if (auto_check) {
+        for (int d = 0; d < 2; d++)
+            if (rate[d] >= 0 && t->nauto[d] < REPORT_MAX_AUTO)
+                t->auto_log[d][t->nauto[d]++] = log(fmax(rate[d], 1e-9));
+        return;
+    }
+    for (i = 0; i < t->ntried && !search_config_eq(t->tried[i], c); i++)
+        ;
+    if (i == t->ntried && t->ntried < REPORT_MAX_TRIED)
+        t->tried[t->ntried++] = c;
+}
+
+/* The geometric mean of a few samples: the mean of their logs, as the
+ * search's estimate, without its stall rejection (three samples cannot
+ * tell which one stalled). */
+static double auto_rate(const struct tally *t, int d)
+{
+    struct stats_summary sum;
+
+    if (t->nauto[d] < 1 || stats_summarize(t->auto_log[d], t->nauto[d], 0, &sum) < 0)
+        return NAN;
+    return exp(sum.mean);
+}
+
+void report_rates(const struct search *s, const struct tally *t, struct search_config c, double *w,
+                  double *r)
+{
+    struct search_estimate est;
+
+    *w = *r = NAN;
+    if (s != NULL && search_estimate(s, c, &est) == 0 && est.nwrite > 0 && est.nread > 0) {
+        *w = est.write;
+        *r = est.read;
+        return;
+    }
+    if (c.rcvbuf == SEARCH_AUTO && c.sndbuf == SEARCH_AUTO) {
+        *w = auto_rate(t, 0);
+        *r = auto_rate(t, 1);
+    }
+}
+
+bool report_buffers_do_not_matter(const struct search *s, const struct tally *t)
+{
+    double lo[2] = {INFINITY, INFINITY}, hi[2] = {0, 0}, gain = search_params_of(s)->min_gain;
+    struct search_estimate est;
+    int n = 0;
+
+    for (int i = 0; i < t->ntried; i++) {
+        if (search_estimate(s, t->tried[i], &est) < 0 || est.nwrite < 2 || est.nread < 2)
+            continue;
+        n++;
+        lo[0] = fmin(lo[0], est.write);
+        hi[0] = fmax(hi[0], est.write);
+        lo[1] = fmin(lo[1], est.read);
+        hi[1] = fmax(hi[1], est.read);
+    }
+    return n >= 3 && hi[0] <= lo[0] * (1 + gain) && hi[1] <= lo[1] * (1 + gain);
+}
+
+void report_auto_after_restart(const struct search *s, const struct tally *t,
+                               struct search_config w)
+{
+    double ww, wr, dw, dr, gain = search_params_of(s)->min_gain;
+
+    report_rates(s, t, w, &ww, &wr);
+    dw = auto_rate(t, 0) / ww - 1;
+    dr = auto_rate(t, 1) / wr - 1;
+    if (isnan(dw) || isnan(dr))
+        return;
+    if (dw < gain && dr < gain)
+        journal_log(LOG_NOTICE,
+                    "autotuning (no explicit size) measured write %+.0f%%, read "
+                    "%+.0f%% against the sizes chosen: they serve as well; autotuning would "
+                    "too after a restart of smbd, whose listener keeps explicit sizes until "
+                    "then",
+                    100 * dw, 100 * dr);
+    else
+        journal_log(LOG_NOTICE,
+                    "autotuning (no explicit size) measured write %+.0f%%, read "
+                    "%+.0f%% against the sizes chosen, but smbd's listener keeps explicit "
+                    "sizes until smbd restarts: remove the sizes and restart smbd to have it",
+                    100 * dw, 100 * dr);
+}
+
+/* A buffer of a value as --show gives it: the int smbd passes; absent
+ * (auto) only when no token names it. */
+static struct sockopts_size size_of(const char *value, enum sockopts_buf which)
+{
+    struct sockopts so;
+    struct sockopts_size z = {0};
+
+    if (sockopts_parse(value, &so) == 0) {
+        z = sockopts_get(&so, which);
+        sockopts_free(&so);
+    }
+    return z;
+}
+
+static const char *size_str(const char *value, enum sockopts_buf which, char *buf, size_t len)
+{
+    struct sockopts_size z = size_of(value, which);
+
+    if (z.present)
+        snprintf(buf, len, "%d", z.value);
+    else
+        snprintf(buf, len, "auto");
+    return buf;
+}
+
+/* A rate in JSON: MB/s to the 1 kB/s, null when unmeasured. */
+static json_t *rate_json(double v)
+{
+    return isnan(v) ? json_null() : json_real(round(v * 1000) / 1000);
+}
+
+static json_t *side_json(const char *value, double w, double r)
+{
+    struct sockopts_size rz = size_of(value, SOCKOPTS_RCVBUF), sz = size_of(value, SOCKOPTS_SNDBUF);
+
+    return json_pack("{s:o, s:o, s:o, s:o, s:o}", "value", jsonw_text(value), "rcvbuf",
+                     rz.present ? json_integer(rz.value) : json_null(), "sndbuf",
+                     sz.present ? json_integer(sz.value) : json_null(), "write_mbps", rate_json(w),
+                     "read_mbps", rate_json(r));
+}
+
+static void print_json(FILE *f, const struct tally *t, const struct report_in *in, double w0,
+                       double r0, double w1, double r1)
+{
+    json_t *o;
+    char *text;
+
+    o = json_pack("{s:o, s:o, s:b, s:s, s:i, s:I, s:f, s:o}", "before",
+                  side_json(in->before, w0, r0), "after", side_json(in->after, w1, r1), "committed",
+                  in->committed, "mode", in->advise ? "advise" : "tune", "samples", t->samples,
+                  "bytes", (json_int_t)t->bytes, "seconds", round((in->now - t->started) * 10) / 10,
+                  "result", jsonw_text(in->what));
+    text = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12)) : NULL;
+    if (text == NULL) {
+        journal_log(LOG_ERR, "the report: out of memory");
+    } else {
+        fprintf(f, "%s\n", text);
+        free(text);
+    }
+    json_decref(o);
+}
+
+void report_print(FILE *f, bool json, const struct search *s, const struct tally *t,
+                  const struct report_in *in)
+{
+    double w0, r0, w1, r1;
+    char a[32], b[32];
+
+    report_rates(s, t, in->inc0, &w0, &r0);
+    report_rates(s, t, in->rated, &w1, &r1);
+    if (json) {
+        print_json(f, t, in, w0, r0, w1, r1);
+        return;
+    }
+    fprintf(f, "\nsocket options\n  before  %s\n  %-6s  %s\n\n", in->before,
+            in->committed ? "after" : "best", in->after);
+    fprintf(f, "%-12s %12s %12s\n", "", "before", in->committed ? "after" : "best");
+    fprintf(f, "%-12s %12s %12s\n", "SO_RCVBUF",
+            size_str(in->before, SOCKOPTS_RCVBUF, a, sizeof(a)),
+            size_str(in->after, SOCKOPTS_RCVBUF, b, sizeof(b)));
+    fprintf(f, "%-12s %12s %12s\n", "SO_SNDBUF",
+            size_str(in->before, SOCKOPTS_SNDBUF, a, sizeof(a)),
+            size_str(in->after, SOCKOPTS_SNDBUF, b, sizeof(b)));
+    fprintf(f, "%-12s %12.2f %12.2f\n", "write MB/s", w0, w1);
+    fprintf(f, "%-12s %12.2f %12.2f\n", "read MB/s", r0, r1);
+    fprintf(f, "\n%s\n%d samples, %.1f MB moved, %.0f s\n", in->what, t->samples, t->bytes / 1e6,
+            in->now - t->started);
+}
+
+void report_progress(FILE *f, int n, const char *cfg, double write_mbps, double read_mbps,
+                     bool timeout)
+{
+    fprintf(f, "sample %3d  %-40s write %8.2f MB/s  read %8.2f MB/s%s\n", n, cfg, write_mbps,
+            read_mbps, timeout ? "  (deadline: lower bound)" : "");
+}
+
+void report_fingerprint_change(const char *what, const struct state *st, double write_mbps,
+                               double read_mbps)
+{
+    double w = st->write_mbps, r = st->read_mbps;
+
+    journal_log(LOG_NOTICE, "%s: write %+.0f%%, read %+.0f%% at the same settings", what,
+                w > 0 ? 100 * (write_mbps / w - 1) : 0, r > 0 ? 100 * (read_mbps / r - 1) : 0);
+}
+
+void report_event(const char *message_id, int prio, const struct event_fields *f, const char *fmt,
+                  ...)
+{
+    char conf[4200], rcv[64], snd[64], n[64], w[64], r[64], *msg = NULL;
+    const char *fields[7];
+    int k = 0;
+    va_list ap;
+
+    if (f->smb_conf) {
+        snprintf(conf, sizeof(conf), "SMBTUNED_SMB_CONF=%s", f->smb_conf);
+        fields[k++] = conf;
+    }
+    if (f->c) {
+        snprintf(rcv, sizeof(rcv), "SMBTUNED_RCVBUF=");
+        search_size_str(f->c->rcvbuf, rcv + 16, sizeof(rcv) - 16);
+        snprintf(snd, sizeof(snd), "SMBTUNED_SNDBUF=");
+        search_size_str(f->c->sndbuf, snd + 16, sizeof(snd) - 16);
+        fields[k++] = rcv;
+        fields[k++] = snd;
+    }
+    if (f->samples > 0) {
+        snprintf(n, sizeof(n), "SMBTUNED_SAMPLES=%d", f->samples);
+        fields[k++] = n;
+    }
+    if (f->write_mbps > 0 && f->read_mbps > 0) {
+        snprintf(w, sizeof(w), "SMBTUNED_WRITE_MBPS=%.2f", f->write_mbps);
+        snprintf(r, sizeof(r), "SMBTUNED_READ_MBPS=%.2f", f->read_mbps);
+        fields[k++] = w;
+        fields[k++] = r;
+    }
+    fields[k] = NULL;
+    va_start(ap, fmt);
+    if (vasprintf(&msg, fmt, ap) < 0)
+        msg = NULL;
+    va_end(ap);
+    journal_event(message_id, prio, fields, "%s", msg ? msg : "(out of memory)");
+    free(msg);
+}

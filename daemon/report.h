@@ -1,0 +1,92 @@
+/* report: what a cycle measured, told to the admin: the rates of a
+ * configuration, the --once table or JSON object, and the notices that
+ * compare configurations (buffers do not matter; autotuning after a
+ * restart).
+ *
+ * Rates come from the search's own estimates (search_estimate: the robust
+ * geometric mean of a buffer's samples), so that the numbers a decision
+ * rests on, the numbers in the report and those kept in the state file are
+ * one statistic. The only samples the search never sees are those of
+ * AUTO taken after a search that could not offer it (auto checks): the
+ * tally keeps their log rates and gives their geometric mean. */
+#ifndef SMBTUNED_REPORT_H
+#define SMBTUNED_REPORT_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "search.h"
+
+#define REPORT_MAX_TRIED 128 /* configurations a cycle remembers having tried */
+#define REPORT_MAX_AUTO 16   /* auto-check samples kept */
+
+/* What one cycle's probes added up to. */
+struct tally {
+    double started; /* child_now() at its start */
+    int samples;
+    long long bytes;
+    struct search_config tried[REPORT_MAX_TRIED];
+    int ntried;
+    double auto_log[2][REPORT_MAX_AUTO]; /* [0] write, [1] read: log rates */
+    int nauto[2];
+};
+
+void tally_begin(struct tally *t, double now);
+
+/* One sample of c (auto_check: an AUTO sample the search is not told). */
+void tally_add(struct tally *t, struct search_config c, const struct search_sample *x,
+               long long bytes, bool auto_check);
+
+/* The write and read rates of c: the search's estimate, or for AUTO
+ * outside the search the auto checks'. NAN when there is none. */
+void report_rates(const struct search *s, const struct tally *t, struct search_config c, double *w,
+                  double *r);
+
+/* Every configuration tried gave the same rates within the search's
+ * smallest gain: the share is limited by something else (the link's
+ * rate, disk, CPU), not by socket buffers. */
+bool report_buffers_do_not_matter(const struct search *s, const struct tally *t);
+
+/* What autotuning measured against the winner w, which the search could
+ * not offer: a notice, so that the admin decides whether a restart of
+ * smbd is worth it. Nothing when AUTO was not measured. */
+void report_auto_after_restart(const struct search *s, const struct tally *t,
+                               struct search_config w);
+
+/* --once --progress: a line per sample. */
+void report_progress(FILE *f, int n, const char *cfg, double write_mbps, double read_mbps,
+                     bool timeout);
+
+/* The first sample after Samba, the kernel or smb.conf changed (what
+ * says which), against the rates st kept from before. */
+struct state;
+void report_fingerprint_change(const char *what, const struct state *st, double write_mbps,
+                               double read_mbps);
+
+/* What a journal event carries besides its message (lib/journal_ids.h
+ * and systemd/smbtuned.catalog): any of these; a NULL, negative or NAN
+ * one is left out. */
+struct event_fields {
+    const char *smb_conf;
+    const struct search_config *c;
+    int samples;                  /* 0: left out */
+    double write_mbps, read_mbps; /* 0 or NAN: left out */
+};
+void report_event(const char *message_id, int prio, const struct event_fields *f, const char *fmt,
+                  ...) __attribute__((format(printf, 4, 5)));
+
+struct report_in {
+    const char *before;               /* socket options when the cycle began */
+    const char *after;                /* what it ends with, or would (advise) */
+    struct search_config inc0, rated; /* their configurations, for the rates */
+    bool committed;
+    bool advise;
+    const char *what; /* the outcome in words */
+    double now;       /* child_now() */
+};
+
+/* The --once report: a table, or with json one object on a line. */
+void report_print(FILE *f, bool json, const struct search *s, const struct tally *t,
+                  const struct report_in *in);
+
+#endif

@@ -1,0 +1,81 @@
+/* tuner_int: what the two halves of the tuner share. tuner.c runs a
+ * cycle (its start, facts, busy check, end) and the API; tuner_search.c
+ * the samples of a search or a verification and the search's end. */
+#ifndef SMBTUNED_TUNER_INT_H
+#define SMBTUNED_TUNER_INT_H
+
+#include <stdbool.h>
+#include <systemd/sd-event.h>
+
+#include "facts.h"
+#include "outcome.h"
+#include "owned.h"
+#include "report.h"
+#include "state.h"
+#include "tuner.h"
+#include "verify.h"
+#include "world.h"
+
+enum tuner_state {
+    T_IDLE,       /* between cycles: the timer runs (or nothing, after --once) */
+    T_SETTLING,   /* taking back what a failed step left, before a cycle */
+    T_FACTS,      /* learning what the machine and smbd are */
+    T_BUSY_CHECK, /* watching the clients' traffic before adding ours */
+    T_PLACING,    /* putting a candidate where the probe sees it */
+    T_PROBING,    /* the probe measures it */
+    T_COMMITTING, /* writing the winner into our line */
+    T_ENDING,     /* taking a trial back at the end of a cycle */
+};
+
+/* What the sample under way is for. */
+enum sample_kind {
+    S_SEARCH, /* told to the search */
+    S_AUTO,   /* AUTO after a search that could not offer it: for the report */
+    S_VERIFY, /* the winner, watched for drift */
+};
+
+struct tuner {
+    sd_event *ev;
+    struct tuner_opts o;
+    struct world w;
+    struct owned *line;
+    struct state st;
+    enum tuner_state state;
+    sd_event_source *timer;
+    bool failed;
+    char status[256];
+
+    /* the cycle */
+    char *value0; /* socket options in force when it began */
+    struct search_config inc0;
+    struct facts facts;
+    bool converged;   /* s holds a converged search (verify mode) */
+    struct search *s; /* this cycle's search, or the last one's */
+    struct verify *v; /* watches s's winner once converged, NULL before */
+    struct tally tally;
+    bool auto_blocked;   /* AUTO left out of the search: it cannot work yet */
+    int auto_checks;     /* AUTO samples taken for the report since */
+    char fp_change[512]; /* fingerprint change, told with the first sample */
+
+    /* the sample under way */
+    enum sample_kind kind;
+    struct search_config probe_cfg;
+    bool probe_cut;       /* its deadline was cut short for a poor trial (abort_ratio) */
+    char probe_url[2048]; /* what it measures: the target, or a shadow smbd's port */
+    unsigned seq;
+
+    struct outcome out; /* the end of a search, while its commit runs */
+};
+
+void tuner_set_status(struct tuner *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void tuner_save(struct tuner *t);
+
+/* The end of every cycle, well (ok) or not: nothing it put up (shadow,
+ * live trial, probe file) outlives it. */
+void tuner_cycle_end(struct tuner *t, bool ok);
+
+/* After the checks at the start of a cycle: verify the winner, or search
+ * (tuner_search.c). */
+void tuner_cycle_go(struct tuner *t);
+
+#endif

@@ -1,0 +1,351 @@
+/* tuner_search: the samples of a search or of a verification, and what a
+ * search comes to (see tuner_int.h). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "child.h"
+#include "journal.h"
+#include "tuner_int.h"
+
+/* Samples of AUTO taken after a search that could not offer it. */
+#define AUTO_CHECKS 3
+
+static void step(struct tuner *t);
+static void cycle_search(struct tuner *t);
+
+static const char *trials_name(enum tuner_trials tr)
+{
+    return tr == TUNER_SHADOW ? "shadow smbd" : tr == TUNER_CLIENT ? "client socket" : "live";
+}
+
+/* ---- one sample ---- */
+
+static void tell(struct tuner *t, const struct probe_result *r)
+{
+    struct search_sample x;
+    char cs[96];
+    int res;
+
+    measure_sample(r, t->o.probe.size, &x);
+    tally_add(&t->tally, t->probe_cfg, &x, r->write_bytes + r->read_bytes, t->kind == S_AUTO);
+    search_config_str(t->probe_cfg, cs, sizeof(cs));
+    if (t->o.progress)
+        report_progress(stderr, t->tally.samples, cs, r->write_mbps, r->read_mbps,
+                        r->outcome == PROBE_TIMEOUT);
+    if (t->fp_change[0] != '\0')
+        report_fingerprint_change(t->fp_change, &t->st, r->write_mbps, r->read_mbps);
+    t->fp_change[0] = '\0';
+    switch (t->kind) {
+    case S_VERIFY:
+        res = verify_tell(t->v, &x);
+        if (verify_why(t->v)[0])
+            journal_log(LOG_INFO, "%s", verify_why(t->v));
+        if (res == VERIFY_RESEARCH) {
+            report_event(JOURNAL_ID_DRIFT, LOG_NOTICE,
+                         &(struct event_fields){.smb_conf = t->o.smb_conf, .c = &t->probe_cfg},
+                         "the rates at %s drifted: searching again", cs);
+            t->converged = false;
+        } else {
+            /* One line per cycle, so that the journal shows the winner
+             * being watched, not only when it fails. */
+            journal_log(LOG_INFO, "verified %s: write %.2f MB/s, read %.2f MB/s%s", cs,
+                        r->write_mbps, r->read_mbps,
+                        r->outcome == PROBE_TIMEOUT ? " (deadline: lower bound)" : "");
+        }
+        break;
+    case S_AUTO:
+        t->auto_checks++;
+        break;
+    case S_SEARCH:
+        res = search_tell(t->s, t->probe_cfg, &x);
+        if (search_why(t->s)[0])
+            journal_log(LOG_INFO, "%s", search_why(t->s));
+        if (res == SEARCH_ABORTED)
+            journal_log(LOG_INFO, "trial of %s ended early: far below the incumbent", cs);
+        {
+            double iw, ir;
+
+            /* what `systemctl status` shows while the search runs */
+            report_rates(t->s, &t->tally, search_incumbent(t->s), &iw, &ir);
+            tuner_set_status(t,
+                             "searching: sample %d, trial %s write %.1f read %.1f MB/s vs "
+                             "%.1f %.1f",
+                             t->tally.samples, cs, x.write, x.read, iw, ir);
+        }
+        break;
+    }
+}
+
+/* A probe that measured nothing ends the cycle (its trial goes back). The
+ * line names what was probed: a shadow smbd's failure is not production's. */
+static void probe_failed(struct tuner *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void probe_failed(struct tuner *t, const char *fmt, ...)
+{
+    char why[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    journal_log(LOG_ERR, "probe of %s failed: %s%s", t->probe_url, why,
+                t->o.trials == TUNER_SHADOW ? " (a trial's shadow smbd)" : "");
+    tuner_cycle_end(t, false);
+}
+
+static void on_measured(void *ud, int ret, const struct probe_result *r, const char *why)
+{
+    struct tuner *t = ud;
+
+    if (ret < 0 || (r->outcome != PROBE_OK && r->outcome != PROBE_TIMEOUT)) {
+        probe_failed(t, "%s", why);
+        return;
+    }
+    /* The whole deadline passed before the transfer began: the server took
+     * the connection and never answered (a hung smbd). That is no rate of
+     * this candidate, and each later sample would wait out its deadline in
+     * silence with a trial in force: the cycle ends, the trial goes back.
+     * Under a deadline cut short for a poor trial, a slow log-on may be
+     * all it was: that stays a lower bound, as before. */
+    if (r->outcome == PROBE_TIMEOUT && r->write_s == 0 && r->write_bytes == 0 && !t->probe_cut) {
+        probe_failed(t, "no answer within its deadline of %.0f s (%s)", t->o.probe.deadline_s,
+                     r->cause);
+        return;
+    }
+    tell(t, r);
+    if (t->kind != S_VERIFY)
+        step(t);
+    else if (!t->converged)
+        cycle_search(t);
+    else
+        tuner_cycle_end(t, true);
+}
+
+/* The candidate is in place: measure it. */
+static void on_placed(void *ud, int r, const char *url, const char *client)
+{
+    struct tuner *t = ud;
+    struct probe_params p = t->o.probe;
+    double wmin = 0, rmin = 0;
+
+    if (r < 0) {
+        tuner_cycle_end(t, false);
+        return;
+    }
+    p.url = url;
+    p.seq = ++t->seq;
+    if (client != NULL)
+        p.socket_options = client;
+    if (t->kind == S_SEARCH)
+        search_abort_rates(t->s, t->probe_cfg, &wmin, &rmin);
+    t->probe_cut = measure_cut_deadline(&p, wmin, rmin);
+    snprintf(t->probe_url, sizeof(t->probe_url), "%s", url);
+    t->state = T_PROBING;
+    if (t->w.ops->measure(t->w.ctx, &p, on_measured, t) < 0)
+        tuner_cycle_end(t, false);
+}
+
+static void on_live_placed(void *ud, int r, const struct owned_put_result *res)
+{
+    struct tuner *t = ud;
+
+    if (r < 0) {
+        if (r != -ECANCELED && r != -ESRCH)
+            journal_log(LOG_ERR, "live trial: %s", res->msg);
+        tuner_cycle_end(t, false);
+        return;
+    }
+    on_placed(t, 0, t->o.probe.url, NULL);
+}
+
+/* Put c where the next probe measures it, then measure it. */
+static void sample(struct tuner *t, enum sample_kind kind, struct search_config c)
+{
+    const char *live;
+    int r;
+
+    t->kind = kind;
+    t->probe_cfg = c;
+    t->state = T_PLACING;
+    if (t->o.trials != TUNER_LIVE) {
+        r = t->w.ops->place(t->w.ctx, t->value0, c, on_placed, t);
+    } else {
+        live = owned_live_value(t->line);
+        if (live != NULL &&
+            search_config_eq(facts_config_of_value(&t->facts, &t->o.search, live), c)) {
+            on_placed(t, 0, t->o.probe.url, NULL);
+            return;
+        }
+        r = owned_put(t->line, live ? live : t->value0, c, OWNED_TRIAL, false, on_live_placed, t);
+    }
+    if (r < 0)
+        tuner_cycle_end(t, false);
+}
+
+/* ---- the end of a search ---- */
+
+/* Record and tell what the search came to, then end the cycle. */
+static void search_done(struct tuner *t)
+{
+    struct outcome *out = &t->out;
+    bool committed = out->kind == OUTCOME_COMMIT && !t->failed;
+
+    if (!t->failed && out->kind != OUTCOME_BUDGET) {
+        t->converged = outcome_record(out, t->s, &t->tally, t->inc0, &t->st);
+        tuner_save(t);
+    }
+    tuner_set_status(t, "%s", out->what);
+    if (t->o.once) {
+        struct report_in in = {.before = t->value0,
+                               .after = out->after,
+                               .inc0 = t->inc0,
+                               .rated = out->w,
+                               .committed = committed,
+                               .advise = t->o.mode == TUNER_ADVISE,
+                               .what = out->what,
+                               .now = child_now()};
+
+        report_print(stdout, t->o.json, t->s, &t->tally, &in);
+    }
+    outcome_free(out);
+    tuner_cycle_end(t, !t->failed);
+}
+
+static void on_committed(void *ud, int r, const struct owned_put_result *res)
+{
+    struct tuner *t = ud;
+
+    if (r < 0) {
+        if (r != -ECANCELED)
+            journal_log(LOG_ERR, "commit: %s", res->msg);
+        outcome_failed(&t->out, res->msg);
+        t->failed = true;
+    } else {
+        /* From what the cycle began with: after live trials the file's old
+         * value is the last trial's, often the winner itself. */
+        report_event(JOURNAL_ID_COMMIT, LOG_NOTICE,
+                     &(struct event_fields){.smb_conf = res->file ? res->file : t->o.smb_conf,
+                                            .c = &t->out.w},
+                     "socket options: %s -> %s (%s:%d)", t->value0, res->new_value,
+                     res->file ? res->file : t->o.smb_conf, res->line);
+        outcome_written(&t->out, res->new_value);
+    }
+    search_done(t);
+}
+
+static void finish_search(struct tuner *t)
+{
+    struct outcome *out = &t->out;
+    const char *expect;
+
+    t->w.ops->place_down(t->w.ctx);
+    if (outcome_decide(out, t->s, &t->tally, &t->facts, &t->o, t->value0, t->inc0,
+                       t->auto_blocked) < 0) {
+        outcome_free(out);
+        tuner_cycle_end(t, false);
+        return;
+    }
+    {
+        double wr, rr;
+        char cs[96];
+
+        report_rates(t->s, &t->tally, out->w, &wr, &rr);
+        report_event(JOURNAL_ID_SEARCH_END, LOG_INFO,
+                     &(struct event_fields){.smb_conf = t->o.smb_conf,
+                                            .c = &out->w,
+                                            .samples = search_samples(t->s),
+                                            .write_mbps = wr,
+                                            .read_mbps = rr},
+                     "search finished after %d samples: %s, write %.1f read %.1f MB/s",
+                     search_samples(t->s), search_config_str(out->w, cs, sizeof(cs)), wr, rr);
+    }
+    /* Kept or advised: a live trial goes back at the cycle's end. */
+    if (out->kind != OUTCOME_COMMIT) {
+        search_done(t);
+        return;
+    }
+    if (out->restart)
+        journal_log(LOG_NOTICE,
+                    "restarting smbd so that autotuning reaches new connections "
+                    "(restart_smbd = yes): its listener keeps the old explicit sizes until then");
+    /* Over a live trial, compare with what the trial wrote. */
+    expect = owned_live_value(t->line) ? NULL : t->value0;
+    t->state = T_COMMITTING;
+    if (owned_put(t->line, expect, out->w, OWNED_COMMIT, out->restart, on_committed, t) < 0) {
+        outcome_failed(out, "cannot start the edit");
+        t->failed = true;
+        search_done(t);
+    }
+}
+
+static void step(struct tuner *t)
+{
+    struct search_config c;
+
+    if (t->o.max_bytes > 0 && t->tally.bytes >= t->o.max_bytes) {
+        journal_log(LOG_NOTICE,
+                    "byte budget of %lld spent before the search converged: "
+                    "keeping %s",
+                    t->o.max_bytes, t->value0);
+        if (outcome_budget(&t->out, t->value0, t->inc0) < 0) {
+            outcome_free(&t->out);
+            tuner_cycle_end(t, false);
+            return;
+        }
+        search_done(t);
+        return;
+    }
+    if (t->kind == S_AUTO || search_ask(t->s, &c) == SEARCH_DONE) {
+        if (!t->auto_blocked || t->auto_checks >= AUTO_CHECKS) {
+            finish_search(t);
+            return;
+        }
+        c = (struct search_config){SEARCH_AUTO, SEARCH_AUTO};
+        sample(t, S_AUTO, c);
+        return;
+    }
+    sample(t, S_SEARCH, c);
+}
+
+static void cycle_search(struct tuner *t)
+{
+    struct search_params p;
+    char cs[96];
+
+    facts_search_bounds(&t->facts, &t->o, t->inc0, &p, &t->auto_blocked);
+    t->auto_checks = 0;
+    /* a new search: the old one and the watch on its winner go */
+    verify_free(t->v);
+    t->v = NULL;
+    search_free(t->s);
+    if (search_new(&p, t->inc0, &t->s) < 0) {
+        journal_log(LOG_ERR, "search: bad parameters (min/max sizes?)");
+        tuner_cycle_end(t, false);
+        return;
+    }
+    report_event(JOURNAL_ID_SEARCH_START, LOG_INFO,
+                 &(struct event_fields){.smb_conf = t->o.smb_conf, .c = &t->inc0},
+                 "tuning cycle: searching from %s (%s trials)",
+                 search_config_str(t->inc0, cs, sizeof(cs)), trials_name(t->o.trials));
+    tuner_set_status(t, "searching from %s", cs);
+    t->kind = S_SEARCH;
+    step(t);
+}
+
+/* After the checks: verify the winner, or search. */
+void tuner_cycle_go(struct tuner *t)
+{
+    if (!t->converged) {
+        cycle_search(t);
+        return;
+    }
+    /* verification: one sample of the winner */
+    if (t->v == NULL && verify_of_search(t->s, &t->v) < 0) {
+        tuner_cycle_end(t, false);
+        return;
+    }
+    sample(t, S_VERIFY, search_incumbent(t->s));
+}

@@ -1,0 +1,222 @@
+/* world: the real one (see world.h). */
+#include "world.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "files.h"
+#include "job.h"
+#include "journal.h"
+
+/* facts_gather's helpers have deadlines of their own (testparm 60 s,
+ * `smbd -V` 10 s); this bounds their sum. */
+#define FACTS_DEADLINE_S 180.0
+
+struct real {
+    sd_event *ev;
+    const struct tuner_opts *o;
+    struct place *place;
+    struct measure *measure;
+    struct job *facts_job;
+    world_facts_fn facts_done;
+    void *facts_ud;
+    /* the busy check: the connections at its start */
+    struct kernel_sock_bytes *busy0;
+    size_t nbusy0;
+    int busy_port;
+    double busy_s;
+    sd_event_source *busy_timer;
+    world_busy_fn busy_done;
+    void *busy_ud;
+};
+
+static int facts_job(void *arg, int out_fd)
+{
+    struct real *w = arg;
+    struct facts f;
+
+    facts_gather(w->o->smb_conf, &f);
+    return files_write_all(out_fd, &f, sizeof(f));
+}
+
+static void facts_job_done(struct job *j, const struct job_result *r, void *ud)
+{
+    struct real *w = ud;
+    struct facts f;
+
+    w->facts_job = NULL;
+    if (r->ok && r->len == sizeof(f)) {
+        memcpy(&f, r->data, sizeof(f));
+        f.why[sizeof(f.why) - 1] = '\0';
+        f.kernel[sizeof(f.kernel) - 1] = '\0';
+        f.samba[sizeof(f.samba) - 1] = '\0';
+    } else {
+        /* Nothing known: the defaults stand in, as for a fact that cannot
+         * be read. */
+        memset(&f, 0, sizeof(f));
+        snprintf(f.samba, sizeof(f.samba), "unknown");
+        snprintf(f.why, sizeof(f.why), "gathering facts: the job %s",
+                 r->timed_out ? "did not finish within its deadline" : "failed");
+        journal_log(LOG_WARNING, "%s", f.why);
+    }
+    w->facts_done(w->facts_ud, &f);
+}
+
+static int real_facts(void *ctx, world_facts_fn done, void *ud)
+{
+    struct real *w = ctx;
+    struct err e;
+    int r;
+
+    if (w->facts_job != NULL)
+        return -EBUSY;
+    w->facts_done = done;
+    w->facts_ud = ud;
+    r = job_start(w->ev, facts_job, w, FACTS_DEADLINE_S, facts_job_done, w, &w->facts_job, &e);
+    if (r < 0)
+        journal_log(LOG_ERR, "gathering facts: %s", e.msg);
+    return r;
+}
+
+static int real_place(void *ctx, const char *base, struct search_config c, place_fn done, void *ud)
+{
+    return place_put(((struct real *)ctx)->place, base, c, done, ud);
+}
+
+static void real_place_down(void *ctx)
+{
+    place_down(((struct real *)ctx)->place);
+}
+
+static int real_measure(void *ctx, const struct probe_params *p, measure_fn done, void *ud)
+{
+    return measure_start(((struct real *)ctx)->measure, p, done, ud);
+}
+
+static void real_measure_kill(void *ctx)
+{
+    measure_kill(((struct real *)ctx)->measure);
+}
+
+static void real_measure_tidy(void *ctx, bool wait)
+{
+    struct real *w = ctx;
+
+    measure_tidy(w->measure, &w->o->probe, wait);
+}
+
+static void busy_stop(struct real *w)
+{
+    w->busy_timer = sd_event_source_disable_unref(w->busy_timer);
+    free(w->busy0);
+    w->busy0 = NULL;
+}
+
+static int on_busy_sampled(sd_event_source *src, uint64_t usec, void *ud)
+{
+    struct real *w = ud;
+    struct kernel_sock_bytes *now;
+    size_t n;
+    struct err e;
+    double mbps;
+    int r;
+
+    r = kernel_port_sockets(w->busy_port, &now, &n, &e);
+    if (r == 0) {
+        mbps = (double)kernel_bytes_since(w->busy0, w->nbusy0, now, n) / 1e6 / w->busy_s;
+        free(now);
+    }
+    busy_stop(w);
+    w->busy_done(w->busy_ud, r, r == 0 ? mbps : 0, r == 0 ? "" : e.msg);
+    return 0;
+}
+
+static int real_busy(void *ctx, int port, double seconds, world_busy_fn done, void *ud)
+{
+    struct real *w = ctx;
+    struct err e;
+    int r;
+
+    busy_stop(w);
+    r = kernel_port_sockets(port, &w->busy0, &w->nbusy0, &e);
+    if (r < 0) {
+        journal_log(LOG_WARNING, "cannot watch client traffic: %s", e.msg);
+        return r;
+    }
+    w->busy_port = port;
+    w->busy_s = seconds;
+    w->busy_done = done;
+    w->busy_ud = ud;
+    r = sd_event_add_time_relative(w->ev, &w->busy_timer, CLOCK_MONOTONIC,
+                                   (uint64_t)(seconds * 1e6), 10000, on_busy_sampled, w);
+    if (r < 0)
+        busy_stop(w);
+    return r;
+}
+
+static int real_sweep(void *ctx, struct err *e)
+{
+    struct real *w = ctx;
+    int r = place_sweep(w->o, e);
+
+    if (r < 0)
+        return r;
+    /* A killed predecessor's probe may have left its file, still open on
+     * the server for a moment: the cleanup child retries for a while,
+     * which a measurement's own sweep does not. */
+    measure_dirty(w->measure);
+    measure_tidy(w->measure, &w->o->probe, true);
+    return 0;
+}
+
+static void real_cancel(void *ctx)
+{
+    struct real *w = ctx;
+
+    job_cancel(w->facts_job);
+    w->facts_job = NULL;
+    busy_stop(w);
+}
+
+static void real_free(void *ctx)
+{
+    struct real *w = ctx;
+
+    job_cancel(w->facts_job);
+    busy_stop(w);
+    place_free(w->place);
+    measure_free(w->measure);
+    sd_event_unref(w->ev);
+    free(w);
+}
+
+static const struct world_ops real_ops = {
+    .facts = real_facts,
+    .place = real_place,
+    .place_down = real_place_down,
+    .measure = real_measure,
+    .measure_kill = real_measure_kill,
+    .measure_tidy = real_measure_tidy,
+    .busy = real_busy,
+    .cancel = real_cancel,
+    .sweep = real_sweep,
+    .free = real_free,
+};
+
+int world_real_new(sd_event *ev, const struct tuner_opts *o, struct world *out)
+{
+    struct real *w = calloc(1, sizeof(*w));
+
+    if (w == NULL)
+        return -ENOMEM;
+    w->ev = sd_event_ref(ev);
+    w->o = o;
+    if (place_new(ev, o, &w->place) < 0 || measure_new(ev, &w->measure) < 0) {
+        real_free(w);
+        return -ENOMEM;
+    }
+    *out = (struct world){&real_ops, w};
+    return 0;
+}

@@ -1,0 +1,622 @@
+/* The whole tuner against a simulated world (daemon/world.h), the way
+ * chrony simulates its daemon: no smbd, no network. The world answers
+ * from a model of throughput against buffer size; smb.conf and the state
+ * file are real files in a temporary directory, edited by the real
+ * daemon/owned (testparm judges them; smbcontrol is a script of the test
+ * that says yes). Cycles, a kill -9 between any two steps (the tuner runs
+ * in a child that kills itself at the N-th step), a hand edit, a drift. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "files.h"
+#include "rmtree.h"
+#include "smbconf.h"
+#include "sockopts.h"
+#include "state.h"
+#include "tuner.h"
+#include "world.h"
+
+#define LEGACY "TCP_NODELAY SO_RCVBUF=8192 SO_SNDBUF=8192"
+
+struct sim {
+    sd_event *ev;
+    const struct tuner_opts *o;
+    /* the model: a rate in MB/s that grows with the buffer up to `knee`
+     * bytes and stays there; AUTO gets `auto_share` of the top rate */
+    double top, auto_share, drift;
+    long knee;
+    unsigned long long noise; /* PRNG state */
+    struct search_config placed;
+    /* what happened */
+    int steps;   /* world operations so far */
+    int kill_at; /* > 0: SIGKILL ourselves at that step */
+    int facts_calls, measures, cycles_wanted;
+    int drift_at; /* > 0: from that cycle on, the knee is drift_knee */
+    long drift_knee;
+    int measures_at[64]; /* measures when each cycle began */
+    struct search_config probed[512];
+    int nprobed;
+    /* a delivery under way */
+    sd_event_source *src;
+    world_facts_fn facts_done;
+    place_fn place_done;
+    measure_fn measure_done;
+    world_busy_fn busy_done;
+    void *ud;
+    char url[64], client[256];
+};
+
+/* Every operation the tuner asks of the world is a step; a kill at a step
+ * is a kill -9 between the step before and this one. */
+static void step(struct sim *s)
+{
+    if (++s->steps == s->kill_at)
+        kill(getpid(), SIGKILL);
+}
+
+static double noise(struct sim *s)
+{
+    s->noise = s->noise * 6364136223846793005ULL + 1442695040888963407ULL;
+    return 1 + 0.01 * ((double)(s->noise >> 11) / (double)(1ULL << 53) - 0.5);
+}
+
+static double rate_of(struct sim *s, long size)
+{
+    double r = size == SEARCH_AUTO ? s->top * s->auto_share
+                                   : s->top * fmin(1.0, (double)size / (double)s->knee);
+
+    return r * s->drift * noise(s);
+}
+
+/* What the probe would meet: for live trials the value in smb.conf now,
+ * else what was placed. */
+static struct search_config in_force(struct sim *s)
+{
+    struct search_config c = s->placed;
+    struct smbconf conf;
+    struct sockopts so;
+
+    if (s->o->trials != TUNER_LIVE)
+        return c;
+    assert_int_equal(smbconf_load(&conf, s->o->smb_conf, NULL), 0);
+    assert_int_equal(sockopts_parse(conf.value, &so), 0);
+    c.rcvbuf = sockopts_get(&so, SOCKOPTS_RCVBUF).present ? sockopts_get(&so, SOCKOPTS_RCVBUF).value
+                                                          : SEARCH_AUTO;
+    c.sndbuf = sockopts_get(&so, SOCKOPTS_SNDBUF).present ? sockopts_get(&so, SOCKOPTS_SNDBUF).value
+                                                          : SEARCH_AUTO;
+    sockopts_free(&so);
+    smbconf_free(&conf);
+    return c;
+}
+
+static int deliver(sd_event_source *src, uint64_t usec, void *ud);
+
+static int later(struct sim *s)
+{
+    assert_null(s->src); /* one operation at a time */
+    /* at once: an accuracy of 0 is sd-event's default of 250 ms */
+    return sd_event_add_time_relative(s->ev, &s->src, CLOCK_MONOTONIC, 0, 1, deliver, s);
+}
+
+static int deliver(sd_event_source *src, uint64_t usec, void *ud)
+{
+    struct sim *s = ud;
+
+    s->src = sd_event_source_disable_unref(s->src);
+    if (s->facts_done) {
+        struct facts f = {.caps_known = true,
+                          .kcap = {4194304, 4194304},
+                          .mins_known = true,
+                          .kmin = {2304, 4608},
+                          .kernel = "6.1.0-sim",
+                          .samba = "4.17.12-sim"};
+        world_facts_fn done = s->facts_done;
+
+        s->facts_done = NULL;
+        done(s->ud, &f);
+    } else if (s->place_done) {
+        place_fn done = s->place_done;
+
+        s->place_done = NULL;
+        done(s->ud, 0, s->url, s->o->trials == TUNER_CLIENT ? s->client : NULL);
+    } else if (s->measure_done) {
+        struct search_config c = in_force(s);
+        struct probe_result r = {
+            .outcome = PROBE_OK, .write_bytes = s->o->probe.size, .read_bytes = s->o->probe.size};
+        measure_fn done = s->measure_done;
+
+        /* server side: writes rank SO_RCVBUF, reads SO_SNDBUF */
+        r.write_mbps = rate_of(s, c.rcvbuf);
+        r.read_mbps = rate_of(s, c.sndbuf);
+        r.write_s = r.write_bytes / (r.write_mbps * 1e6);
+        r.read_s = r.read_bytes / (r.read_mbps * 1e6);
+        if (s->nprobed < 512)
+            s->probed[s->nprobed++] = c;
+        s->measure_done = NULL;
+        done(s->ud, 0, &r, "");
+    } else if (s->busy_done) {
+        world_busy_fn done = s->busy_done;
+
+        s->busy_done = NULL;
+        done(s->ud, 0, 0.0, "");
+    }
+    return 0;
+}
+
+static int sim_facts(void *ctx, world_facts_fn done, void *ud)
+{
+    struct sim *s = ctx;
+
+    step(s);
+    /* One facts call a cycle: the run ends after the cycles wanted. */
+    if (s->cycles_wanted > 0 && s->facts_calls == s->cycles_wanted) {
+        sd_event_exit(s->ev, 0);
+        return -ECANCELED;
+    }
+    if (s->facts_calls < 64)
+        s->measures_at[s->facts_calls] = s->measures;
+    s->facts_calls++;
+    if (s->drift_at > 0 && s->facts_calls == s->drift_at)
+        s->knee = s->drift_knee;
+    s->facts_done = done;
+    s->ud = ud;
+    return later(s);
+}
+
+static int sim_place(void *ctx, const char *base, struct search_config c, place_fn done, void *ud)
+{
+    struct sim *s = ctx;
+
+    step(s);
+    s->placed = c;
+    snprintf(s->url, sizeof(s->url), "smb://127.0.0.1/sim");
+    snprintf(s->client, sizeof(s->client), "TCP_NODELAY");
+    s->place_done = done;
+    s->ud = ud;
+    return later(s);
+}
+
+static void sim_place_down(void *ctx)
+{
+}
+
+static int sim_measure(void *ctx, const struct probe_params *p, measure_fn done, void *ud)
+{
+    struct sim *s = ctx;
+
+    step(s);
+    s->measures++;
+    s->measure_done = done;
+    s->ud = ud;
+    return later(s);
+}
+
+static void sim_cancel(void *ctx)
+{
+    struct sim *s = ctx;
+
+    s->src = sd_event_source_disable_unref(s->src);
+    s->facts_done = NULL;
+    s->place_done = NULL;
+    s->measure_done = NULL;
+    s->busy_done = NULL;
+}
+
+static void sim_measure_tidy(void *ctx, bool wait)
+{
+    /* at the end of every cycle: a kill here is a kill after its commit */
+    step(ctx);
+}
+
+static int sim_busy(void *ctx, int port, double seconds, world_busy_fn done, void *ud)
+{
+    struct sim *s = ctx;
+
+    step(s);
+    s->busy_done = done;
+    s->ud = ud;
+    return later(s);
+}
+
+static int sim_sweep(void *ctx, struct err *e)
+{
+    return 0;
+}
+
+static void sim_free(void *ctx)
+{
+    sim_cancel(ctx);
+}
+
+static const struct world_ops sim_ops = {
+    .facts = sim_facts,
+    .place = sim_place,
+    .place_down = sim_place_down,
+    .measure = sim_measure,
+    .measure_kill = sim_cancel,
+    .measure_tidy = sim_measure_tidy,
+    .busy = sim_busy,
+    .cancel = sim_cancel,
+    .sweep = sim_sweep,
+    .free = sim_free,
+};
+
+/* ---- the test's files ---- */
+
+struct fix {
+    char dir[256], conf[300], state_dir[300], bin[300];
+    struct tuner_opts o;
+};
+
+static void write_conf(const struct fix *f, const char *value)
+{
+    FILE *c = fopen(f->conf, "w");
+
+    assert_non_null(c);
+    fprintf(c,
+            "[global]\n"
+            "   workgroup = SIM\n"
+            "   socket options = %s\n"
+            "   log level = 0\n"
+            "\n"
+            "[share]\n"
+            "   path = %s\n"
+            "   read only = no\n",
+            value, f->dir);
+    assert_int_equal(fclose(c), 0);
+}
+
+static char *conf_value(const struct fix *f)
+{
+    struct smbconf c;
+    char *v;
+
+    assert_int_equal(smbconf_load(&c, f->conf, NULL), 0);
+    v = strdup(c.value);
+    smbconf_free(&c);
+    return v;
+}
+
+static char *read_all(const char *path)
+{
+    char *buf;
+    size_t len;
+
+    assert_int_equal(files_read(path, &buf, &len, NULL), 0);
+    return buf;
+}
+
+static int setup(void **state)
+{
+    struct fix *f = calloc(1, sizeof(*f));
+    char path[1024];
+    FILE *sc;
+
+    snprintf(f->dir, sizeof(f->dir), "/tmp/smbtuned-test-tuner-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    snprintf(f->conf, sizeof(f->conf), "%s/smb.conf", f->dir);
+    snprintf(f->state_dir, sizeof(f->state_dir), "%s/state", f->dir);
+    snprintf(f->bin, sizeof(f->bin), "%s/bin", f->dir);
+    assert_int_equal(mkdir(f->state_dir, 0700), 0);
+    assert_int_equal(mkdir(f->bin, 0700), 0);
+    /* smbd is not running: smbcontrol, which a live trial needs, says yes */
+    snprintf(path, sizeof(path), "%s/smbcontrol", f->bin);
+    sc = fopen(path, "w");
+    assert_non_null(sc);
+    fprintf(sc, "#!/bin/sh\nexit 0\n");
+    assert_int_equal(fclose(sc), 0);
+    assert_int_equal(chmod(path, 0755), 0);
+    snprintf(path, sizeof(path), "%s:%s", f->bin, getenv("PATH") ? getenv("PATH") : "/usr/bin");
+    setenv("PATH", path, 1);
+    write_conf(f, LEGACY);
+
+    f->o.smb_conf = f->conf;
+    f->o.state_dir = f->state_dir;
+    f->o.trials = TUNER_SHADOW;
+    f->o.mode = TUNER_TUNE;
+    f->o.apply = APPLY_NONE;
+    probe_params_default(&f->o.probe);
+    f->o.probe.url = "smb://127.0.0.1/sim";
+    search_params_default(&f->o.search);
+    f->o.interval_s = 0.001;
+    f->o.window_start = -1;
+    f->o.once = true;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fix *f = *state;
+
+    assert_int_equal(rmtree_path(f->dir, NULL), 0);
+    free(f);
+    return 0;
+}
+
+static void sim_init(struct sim *s, const struct tuner_opts *o)
+{
+    memset(s, 0, sizeof(*s));
+    s->o = o;
+    s->top = 100;
+    s->knee = 262144;
+    s->auto_share = 0.8; /* an explicit size beats autotuning */
+    s->drift = 1;
+    s->noise = 42;
+}
+
+/* One run of the tuner in the sim world until the loop exits: the exit
+ * code (--once), or 0 after sim->cycles_wanted cycles. */
+static sd_event *new_loop(void);
+
+static int run(const struct tuner_opts *o, struct sim *s)
+{
+    struct world w = {&sim_ops, s};
+    struct tuner *t;
+    struct err e;
+    int r;
+
+    s->ev = new_loop();
+    assert_int_equal(tuner_new_in(s->ev, o, &w, &t, &e), 0);
+    assert_int_equal(tuner_recover(t, &e), 0);
+    tuner_kick(t);
+    r = sd_event_loop(s->ev);
+    tuner_free(t);
+    s->ev = sd_event_unref(s->ev);
+    return r;
+}
+
+static sd_event *new_loop(void)
+{
+    sd_event *ev;
+    sigset_t ss;
+
+    /* jobs watch their children with child sources */
+    sigemptyset(&ss);
+    sigaddset(&ss, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &ss, NULL);
+    assert_int_equal(sd_event_new(&ev), 0);
+    return ev;
+}
+
+static void load_state(const struct fix *f, struct state *st)
+{
+    memset(st, 0, sizeof(*st));
+    assert_int_equal(state_load(f->state_dir, st, NULL), 0);
+}
+
+/* ---- the tests ---- */
+
+/* From the legacy line, one cycle commits a size at or past the knee for
+ * both buffers, keeps every other token, and the state says what is in
+ * force. */
+static void test_once_commits_the_knee(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+    struct sockopts so;
+    struct state st;
+    char *v;
+
+    sim_init(&s, &f->o);
+    assert_int_equal(run(&f->o, &s), 0);
+    v = conf_value(f);
+    assert_int_equal(sockopts_parse(v, &so), 0);
+    assert_true(sockopts_get(&so, SOCKOPTS_RCVBUF).present);
+    assert_true(sockopts_get(&so, SOCKOPTS_RCVBUF).value >= s.knee);
+    assert_true(sockopts_get(&so, SOCKOPTS_SNDBUF).value >= s.knee);
+    assert_non_null(strstr(v, "TCP_NODELAY"));
+    sockopts_free(&so);
+    load_state(f, &st);
+    assert_string_equal(st.last_written, v);
+    assert_false(st.pending);
+    assert_false(st.hold);
+    assert_int_equal(st.cycles, 1);
+    assert_true(st.write_mbps > 0.9 * s.top);
+    state_free(&st);
+    free(v);
+}
+
+/* Where autotuning is best it commits no explicit size. */
+static void test_once_commits_auto_when_best(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+    char *v;
+
+    sim_init(&s, &f->o);
+    s.auto_share = 1.3;
+    assert_int_equal(run(&f->o, &s), 0);
+    v = conf_value(f);
+    assert_null(strstr(v, "SO_RCVBUF"));
+    assert_null(strstr(v, "SO_SNDBUF"));
+    assert_string_equal(v, "TCP_NODELAY");
+    free(v);
+}
+
+/* Advise mode measures and writes nothing. */
+static void test_advise_writes_nothing(void **state)
+{
+    struct fix *f = *state;
+    char *before = read_all(f->conf), *after;
+    struct sim s;
+
+    f->o.mode = TUNER_ADVISE;
+    f->o.trials = TUNER_LIVE;
+    sim_init(&s, &f->o);
+    assert_int_equal(run(&f->o, &s), 0);
+    assert_true(s.measures > 3);
+    after = read_all(f->conf);
+    assert_string_equal(before, after); /* live trials taken back, byte for byte */
+    free(before);
+    free(after);
+}
+
+/* Kill points to try: all of them, or under valgrind (which sets
+ * SMBTUNED_SIM_SEEDS: the simulation suites run fewer seeds there) about
+ * that many, spread over the cycle. */
+static int kill_stride(int total)
+{
+    const char *e = getenv("SMBTUNED_SIM_SEEDS");
+    int n = e ? atoi(e) : 0;
+
+    return n > 0 && n < total ? (total + n - 1) / n : 1;
+}
+
+/* A kill -9 between any two steps of a live cycle: the next start
+ * settles it. smb.conf then holds the old bytes or the committed value,
+ * never a trial, and nothing is left pending. */
+static void test_kill_between_any_two_steps(void **state)
+{
+    struct fix *f = *state;
+    char *orig = read_all(f->conf);
+    int total, stride, kills = 0, tried = 0, committed = 0;
+    struct sim s;
+
+    f->o.trials = TUNER_LIVE;
+    /* a small search: a few sizes, both buffers together */
+    f->o.search.tied = true;
+    f->o.search.min_size = 65536;
+    f->o.search.max_rcvbuf = f->o.search.max_sndbuf = 1048576;
+    /* how many steps a whole cycle takes */
+    sim_init(&s, &f->o);
+    assert_int_equal(run(&f->o, &s), 0);
+    total = s.steps;
+    assert_true(total > 10);
+    stride = kill_stride(total);
+    for (int at = 1; at <= total; at += at + stride > total && at < total ? total - at : stride) {
+        struct state st;
+        char *v, *bytes;
+        pid_t pid;
+        int ws;
+
+        /* back to the start: the legacy line, an empty state */
+        write_conf(f, LEGACY);
+        assert_int_equal(rmtree_path(f->state_dir, NULL), 0);
+        assert_int_equal(mkdir(f->state_dir, 0700), 0);
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            sim_init(&s, &f->o);
+            s.kill_at = at;
+            run(&f->o, &s);
+            _exit(3); /* the step was never reached */
+        }
+        assert_int_equal(waitpid(pid, &ws, 0), pid);
+        tried++;
+        kills += WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL;
+        /* the next start: recover, nothing more */
+        {
+            struct world w = {&sim_ops, &s};
+            struct tuner *t;
+            struct err e;
+
+            sim_init(&s, &f->o);
+            s.ev = new_loop();
+            assert_int_equal(tuner_new_in(s.ev, &f->o, &w, &t, &e), 0);
+            assert_int_equal(tuner_recover(t, &e), 0);
+            tuner_free(t);
+            s.ev = sd_event_unref(s.ev);
+        }
+        load_state(f, &st);
+        assert_false(st.pending);
+        assert_false(st.hold); /* our own half-done step is no admin's edit */
+        v = conf_value(f);
+        bytes = read_all(f->conf);
+        if (strcmp(v, LEGACY) == 0) {
+            assert_string_equal(bytes, orig); /* every byte as it was */
+        } else {
+            /* the commit: recorded as ours; no trial */
+            assert_non_null(st.last_written);
+            assert_string_equal(st.last_written, v);
+            committed++;
+        }
+        state_free(&st);
+        free(v);
+        free(bytes);
+    }
+    assert_int_equal(kills, tried); /* every step tried was reached and killed */
+    assert_true(committed >= 1);    /* a kill after the commit keeps it */
+    free(orig);
+}
+
+/* An admin edits our line after a commit: the next cycle holds off,
+ * writes nothing, and says so. */
+static void test_hand_edit_holds(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+    struct state st;
+    char *before, *after;
+
+    sim_init(&s, &f->o);
+    assert_int_equal(run(&f->o, &s), 0);
+    write_conf(f, "TCP_NODELAY SO_RCVBUF=65536");
+    before = read_all(f->conf);
+    sim_init(&s, &f->o);
+    assert_int_equal(run(&f->o, &s), 1);
+    after = read_all(f->conf);
+    assert_string_equal(before, after);
+    assert_int_equal(s.measures, 0);
+    load_state(f, &st);
+    assert_true(st.hold);
+    assert_non_null(strstr(st.hold_reason, "edited by hand"));
+    state_free(&st);
+    free(before);
+    free(after);
+}
+
+/* After a search the daemon verifies the winner, one sample a cycle; when
+ * the rates drift (the knee moves four times further out) it searches
+ * again and commits the new knee. One run, many cycles. */
+static void test_drift_searches_again(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+    char *v;
+
+    f->o.once = false;
+    sim_init(&s, &f->o);
+    /* late enough that verification holds a reference of its own
+     * (VERIFY_MIN_REF samples) before the rates move */
+    s.cycles_wanted = 63;
+    s.drift_at = 32;
+    s.drift_knee = 4 * 262144;
+    assert_int_equal(run(&f->o, &s), 0);
+    /* the first cycle searched; the next ones took one sample each */
+    assert_true(s.measures_at[1] > 5);
+    for (int c = 2; c < s.drift_at; c++)
+        assert_int_equal(s.measures_at[c] - s.measures_at[c - 1], 1);
+    /* after the drift: more than one sample in some cycle, the new knee */
+    v = conf_value(f);
+    assert_non_null(strstr(v, "SO_RCVBUF=1048576"));
+    assert_non_null(strstr(v, "SO_SNDBUF=1048576"));
+    free(v);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_once_commits_the_knee, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_once_commits_auto_when_best, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_advise_writes_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kill_between_any_two_steps, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hand_edit_holds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_drift_searches_again, setup, teardown),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
