@@ -127,7 +127,7 @@ static int spawn(struct place *p)
     struct err e;
     int r;
 
-    r = base ? trial_shadow_spawn(p->o->smb_conf, base, p->value, &p->shadow, &e)
+    r = base ? trial_shadow_spawn(p->o->smb_conf, base, p->value, NULL, &p->shadow, &e)
              : err_set(&e, -ENOMEM, "out of memory");
     free(base);
     if (r < 0) {

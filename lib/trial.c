@@ -21,6 +21,7 @@
 #include "kernel.h"
 #include "parse.h"
 #include "rmtree.h"
+#include "trial_int.h"
 
 /* How often the blocking start looks at the shadow, in seconds. */
 #define POLL_INTERVAL_S 0.05
@@ -32,8 +33,10 @@
 #define SUN_PATH_MAX 108
 #define MSG_SOCK_SUFFIX "/lock/msg.sock/1234567"
 
-/* Directories of per-instance state, each private to one shadow. */
+/* Directories of per-instance state, each private to one shadow; with the
+ * own share, the logons' and permissions' too (trial_render.c says why). */
 static const char *const private_dirs[] = {"pid", "lock", "cache", "ncalrpc"};
+static const char *const own_share_dirs[] = {"state", "private"};
 
 /* dir/name into buf; -ENAMETOOLONG when it does not fit. */
 static int path_join(char *buf, size_t len, const char *dir, const char *name)
@@ -41,98 +44,6 @@ static int path_join(char *buf, size_t len, const char *dir, const char *name)
     int n = snprintf(buf, len, "%s/%s", dir, name);
 
     return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
-}
-
-/* what (a path) is absolute and holds no `%` or newline. */
-static int path_check(const char *what, const char *p, struct err *e)
-{
-    /* Samba substitutes %-macros in paths and a newline would end the
-     * parameter: refuse both rather than quote them (Samba has no quoting). */
-    if (p == NULL || p[0] != '/' || strpbrk(p, "%\n\r") != NULL)
-        return err_set(e, -EINVAL, "%s '%s' is not absolute or has %% or a newline", what,
-                       p ? p : "(null)");
-    return 0;
-}
-
-int trial_shadow_render(const char *prod_conf, const char *run_dir, int port,
-                        const char *sockopts_value, char **text, struct err *e)
-{
-    size_t vlen;
-    int n;
-
-    if (path_check("production config path", prod_conf, e) < 0 ||
-        path_check("run directory", run_dir, e) < 0)
-        return -EINVAL;
-    if (port <= 0 || port > 65535)
-        return err_set(e, -ERANGE, "port %d out of range", port);
-    if (sockopts_value == NULL || strpbrk(sockopts_value, "\n\r") != NULL)
-        return err_set(e, -EINVAL, "socket options value has a newline");
-    vlen = strlen(sockopts_value);
-    /* A final backslash would continue the line into whatever follows. */
-    if (vlen > 0 && sockopts_value[vlen - 1] == '\\')
-        return err_set(e, -EINVAL, "socket options value ends in a backslash");
-
-    /* The include comes first so that everything after it wins: Samba
-     * keeps the last occurrence of a parameter. The second [global] is
-     * needed because the production file may end inside a share section,
-     * and an included file's section goes on after the include line.
-     *
-     * private dir stays production's: users and passwords (passdb.tdb,
-     * secrets.tdb) live there. Sharing those tdb files is safe: tdb is
-     * built for many processes with fcntl locks (every production smbd
-     * child, pdbedit and net open them the same way); the shadow only
-     * reads them to authenticate, and its one CLEAR_IF_FIRST database
-     * there (netlogon_creds_cli.tdb, a cache) is cleared only when no
-     * other process has it open. state directory stays production's too:
-     * it holds persistent multi-process databases that decide who may do
-     * what (share ACLs in share_info.tdb, registry.tdb, account policy,
-     * group mapping); a private one would make the shadow laxer than
-     * production.
-     *
-     * What is private is the per-instance runtime: the pid file (smbd
-     * refuses to start while another holds it, and smbcontrol finds smbd
-     * through it), lock directory (messaging sockets, serverid, locking,
-     * brlock, leases, session tdbs: shared, production's reload-config
-     * would reach the shadow and one instance's cleanup would purge the
-     * other's records), cache and ncalrpc. So share modes and oplocks are
-     * not coordinated between the two: a probe works on its own file.
-     *
-     * No printing, RPC helpers, NetBIOS or mDNS: a measurement needs file
-     * I/O only, and every extra process is one more thing to clean up or
-     * to announce on the network. No panic action and no core file: smbd
-     * panics when its port was taken (a retry, not an event to mail an
-     * admin about, as Debian's panic-action does). */
-    n = asprintf(text,
-                 "# smbtuned shadow smbd: one candidate `socket options`, tried on a\n"
-                 "# private port of 127.0.0.1. Written by smbtuned, removed after the trial.\n"
-                 "[global]\n"
-                 "\tinclude = %s\n"
-                 "[global]\n"
-                 "\tsmb ports = %d\n"
-                 "\tinterfaces = 127.0.0.1\n"
-                 "\tbind interfaces only = yes\n"
-                 "\tdisable netbios = yes\n"
-                 "\tmulticast dns register = no\n"
-                 "\tpid directory = %s/pid\n"
-                 "\tlock directory = %s/lock\n"
-                 "\tcache directory = %s/cache\n"
-                 "\tncalrpc dir = %s/ncalrpc\n"
-                 "\tlog file = %s/log.smbd\n"
-                 "\tmax log size = 0\n"
-                 "\tload printers = no\n"
-                 "\tprinting = bsd\n"
-                 "\tprintcap name = /dev/null\n"
-                 "\tdisable spoolss = yes\n"
-                 "\trpc start on demand helpers = no\n"
-                 "\tpanic action = \n"
-                 "\tenable core files = no\n"
-                 "\tsocket options = %s\n",
-                 prod_conf, port, run_dir, run_dir, run_dir, run_dir, run_dir, sockopts_value);
-    if (n < 0) {
-        *text = NULL;
-        return err_set(e, -ENOMEM, "out of memory");
-    }
-    return 0;
 }
 
 int trial_owner_format(const struct trial_owner *o, char *buf, size_t len)
@@ -251,11 +162,27 @@ static void child_exec(const struct trial_shadow *t, pid_t parent)
     _exit(127);
 }
 
-static int make_run_dir(const char *base_dir, struct trial_shadow *t, struct err *e)
+/* The subdirectories names[n] of the run directory. private dir must be
+ * 0700 or smbd refuses it; the others are smbd's to open up as it needs. */
+static int make_subdirs(const char *run_dir, const char *const *names, size_t n, struct err *e)
 {
-    size_t i;
+    for (size_t i = 0; i < n; i++) {
+        char sub[PATH_MAX];
+        mode_t mode = strcmp(names[i], "private") == 0 ? 0700 : 0755;
 
-    if (path_check("shadow base directory", base_dir, e) < 0)
+        /* The template left room for these names. */
+        if (path_join(sub, sizeof(sub), run_dir, names[i]) < 0 || mkdir(sub, mode) < 0)
+            return err_set(e, -errno, "cannot create %s/%s: %s", run_dir, names[i],
+                           strerror(errno));
+    }
+    return 0;
+}
+
+static int make_run_dir(const char *base_dir, bool own_share, struct trial_shadow *t, struct err *e)
+{
+    int r;
+
+    if (trial_path_check("shadow base directory", base_dir, e) < 0)
         return -EINVAL;
     if (mkdir(base_dir, 0700) < 0 && errno != EEXIST)
         return err_set(e, -errno, "cannot create %s: %s", base_dir, strerror(errno));
@@ -275,26 +202,37 @@ static int make_run_dir(const char *base_dir, struct trial_shadow *t, struct err
                        base_dir, room);
     }
     if (mkdtemp(t->run_dir) == NULL) {
-        int r = -errno;
-
+        r = -errno;
         t->run_dir[0] = '\0';
         return err_set(e, r, "cannot create a run directory under %s: %s", base_dir, strerror(-r));
     }
-    for (i = 0; i < sizeof(private_dirs) / sizeof(private_dirs[0]); i++) {
-        char sub[PATH_MAX];
-
-        /* The template left room for these names. */
-        if (path_join(sub, sizeof(sub), t->run_dir, private_dirs[i]) < 0 || mkdir(sub, 0755) < 0)
-            return err_set(e, -errno, "cannot create %s: %s", sub, strerror(errno));
-    }
+    r = make_subdirs(t->run_dir, private_dirs, sizeof(private_dirs) / sizeof(private_dirs[0]), e);
+    if (r == 0 && own_share)
+        r = make_subdirs(t->run_dir, own_share_dirs,
+                         sizeof(own_share_dirs) / sizeof(own_share_dirs[0]), e);
+    if (r < 0)
+        return r;
     if (path_join(t->conf, sizeof(t->conf), t->run_dir, "smb.conf") < 0 ||
         path_join(t->log, sizeof(t->log), t->run_dir, "smbd.log") < 0)
         return err_set(e, -ENAMETOOLONG, "run directory name too long: %s", t->run_dir);
     return 0;
 }
 
+/* The own share's directory is served as root (trial_render.c): it must be
+ * a directory of ours, not a link to somewhere else. */
+static int own_share_check(const char *dir, struct err *e)
+{
+    struct stat st;
+
+    if (lstat(dir, &st) < 0)
+        return err_set(e, -errno, "own share %s: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+        return err_set(e, -EPERM, "own share %s is not a directory of uid %d", dir, (int)geteuid());
+    return 0;
+}
+
 int trial_shadow_spawn(const char *prod_conf, const char *base_dir, const char *sockopts_value,
-                       struct trial_shadow *t, struct err *e)
+                       const char *own_share, struct trial_shadow *t, struct err *e)
 {
     struct trial_owner own = {0};
     struct kernel_proc me;
@@ -310,12 +248,16 @@ int trial_shadow_spawn(const char *prod_conf, const char *base_dir, const char *
     if (r < 0)
         return err_set(e, r, "cannot pick a free port on 127.0.0.1: %s", strerror(-r));
     /* Check the inputs before anything is created. */
-    r = trial_shadow_render(prod_conf, "/", t->port, sockopts_value, &text, e);
+    r = trial_shadow_render(prod_conf, "/", t->port, sockopts_value, own_share, &text, e);
     if (r < 0)
         return r;
+    if (own_share != NULL && own_share_check(own_share, e) < 0) {
+        free(text);
+        return -EPERM;
+    }
     free(text);
     text = NULL;
-    r = make_run_dir(base_dir, t, e);
+    r = make_run_dir(base_dir, own_share != NULL, t, e);
     if (r < 0)
         goto fail;
     own.owner_pid = parent;
@@ -323,7 +265,7 @@ int trial_shadow_spawn(const char *prod_conf, const char *base_dir, const char *
     r = owner_write(t->run_dir, &own, e);
     if (r < 0)
         goto fail;
-    r = trial_shadow_render(prod_conf, t->run_dir, t->port, sockopts_value, &text, e);
+    r = trial_shadow_render(prod_conf, t->run_dir, t->port, sockopts_value, own_share, &text, e);
     if (r < 0)
         goto fail;
     r = files_write_atomic(t->conf, text, strlen(text), NULL);
@@ -417,14 +359,15 @@ int trial_shadow_poll(struct trial_shadow *t, struct err *e)
 }
 
 int trial_shadow_start(const char *prod_conf, const char *base_dir, const char *sockopts_value,
-                       double ready_timeout_s, struct trial_shadow *t, struct err *e)
+                       const char *own_share, double ready_timeout_s, struct trial_shadow *t,
+                       struct err *e)
 {
     int r = -EADDRINUSE;
 
     for (int attempt = 0; attempt < TRIAL_PORT_ATTEMPTS && r == -EADDRINUSE; attempt++) {
         double deadline;
 
-        r = trial_shadow_spawn(prod_conf, base_dir, sockopts_value, t, e);
+        r = trial_shadow_spawn(prod_conf, base_dir, sockopts_value, own_share, t, e);
         if (r < 0)
             return r;
         deadline = child_now() + ready_timeout_s;

@@ -7,6 +7,12 @@
  * `socket options`. It listens on a free port of 127.0.0.1 only; a probe
  * then measures smb://127.0.0.1:PORT/SHARE.
  *
+ * With an own share (no url configured: the daemon measures against a
+ * directory of its own, STATE_DIR/share), the shadow also serves that
+ * directory as [TRIAL_OWN_SHARE], guests only, and has a private dir and
+ * state directory of its own too: it writes nothing in production's
+ * Samba directories (trial_render.c says why each one is as it is).
+ *
  * One smbd per candidate, because Linux applies explicit buffer sizes to
  * the listening socket at start-up and accepted sockets inherit them: only
  * a fresh listener really measures AUTO (no SO_RCVBUF/SO_SNDBUF tokens,
@@ -34,6 +40,8 @@
 #define TRIAL_DIR_PREFIX "shadow-"
 /* Fresh ports tried when the one picked was taken before smbd bound it. */
 #define TRIAL_PORT_ATTEMPTS 5
+/* The own share's name: smb://127.0.0.1:PORT/TRIAL_OWN_SHARE. */
+#define TRIAL_OWN_SHARE "smbtuned-probe"
 /* Seconds between SIGTERM and SIGKILL when a shadow is stopped. */
 #define TRIAL_STOP_TIMEOUT_S 10.0
 
@@ -56,11 +64,14 @@ struct trial_owner {
     unsigned long long smbd_start;
 };
 
-/* Pure: the shadow's smb.conf text (malloc'ed into *text). prod_conf and
- * run_dir must be absolute paths without newlines or `%` (Samba would
- * substitute it); the value must not contain a newline or end in `\`. */
+/* Pure: the shadow's smb.conf text (malloc'ed into *text). prod_conf,
+ * run_dir and own_share must be absolute paths without newlines or `%`
+ * (Samba would substitute it); the value must not contain a newline or
+ * end in `\`. own_share: the directory served as [TRIAL_OWN_SHARE], or
+ * NULL for production's shares only. */
 int trial_shadow_render(const char *prod_conf, const char *run_dir, int port,
-                        const char *sockopts_value, char **text, struct err *e);
+                        const char *sockopts_value, const char *own_share, char **text,
+                        struct err *e);
 
 /* Pure: trial.pid's contents to and from text. format writes into buf. */
 int trial_owner_parse(const char *text, struct trial_owner *o);
@@ -70,9 +81,10 @@ int trial_owner_format(const struct trial_owner *o, char *buf, size_t len);
  * config for a fresh port, fork smbd and return at once: t->pid and
  * t->port are set, the shadow is not ready yet. For an event loop: call
  * trial_shadow_poll() from a timer until it returns 1 or fails. On failure
- * nothing is left behind. */
+ * nothing is left behind. own_share as for trial_shadow_render(): an
+ * existing directory of our uid, not a symlink (it is served as root). */
 int trial_shadow_spawn(const char *prod_conf, const char *base_dir, const char *sockopts_value,
-                       struct trial_shadow *t, struct err *e);
+                       const char *own_share, struct trial_shadow *t, struct err *e);
 
 /* Non-blocking (at most a few ms): 1 when smbd listens on its port and
  * accepts a connection, 0 not yet, -EADDRINUSE when the port was taken by
@@ -86,7 +98,8 @@ int trial_shadow_poll(struct trial_shadow *t, struct err *e);
  * times), at most ready_timeout_s seconds per attempt. On failure the
  * shadow is stopped and its run directory removed. */
 int trial_shadow_start(const char *prod_conf, const char *base_dir, const char *sockopts_value,
-                       double ready_timeout_s, struct trial_shadow *t, struct err *e);
+                       const char *own_share, double ready_timeout_s, struct trial_shadow *t,
+                       struct err *e);
 
 /* SIGTERM to the shadow's process group, SIGKILL after
  * TRIAL_STOP_TIMEOUT_S, reap, remove the run directory. Safe to call on a

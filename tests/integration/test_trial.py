@@ -10,7 +10,10 @@ buffers (and none when the candidate has no buffer tokens); stop leaves no
 process and no directory; a driver killed with SIGKILL takes its shadow
 along, and the sweep removes what a killed run left, killing a leftover
 smbd that is still alive; the overrides win even when the production file
-ends inside a share section.
+ends inside a share section. A shadow writes nothing in production's lock,
+pid, cache and ncalrpc directories; with the own share (no url) nothing in
+any of production's Samba directories, and it serves the own share to
+guests.
 """
 
 import json
@@ -52,9 +55,10 @@ def driver():
 class Shadow:
     """A running `trial_driver start`: the driver process and what it printed."""
 
-    def __init__(self, driver, prod_conf, base, value):
+    def __init__(self, driver, prod_conf, base, value, own_share=None):
+        extra = [str(own_share)] if own_share is not None else []
         self.proc = subprocess.Popen(
-            [str(driver), "start", str(prod_conf), str(base), value, str(READY_S)],
+            [str(driver), "start", str(prod_conf), str(base), value, str(READY_S), *extra],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         if not line:
@@ -107,8 +111,8 @@ def base():
 def shadows(driver):
     started = []
 
-    def start(prod_conf, base, value):
-        s = Shadow(driver, prod_conf, base, value)
+    def start(prod_conf, base, value, own_share=None):
+        s = Shadow(driver, prod_conf, base, value, own_share)
         started.append(s)
         return s
 
@@ -466,4 +470,121 @@ def test_too_long_a_base_is_refused_with_the_reason(smbd_factory, driver, tmp_pa
                        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert r.returncode == 1
     assert "too long for smbd's messaging socket" in r.stderr
+    assert not base.exists() or list(base.iterdir()) == []
+
+
+# The fixture smbd's Samba directories (smbd.py, _dirs_block), all in the
+# test's tmp: the shadow's production.
+PROD_DIRS = ("pid", "lock", "state", "cache", "private", "binddns", "ncalrpc", "ntp_signd",
+             "winbindd", "usershares", "log")
+# What every shadow keeps to itself, with a url too (trial_render.c).
+RUNTIME_DIRS = ("pid", "lock", "cache", "ncalrpc", "log")
+
+
+def emptied_production(srv):
+    """Stop the fixture smbd and empty its Samba directories, so that
+    whatever a shadow (which includes its smb.conf) writes there shows,
+    even an open of an existing tdb. Returns {name: path}."""
+    srv.stop()
+    dirs = {d: srv.base / d for d in PROD_DIRS}
+    for p in dirs.values():
+        for entry in p.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    return dirs
+
+
+def written(dirs, names):
+    """What the directories `names` of dirs hold, as a list of paths."""
+    return [str(p) for n in names for p in sorted(dirs[n].rglob("*"))]
+
+
+def own_share_dir(base):
+    """STATE_DIR/share as the daemon makes it: 0700, root's."""
+    d = base.parent / "share"
+    d.mkdir(mode=0o700)
+    return d
+
+
+def guest_smbclient(srv, port, share, *args):
+    """smbclient as a guest against share on port."""
+    cmd = [SMBCLIENT, "-s", str(srv.client_conf), "-N", "-p", str(port),
+           f"//127.0.0.1/{share}", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=srv.env(),
+                          stdin=subprocess.DEVNULL)
+
+
+def test_own_share_writes_nothing_in_production_dirs(smbd_factory, shadows, base, tmp_path):
+    srv = smbd_factory()
+    dirs = emptied_production(srv)
+    share = own_share_dir(base)
+    sh = shadows(srv.conf, base, "TCP_NODELAY SO_RCVBUF=262144", own_share=share)
+
+    src = tmp_path / "payload"
+    src.write_bytes(os.urandom(300_000))
+    back = tmp_path / "back"
+    # A guest, as the probe logs on without credentials.
+    r = guest_smbclient(srv, sh.port, "smbtuned-probe", "-c",
+                        f"put {src} probe-file; get probe-file {back}; del probe-file")
+    assert r.returncode == 0, r.stdout + r.stderr + sh.log.read_text()
+    assert back.read_bytes() == src.read_bytes()
+    assert list(share.iterdir()) == []
+    assert written(dirs, PROD_DIRS) == []
+    # Logons and permissions are the shadow's own: its secrets and passdb,
+    # its registry and share ACLs, in its run directory.
+    assert (sh.run_dir / "private" / "secrets.tdb").exists()
+    assert (sh.run_dir / "private" / "passdb.tdb").exists()
+    assert (sh.run_dir / "state" / "share_info.tdb").exists()
+    sh.stop()
+    assert written(dirs, PROD_DIRS) == []
+    assert not sh.run_dir.exists()
+
+
+def test_own_share_is_for_loopback_guests(smbd_factory, shadows, base, tmp_path):
+    srv = smbd_factory()
+    share = own_share_dir(base)
+    sh = shadows(srv.conf, base, "TCP_NODELAY", own_share=share)
+    secs = sections(samba_dump(sh.conf))
+    own = secs["smbtuned-probe"]
+    assert own["path"] == str(share)
+    assert own["guest only"] == "Yes"
+    assert own["hosts allow"] == "127.0.0.1"
+    assert own["browseable"] == "No"
+    # Production's shares are still served, as production serves them.
+    assert secs["share"]["path"] == str(srv.share_dir)
+    r = guest_smbclient(srv, sh.port, "share", "-c", "ls")
+    assert r.returncode == 0, r.stdout + r.stderr
+    sh.stop()
+
+
+def test_shadow_keeps_its_runtime_to_itself(smbd_factory, shadows, base, tmp_path):
+    """With a url (production's shares): production's pid, lock, cache and
+    ncalrpc directories and its log get nothing from the shadow."""
+    srv = smbd_factory()
+    dirs = emptied_production(srv)
+    sh = shadows(srv.conf, base, "TCP_NODELAY")
+    src = tmp_path / "payload"
+    src.write_bytes(os.urandom(100_000))
+    r = smbclient(srv, sh.port, "-c", f"put {src} f; del f")
+    assert r.returncode == 0, r.stdout + r.stderr + sh.log.read_text()
+    assert (sh.run_dir / "lock" / "locking.tdb").exists()
+    sh.stop()
+    assert written(dirs, RUNTIME_DIRS) == []
+
+
+def test_own_share_must_be_a_directory_of_ours(smbd_factory, driver, base, tmp_path):
+    """It is served as root: a symlink in its place is refused, nothing
+    started."""
+    srv = smbd_factory()
+    target = base.parent / "elsewhere"
+    target.mkdir()
+    link = base.parent / "share"
+    link.symlink_to(target)
+    r = subprocess.run([str(driver), "start", str(srv.conf), str(base), "TCP_NODELAY", "10",
+                        str(link)], capture_output=True, text=True, timeout=60,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 1
+    assert "is not a directory of uid" in r.stderr, r.stderr
     assert not base.exists() or list(base.iterdir()) == []

@@ -1,7 +1,8 @@
 /* trial_driver: drives lib/trial for tests/integration/test_trial.py.
  *
- *   trial_driver render PROD_CONF RUN_DIR PORT VALUE   print the shadow config
- *   trial_driver start PROD_CONF BASE_DIR VALUE TIMEOUT
+ *   trial_driver render PROD_CONF RUN_DIR PORT VALUE [OWN_SHARE]
+ *       print the shadow config
+ *   trial_driver start PROD_CONF BASE_DIR VALUE TIMEOUT [OWN_SHARE]
  *       start a shadow smbd, print {"pid":..,"port":..,"run_dir":..,"conf":..,
  *       "log":..} on one line, then stop it when stdin says "stop" or closes
  *   trial_driver sweep BASE_DIR                       remove leftovers
@@ -23,7 +24,7 @@ static int fail(const char *what, const struct err *e)
     return 1;
 }
 
-static int cmd_render(char **argv)
+static int cmd_render(char **argv, const char *own_share)
 {
     struct err e = {{0}};
     long long port;
@@ -33,14 +34,14 @@ static int cmd_render(char **argv)
         fprintf(stderr, "trial_driver: bad port %s\n", argv[2]);
         return 2;
     }
-    if (trial_shadow_render(argv[0], argv[1], (int)port, argv[3], &text, &e) < 0)
+    if (trial_shadow_render(argv[0], argv[1], (int)port, argv[3], own_share, &text, &e) < 0)
         return fail("render", &e);
     fputs(text, stdout);
     free(text);
     return 0;
 }
 
-static int cmd_start(char **argv)
+static int cmd_start(char **argv, const char *own_share)
 {
     struct trial_shadow t;
     struct err e = {{0}};
@@ -51,7 +52,7 @@ static int cmd_start(char **argv)
         fprintf(stderr, "trial_driver: bad timeout %s\n", argv[3]);
         return 2;
     }
-    if (trial_shadow_start(argv[0], argv[1], argv[2], (double)timeout, &t, &e) < 0)
+    if (trial_shadow_start(argv[0], argv[1], argv[2], own_share, (double)timeout, &t, &e) < 0)
         return fail("start", &e);
     printf("{\"pid\": %d, \"port\": %d, \"run_dir\": ", (int)t.pid, t.port);
     jsonw_string(stdout, t.run_dir);
@@ -81,14 +82,16 @@ static int cmd_sweep(char **argv)
 
 int main(int argc, char **argv)
 {
-    if (argc == 6 && strcmp(argv[1], "render") == 0)
-        return cmd_render(argv + 2);
-    if (argc == 6 && strcmp(argv[1], "start") == 0)
-        return cmd_start(argv + 2);
+    const char *own_share = argc == 7 ? argv[6] : NULL;
+
+    if ((argc == 6 || argc == 7) && strcmp(argv[1], "render") == 0)
+        return cmd_render(argv + 2, own_share);
+    if ((argc == 6 || argc == 7) && strcmp(argv[1], "start") == 0)
+        return cmd_start(argv + 2, own_share);
     if (argc == 3 && strcmp(argv[1], "sweep") == 0)
         return cmd_sweep(argv + 2);
-    fprintf(stderr, "usage: trial_driver render PROD_CONF RUN_DIR PORT VALUE\n"
-                    "       trial_driver start PROD_CONF BASE_DIR VALUE TIMEOUT_S\n"
+    fprintf(stderr, "usage: trial_driver render PROD_CONF RUN_DIR PORT VALUE [OWN_SHARE]\n"
+                    "       trial_driver start PROD_CONF BASE_DIR VALUE TIMEOUT_S [OWN_SHARE]\n"
                     "       trial_driver sweep BASE_DIR\n");
     return 2;
 }

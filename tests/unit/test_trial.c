@@ -12,16 +12,21 @@
 
 #include "trial.h"
 
-static char *render_ok(const char *value)
+static char *render_share(const char *value, const char *own_share)
 {
     struct err e = {{0}};
     char *text = NULL;
 
     assert_int_equal(trial_shadow_render("/etc/samba/smb.conf", "/var/lib/smbtuned/shadow/r", 4455,
-                                         value, &text, &e),
+                                         value, own_share, &text, &e),
                      0);
     assert_non_null(text);
     return text;
+}
+
+static char *render_ok(const char *value)
+{
+    return render_share(value, NULL);
 }
 
 /* Position of the line `line` in text (it must be there, whole). */
@@ -54,7 +59,7 @@ static void test_render_include_then_overrides(void **state)
     assert_true(line_at(t, "\tbind interfaces only = yes") > second);
     assert_true(line_at(t, "\tpid directory = /var/lib/smbtuned/shadow/r/pid") > second);
     assert_true(line_at(t, "\tlock directory = /var/lib/smbtuned/shadow/r/lock") > second);
-    /* Users and passwords, share ACLs: production's. */
+    /* With a url, users and passwords, share ACLs: production's. */
     assert_null(strstr(t, "private dir"));
     assert_null(strstr(t, "state directory"));
     /* Nothing after the overrides could reopen a section. */
@@ -84,22 +89,90 @@ static void test_render_refuses(void **state)
     (void)state;
     /* A newline would add a parameter of the candidate's choosing. */
     assert_int_equal(
-        trial_shadow_render(ok_conf, ok_run, 445, "TCP_NODELAY\nsmb ports = 445", &text, &e),
+        trial_shadow_render(ok_conf, ok_run, 445, "TCP_NODELAY\nsmb ports = 445", NULL, &text, &e),
         -EINVAL);
-    assert_int_equal(trial_shadow_render(ok_conf, ok_run, 445, "A\rB", &text, &e), -EINVAL);
+    assert_int_equal(trial_shadow_render(ok_conf, ok_run, 445, "A\rB", NULL, &text, &e), -EINVAL);
     /* A final backslash continues the line. */
-    assert_int_equal(trial_shadow_render(ok_conf, ok_run, 445, "TCP_NODELAY\\", &text, &e),
+    assert_int_equal(trial_shadow_render(ok_conf, ok_run, 445, "TCP_NODELAY\\", NULL, &text, &e),
                      -EINVAL);
     /* Paths: absolute, no %-macros, no newline. */
-    assert_int_equal(trial_shadow_render("smb.conf", ok_run, 445, "", &text, &e), -EINVAL);
-    assert_int_equal(trial_shadow_render(ok_conf, "/run/%m", 445, "", &text, &e), -EINVAL);
-    assert_int_equal(trial_shadow_render(ok_conf, "/run/a\nb", 445, "", &text, &e), -EINVAL);
-    assert_int_equal(trial_shadow_render(NULL, ok_run, 445, "", &text, &e), -EINVAL);
-    assert_int_equal(trial_shadow_render(ok_conf, ok_run, 445, NULL, &text, &e), -EINVAL);
-    assert_int_equal(trial_shadow_render(ok_conf, ok_run, 0, "", &text, &e), -ERANGE);
-    assert_int_equal(trial_shadow_render(ok_conf, ok_run, 65536, "", &text, &e), -ERANGE);
+    assert_int_equal(trial_shadow_render("smb.conf", ok_run, 445, "", NULL, &text, &e), -EINVAL);
+    assert_int_equal(trial_shadow_render(ok_conf, "/run/%m", 445, "", NULL, &text, &e), -EINVAL);
+    assert_int_equal(trial_shadow_render(ok_conf, "/run/a\nb", 445, "", NULL, &text, &e), -EINVAL);
+    assert_int_equal(trial_shadow_render(NULL, ok_run, 445, "", NULL, &text, &e), -EINVAL);
+    assert_int_equal(trial_shadow_render(ok_conf, ok_run, 445, NULL, NULL, &text, &e), -EINVAL);
+    assert_int_equal(trial_shadow_render(ok_conf, ok_run, 0, "", NULL, &text, &e), -ERANGE);
+    assert_int_equal(trial_shadow_render(ok_conf, ok_run, 65536, "", NULL, &text, &e), -ERANGE);
     assert_null(text);
     assert_true(strlen(e.msg) > 0);
+}
+
+/* Every line of lines[] is in text, whole, after the position after. */
+static void lines_after(const char *text, const char *after, const char *const *lines, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (line_at(text, lines[i]) <= after)
+            fail_msg("'%s' comes before '%.20s'", lines[i], after);
+}
+
+/* No url: the shadow serves a directory of the daemon's as a guest share,
+ * and every directory smbd writes is the run directory's. */
+static void test_render_own_share(void **state)
+{
+    char *t = render_share("TCP_NODELAY", "/var/lib/smbtuned/share");
+    const char *second, *share;
+    static const char *const globals[] = {
+        "\tpid directory = /var/lib/smbtuned/shadow/r/pid",
+        "\tlock directory = /var/lib/smbtuned/shadow/r/lock",
+        "\tcache directory = /var/lib/smbtuned/shadow/r/cache",
+        "\tncalrpc dir = /var/lib/smbtuned/shadow/r/ncalrpc",
+        "\tstate directory = /var/lib/smbtuned/shadow/r/state",
+        "\tprivate dir = /var/lib/smbtuned/shadow/r/private",
+        "\tpassdb backend = tdbsam:/var/lib/smbtuned/shadow/r/private/passdb.tdb",
+        "\tsecurity = user",
+        "\tserver role = standalone server",
+        "\tmap to guest = bad user",
+        "\tsocket options = TCP_NODELAY",
+    };
+    static const char *const share_lines[] = {
+        "\tpath = /var/lib/smbtuned/share",
+        "\tguest only = yes",
+        "\tforce user = root",
+        "\thosts allow = 127.0.0.1",
+        "\tbrowseable = no",
+        "\tvfs objects = ",
+        "\tread only = no",
+    };
+
+    (void)state;
+    second = strstr(line_at(t, "\tinclude = /etc/samba/smb.conf"), "\n[global]\n");
+    assert_non_null(second);
+    /* Production's auth settings are overridden after the include. */
+    lines_after(t, second, globals, sizeof(globals) / sizeof(globals[0]));
+    /* The share comes last, after every global override. */
+    share = line_at(t, "[" TRIAL_OWN_SHARE "]");
+    assert_true(share > line_at(t, "\tsocket options = TCP_NODELAY"));
+    lines_after(t, share, share_lines, sizeof(share_lines) / sizeof(share_lines[0]));
+    /* Nothing after it opens another section. */
+    assert_null(strchr(share + 1, '['));
+    free(t);
+}
+
+static void test_render_own_share_refuses(void **state)
+{
+    struct err e = {{0}};
+    char *text = NULL;
+
+    (void)state;
+    assert_int_equal(
+        trial_shadow_render("/etc/samba/smb.conf", "/run/x", 445, "", "share", &text, &e), -EINVAL);
+    assert_int_equal(
+        trial_shadow_render("/etc/samba/smb.conf", "/run/x", 445, "", "/var/%U", &text, &e),
+        -EINVAL);
+    assert_int_equal(
+        trial_shadow_render("/etc/samba/smb.conf", "/run/x", 445, "", "/a\nb", &text, &e), -EINVAL);
+    assert_null(text);
+    assert_non_null(strstr(e.msg, "own share"));
 }
 
 static void test_owner_roundtrip(void **state)
@@ -147,6 +220,8 @@ int main(void)
         cmocka_unit_test(test_render_include_then_overrides),
         cmocka_unit_test(test_render_auto_and_empty),
         cmocka_unit_test(test_render_refuses),
+        cmocka_unit_test(test_render_own_share),
+        cmocka_unit_test(test_render_own_share_refuses),
         cmocka_unit_test(test_owner_roundtrip),
         cmocka_unit_test(test_owner_refuses),
     };

@@ -1,0 +1,168 @@
+/* trial_render: the shadow smbd's config text (pure). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trial.h"
+#include "trial_int.h"
+
+int trial_path_check(const char *what, const char *p, struct err *e)
+{
+    /* Samba substitutes %-macros in paths and a newline would end the
+     * parameter: refuse both rather than quote them (Samba has no quoting). */
+    if (p == NULL || p[0] != '/' || strpbrk(p, "%\n\r") != NULL)
+        return err_set(e, -EINVAL, "%s '%s' is not absolute or has %% or a newline", what,
+                       p ? p : "(null)");
+    return 0;
+}
+
+/* The own share's lines, malloc'ed: *glob the [global] overrides that make
+ * the shadow a stand-alone server of its own, *share the share. */
+static int own_share_lines(const char *run_dir, const char *share_dir, char **glob, char **share)
+{
+    /* Every directory smbd writes is the run directory's, private dir and
+     * state directory too: a guest share needs no production account, so
+     * the shadow opens nothing of production's for writing (under the
+     * unit's ProtectSystem=strict /var/lib/samba may be read-only, and
+     * production's secrets.tdb is none of our business). Hence a server
+     * role of its own: production may be a domain member, whose logons
+     * need production's secrets; ours are guests only, mapped from any
+     * name (map to guest), also where production restricts anonymous
+     * sessions. Usershares are production's to offer, not ours. */
+    if (asprintf(glob,
+                 "\tstate directory = %s/state\n"
+                 "\tprivate dir = %s/private\n"
+                 "\tsecurity = user\n"
+                 "\tserver role = standalone server\n"
+                 "\tpassdb backend = tdbsam:%s/private/passdb.tdb\n"
+                 "\tmap to guest = bad user\n"
+                 "\trestrict anonymous = 0\n"
+                 "\tusershare max shares = 0\n",
+                 run_dir, run_dir, run_dir) < 0) {
+        *glob = NULL;
+        return -ENOMEM;
+    }
+    /* The directory is STATE_DIR/share, inside a state directory of mode
+     * 0700 that the guest account (nobody) cannot traverse, and must stay
+     * so (it holds smb.conf's backups). So the share's sessions run as
+     * root (force user), on a share that only 127.0.0.1 reaches, that is
+     * not listed (browseable), on a shadow that lives for one trial, in
+     * a directory that holds nothing but probe files. No vfs objects:
+     * production's global recycle bin or snapshots would keep a copy of
+     * every probe file in our state directory. */
+    if (asprintf(share,
+                 "[" TRIAL_OWN_SHARE "]\n"
+                 "\tcomment = smbtuned's probe share (shadow smbds only)\n"
+                 "\tpath = %s\n"
+                 "\tread only = no\n"
+                 "\tguest ok = yes\n"
+                 "\tguest only = yes\n"
+                 "\tforce user = root\n"
+                 "\tbrowseable = no\n"
+                 "\thosts allow = 127.0.0.1\n"
+                 "\tvfs objects = \n",
+                 share_dir) < 0) {
+        free(*glob);
+        *glob = *share = NULL;
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+int trial_shadow_render(const char *prod_conf, const char *run_dir, int port,
+                        const char *sockopts_value, const char *own_share, char **text,
+                        struct err *e)
+{
+    char *glob = NULL, *share = NULL;
+    size_t vlen;
+    int n;
+
+    *text = NULL;
+    if (trial_path_check("production config path", prod_conf, e) < 0 ||
+        trial_path_check("run directory", run_dir, e) < 0 ||
+        (own_share != NULL && trial_path_check("own share directory", own_share, e) < 0))
+        return -EINVAL;
+    if (port <= 0 || port > 65535)
+        return err_set(e, -ERANGE, "port %d out of range", port);
+    if (sockopts_value == NULL || strpbrk(sockopts_value, "\n\r") != NULL)
+        return err_set(e, -EINVAL, "socket options value has a newline");
+    vlen = strlen(sockopts_value);
+    /* A final backslash would continue the line into whatever follows. */
+    if (vlen > 0 && sockopts_value[vlen - 1] == '\\')
+        return err_set(e, -EINVAL, "socket options value ends in a backslash");
+    if (own_share != NULL && own_share_lines(run_dir, own_share, &glob, &share) < 0)
+        return err_set(e, -ENOMEM, "out of memory");
+
+    /* The include comes first so that everything after it wins: Samba
+     * keeps the last occurrence of a parameter. The second [global] is
+     * needed because the production file may end inside a share section,
+     * and an included file's section goes on after the include line.
+     *
+     * Private always: the per-instance runtime, every directory smbd
+     * writes on its own account: the pid file (smbd refuses to start
+     * while another holds it, and smbcontrol finds smbd through it), lock
+     * directory (messaging sockets, serverid, locking, brlock, leases,
+     * session tdbs: shared, production's reload-config would reach the
+     * shadow and one instance's cleanup would purge the other's records),
+     * cache directory (gencache, smbprofile), ncalrpc and the log. So
+     * share modes and oplocks are not coordinated between the two: a
+     * probe works on its own file.
+     *
+     * With a url (a share of production's, logons perhaps with a
+     * password), private dir and state directory stay production's: users
+     * and passwords (passdb.tdb, secrets.tdb: a domain member's machine
+     * account) live in the one, and the other holds what decides who may
+     * do what (share ACLs in share_info.tdb, account policy, group
+     * mapping): a private one would let any local user past production's
+     * share ACLs on the shadow's port. Sharing those tdb files is safe:
+     * tdb is built for many processes with fcntl locks (every production
+     * smbd child, pdbedit and net open them the same way); the shadow
+     * reads them to authenticate, and its one CLEAR_IF_FIRST database
+     * there (netlogon_creds_cli.tdb, a cache) is cleared only when no
+     * other process has it open. smbd opens them read-write, so the unit
+     * keeps /var/lib/samba writable. With the own share (no url) the
+     * shadow has both of its own: own_share_lines().
+     *
+     * No printing, RPC helpers, NetBIOS or mDNS: a measurement needs file
+     * I/O only, and every extra process is one more thing to clean up or
+     * to announce on the network. No panic action and no core file: smbd
+     * panics when its port was taken (a retry, not an event to mail an
+     * admin about, as Debian's panic-action does). */
+    n = asprintf(text,
+                 "# smbtuned shadow smbd: one candidate `socket options`, tried on a\n"
+                 "# private port of 127.0.0.1. Written by smbtuned, removed after the trial.\n"
+                 "[global]\n"
+                 "\tinclude = %s\n"
+                 "[global]\n"
+                 "\tsmb ports = %d\n"
+                 "\tinterfaces = 127.0.0.1\n"
+                 "\tbind interfaces only = yes\n"
+                 "\tdisable netbios = yes\n"
+                 "\tmulticast dns register = no\n"
+                 "\tpid directory = %s/pid\n"
+                 "\tlock directory = %s/lock\n"
+                 "\tcache directory = %s/cache\n"
+                 "\tncalrpc dir = %s/ncalrpc\n"
+                 "%s"
+                 "\tlog file = %s/log.smbd\n"
+                 "\tmax log size = 0\n"
+                 "\tload printers = no\n"
+                 "\tprinting = bsd\n"
+                 "\tprintcap name = /dev/null\n"
+                 "\tdisable spoolss = yes\n"
+                 "\trpc start on demand helpers = no\n"
+                 "\tpanic action = \n"
+                 "\tenable core files = no\n"
+                 "\tsocket options = %s\n"
+                 "%s",
+                 prod_conf, port, run_dir, run_dir, run_dir, run_dir, glob ? glob : "", run_dir,
+                 sockopts_value, share ? share : "");
+    free(glob);
+    free(share);
+    if (n < 0) {
+        *text = NULL;
+        return err_set(e, -ENOMEM, "out of memory");
+    }
+    return 0;
+}
