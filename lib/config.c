@@ -254,12 +254,19 @@ int config_parse_string(const char *text, const char *name, struct config *c, st
     struct err local = {{0}};
     struct parse_ctx ctx = {.e = &local, .name = name};
     cfg_t *cfg;
+    char *plain = malloc(strlen(text) + 1);
     int r;
 
     config_defaults(c);
-    r = config_scan(text, name, e);
-    if (r < 0)
+    if (plain == NULL)
+        return err_set(e, -ENOMEM, "%s: out of memory", name);
+    /* libconfuse reads the text without its comments, so that the lines
+     * it counts are the file's (config_scan.h). */
+    r = config_scan_blank(text, name, plain, e);
+    if (r < 0) {
+        free(plain);
         return r;
+    }
     for (size_t i = 0; i < NSECTIONS; i++) {
         size_t j;
 
@@ -271,8 +278,10 @@ int config_parse_string(const char *text, const char *name, struct config *c, st
     }
     opts[NSECTIONS] = (cfg_opt_t)CFG_END();
     cfg = cfg_init(opts, CFGF_NONE);
-    if (cfg == NULL)
+    if (cfg == NULL) {
+        free(plain);
         return err_set(e, -ENOMEM, "%s: out of memory", name);
+    }
     cfg_set_error_function(cfg, on_error);
     for (size_t i = 0; i < NSECTIONS; i++) {
         for (size_t j = 0; j < sections[i]->n; j++) {
@@ -284,7 +293,7 @@ int config_parse_string(const char *text, const char *name, struct config *c, st
     }
 
     parse_ctx = &ctx;
-    if (cfg_parse_buf(cfg, text) != CFG_SUCCESS)
+    if (cfg_parse_buf(cfg, plain) != CFG_SUCCESS)
         r = local.msg[0] ? err_set(e, -EINVAL, "%s", local.msg)
                          : err_set(e, -EINVAL, "%s: cannot be parsed", name);
     parse_ctx = NULL;
@@ -307,6 +316,7 @@ int config_parse_string(const char *text, const char *name, struct config *c, st
     if (r == 0 && c->tune.min_size > c->tune.max_size)
         r = err_set(e, -EINVAL, "%s: tune: min_size is above max_size", name);
     cfg_free(cfg);
+    free(plain);
     return r;
 }
 

@@ -50,7 +50,17 @@ static int scan_section(struct scan_word *seen, size_t *nseen, const struct scan
     return 0;
 }
 
-int config_scan(const char *text, const char *name, struct err *e)
+/* Blanks (keeping newlines) in out, a copy of text, what lies between from
+ * and to in text; nothing without out. */
+static void blank(char *out, const char *text, const char *from, const char *to)
+{
+    for (const char *q = from; out != NULL && q < to; q++)
+        if (*q != '\n')
+            out[q - text] = ' ';
+}
+
+/* config_scan(); with out, also blank the comments in out. */
+static int scan(const char *text, const char *name, char *out, struct err *e)
 {
     struct scan_word seen[SCAN_SECTIONS], word = {NULL, 0, 0};
     size_t nseen = 0;
@@ -62,6 +72,7 @@ int config_scan(const char *text, const char *name, struct err *e)
             line++;
             p++;
         } else if (*p == '#' || (p[0] == '/' && p[1] == '/')) {
+            blank(out, text, p, p + strcspn(p, "\n"));
             p += strcspn(p, "\n");
         } else if (p[0] == '/' && p[1] == '*') {
             const char *end = strstr(p + 2, "*/");
@@ -71,6 +82,7 @@ int config_scan(const char *text, const char *name, struct err *e)
                                "%s:%d: comment '/*' is not closed: expected '*/' (the rest of "
                                "the file would be ignored)",
                                name, line);
+            blank(out, text, p, end + 2);
             for (; p < end; p++)
                 line += *p == '\n';
             p = end + 2;
@@ -128,4 +140,15 @@ int config_scan(const char *text, const char *name, struct err *e)
                        "%s:%d: '{' is not closed: expected '}' before the end of the file", name,
                        open_line[depth - 1]);
     return 0;
+}
+
+int config_scan(const char *text, const char *name, struct err *e)
+{
+    return scan(text, name, NULL, e);
+}
+
+int config_scan_blank(const char *text, const char *name, char *out, struct err *e)
+{
+    memcpy(out, text, strlen(text) + 1);
+    return scan(text, name, out, e);
 }

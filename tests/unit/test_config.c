@@ -96,6 +96,9 @@ static void test_errors_name_file_and_line(void **state)
     check_error("probe {\n  colour = blue\n}\n", ":2: no such option 'colour'");
     check_error("prob {\n}\n", ":1: no such option 'prob'");
     check_error("probe {\n  size = 1M\n}\n}\n", "/etc/smbtuned.conf:4:");
+    /* Comment lines above count once (libconfuse alone counted each twice). */
+    check_error("# a\n// b\n/* c\n*/\nprobe {\n  # d\n  size = 12Q # e\n}\n",
+                "/etc/smbtuned.conf:7: probe: size '12Q'");
     /* the two bounds, once the whole file is read */
     check_error("tune {\n  min_size = 2M\n  max_size = 1M\n}\n",
                 "/etc/smbtuned.conf: tune: min_size is above max_size");

@@ -124,6 +124,30 @@ static void test_comments_and_strings(void **state)
     check_ok("x = //b }");
 }
 
+/* The copy libconfuse reads: comments are blanks, newlines and strings
+ * (which may hold comment characters) stay. */
+static void test_blank_comments(void **state)
+{
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"# a\n\n// b\ntune {\n}", "   \n\n    \ntune {\n}"},
+        {"x = 1 # c\n", "x = 1    \n"},
+        {"/* a\nb */x", "    \n    x"},
+        {"u = \"# //\" /* \" */\n", "u = \"# //\"        \n"},
+        {"x = a//b\n", "x = a//b\n"},
+    };
+    struct err e = {{0}};
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char out[64];
+
+        assert_int_equal(config_scan_blank(cases[i].in, "x.conf", out, &e), 0);
+        assert_string_equal(out, cases[i].out);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -133,6 +157,7 @@ int main(void)
         cmocka_unit_test(test_section_twice),
         cmocka_unit_test(test_environment),
         cmocka_unit_test(test_comments_and_strings),
+        cmocka_unit_test(test_blank_comments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
