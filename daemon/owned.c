@@ -119,14 +119,32 @@ static enum apply_method trial_apply(const struct tuner_opts *o)
     return o->apply == APPLY_NONE ? APPLY_SMBCONTROL : o->apply;
 }
 
-/* A job wrote the state file: the disk is the truth now. */
+/* A job may have recorded its edit in the state file (it does so before
+ * it writes smb.conf, and may have been killed after): the record on disk
+ * is the truth now. Only the record: what else the tuner holds in memory
+ * and has not saved yet (a fingerprint, the incumbent) is newer than the
+ * copy the job was forked with, which is all the job could have saved. */
 static void reload(struct owned *w)
 {
+    struct state disk = {0};
+    struct smbconf_edit ed;
     struct err e;
 
-    state_free(w->st);
-    if (state_load(w->o->state_dir, w->st, &e) < 0)
+    if (state_load(w->o->state_dir, &disk, &e) < 0) {
         journal_log(LOG_ERR, "%s", e.msg);
+        return;
+    }
+    ed = w->st->pending_edit;
+    w->st->pending = disk.pending;
+    w->st->pending_commit = disk.pending_commit;
+    w->st->pending_edit = disk.pending_edit;
+    disk.pending_edit = ed;
+    if (disk.hold && !w->st->hold) {
+        /* the file could not be read (kept aside as damaged): hold */
+        w->st->hold = true;
+        state_set_str(&w->st->hold_reason, disk.hold_reason);
+    }
+    state_free(&disk);
 }
 
 /* ---- the line in force ---- */

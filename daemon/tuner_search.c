@@ -193,10 +193,9 @@ static void search_done(struct tuner *t)
     struct outcome *out = &t->out;
     bool committed = out->kind == OUTCOME_COMMIT && !t->failed;
 
-    if (!t->failed && out->kind != OUTCOME_BUDGET) {
+    /* saved at the cycle's end, with whatever the end takes back */
+    if (!t->failed && out->kind != OUTCOME_BUDGET)
         t->converged = outcome_record(out, t->s, &t->tally, t->inc0, &t->st);
-        tuner_save(t);
-    }
     tuner_set_status(t, "%s", out->what);
     if (t->o.once) {
         struct report_in in = {.before = t->value0,
