@@ -17,6 +17,7 @@
 #include "creds.h"
 #include "files.h"
 #include "journal.h"
+#include "place.h"
 #include "probe.h"
 #include "smbconf.h"
 #include "state.h"
@@ -224,6 +225,7 @@ int cmd_run(const struct opts *o)
 {
     struct daemon d = {.o = o};
     struct err e = {{0}};
+    char target[PATH_MAX + 64];
     sigset_t ss;
     int r;
 
@@ -265,8 +267,15 @@ int cmd_run(const struct opts *o)
         return 1;
     }
     sd_notify(0, "READY=1");
+    if (d.topts.own_share)
+        snprintf(target, sizeof(target),
+                 "its own share %s/" PLACE_OWN_SHARE_DIR
+                 " (no url: served by shadow smbds on 127.0.0.1)",
+                 d.topts.state_dir);
+    else
+        snprintf(target, sizeof(target), "%s", d.topts.probe.url);
     journal_log(LOG_INFO, "smbtuned %s: %s, target %s", SMBTUNED_VERSION,
-                d.topts.mode == TUNER_TUNE ? "tuning" : "advising", d.topts.probe.url);
+                d.topts.mode == TUNER_TUNE ? "tuning" : "advising", target);
     tuner_kick(d.tuner);
     r = sd_event_loop(d.ev);
     if (o->once && r == 0)

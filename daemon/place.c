@@ -1,14 +1,19 @@
 /* place: see place.h. */
 #include "place.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "child.h"
 #include "journal.h"
 #include "probe.h"
+#include "rmtree.h"
 #include "sockopts.h"
 #include "trial.h"
 #include "url.h"
@@ -40,6 +45,24 @@ static char *shadow_base(const struct tuner_opts *o)
     char *b;
 
     return asprintf(&b, "%s/shadow", o->state_dir) < 0 ? NULL : b;
+}
+
+/* The own share's directory (tuner_opts.h), NULL when out of memory. */
+static char *own_share_dir(const struct tuner_opts *o)
+{
+    char *d;
+
+    return asprintf(&d, "%s/" PLACE_OWN_SHARE_DIR, o->state_dir) < 0 ? NULL : d;
+}
+
+/* Made at each shadow's start, so that a tidy or a hand that removed it
+ * does not break the next trial. 0700 like the state directory: only the
+ * shadow's forced root user writes there (lib/trial_render.c). */
+static int own_share_make(const char *dir, struct err *e)
+{
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+        return err_set(e, -errno, "cannot create %s: %s", dir, strerror(errno));
+    return 0;
 }
 
 int place_new(sd_event *ev, const struct tuner_opts *o, struct place **pp)
@@ -98,12 +121,56 @@ int place_sweep(const struct tuner_opts *o, struct err *e)
     return r;
 }
 
-/* The shadow serves the same shares on its own port of 127.0.0.1. */
+int place_tidy(const struct tuner_opts *o, struct err *e)
+{
+    char *dir = own_share_dir(o);
+    struct dirent *de;
+    DIR *d;
+    int r = 0;
+
+    if (!o->own_share)
+        return 0;
+    if (dir == NULL)
+        return err_set(e, -ENOMEM, "out of memory");
+    /* Not through a link: the state directory is ours, the name too. */
+    d = opendir(dir);
+    if (d == NULL) {
+        r = errno == ENOENT ? 0 : err_set(e, -errno, "cannot open %s: %s", dir, strerror(errno));
+        free(dir);
+        return r;
+    }
+    while ((de = readdir(d)) != NULL) {
+        struct stat st;
+        int r1 = 0;
+
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        /* Everything in it is a probe's (the directory is served to no
+         * one else); a directory, which a probe never makes, goes too. */
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+            r1 = rmtree_at(dirfd(d), de->d_name, e);
+        else if (unlinkat(dirfd(d), de->d_name, 0) < 0 && errno != ENOENT)
+            r1 = err_set(e, -errno, "cannot remove %s/%s: %s", dir, de->d_name, strerror(errno));
+        if (r1 < 0 && r == 0)
+            r = r1;
+    }
+    closedir(d);
+    free(dir);
+    return r;
+}
+
+/* The shadow serves the same shares on its own port of 127.0.0.1, and
+ * the own share when there is no URL. */
 static int shadow_url(struct place *p)
 {
     struct url u;
     struct err e;
+    int n;
 
+    if (p->o->own_share) {
+        n = snprintf(p->url, sizeof(p->url), "smb://127.0.0.1:%d/" TRIAL_OWN_SHARE, p->shadow.port);
+        return n < 0 || (size_t)n >= sizeof(p->url) ? -ENAMETOOLONG : 0;
+    }
     if (url_parse(p->o->probe.url, &u, &e) < 0)
         return -EINVAL;
     snprintf(u.host, sizeof(u.host), "127.0.0.1");
@@ -123,13 +190,18 @@ static void told(struct place *p, int r)
 
 static int spawn(struct place *p)
 {
-    char *base = shadow_base(p->o);
+    char *base = shadow_base(p->o), *share = p->o->own_share ? own_share_dir(p->o) : NULL;
     struct err e;
     int r;
 
-    r = base ? trial_shadow_spawn(p->o->smb_conf, base, p->value, NULL, &p->shadow, &e)
-             : err_set(&e, -ENOMEM, "out of memory");
+    r = base == NULL || (p->o->own_share && share == NULL) ? err_set(&e, -ENOMEM, "out of memory")
+                                                           : 0;
+    if (r == 0 && share != NULL)
+        r = own_share_make(share, &e);
+    if (r == 0)
+        r = trial_shadow_spawn(p->o->smb_conf, base, p->value, share, &p->shadow, &e);
     free(base);
+    free(share);
     if (r < 0) {
         journal_log(LOG_ERR, "shadow smbd: %s", e.msg);
         return r;

@@ -7,6 +7,9 @@
  *   client  the probe's own client socket carries the candidate: nothing
  *           to start, the probe gets the socket options
  *
+ * Without a URL (tuner_opts.own_share) every shadow serves the daemon's own
+ * share too, STATE_DIR/PLACE_OWN_SHARE_DIR, and the probe measures that.
+ *
  * A live trial is an edit of our line: daemon/owned.h. */
 #ifndef SMBTUNED_PLACE_H
 #define SMBTUNED_PLACE_H
@@ -35,7 +38,14 @@ int place_put(struct place *p, const char *base, struct search_config c, place_f
 /* Stop the shadow, if one runs (or starts). */
 void place_down(struct place *p);
 
+/* The own share's directory, in the state directory. */
+#define PLACE_OWN_SHARE_DIR "share"
+
 /* Remove the shadows a killed run left. */
 int place_sweep(const struct tuner_opts *o, struct err *e);
+
+/* With the own share: remove what is in its directory (a killed probe's
+ * file); nothing to do otherwise. Blocks for a directory listing only. */
+int place_tidy(const struct tuner_opts *o, struct err *e);
 
 #endif

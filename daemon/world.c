@@ -103,7 +103,15 @@ static void real_measure_kill(void *ctx)
 static void real_measure_tidy(void *ctx, bool wait)
 {
     struct real *w = ctx;
+    struct err e;
 
+    /* The own share is a directory of ours: a killed probe's file goes
+     * from here, without an SMB client (and no shadow may be up). */
+    if (w->o->own_share) {
+        if (place_tidy(w->o, &e) < 0)
+            journal_log(LOG_WARNING, "removing a killed probe's file: %s", e.msg);
+        return;
+    }
     measure_tidy(w->measure, &w->o->probe, wait);
 }
 
@@ -167,7 +175,7 @@ static int real_sweep(void *ctx, struct err *e)
      * the server for a moment: the cleanup child retries for a while,
      * which a measurement's own sweep does not. */
     measure_dirty(w->measure);
-    measure_tidy(w->measure, &w->o->probe, true);
+    real_measure_tidy(w, true);
     return 0;
 }
 

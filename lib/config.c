@@ -315,6 +315,10 @@ int config_parse_string(const char *text, const char *name, struct config *c, st
     }
     if (r == 0 && c->tune.min_size > c->tune.max_size)
         r = err_set(e, -EINVAL, "%s: tune: min_size is above max_size", name);
+    for (size_t i = 0; r == 0 && i < ctx.nset; i++)
+        if (ctx.set[i] == find_field("tune", "trials"))
+            snprintf(c->tune.trials_where, sizeof(c->tune.trials_where), "%s:%d", name,
+                     ctx.set_line[i]);
     cfg_free(cfg);
     free(plain);
     return r;
@@ -330,19 +334,40 @@ static bool url_is_local(const char *url)
     return url_parse(url, &u, NULL) == 0 && url_is_loopback(&u);
 }
 
+/* Without a URL the target is the own share, which only the shadow smbds
+ * serve: a client or live trial would have nothing to measure. */
+static int own_share_trials(const struct config *c, struct err *e)
+{
+    const char *word = c->tune.trials == TUNER_LIVE ? "live" : "client";
+
+    if (c->tune.trials_auto || c->tune.trials == TUNER_SHADOW ||
+        (c->tune.mode == TUNER_ADVISE && c->tune.trials == TUNER_LIVE))
+        return 0;
+    if (c->tune.trials_where[0] != '\0')
+        return err_set(e, -EINVAL,
+                       "%s: tune: trials = %s needs a url in the probe section (or --url): "
+                       "without one smbtuned measures a share of its own that only its "
+                       "shadow smbds serve (trials = shadow or auto)",
+                       c->tune.trials_where, word);
+    return err_set(e, -EINVAL,
+                   "--trials %s needs a url (--url, or url in the probe section of the config "
+                   "file): without one smbtuned measures a share of its own that only its "
+                   "shadow smbds serve (trials shadow or auto)",
+                   word);
+}
+
 int config_fill(const struct config *c, struct tuner_opts *t, struct err *e)
 {
     struct probe_params *p = &t->probe;
     struct search_params *s = &t->search;
 
     memset(t, 0, sizeof(*t));
-    if (c->probe.url[0] == '\0')
-        return err_set(e, -EINVAL,
-                       "no URL: give --url smb://host/share or set url in the "
-                       "probe section of the config file");
+    t->own_share = c->probe.url[0] == '\0';
+    if (t->own_share && own_share_trials(c, e) < 0)
+        return -EINVAL;
 
     probe_params_default(p);
-    p->url = c->probe.url;
+    p->url = t->own_share ? NULL : c->probe.url;
     p->directory = c->probe.directory[0] ? c->probe.directory : NULL;
     p->credentials = c->probe.credentials[0] ? c->probe.credentials : NULL;
     p->size = c->probe.size;
@@ -365,7 +390,7 @@ int config_fill(const struct config *c, struct tuner_opts *t, struct err *e)
     /* Advice must not write smb.conf, and a live trial is a write that
      * reaches every client: in advise mode live becomes what auto picks. */
     if (c->tune.trials_auto || (c->tune.mode == TUNER_ADVISE && c->tune.trials == TUNER_LIVE))
-        t->trials = url_is_local(c->probe.url) ? TUNER_SHADOW : TUNER_CLIENT;
+        t->trials = t->own_share || url_is_local(c->probe.url) ? TUNER_SHADOW : TUNER_CLIENT;
     else
         t->trials = c->tune.trials;
     t->apply = c->tune.apply;

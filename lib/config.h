@@ -33,7 +33,7 @@
 #include "err.h"
 
 struct config_probe {
-    char url[1024];            /* smb://host[:port]/share[/dir]; "" = none */
+    char url[1024];            /* smb://host[:port]/share[/dir]; "" = the own share */
     char credentials[4096];    /* path of the credentials file; "" = guest */
     long long size;            /* bytes written and read back */
     long long request_size;    /* bytes per write/read call */
@@ -49,11 +49,14 @@ struct config_tune {
     char smb_conf[4096];  /* the smb.conf tuned */
     char state_dir[4096]; /* state file, backups, lock, shadow run dirs */
     enum tuner_mode mode; /* tune, or advise: measure and report, never write smb.conf */
-    /* "auto": shadow for a URL on this machine, else client; config_fill()
-     * decides, since --url may still change the URL after the file. When
-     * true, trials is not used. */
+    /* "auto": shadow for a URL on this machine or no URL, else client;
+     * config_fill() decides, since --url may still change the URL after
+     * the file. When true, trials is not used. */
     bool trials_auto;
-    enum tuner_trials trials;     /* shadow, client, live */
+    enum tuner_trials trials; /* shadow, client, live */
+    /* "FILE:LINE" of the trials key, for the message that refuses client
+     * or live trials without a URL; "" when it did not come from a file. */
+    char trials_where[4160];
     enum apply_method apply;      /* smbcontrol, signal, systemd, none */
     double interval_s;            /* between cycles */
     long long min_size, max_size; /* the search's bounds (max capped by the kernel) */
@@ -78,9 +81,11 @@ struct config {
  * with the tune section's bounds, gain, abort ratio, samples and tied over
  * it) and the tuner's own fields. trials = auto becomes shadow or client
  * from the URL, and advise mode never runs live trials (the same choice).
- * The command-line-only fields (once, json, progress) are left false. The
- * strings point into c. Pure: the credentials file, when one is set, is
- * not read here (see creds_check()). -EINVAL without a URL. */
+ * Without a URL the probe measures the daemon's own share (t->own_share,
+ * t->probe.url NULL) on shadow smbds: trials = client or live is then
+ * -EINVAL, naming the trials line. The command-line-only fields (once,
+ * json, progress) are left false. The strings point into c. Pure: the
+ * credentials file, when one is set, is not read here (see creds_check()). */
 int config_fill(const struct config *c, struct tuner_opts *t, struct err *e);
 
 /* Set one option from its text, as if the file said it (the command line

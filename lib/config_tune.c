@@ -59,6 +59,8 @@ static int parse_trials(const char *s, struct config *c, struct err *e)
         [TUNER_SHADOW] = "shadow", [TUNER_CLIENT] = "client", [TUNER_LIVE] = "live"};
     int v = 0, r;
 
+    /* config_parse_string() sets it again for a value from a file. */
+    c->tune.trials_where[0] = '\0';
     if (strcmp(s, "auto") == 0) {
         c->tune.trials_auto = true;
         return 0;

@@ -14,7 +14,7 @@
 #include "search.h"
 
 /* Where a candidate is tried. The config's "auto" is no value of its own:
- * config_fill() resolves it from the probe's URL. */
+ * config_fill() resolves it from the probe's URL (no URL: shadow). */
 enum tuner_trials { TUNER_SHADOW, TUNER_CLIENT, TUNER_LIVE };
 enum tuner_mode { TUNER_TUNE, TUNER_ADVISE };
 
@@ -25,6 +25,10 @@ struct tuner_opts {
     enum tuner_mode mode;
     enum apply_method apply;
     struct probe_params probe; /* url, credentials, size ...; socket_options: the client's */
+    /* No url configured: the probe measures the daemon's own share,
+     * STATE_DIR/share, served by each shadow smbd as [TRIAL_OWN_SHARE]
+     * (lib/trial.h); probe.url is then NULL and trials TUNER_SHADOW. */
+    bool own_share;
     struct search_params search;
     long long max_bytes; /* moved by probes in one cycle; 0: no limit */
     double interval_s;   /* between cycles */

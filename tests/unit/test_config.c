@@ -429,13 +429,17 @@ static void test_fill_defaults(void **state)
 
     (void)state;
     config_defaults(&c);
-    assert_int_equal(config_fill(&c, &t, &e), -EINVAL); /* no target */
-    assert_non_null(strstr(e.msg, "no URL"));
+    /* No url: the own share, on shadow smbds (trials = auto). */
+    assert_int_equal(config_fill(&c, &t, &e), 0);
+    assert_true(t.own_share);
+    assert_null(t.probe.url);
+    assert_int_equal(t.trials, TUNER_SHADOW);
 
     assert_int_equal(config_set(&c, "probe", "url", "smb://127.0.0.1/share", &e), 0);
     assert_int_equal(config_fill(&c, &t, &e), 0);
     probe_params_default(&p);
     assert_string_equal(t.probe.url, "smb://127.0.0.1/share");
+    assert_false(t.own_share);
     assert_null(t.probe.directory);
     assert_null(t.probe.credentials);
     assert_int_equal(t.probe.size, p.size);
@@ -558,6 +562,43 @@ static void test_fill_trials(void **state)
     }
 }
 
+/* No url: client and live trials have nothing to measure (only shadows
+ * serve the own share); the error names the file and line of trials, or
+ * the option when it came from the command line. */
+static void test_fill_no_url_trials(void **state)
+{
+    struct config c;
+    struct tuner_opts t;
+    struct err e = {{0}};
+
+    (void)state;
+    assert_int_equal(
+        config_parse_string("probe {\n}\ntune {\n  trials = client\n}\n", "x.conf", &c, &e), 0);
+    assert_int_equal(config_fill(&c, &t, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "x.conf:4: tune: trials = client needs a url"));
+    assert_int_equal(config_parse_string("tune {\n  trials = live\n}\n", "y.conf", &c, &e), 0);
+    assert_int_equal(config_fill(&c, &t, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "y.conf:2: tune: trials = live needs a url"));
+    /* advise turns live into what auto picks: shadow */
+    assert_int_equal(config_set(&c, "tune", "mode", "advise", &e), 0);
+    assert_int_equal(config_fill(&c, &t, &e), 0);
+    assert_int_equal(t.trials, TUNER_SHADOW);
+    /* The command line's --trials overrides the file: no line then. */
+    assert_int_equal(config_set(&c, "tune", "trials", "client", &e), 0);
+    assert_int_equal(config_fill(&c, &t, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "--trials client needs a url"));
+    assert_null(strstr(e.msg, "y.conf"));
+    assert_int_equal(config_set(&c, "tune", "trials", "shadow", &e), 0);
+    assert_int_equal(config_fill(&c, &t, &e), 0);
+    assert_true(t.own_share);
+    /* A url makes client trials fine again. */
+    assert_int_equal(config_set(&c, "tune", "trials", "client", &e), 0);
+    assert_int_equal(config_set(&c, "probe", "url", "smb://peer/s", &e), 0);
+    assert_int_equal(config_fill(&c, &t, &e), 0);
+    assert_false(t.own_share);
+    assert_int_equal(t.trials, TUNER_CLIENT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -577,6 +618,7 @@ int main(void)
         cmocka_unit_test(test_fill_defaults),
         cmocka_unit_test(test_fill_from_file),
         cmocka_unit_test(test_fill_trials),
+        cmocka_unit_test(test_fill_no_url_trials),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

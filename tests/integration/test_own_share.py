@@ -1,0 +1,109 @@
+"""No url configured: smbtuned tunes against a share of its own.
+
+The shipped /etc/smbtuned.conf has no url; the daemon then measures
+STATE_DIR/share, which only its shadow smbds serve (as [smbtuned-probe],
+guests on 127.0.0.1), so a fresh install works on any Samba server.
+
+Checked here: `-t` passes on the shipped conf/smbtuned.conf (its paths
+pointed at the test's tmp with options); client and live trials without a
+url are refused with the file and line; a `--once` without a url against
+the fixture smbd runs its probes in the own share, commits or keeps a
+value, and leaves no file in STATE_DIR/share (a killed run's probe file
+there is swept at the start) and nothing running.
+"""
+
+import json
+import time
+
+import pytest
+
+from conftest import REPO, run_editor, samba_value
+from daemon_util import (PROBE_FILE_GLOB, SMALL_PROBE, SMALL_TUNE, conf_text, q,
+                         only_socket_line_changed)
+
+SHIPPED = REPO / "conf" / "smbtuned.conf"
+# On the lattice of SMALL_TUNE (64K..256K): no stalls on loopback.
+ON_LATTICE = "TCP_NODELAY IPTOS_LOWDELAY SO_RCVBUF=131072 SO_SNDBUF=131072"
+
+
+def test_check_passes_on_the_shipped_config(smbtuned, tmp_path):
+    smb_conf = tmp_path / "smb.conf"
+    smb_conf.write_text("[global]\n   socket options = TCP_NODELAY\n")
+    assert "\n    url =" not in SHIPPED.read_text(), "the shipped file sets a url"
+    r = run_editor(smbtuned, "-t", "-c", SHIPPED, "--smb-conf", smb_conf,
+                   "--state-dir", tmp_path / "state")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stderr == ""
+
+
+@pytest.mark.parametrize("trials", ["client", "live"])
+def test_no_url_refuses_client_and_live_trials(smbtuned, tmp_path, trials):
+    smb_conf = tmp_path / "smb.conf"
+    smb_conf.write_text("[global]\n   socket options = TCP_NODELAY\n")
+    conf = tmp_path / "smbtuned.conf"
+    conf.write_text(SHIPPED.read_text().replace('    # trials = "auto"',
+                                                f'    trials = "{trials}"'))
+    lines = conf.read_text().splitlines()
+    lineno = [i + 1 for i, l in enumerate(lines) if l.strip().startswith("trials =")]
+    assert len(lineno) == 1
+    r = run_editor(smbtuned, "-t", "-c", conf, "--smb-conf", smb_conf,
+                   "--state-dir", tmp_path / "state")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"{conf}:{lineno[0]}: tune: trials = {trials} needs a url" in r.stderr, r.stderr
+    # On the command line: the option is named instead.
+    r = run_editor(smbtuned, "-t", "-c", SHIPPED, "--smb-conf", smb_conf,
+                   "--state-dir", tmp_path / "state", "--trials", trials)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"--trials {trials} needs a url" in r.stderr, r.stderr
+    # With a url they are fine.
+    r = run_editor(smbtuned, "-t", "-c", conf, "--smb-conf", smb_conf,
+                   "--state-dir", tmp_path / "state", "--url", "smb://127.0.0.1/share")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.smbd
+@pytest.mark.slow
+def test_once_without_url_tunes_on_the_own_share(make_env):
+    env = make_env(ON_LATTICE)
+    env.conf.write_text(conf_text(
+        {**SMALL_PROBE},
+        {"smb_conf": q(env.srv.conf), "state_dir": q(env.state_dir), **SMALL_TUNE,
+         "apply": q("smbcontrol"), "mode": q("tune")}))
+    conf = env.srv.conf
+    before = conf.read_bytes()
+    share = env.state_dir / "share"
+    # What a killed predecessor's probe leaves: the start-up's sweep takes it.
+    share.mkdir(mode=0o700)
+    planted = share / ".smbtuned-probe-127.0.0.1-99999-0123456789abcdef"
+    planted.write_bytes(b"x" * 4096)
+
+    d = env.start("--once", "--json")
+    saw_probe_file = False
+    deadline = time.monotonic() + 300
+    while d.alive() and time.monotonic() < deadline:
+        saw_probe_file |= any(p != planted for p in share.glob(PROBE_FILE_GLOB))
+        time.sleep(0.02)
+    rc = d.wait(timeout=1)
+    out, err = d.stdout, d.stderr
+    assert rc == 0, err
+    assert "its own share" in err, err
+    lines = out.splitlines()
+    assert len(lines) == 1, f"--json prints one line, got {out!r}"
+    obj = json.loads(lines[0])
+    assert obj["samples"] >= 1, obj
+    assert obj["before"]["write_mbps"] and obj["before"]["read_mbps"], obj
+    # The probes wrote into the own share, never into production's.
+    assert saw_probe_file, f"no probe file appeared in {share}\n{err}"
+    after = conf.read_bytes()
+    if obj["committed"]:
+        assert samba_value(conf) == obj["after"]["value"]
+        reason = only_socket_line_changed(before, after)
+        assert reason is None, reason
+    else:
+        assert after == before, "not committed, but smb.conf changed"
+    # Nothing left: the own share is empty, no process, no run dir.
+    assert share.is_dir()
+    assert list(share.iterdir()) == []
+    left = env.leftovers()
+    assert not left, "left behind:\n" + "\n".join(left)
+    assert env.srv.alive()
