@@ -591,6 +591,10 @@ static void test_fill_no_url_trials(void **state)
     assert_int_equal(config_set(&c, "tune", "trials", "shadow", &e), 0);
     assert_int_equal(config_fill(&c, &t, &e), 0);
     assert_true(t.own_share);
+    /* A directory is one of a url's share. */
+    assert_int_equal(config_set(&c, "probe", "directory", "bench", &e), 0);
+    assert_int_equal(config_fill(&c, &t, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "directory = bench needs a url"));
     /* A url makes client trials fine again. */
     assert_int_equal(config_set(&c, "tune", "trials", "client", &e), 0);
     assert_int_equal(config_set(&c, "probe", "url", "smb://peer/s", &e), 0);
