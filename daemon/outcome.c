@@ -2,6 +2,7 @@
 #include "outcome.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,12 +103,17 @@ bool outcome_record(const struct outcome *out, const struct search *s, const str
     struct search_config c = in_force ? out->w : inc0;
     double wr, rr;
 
-    report_rates(s, tally, out->w, &wr, &rr);
+    /* The rates of what is in force: advised, that is inc0, not the
+     * winner (the next cycle's first sample is compared with them). */
+    report_rates(s, tally, c, &wr, &rr);
     st->have_incumbent = true;
     st->rcvbuf = c.rcvbuf;
     st->sndbuf = c.sndbuf;
-    st->write_mbps = wr;
-    st->read_mbps = rr;
+    /* A rate never measured (every write timed out: no read) is kept as
+     * 0, none: the state file takes digits only, and "nan" would make it
+     * damaged, which holds the tuner off. */
+    st->write_mbps = isnan(wr) ? 0 : wr;
+    st->read_mbps = isnan(rr) ? 0 : rr;
     st->cycles++;
     return in_force;
 }
