@@ -188,12 +188,11 @@ int owned_read(struct owned *w, char **value)
 
 /* ---- put ---- */
 
-/* Record an edit in the state file before it reaches the disk (struct
- * smbconf_change's hook): a trial, which a restart takes back, or a
- * commit, which it keeps. Runs in the job. */
-static int record(const struct smbconf_edit *ed, void *ctx)
+/* Record an edit in the state file before it reaches the disk (between
+ * smbconf_prepare and smbconf_write): a trial, which a restart takes back,
+ * or a commit, which it keeps. Runs in the job. */
+static int record(struct owned *w, const struct smbconf_edit *ed)
 {
-    struct owned *w = ctx;
     struct state *st = w->st;
     struct smbconf_edit next;
     struct err e;
@@ -220,18 +219,20 @@ static int record(const struct smbconf_edit *ed, void *ctx)
 static int put_job(void *arg, int out_fd)
 {
     struct owned *w = arg;
-    struct smbconf_change ch = {.expect = w->expect,
-                                .rcvbuf = w->c.rcvbuf,
-                                .sndbuf = w->c.sndbuf,
-                                .before_write = record,
-                                .ctx = w};
+    struct smbconf_change ch = {.expect = w->expect, .rcvbuf = w->c.rcvbuf, .sndbuf = w->c.sndbuf};
     struct smbconf_result res;
+    struct smbconf_plan pl;
     struct reply *rep;
     struct err e = {{0}}, ae = {{0}};
     size_t vlen;
     int r;
 
-    r = smbconf_set_buffers(w->o->smb_conf, w->o->state_dir, &ch, &res, &e);
+    r = smbconf_prepare(w->o->smb_conf, w->o->state_dir, &ch, &pl, &res, &e);
+    if (r == 0 && res.changed && (r = record(w, &res.edit)) < 0)
+        err_set(&e, r, "not written: recording the change failed: %s", strerror(-r));
+    if (r == 0)
+        r = smbconf_write(&pl, &res, &e);
+    smbconf_plan_free(&pl);
     vlen = r == 0 && res.new_value ? strlen(res.new_value) : 0;
     rep = calloc(1, sizeof(*rep) + vlen + 1);
     if (rep == NULL)

@@ -136,11 +136,6 @@ struct smbconf_change {
     const char *expect; /* the value the caller believes is in force; NULL: any */
     long rcvbuf;        /* SOCKOPTS_AUTO or a size */
     long sndbuf;
-    /* Called with the edit after every check and before the file is
-     * replaced, so that the caller can record what it is about to do (a
-     * crash after the rename must find it); a negative return cancels. */
-    int (*before_write)(const struct smbconf_edit *ed, void *ctx);
-    void *ctx;
 };
 
 struct smbconf_result {
@@ -154,11 +149,37 @@ struct smbconf_result {
     size_t nnotes;
 };
 
-/* Set the buffer sizes in the line in force, under the lock in state_dir,
- * with a backup of the old bytes there, an atomic replace, and testparm
- * checks before and after (restoring our line when the check after fails).
+/* Setting the buffers is two steps, so that a caller can record what it is
+ * about to do between them (a crash after the write must find the record)
+ * and nothing calls back up:
+ *
+ *   smbconf_prepare  under the lock in state_dir: read the files, check
+ *                    that Samba's testparm reads the line as we do and that
+ *                    it holds ch->expect, render the new bytes. res then
+ *                    says what would change (res->changed, res->edit).
+ *   smbconf_write    write them (a backup in state_dir, an atomic
+ *                    replace), check with testparm after, restoring our
+ *                    line when that check fails. Nothing to do when
+ *                    !res->changed.
+ *   smbconf_plan_free  releases the lock; after a failed prepare too.
+ *
  * -ECANCELED: the value in force is not ch->expect; -ESTALE: a file
  * changed while we worked. Nothing is written in either case. */
+struct smbconf_plan {
+    int lock;
+    bool loaded;
+    struct smbconf c;
+    char *out;
+    size_t outlen;
+    const char *path, *state_dir;
+};
+
+int smbconf_prepare(const char *path, const char *state_dir, const struct smbconf_change *ch,
+                    struct smbconf_plan *pl, struct smbconf_result *res, struct err *e);
+int smbconf_write(struct smbconf_plan *pl, struct smbconf_result *res, struct err *e);
+void smbconf_plan_free(struct smbconf_plan *pl);
+
+/* Both steps at once, for a caller with nothing to record (--set-buffers). */
 int smbconf_set_buffers(const char *path, const char *state_dir, const struct smbconf_change *ch,
                         struct smbconf_result *res, struct err *e);
 

@@ -319,83 +319,114 @@ int smbconf_revert(const char *path, const char *state_dir, const struct smbconf
     return r;
 }
 
-static int set_locked(const char *path, const char *state_dir, const struct smbconf_change *ch,
-                      struct smbconf_result *res, struct err *e)
+/* The first step, under the lock: read, agree with Samba, compare, render. */
+static int prepare_locked(struct smbconf_plan *pl, const struct smbconf_change *ch,
+                          struct smbconf_result *res, struct err *e)
 {
-    struct smbconf c;
-    char *judge = NULL, *out = NULL;
-    size_t outlen;
+    struct smbconf *c = &pl->c;
+    char *judge = NULL;
     int r;
 
-    r = smbconf_load(&c, path, e);
+    r = smbconf_load(c, pl->path, e);
     if (r < 0)
         return r;
-    sweep_edited(&c);
-    res->old_value = strdup(c.value);
-    if (smbconf_notes_copy(&c, &res->notes, &res->nnotes) < 0) {
+    pl->loaded = true;
+    sweep_edited(c);
+    res->old_value = strdup(c->value);
+    if (smbconf_notes_copy(c, &res->notes, &res->nnotes) < 0) {
         r = err_set(e, -ENOMEM, "out of memory");
         goto out;
     }
-    if (c.found) {
-        res->file = strdup(c.files[c.hit.file].path);
-        res->line = c.hit.line;
+    if (c->found) {
+        res->file = strdup(c->files[c->hit.file].path);
+        res->line = c->hit.line;
     }
     /* Our reading must be Samba's: otherwise we would edit the wrong line. */
-    r = smbconf_testparm(path, "socket options", &judge, e);
+    r = smbconf_testparm(pl->path, "socket options", &judge, e);
     if (r < 0)
         goto out;
-    if (!sockopts_same(judge, c.value)) {
+    if (!sockopts_same(judge, c->value)) {
         r = err_set(e, -EPROTO,
                     "%s: Samba's testparm reads socket options differently from smbtuned: not "
                     "changing anything; smbtuned reads '%s'%s, testparm reports '%s'",
-                    path, c.value, c.found ? " from the line it found" : " (none set)", judge);
+                    pl->path, c->value, c->found ? " from the line it found" : " (none set)",
+                    judge);
         goto out;
     }
-    if (ch->expect != NULL && !sockopts_same(ch->expect, c.value)) {
-        if (c.found)
+    if (ch->expect != NULL && !sockopts_same(ch->expect, c->value)) {
+        if (c->found)
             r = err_set(e, -ECANCELED,
                         "%s:%d: socket options is not the expected value (edited by someone "
                         "else?): nothing written; it is '%s', expected '%s'",
-                        c.files[c.hit.file].path, c.hit.line, c.value, ch->expect);
+                        c->files[c->hit.file].path, c->hit.line, c->value, ch->expect);
         else
             r = err_set(e, -ECANCELED,
                         "%s: socket options is not the expected value (edited by someone "
                         "else?): nothing written; it is '%s' (not set), expected '%s'",
-                        path, c.value, ch->expect);
+                        pl->path, c->value, ch->expect);
         goto out;
     }
-    res->new_value = sockopts_with(c.value, ch->rcvbuf, ch->sndbuf);
+    res->new_value = sockopts_with(c->value, ch->rcvbuf, ch->sndbuf);
     if (res->new_value == NULL || res->old_value == NULL) {
         r = err_set(e, -ENOMEM, "out of memory");
         goto out;
     }
     /* Already so (or, with no line, Samba's default): leave every byte. */
-    if (strcmp(res->new_value, c.value) == 0)
+    if (strcmp(res->new_value, c->value) == 0)
         goto out;
-    r = smbconf_render(&c, res->new_value, &out, &outlen, &res->edit, e);
-    if (r < 0)
-        goto out;
-    if (ch->before_write != NULL && (r = ch->before_write(&res->edit, ch->ctx)) < 0) {
-        err_set(e, r, "not written: recording the change failed: %s", strerror(-r));
-        goto out;
-    }
-    r = write_edit(state_dir, &c, res->edit.file, out, outlen, false, e);
-    if (r < 0)
-        goto out;
-    res->changed = true;
+    r = smbconf_render(c, res->new_value, &pl->out, &pl->outlen, &res->edit, e);
+    if (r == 0)
+        res->changed = true; /* to be: smbconf_write makes it so, or clears it */
+out:
     free(judge);
-    judge = NULL;
-    r = smbconf_testparm(path, "socket options", &judge, e);
+    return r;
+}
+
+int smbconf_prepare(const char *path, const char *state_dir, const struct smbconf_change *ch,
+                    struct smbconf_plan *pl, struct smbconf_result *res, struct err *e)
+{
+    int r;
+
+    memset(res, 0, sizeof(*res));
+    memset(pl, 0, sizeof(*pl));
+    pl->path = path;
+    pl->state_dir = state_dir;
+    pl->lock = take_lock(state_dir, e);
+    if (pl->lock < 0) {
+        r = pl->lock;
+        pl->lock = -1;
+        return r;
+    }
+    r = prepare_locked(pl, ch, res, e);
+    if (r < 0)
+        smbconf_plan_free(pl);
+    return r;
+}
+
+int smbconf_write(struct smbconf_plan *pl, struct smbconf_result *res, struct err *e)
+{
+    char *judge = NULL;
+    int r;
+
+    if (!res->changed)
+        return 0; /* nothing to write */
+    res->changed = false;
+    r = write_edit(pl->state_dir, &pl->c, res->edit.file, pl->out, pl->outlen, false, e);
+    if (r < 0)
+        return r;
+    res->changed = true;
+    r = smbconf_testparm(pl->path, "socket options", &judge, e);
     if (r == 0 && !sockopts_same(judge, res->new_value))
         r = err_set(e, -EPROTO,
                     "%s: after the change Samba's testparm reports '%s' instead of "
                     "'%s'",
-                    path, judge, res->new_value);
+                    pl->path, judge, res->new_value);
+    free(judge);
     if (r < 0) {
         /* What happened to smb.conf comes first: the reason after it may
          * carry long values and be cut. */
         struct err why = *e, e2 = {{0}};
-        int r2 = revert_locked(path, state_dir, &res->edit, &e2);
+        int r2 = revert_locked(pl->path, pl->state_dir, &res->edit, &e2);
 
         if (r2 == 0)
             err_set(e, r, "the change was taken back, the old line is restored: %s", why.msg);
@@ -403,12 +434,13 @@ static int set_locked(const char *path, const char *state_dir, const struct smbc
             err_set(e, r, "the change was written and restoring the old line failed (%s): %s",
                     e2.msg, why.msg);
         res->changed = r2 < 0;
+        return r;
     }
-    if (r == 0 && !c.found) {
+    if (!pl->c.found) {
         /* Report where the line went: parse what we wrote. */
         struct smbconf c2;
 
-        if (smbconf_load(&c2, path, NULL) == 0 && c2.found) {
+        if (smbconf_load(&c2, pl->path, NULL) == 0 && c2.found) {
             free(res->file);
             res->file = strdup(c2.files[c2.hit.file].path);
             res->line = c2.hit.line;
@@ -416,24 +448,32 @@ static int set_locked(const char *path, const char *state_dir, const struct smbc
         if (c2.nfiles)
             smbconf_free(&c2);
     }
-out:
-    free(out);
-    free(judge);
-    smbconf_free(&c);
-    return r;
+    return 0;
+}
+
+void smbconf_plan_free(struct smbconf_plan *pl)
+{
+    free(pl->out);
+    pl->out = NULL;
+    if (pl->loaded)
+        smbconf_free(&pl->c);
+    pl->loaded = false;
+    if (pl->lock >= 0)
+        close(pl->lock);
+    pl->lock = -1;
 }
 
 int smbconf_set_buffers(const char *path, const char *state_dir, const struct smbconf_change *ch,
                         struct smbconf_result *res, struct err *e)
 {
-    int lock, r;
+    struct smbconf_plan pl;
+    int r;
 
-    memset(res, 0, sizeof(*res));
-    lock = take_lock(state_dir, e);
-    if (lock < 0)
-        return lock;
-    r = set_locked(path, state_dir, ch, res, e);
-    close(lock);
+    r = smbconf_prepare(path, state_dir, ch, &pl, res, e);
+    if (r < 0)
+        return r;
+    r = smbconf_write(&pl, res, e);
+    smbconf_plan_free(&pl);
     return r;
 }
 
