@@ -168,7 +168,8 @@ static int shadow_url(struct place *p)
     int n;
 
     if (p->o->own_share) {
-        n = snprintf(p->url, sizeof(p->url), "smb://127.0.0.1:%d/" TRIAL_OWN_SHARE, p->shadow.port);
+        n = snprintf(p->url, sizeof(p->url), "smb://127.0.0.1:%d/%s", p->shadow.port,
+                     p->shadow.share);
         return n < 0 || (size_t)n >= sizeof(p->url) ? -ENAMETOOLONG : 0;
     }
     if (url_parse(p->o->probe.url, &u, &e) < 0)

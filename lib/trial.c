@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -218,6 +219,18 @@ static int make_run_dir(const char *base_dir, bool own_share, struct trial_shado
     return 0;
 }
 
+/* A fresh name for the own share (trial.h): 64 random bits. */
+static int share_name(char *buf, size_t len, struct err *e)
+{
+    unsigned char b[8];
+
+    if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
+        return err_set(e, -errno, "getrandom: %s", strerror(errno));
+    snprintf(buf, len, TRIAL_OWN_SHARE "-%02x%02x%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3],
+             b[4], b[5], b[6], b[7]);
+    return 0;
+}
+
 /* The own share's directory is served as root (trial_render.c): it must be
  * a directory of ours, not a link to somewhere else. */
 static int own_share_check(const char *dir, struct err *e)
@@ -235,6 +248,7 @@ int trial_shadow_spawn(const char *prod_conf, const char *base_dir, const char *
                        const char *own_share, struct trial_shadow *t, struct err *e)
 {
     struct trial_owner own = {0};
+    struct trial_share sh = {0};
     struct kernel_proc me;
     char *text = NULL;
     pid_t parent = getpid(), pid;
@@ -248,7 +262,15 @@ int trial_shadow_spawn(const char *prod_conf, const char *base_dir, const char *
     if (r < 0)
         return err_set(e, r, "cannot pick a free port on 127.0.0.1: %s", strerror(-r));
     /* Check the inputs before anything is created. */
-    r = trial_shadow_render(prod_conf, "/", t->port, sockopts_value, own_share, &text, e);
+    if (own_share != NULL) {
+        r = share_name(t->share, sizeof(t->share), e);
+        if (r < 0)
+            return r;
+        sh.dir = own_share;
+        sh.name = t->share;
+    }
+    r = trial_shadow_render(prod_conf, "/", t->port, sockopts_value, own_share ? &sh : NULL, &text,
+                            e);
     if (r < 0)
         return r;
     if (own_share != NULL && own_share_check(own_share, e) < 0) {
@@ -265,7 +287,8 @@ int trial_shadow_spawn(const char *prod_conf, const char *base_dir, const char *
     r = owner_write(t->run_dir, &own, e);
     if (r < 0)
         goto fail;
-    r = trial_shadow_render(prod_conf, t->run_dir, t->port, sockopts_value, own_share, &text, e);
+    r = trial_shadow_render(prod_conf, t->run_dir, t->port, sockopts_value, own_share ? &sh : NULL,
+                            &text, e);
     if (r < 0)
         goto fail;
     r = files_write_atomic(t->conf, text, strlen(text), NULL);

@@ -40,8 +40,18 @@
 #define TRIAL_DIR_PREFIX "shadow-"
 /* Fresh ports tried when the one picked was taken before smbd bound it. */
 #define TRIAL_PORT_ATTEMPTS 5
-/* The own share's name: smb://127.0.0.1:PORT/TRIAL_OWN_SHARE. */
+/* The own share's name is TRIAL_OWN_SHARE-<16 random hex digits>, new for
+ * each shadow: the share's sessions run as root (trial_render.c), so only
+ * who knows the name (smbtuned: it is in no command line, and the share is
+ * not listed) may use it, not any local user who finds the port. */
 #define TRIAL_OWN_SHARE "smbtuned-probe"
+#define TRIAL_SHARE_NAME_MAX 48
+
+/* The daemon's own share: the directory, and the name it is served as. */
+struct trial_share {
+    const char *dir;
+    const char *name; /* letters, digits and '-' */
+};
 /* Seconds between SIGTERM and SIGKILL when a shadow is stopped. */
 #define TRIAL_STOP_TIMEOUT_S 10.0
 
@@ -52,6 +62,7 @@ struct trial_shadow {
     char run_dir[PATH_MAX];
     char conf[PATH_MAX];
     char log[PATH_MAX];
+    char share[TRIAL_SHARE_NAME_MAX]; /* the own share's name; "" without one */
 };
 
 /* What trial.pid says: the smbtuned that made the run directory and the
@@ -65,12 +76,12 @@ struct trial_owner {
 };
 
 /* Pure: the shadow's smb.conf text (malloc'ed into *text). prod_conf,
- * run_dir and own_share must be absolute paths without newlines or `%`
+ * run_dir and own->dir must be absolute paths without newlines or `%`
  * (Samba would substitute it); the value must not contain a newline or
- * end in `\`. own_share: the directory served as [TRIAL_OWN_SHARE], or
- * NULL for production's shares only. */
+ * end in `\`. own: the own share to serve too, or NULL for production's
+ * shares only. */
 int trial_shadow_render(const char *prod_conf, const char *run_dir, int port,
-                        const char *sockopts_value, const char *own_share, char **text,
+                        const char *sockopts_value, const struct trial_share *own, char **text,
                         struct err *e);
 
 /* Pure: trial.pid's contents to and from text. format writes into buf. */
@@ -81,8 +92,9 @@ int trial_owner_format(const struct trial_owner *o, char *buf, size_t len);
  * config for a fresh port, fork smbd and return at once: t->pid and
  * t->port are set, the shadow is not ready yet. For an event loop: call
  * trial_shadow_poll() from a timer until it returns 1 or fails. On failure
- * nothing is left behind. own_share as for trial_shadow_render(): an
- * existing directory of our uid, not a symlink (it is served as root). */
+ * nothing is left behind. own_share: NULL, or the own share's directory,
+ * an existing directory of our uid, not a symlink (it is served as root);
+ * its name, made here, is in t->share. */
 int trial_shadow_spawn(const char *prod_conf, const char *base_dir, const char *sockopts_value,
                        const char *own_share, struct trial_shadow *t, struct err *e);
 

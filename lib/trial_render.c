@@ -7,6 +7,8 @@
 #include "trial.h"
 #include "trial_int.h"
 
+#define NAME_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-"
+
 int trial_path_check(const char *what, const char *p, struct err *e)
 {
     /* Samba substitutes %-macros in paths and a newline would end the
@@ -19,7 +21,8 @@ int trial_path_check(const char *what, const char *p, struct err *e)
 
 /* The own share's lines, malloc'ed: *glob the [global] overrides that make
  * the shadow a stand-alone server of its own, *share the share. */
-static int own_share_lines(const char *run_dir, const char *share_dir, char **glob, char **share)
+static int own_share_lines(const char *run_dir, const struct trial_share *own, char **glob,
+                           char **share)
 {
     /* Every directory smbd writes is the run directory's, private dir and
      * state directory too: a guest share needs no production account, so
@@ -48,11 +51,12 @@ static int own_share_lines(const char *run_dir, const char *share_dir, char **gl
      * so (it holds smb.conf's backups). So the share's sessions run as
      * root (force user), on a share that only 127.0.0.1 reaches, that is
      * not listed (browseable), on a shadow that lives for one trial, in
-     * a directory that holds nothing but probe files. No vfs objects:
+     * a directory that holds nothing but probe files, under a name only
+     * smbtuned knows (trial.h). No vfs objects:
      * production's global recycle bin or snapshots would keep a copy of
      * every probe file in our state directory. */
     if (asprintf(share,
-                 "[" TRIAL_OWN_SHARE "]\n"
+                 "[%s]\n"
                  "\tcomment = smbtuned's probe share (shadow smbds only)\n"
                  "\tpath = %s\n"
                  "\tread only = no\n"
@@ -62,7 +66,7 @@ static int own_share_lines(const char *run_dir, const char *share_dir, char **gl
                  "\tbrowseable = no\n"
                  "\thosts allow = 127.0.0.1\n"
                  "\tvfs objects = \n",
-                 share_dir) < 0) {
+                 own->name, own->dir) < 0) {
         free(*glob);
         *glob = *share = NULL;
         return -ENOMEM;
@@ -71,7 +75,7 @@ static int own_share_lines(const char *run_dir, const char *share_dir, char **gl
 }
 
 int trial_shadow_render(const char *prod_conf, const char *run_dir, int port,
-                        const char *sockopts_value, const char *own_share, char **text,
+                        const char *sockopts_value, const struct trial_share *own, char **text,
                         struct err *e)
 {
     char *glob = NULL, *share = NULL;
@@ -81,8 +85,14 @@ int trial_shadow_render(const char *prod_conf, const char *run_dir, int port,
     *text = NULL;
     if (trial_path_check("production config path", prod_conf, e) < 0 ||
         trial_path_check("run directory", run_dir, e) < 0 ||
-        (own_share != NULL && trial_path_check("own share directory", own_share, e) < 0))
+        (own != NULL && trial_path_check("own share directory", own->dir, e) < 0))
         return -EINVAL;
+    /* A name of its own shape: no ']' to end the header, nothing Samba
+     * would substitute or a client would quote. */
+    if (own != NULL && (own->name == NULL || own->name[0] == '\0' ||
+                        strspn(own->name, NAME_CHARS) != strlen(own->name)))
+        return err_set(e, -EINVAL, "own share name '%s' is not letters, digits and '-'",
+                       own->name ? own->name : "(null)");
     if (port <= 0 || port > 65535)
         return err_set(e, -ERANGE, "port %d out of range", port);
     if (sockopts_value == NULL || strpbrk(sockopts_value, "\n\r") != NULL)
@@ -91,7 +101,7 @@ int trial_shadow_render(const char *prod_conf, const char *run_dir, int port,
     /* A final backslash would continue the line into whatever follows. */
     if (vlen > 0 && sockopts_value[vlen - 1] == '\\')
         return err_set(e, -EINVAL, "socket options value ends in a backslash");
-    if (own_share != NULL && own_share_lines(run_dir, own_share, &glob, &share) < 0)
+    if (own != NULL && own_share_lines(run_dir, own, &glob, &share) < 0)
         return err_set(e, -ENOMEM, "out of memory");
 
     /* The include comes first so that everything after it wins: Samba

@@ -1,7 +1,7 @@
 """No url configured: smbtuned tunes against a share of its own.
 
 The shipped /etc/smbtuned.conf has no url; the daemon then measures
-STATE_DIR/share, which only its shadow smbds serve (as [smbtuned-probe],
+STATE_DIR/share, which only its shadow smbds serve (as [smbtuned-probe-RANDOM],
 guests on 127.0.0.1), so a fresh install works on any Samba server.
 
 Checked here: `-t` passes on the shipped conf/smbtuned.conf (its paths

@@ -70,6 +70,7 @@ class Shadow:
         self.run_dir = Path(info["run_dir"])
         self.conf = Path(info["conf"])
         self.log = Path(info["log"])
+        self.share = info["share"]
 
     def stop(self):
         """Ask the driver to stop the shadow; returns the driver's output."""
@@ -526,7 +527,7 @@ def test_own_share_writes_nothing_in_production_dirs(smbd_factory, shadows, base
     src.write_bytes(os.urandom(300_000))
     back = tmp_path / "back"
     # A guest, as the probe logs on without credentials.
-    r = guest_smbclient(srv, sh.port, "smbtuned-probe", "-c",
+    r = guest_smbclient(srv, sh.port, sh.share, "-c",
                         f"put {src} probe-file; get probe-file {back}; del probe-file")
     assert r.returncode == 0, r.stdout + r.stderr + sh.log.read_text()
     assert back.read_bytes() == src.read_bytes()
@@ -547,7 +548,14 @@ def test_own_share_is_for_loopback_guests(smbd_factory, shadows, base, tmp_path)
     share = own_share_dir(base)
     sh = shadows(srv.conf, base, "TCP_NODELAY", own_share=share)
     secs = sections(samba_dump(sh.conf))
-    own = secs["smbtuned-probe"]
+    # Served as root: under a name of 64 random bits that no command line
+    # shows, so a local user who finds the port cannot use it.
+    assert re.fullmatch(r"smbtuned-probe-[0-9a-f]{16}", sh.share), sh.share
+    for pid in group_members(sh.pid):
+        assert sh.share.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    r = guest_smbclient(srv, sh.port, "smbtuned-probe", "-c", "ls")
+    assert r.returncode != 0, r.stdout
+    own = secs[sh.share]
     assert own["path"] == str(share)
     assert own["guest only"] == "Yes"
     assert own["hosts allow"] == "127.0.0.1"
@@ -556,6 +564,10 @@ def test_own_share_is_for_loopback_guests(smbd_factory, shadows, base, tmp_path)
     assert secs["share"]["path"] == str(srv.share_dir)
     r = guest_smbclient(srv, sh.port, "share", "-c", "ls")
     assert r.returncode == 0, r.stdout + r.stderr
+    # The next shadow's name is another.
+    other = shadows(srv.conf, base, "TCP_NODELAY", own_share=share)
+    assert other.share != sh.share
+    other.stop()
     sh.stop()
 
 

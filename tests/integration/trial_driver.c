@@ -4,7 +4,7 @@
  *       print the shadow config
  *   trial_driver start PROD_CONF BASE_DIR VALUE TIMEOUT [OWN_SHARE]
  *       start a shadow smbd, print {"pid":..,"port":..,"run_dir":..,"conf":..,
- *       "log":..} on one line, then stop it when stdin says "stop" or closes
+ *       "log":..,"share":..} on one line, then stop it when stdin says "stop" or closes
  *   trial_driver sweep BASE_DIR                       remove leftovers
  *
  * A test program rather than a hidden smbtuned option: the daemon's command
@@ -26,6 +26,7 @@ static int fail(const char *what, const struct err *e)
 
 static int cmd_render(char **argv, const char *own_share)
 {
+    struct trial_share own = {.dir = own_share, .name = TRIAL_OWN_SHARE "-test"};
     struct err e = {{0}};
     long long port;
     char *text;
@@ -34,7 +35,8 @@ static int cmd_render(char **argv, const char *own_share)
         fprintf(stderr, "trial_driver: bad port %s\n", argv[2]);
         return 2;
     }
-    if (trial_shadow_render(argv[0], argv[1], (int)port, argv[3], own_share, &text, &e) < 0)
+    if (trial_shadow_render(argv[0], argv[1], (int)port, argv[3], own_share ? &own : NULL, &text,
+                            &e) < 0)
         return fail("render", &e);
     fputs(text, stdout);
     free(text);
@@ -60,6 +62,8 @@ static int cmd_start(char **argv, const char *own_share)
     jsonw_string(stdout, t.conf);
     fputs(", \"log\": ", stdout);
     jsonw_string(stdout, t.log);
+    fputs(", \"share\": ", stdout);
+    jsonw_string(stdout, t.share);
     fputs("}\n", stdout);
     fflush(stdout);
     /* Until told to stop, or until the test closes our stdin. */

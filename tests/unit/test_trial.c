@@ -14,11 +14,12 @@
 
 static char *render_share(const char *value, const char *own_share)
 {
+    struct trial_share own = {.dir = own_share, .name = "smbtuned-probe-0123abcd"};
     struct err e = {{0}};
     char *text = NULL;
 
     assert_int_equal(trial_shadow_render("/etc/samba/smb.conf", "/var/lib/smbtuned/shadow/r", 4455,
-                                         value, own_share, &text, &e),
+                                         value, own_share ? &own : NULL, &text, &e),
                      0);
     assert_non_null(text);
     return text;
@@ -150,7 +151,7 @@ static void test_render_own_share(void **state)
     /* Production's auth settings are overridden after the include. */
     lines_after(t, second, globals, sizeof(globals) / sizeof(globals[0]));
     /* The share comes last, after every global override. */
-    share = line_at(t, "[" TRIAL_OWN_SHARE "]");
+    share = line_at(t, "[smbtuned-probe-0123abcd]");
     assert_true(share > line_at(t, "\tsocket options = TCP_NODELAY"));
     lines_after(t, share, share_lines, sizeof(share_lines) / sizeof(share_lines[0]));
     /* Nothing after it opens another section. */
@@ -160,19 +161,27 @@ static void test_render_own_share(void **state)
 
 static void test_render_own_share_refuses(void **state)
 {
-    struct err e = {{0}};
-    char *text = NULL;
+    static const struct trial_share bad[] = {
+        {"share", "smbtuned-probe-1"},
+        {"/var/%U", "smbtuned-probe-1"},
+        {"/a\nb", "smbtuned-probe-1"},
+        {"/srv/p", "x]\n[global"},
+        {"/srv/p", "smbtuned-probe-%U"},
+        {"/srv/p", ""},
+        {"/srv/p", NULL},
+    };
 
     (void)state;
-    assert_int_equal(
-        trial_shadow_render("/etc/samba/smb.conf", "/run/x", 445, "", "share", &text, &e), -EINVAL);
-    assert_int_equal(
-        trial_shadow_render("/etc/samba/smb.conf", "/run/x", 445, "", "/var/%U", &text, &e),
-        -EINVAL);
-    assert_int_equal(
-        trial_shadow_render("/etc/samba/smb.conf", "/run/x", 445, "", "/a\nb", &text, &e), -EINVAL);
-    assert_null(text);
-    assert_non_null(strstr(e.msg, "own share"));
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct err e = {{0}};
+        char *text = NULL;
+
+        assert_int_equal(
+            trial_shadow_render("/etc/samba/smb.conf", "/run/x", 445, "", &bad[i], &text, &e),
+            -EINVAL);
+        assert_null(text);
+        assert_non_null(strstr(e.msg, "own share"));
+    }
 }
 
 static void test_owner_roundtrip(void **state)
