@@ -57,6 +57,13 @@ int cmd_probe(const struct opts *o)
     ret = cmd_fill(&cfg, &t, &e);
     if (ret < 0)
         return setup_failure(o, cfg.probe.url, e.msg);
+    /* The daemon's own share (no url) is served by its shadow smbds only,
+     * during a cycle: there is nothing to measure on its own. */
+    if (t.own_share)
+        return setup_failure(o, "",
+                             "no url: give --url smb://host/share or set url in the probe section "
+                             "of the config file (with none, only the daemon's cycles measure, "
+                             "on a share of their own)");
     p = t.probe;
 
     ret = probe_run(&p, &r, &e);

@@ -6,7 +6,8 @@ guests on 127.0.0.1), so a fresh install works on any Samba server.
 
 Checked here: `-t` passes on the shipped conf/smbtuned.conf (its paths
 pointed at the test's tmp with options); client and live trials without a
-url are refused with the file and line; a `--once` without a url against
+url are refused with the file and line, and `--probe` without one asks
+for it; a `--once` without a url against
 the fixture smbd runs its probes in the own share, commits or keeps a
 value, and leaves no file in STATE_DIR/share (a killed run's probe file
 there is swept at the start) and nothing running.
@@ -34,6 +35,18 @@ def test_check_passes_on_the_shipped_config(smbtuned, tmp_path):
                    "--state-dir", tmp_path / "state")
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stderr == ""
+
+
+def test_probe_without_url_says_so(smbtuned, tmp_path):
+    """--probe has no shadow to measure the own share on: it asks for a url
+    (one line on stderr, one JSON object with --json), it does not crash."""
+    for extra in ([], ["--json"]):
+        r = run_editor(smbtuned, "--probe", "-c", SHIPPED, "--state-dir", tmp_path / "state",
+                       *extra)
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert "smbtuned: probe: no url: give --url" in r.stderr, r.stderr
+        if extra:
+            assert json.loads(r.stdout)["outcome"] == "error", r.stdout
 
 
 @pytest.mark.parametrize("trials", ["client", "live"])
