@@ -298,6 +298,10 @@ static int revert_locked(const char *path, const char *state_dir, const struct s
     r = smbconf_load(&c, path, e);
     if (r < 0)
         return r;
+    /* A run killed between the temp file and its rename left the temp
+     * file: the undo finds the old bytes (-EALREADY) and writes nothing,
+     * so it sweeps here, as an edit does. */
+    sweep_edited(&c);
     r = smbconf_unrender(&c, ed, &out, &outlen, e);
     if (r == 0)
         r = write_edit(state_dir, &c, ed->file, out, outlen, true, e);

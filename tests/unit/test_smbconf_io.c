@@ -1,0 +1,131 @@
+/* smbconf_io on real files in a temporary directory (testparm judges
+ * them): the two steps of a write, the undo, and the undo of a write that
+ * was killed between its temp file and its rename. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "files.h"
+#include "rmtree.h"
+#include "smbconf.h"
+
+#define LEGACY "TCP_NODELAY SO_RCVBUF=8192 SO_SNDBUF=8192"
+
+struct fix {
+    char dir[256], conf[300], state_dir[300], tmp[400];
+};
+
+static char *read_all(const char *path)
+{
+    char *buf;
+    size_t len;
+
+    assert_int_equal(files_read(path, &buf, &len, NULL), 0);
+    return buf;
+}
+
+static int setup(void **state)
+{
+    struct fix *f = calloc(1, sizeof(*f));
+    FILE *c;
+
+    snprintf(f->dir, sizeof(f->dir), "/tmp/smbtuned-test-smbconf-io-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    snprintf(f->conf, sizeof(f->conf), "%s/smb.conf", f->dir);
+    snprintf(f->state_dir, sizeof(f->state_dir), "%s/state", f->dir);
+    /* what files.c's tmp_name makes: the prefix, the name, six letters */
+    snprintf(f->tmp, sizeof(f->tmp), "%s/" FILES_TMP_PREFIX "smb.conf.Ab3dE9", f->dir);
+    assert_int_equal(mkdir(f->state_dir, 0700), 0);
+    c = fopen(f->conf, "w");
+    assert_non_null(c);
+    fprintf(c, "[global]\n   workgroup = IO\n   socket options = %s\n\n[s]\n   path = %s\n", LEGACY,
+            f->dir);
+    assert_int_equal(fclose(c), 0);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fix *f = *state;
+
+    assert_int_equal(rmtree_path(f->dir, NULL), 0);
+    free(f);
+    return 0;
+}
+
+/* prepare renders without writing; write writes; revert gives back every
+ * byte. */
+static void test_prepare_write_revert(void **state)
+{
+    struct fix *f = *state;
+    struct smbconf_change ch = {.expect = LEGACY, .rcvbuf = 262144, .sndbuf = 262144};
+    char *before = read_all(f->conf), *mid, *after;
+    struct smbconf_result res;
+    struct smbconf_plan pl;
+    struct err e;
+
+    assert_int_equal(smbconf_prepare(f->conf, f->state_dir, &ch, &pl, &res, &e), 0);
+    assert_true(res.changed);
+    mid = read_all(f->conf);
+    assert_string_equal(mid, before); /* nothing written yet */
+    free(mid);
+    assert_int_equal(smbconf_write(&pl, &res, &e), 0);
+    smbconf_plan_free(&pl);
+    mid = read_all(f->conf);
+    assert_non_null(strstr(mid, "SO_RCVBUF=262144 SO_SNDBUF=262144"));
+    assert_int_equal(smbconf_revert(f->conf, f->state_dir, &res.edit, &e), 0);
+    after = read_all(f->conf);
+    assert_string_equal(after, before);
+    smbconf_result_free(&res);
+    free(before);
+    free(mid);
+    free(after);
+}
+
+/* A write killed after its temp file and before its rename: the record
+ * says the edit, the file holds the old bytes, the temp file lies next to
+ * it. The undo has nothing to write (-EALREADY) and removes the temp
+ * file. */
+static void test_revert_sweeps_a_killed_write(void **state)
+{
+    struct fix *f = *state;
+    struct smbconf_change ch = {.expect = LEGACY, .rcvbuf = 65536, .sndbuf = 65536};
+    char *before = read_all(f->conf), *after;
+    struct smbconf_result res;
+    struct smbconf_plan pl;
+    struct err e;
+    FILE *t;
+
+    assert_int_equal(smbconf_prepare(f->conf, f->state_dir, &ch, &pl, &res, &e), 0);
+    smbconf_plan_free(&pl); /* killed before it wrote */
+    t = fopen(f->tmp, "w");
+    assert_non_null(t);
+    fputs("the new bytes, never renamed\n", t);
+    assert_int_equal(fclose(t), 0);
+    assert_int_equal(smbconf_revert(f->conf, f->state_dir, &res.edit, &e), -EALREADY);
+    assert_int_equal(access(f->tmp, F_OK), -1);
+    after = read_all(f->conf);
+    assert_string_equal(after, before);
+    smbconf_result_free(&res);
+    free(before);
+    free(after);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_prepare_write_revert, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_revert_sweeps_a_killed_write, setup, teardown),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
