@@ -115,10 +115,12 @@ int measure_start(struct measure *m, const struct probe_params *p, measure_fn do
     m->running = true;
     m->done = done;
     m->ud = ud;
+    /* The deadline to the millisecond: a cut one may be 30 ms, and an
+     * accuracy of 0 would be sd-event's default of 250 ms. */
     r = sd_event_add_io(m->ev, &m->io, m->job.fd, EPOLLIN, on_done, m);
     if (r >= 0)
         r = sd_event_add_time(m->ev, &m->timer, CLOCK_MONOTONIC,
-                              (uint64_t)(m->job.deadline * 1e6) + 1000, 0, on_deadline, m);
+                              (uint64_t)(m->job.deadline * 1e6) + 1000, 1000, on_deadline, m);
     if (r < 0) {
         measure_kill(m);
         journal_log(LOG_ERR, "probe: cannot watch it: %s", strerror(-r));

@@ -223,7 +223,16 @@ static int on_poll(sd_event_source *src, uint64_t usec, void *ud)
     if (r == 0 && child_now() < p->deadline) {
         /* a timer that fired is off: arm it again */
         r = sd_event_source_set_time_relative(src, (uint64_t)(SHADOW_POLL_S * 1e6));
-        return r < 0 ? r : sd_event_source_set_enabled(src, SD_EVENT_ONESHOT);
+        if (r >= 0)
+            r = sd_event_source_set_enabled(src, SD_EVENT_ONESHOT);
+        if (r >= 0)
+            return 0;
+        /* the waiter must hear of it, or it waits for ever */
+        journal_log(LOG_ERR, "shadow smbd: cannot poll it: %s", strerror(-r));
+        p->timer = sd_event_source_disable_unref(p->timer);
+        shadow_stop(p);
+        told(p, r);
+        return 0;
     }
     p->timer = sd_event_source_disable_unref(p->timer);
     if (r == 1) {
@@ -240,9 +249,13 @@ static int on_poll(sd_event_source *src, uint64_t usec, void *ud)
     trial_shadow_stop(&p->shadow, NULL);
     p->up = false;
     /* The port picked was taken meanwhile: another one. */
-    if (r == -EADDRINUSE && ++p->attempt < TRIAL_PORT_ATTEMPTS && spawn(p) == 0)
-        return sd_event_add_time_relative(p->ev, &p->timer, CLOCK_MONOTONIC,
-                                          (uint64_t)(SHADOW_POLL_S * 1e6), 10000, on_poll, p);
+    if (r == -EADDRINUSE && ++p->attempt < TRIAL_PORT_ATTEMPTS && spawn(p) == 0) {
+        r = sd_event_add_time_relative(p->ev, &p->timer, CLOCK_MONOTONIC,
+                                       (uint64_t)(SHADOW_POLL_S * 1e6), 10000, on_poll, p);
+        if (r >= 0)
+            return 0;
+        journal_log(LOG_ERR, "shadow smbd: cannot poll it: %s", strerror(-r));
+    }
     if (r != -EADDRINUSE)
         journal_log(LOG_ERR, "shadow smbd: %s", e.msg);
     shadow_stop(p);

@@ -95,9 +95,16 @@ static void fingerprint(struct tuner *t)
     }
 }
 
-static void on_facts(void *ud, const struct facts *f)
+static void on_facts(void *ud, int r, const struct facts *f)
 {
     struct tuner *t = ud;
+
+    /* Without the facts the search would start from guesses (caps, the
+     * listener) and the fingerprint would claim a new machine. */
+    if (r < 0) {
+        tuner_cycle_end(t, false);
+        return;
+    }
 
     t->facts = *f;
     if (!f->mins_known)
@@ -235,8 +242,13 @@ static void cycle_done(struct tuner *t)
     t->timer = sd_event_source_disable_unref(t->timer);
     /* a second's slack lets the kernel batch wake-ups, a tenth of short
      * intervals (tests) keeps them short */
-    sd_event_add_time_relative(t->ev, &t->timer, CLOCK_MONOTONIC, (uint64_t)(t->o.interval_s * 1e6),
-                               (uint64_t)fmin(1e6, t->o.interval_s * 1e5) + 1, on_timer, t);
+    if (sd_event_add_time_relative(
+            t->ev, &t->timer, CLOCK_MONOTONIC, (uint64_t)(t->o.interval_s * 1e6),
+            (uint64_t)fmin(1e6, t->o.interval_s * 1e5) + 1, on_timer, t) < 0) {
+        /* no later cycle would ever start: let systemd restart us */
+        journal_log(LOG_CRIT, "cannot arm the next cycle's timer: leaving");
+        sd_event_exit(t->ev, 1);
+    }
 }
 
 static void on_ended(void *ud, int r)
@@ -255,7 +267,8 @@ void tuner_cycle_end(struct tuner *t, bool ok)
     t->w.ops->place_down(t->w.ctx);
     if (t->st.pending && !t->st.hold && !owned_busy(t->line)) {
         t->state = T_ENDING;
-        if (owned_take_back(t->line, false, on_ended, t) == 0)
+        /* a commit whose job died after its write stays (as at a stop) */
+        if (owned_take_back(t->line, true, on_ended, t) == 0)
             return;
     }
     cycle_done(t);
@@ -291,8 +304,10 @@ void tuner_stop(struct tuner *t)
     t->w.ops->cancel(t->w.ctx);
     t->w.ops->measure_kill(t->w.ctx);
     t->w.ops->place_down(t->w.ctx);
-    /* Stopping: blocking is all right, the loop is about to end. */
-    owned_take_back_now(t->line, false);
+    /* Stopping: blocking is all right, the loop is about to end. A
+     * commit that reached the disk stays, as after a kill -9: the search
+     * had decided it. */
+    owned_take_back_now(t->line, true);
     t->w.ops->measure_tidy(t->w.ctx, true);
     t->timer = sd_event_source_disable_unref(t->timer);
     t->state = T_IDLE;

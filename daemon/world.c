@@ -47,21 +47,17 @@ static void facts_job_done(struct job *j, const struct job_result *r, void *ud)
     struct facts f;
 
     w->facts_job = NULL;
-    if (r->ok && r->len == sizeof(f)) {
-        memcpy(&f, r->data, sizeof(f));
-        f.why[sizeof(f.why) - 1] = '\0';
-        f.kernel[sizeof(f.kernel) - 1] = '\0';
-        f.samba[sizeof(f.samba) - 1] = '\0';
-    } else {
-        /* Nothing known: the defaults stand in, as for a fact that cannot
-         * be read. */
-        memset(&f, 0, sizeof(f));
-        snprintf(f.samba, sizeof(f.samba), "unknown");
-        snprintf(f.why, sizeof(f.why), "gathering facts: the job %s",
-                 r->timed_out ? "did not finish within its deadline" : "failed");
-        journal_log(LOG_WARNING, "%s", f.why);
+    if (!r->ok || r->len != sizeof(f)) {
+        journal_log(LOG_ERR, "gathering facts: the job %s: cycle skipped",
+                    r->timed_out ? "did not finish within its deadline" : "failed");
+        w->facts_done(w->facts_ud, r->timed_out ? -ETIMEDOUT : -EIO, NULL);
+        return;
     }
-    w->facts_done(w->facts_ud, &f);
+    memcpy(&f, r->data, sizeof(f));
+    f.why[sizeof(f.why) - 1] = '\0';
+    f.kernel[sizeof(f.kernel) - 1] = '\0';
+    f.samba[sizeof(f.samba) - 1] = '\0';
+    w->facts_done(w->facts_ud, 0, &f);
 }
 
 static int real_facts(void *ctx, world_facts_fn done, void *ud)

@@ -25,7 +25,8 @@
 #include "probe.h"
 #include "tuner_opts.h"
 
-typedef void (*world_facts_fn)(void *ud, const struct facts *f);
+/* r: 0 with the facts, or -errno (logged) when they could not be had */
+typedef void (*world_facts_fn)(void *ud, int r, const struct facts *f);
 /* r: 0 with the rate, or -errno and why */
 typedef void (*world_busy_fn)(void *ud, int r, double mbps, const char *why);
 

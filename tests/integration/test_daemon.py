@@ -26,6 +26,7 @@ the file runs in a few minutes on two cores.
 """
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -36,7 +37,7 @@ import time
 import pytest
 
 from conftest import samba_value
-from daemon_util import (LEGACY, RESULT_RE, DaemonEnv, only_socket_line_changed, q,
+from daemon_util import (LEGACY, RESULT_RE, Daemon, DaemonEnv, only_socket_line_changed, q,
                          socket_line_index, socket_value)
 
 pytestmark = [pytest.mark.smbd, pytest.mark.slow]
@@ -435,6 +436,50 @@ def test_sighup_bad_config_keeps_old(make_env, bad):
     rc = d.wait(timeout=120)
     assert rc == 0, d.stderr
     assert env.srv.conf.read_text().count("socket options = " + ON_LATTICE) == 1
+    assert_clean(env)
+
+
+def test_sigterm_during_a_commit_keeps_it(make_env, tmp_path):
+    """SIGTERM while the commit's job tells smbd (a smbcontrol that hangs):
+    the commit is on disk, and it stays, as after a kill -9: the search had
+    decided it. The daemon stops at once, nothing of the job is left
+    running, and the state records the value as ours."""
+    env = make_env(LEGACY)
+    env.write_config(probe={"deadline": "5"},
+                     tune={"trials": q("shadow"), "apply": q("smbcontrol"), "mode": q("tune"),
+                           "interval": "1h"})
+    started = tmp_path / "smbcontrol-started"
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "smbcontrol").write_text(f"#!/bin/sh\necho $$ > '{started}'\nexec sleep 300\n")
+    (bindir / "smbcontrol").chmod(0o755)
+    conf = env.srv.conf
+    before = conf.read_bytes()
+    e = env.env()
+    e["PATH"] = f"{bindir}:{e.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}"
+    d = Daemon(env.cmd(), e, env.logdir, "commit")
+    env.daemons.append(d)
+    # shadow trials tell smbd nothing: the first smbcontrol is the commit's
+    d.wait_for(lambda: started.exists() and started.read_text().strip(), timeout=400,
+               what="the commit's smbcontrol")
+    hung = int(started.read_text())
+    written = socket_value(conf.read_bytes())
+    assert written != socket_value(before)
+    d.signal(signal.SIGTERM)
+    assert d.wait(timeout=60) == 0, d.stderr
+    after = conf.read_bytes()
+    assert socket_value(after) == written, f"the commit was taken back:\n{d.stderr}"
+    assert only_socket_line_changed(before, after) is None
+    st = env.state()
+    assert st.get("pending") == "no", st
+    assert st.get("last_written") == written, st
+    # the hung smbcontrol went with its job
+    deadline = time.monotonic() + 5
+    while os.path.exists(f"/proc/{hung}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if os.path.exists(f"/proc/{hung}"):
+        os.kill(hung, signal.SIGKILL)  # ours: the test's wrapper
+        raise AssertionError("the commit's smbcontrol outlived smbtuned")
     assert_clean(env)
 
 

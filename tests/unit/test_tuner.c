@@ -44,7 +44,8 @@ struct sim {
     int steps;   /* world operations so far */
     int kill_at; /* > 0: SIGKILL ourselves at that step */
     int facts_calls, measures, cycles_wanted;
-    int drift_at; /* > 0: from that cycle on, the knee is drift_knee */
+    int drift_at;   /* > 0: from that cycle on, the knee is drift_knee */
+    int facts_fail; /* > 0: the facts of that cycle cannot be had */
     long drift_knee;
     int measures_at[64]; /* measures when each cycle began */
     struct search_config probed[512];
@@ -126,7 +127,10 @@ static int deliver(sd_event_source *src, uint64_t usec, void *ud)
         world_facts_fn done = s->facts_done;
 
         s->facts_done = NULL;
-        done(s->ud, &f);
+        if (s->facts_calls == s->facts_fail)
+            done(s->ud, -EIO, NULL);
+        else
+            done(s->ud, 0, &f);
     } else if (s->place_done) {
         place_fn done = s->place_done;
 
@@ -607,6 +611,26 @@ static void test_drift_searches_again(void **state)
     free(v);
 }
 
+/* A cycle whose facts cannot be had (the job failed) is skipped: it
+ * neither searches from guesses nor takes the next good facts for a new
+ * machine; the cycles around it verify, one sample each. */
+static void test_failed_facts_skip_the_cycle(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+
+    f->o.once = false;
+    sim_init(&s, &f->o);
+    s.cycles_wanted = 6;
+    s.facts_fail = 3;
+    assert_int_equal(run(&f->o, &s), 0);
+    assert_true(s.measures_at[1] > 5);
+    assert_int_equal(s.measures_at[2] - s.measures_at[1], 1);
+    assert_int_equal(s.measures_at[3] - s.measures_at[2], 0);
+    assert_int_equal(s.measures_at[4] - s.measures_at[3], 1);
+    assert_int_equal(s.measures_at[5] - s.measures_at[4], 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -616,6 +640,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kill_between_any_two_steps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hand_edit_holds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_drift_searches_again, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_facts_skip_the_cycle, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
