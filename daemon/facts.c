@@ -2,7 +2,9 @@
 #include "facts.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "state.h"
@@ -121,6 +123,25 @@ bool facts_listener_explicit(const struct facts *f, struct search_config inc0,
     return f->smbd_running && (f->listener_snd || inc0.sndbuf != SEARCH_AUTO);
 }
 
+void facts_cap_event(int prio, enum sockopts_buf which, long cap, const char *fmt, ...)
+{
+    bool rcv = which == SOCKOPTS_RCVBUF;
+    char size[64], *msg = NULL;
+    const char *fields[] = {
+        size, rcv ? "SMBTUNED_SYSCTL=net.core.rmem_max" : "SMBTUNED_SYSCTL=net.core.wmem_max",
+        NULL};
+    va_list ap;
+
+    /* only the buffer the cap is about: the other has its own */
+    snprintf(size, sizeof(size), "%s=%ld", rcv ? "SMBTUNED_RCVBUF" : "SMBTUNED_SNDBUF", cap);
+    va_start(ap, fmt);
+    if (vasprintf(&msg, fmt, ap) < 0)
+        msg = NULL;
+    va_end(ap);
+    journal_event(JOURNAL_ID_KERNEL_CAP, prio, fields, "%s", msg ? msg : "(out of memory)");
+    free(msg);
+}
+
 void facts_search_bounds(const struct facts *f, const struct tuner_opts *o,
                          struct search_config inc0, struct search_params *p, bool *auto_blocked)
 {
@@ -133,13 +154,15 @@ void facts_search_bounds(const struct facts *f, const struct tuner_opts *o,
         journal_log(LOG_WARNING, "%s: keeping the configured maximum", f->why);
     } else {
         if (f->kcap[SOCKOPTS_RCVBUF] < p->max_rcvbuf) {
-            journal_log(LOG_INFO, "SO_RCVBUF sizes capped at %ld by net.core.rmem_max",
-                        f->kcap[SOCKOPTS_RCVBUF]);
+            facts_cap_event(LOG_INFO, SOCKOPTS_RCVBUF, f->kcap[SOCKOPTS_RCVBUF],
+                            "SO_RCVBUF sizes capped at %ld by net.core.rmem_max",
+                            f->kcap[SOCKOPTS_RCVBUF]);
             p->max_rcvbuf = f->kcap[SOCKOPTS_RCVBUF];
         }
         if (f->kcap[SOCKOPTS_SNDBUF] < p->max_sndbuf) {
-            journal_log(LOG_INFO, "SO_SNDBUF sizes capped at %ld by net.core.wmem_max",
-                        f->kcap[SOCKOPTS_SNDBUF]);
+            facts_cap_event(LOG_INFO, SOCKOPTS_SNDBUF, f->kcap[SOCKOPTS_SNDBUF],
+                            "SO_SNDBUF sizes capped at %ld by net.core.wmem_max",
+                            f->kcap[SOCKOPTS_SNDBUF]);
             p->max_sndbuf = f->kcap[SOCKOPTS_SNDBUF];
         }
     }

@@ -42,6 +42,12 @@ void facts_gather(const char *smb_conf, struct facts *f);
 struct search_config facts_config_of_value(const struct facts *f, const struct search_params *dflt,
                                            const char *value);
 
+/* A kernel-cap entry (JOURNAL_ID_KERNEL_CAP) about one buffer: its cap in
+ * SMBTUNED_RCVBUF or SMBTUNED_SNDBUF and the sysctl in SMBTUNED_SYSCTL.
+ * outcome.c tells a winner at the cap the same way. */
+void facts_cap_event(int prio, enum sockopts_buf which, long cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* The search's bounds: the configured ones, capped at what the kernel
  * allows, with the rate mapping of the trials and AUTO left out while it
  * cannot take effect. *auto_blocked: AUTO is left out but can still be

@@ -17,15 +17,15 @@ static void cap_notices(const struct search *s, const struct tuner_opts *o, stru
     const struct search_params *p = search_params_of(s);
 
     if (w.rcvbuf != SEARCH_AUTO && w.rcvbuf == p->max_rcvbuf && w.rcvbuf < o->search.max_rcvbuf)
-        journal_log(LOG_NOTICE,
-                    "SO_RCVBUF=%ld is the kernel's cap: raising "
-                    "net.core.rmem_max may allow a faster setting",
-                    w.rcvbuf);
+        facts_cap_event(LOG_NOTICE, SOCKOPTS_RCVBUF, w.rcvbuf,
+                        "SO_RCVBUF=%ld is the kernel's cap: raising "
+                        "net.core.rmem_max may allow a faster setting",
+                        w.rcvbuf);
     if (w.sndbuf != SEARCH_AUTO && w.sndbuf == p->max_sndbuf && w.sndbuf < o->search.max_sndbuf)
-        journal_log(LOG_NOTICE,
-                    "SO_SNDBUF=%ld is the kernel's cap: raising "
-                    "net.core.wmem_max may allow a faster setting",
-                    w.sndbuf);
+        facts_cap_event(LOG_NOTICE, SOCKOPTS_SNDBUF, w.sndbuf,
+                        "SO_SNDBUF=%ld is the kernel's cap: raising "
+                        "net.core.wmem_max may allow a faster setting",
+                        w.sndbuf);
 }
 
 int outcome_decide(struct outcome *out, const struct search *s, const struct tally *tally,

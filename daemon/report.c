@@ -93,19 +93,22 @@ void report_auto_after_restart(const struct search *s, const struct tally *t,
     dr = auto_rate(t, 1) / wr - 1;
     if (isnan(dw) || isnan(dr))
         return;
+    /* the sizes chosen, and the rates autotuning measured */
+    struct event_fields f = {.c = &w, .write_mbps = auto_rate(t, 0), .read_mbps = auto_rate(t, 1)};
+
     if (dw < gain && dr < gain)
-        journal_log(LOG_NOTICE,
-                    "autotuning (no explicit size) measured write %+.0f%%, read "
-                    "%+.0f%% against the sizes chosen: they serve as well; autotuning would "
-                    "too after a restart of smbd, whose listener keeps explicit sizes until "
-                    "then",
-                    100 * dw, 100 * dr);
+        report_event(JOURNAL_ID_RESTART, LOG_NOTICE, &f,
+                     "autotuning (no explicit size) measured write %+.0f%%, read "
+                     "%+.0f%% against the sizes chosen: they serve as well; autotuning would "
+                     "too after a restart of smbd, whose listener keeps explicit sizes until "
+                     "then",
+                     100 * dw, 100 * dr);
     else
-        journal_log(LOG_NOTICE,
-                    "autotuning (no explicit size) measured write %+.0f%%, read "
-                    "%+.0f%% against the sizes chosen, but smbd's listener keeps explicit "
-                    "sizes until smbd restarts: remove the sizes and restart smbd to have it",
-                    100 * dw, 100 * dr);
+        report_event(JOURNAL_ID_RESTART, LOG_NOTICE, &f,
+                     "autotuning (no explicit size) measured write %+.0f%%, read "
+                     "%+.0f%% against the sizes chosen, but smbd's listener keeps explicit "
+                     "sizes until smbd restarts: remove the sizes and restart smbd to have it",
+                     100 * dw, 100 * dr);
 }
 
 /* A buffer of a value as --show gives it: the int smbd passes; absent
@@ -162,7 +165,7 @@ static void print_json(FILE *f, const struct tally *t, const struct report_in *i
                   "result", jsonw_text(in->what));
     text = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12)) : NULL;
     if (text == NULL) {
-        journal_log(LOG_ERR, "the report: out of memory");
+        report_error("report", NULL, "the report: out of memory");
     } else {
         fprintf(f, "%s\n", text);
         free(text);
@@ -209,45 +212,99 @@ void report_fingerprint_change(const char *what, const struct state *st, double 
 {
     double w = st->write_mbps, r = st->read_mbps;
 
-    journal_log(LOG_NOTICE, "%s: write %+.0f%%, read %+.0f%% at the same settings", what,
-                w > 0 ? 100 * (write_mbps / w - 1) : 0, r > 0 ? 100 * (read_mbps / r - 1) : 0);
+    char wb[64], rb[64];
+
+    /* after: the fields' rates; before: the state's */
+    snprintf(wb, sizeof(wb), "SMBTUNED_WRITE_MBPS_BEFORE=%.2f", w);
+    snprintf(rb, sizeof(rb), "SMBTUNED_READ_MBPS_BEFORE=%.2f", r);
+    report_event(JOURNAL_ID_UPGRADE, LOG_NOTICE,
+                 &(struct event_fields){.smb_conf = st->smb_conf,
+                                        .write_mbps = write_mbps,
+                                        .read_mbps = read_mbps,
+                                        .more = (const char *const[]){wb, rb, NULL}},
+                 "%s: write %+.0f%%, read %+.0f%% at the same settings", what,
+                 w > 0 ? 100 * (write_mbps / w - 1) : 0, r > 0 ? 100 * (read_mbps / r - 1) : 0);
+}
+
+/* One more "NAME=value" string at out[*k], when there is room and memory
+ * (a field left out costs less than the entry). */
+__attribute__((format(printf, 4, 5))) static void add(char **out, size_t *k, size_t n,
+                                                      const char *fmt, ...)
+{
+    va_list ap;
+    int r;
+
+    if (*k + 1 >= n)
+        return;
+    va_start(ap, fmt);
+    r = vasprintf(&out[*k], fmt, ap);
+    va_end(ap);
+    if (r >= 0)
+        (*k)++;
+}
+
+/* The fields of f as malloc'd "NAME=value" strings in out, NULL after the
+ * last (at most n - 1). */
+static void event_strings(const struct event_fields *f, char **out, size_t n)
+{
+    char rcv[32], snd[32];
+    size_t k = 0;
+
+    if (f->smb_conf)
+        add(out, &k, n, "SMBTUNED_SMB_CONF=%s", f->smb_conf);
+    if (f->c) {
+        add(out, &k, n, "SMBTUNED_RCVBUF=%s", search_size_str(f->c->rcvbuf, rcv, sizeof(rcv)));
+        add(out, &k, n, "SMBTUNED_SNDBUF=%s", search_size_str(f->c->sndbuf, snd, sizeof(snd)));
+    }
+    if (f->samples > 0)
+        add(out, &k, n, "SMBTUNED_SAMPLES=%d", f->samples);
+    /* one rate without the other is no measurement (NAN > 0 is false) */
+    if (f->write_mbps > 0 && f->read_mbps > 0) {
+        add(out, &k, n, "SMBTUNED_WRITE_MBPS=%.2f", f->write_mbps);
+        add(out, &k, n, "SMBTUNED_READ_MBPS=%.2f", f->read_mbps);
+    }
+    for (size_t i = 0; f->more != NULL && f->more[i] != NULL; i++)
+        add(out, &k, n, "%s", f->more[i]);
+    out[k] = NULL;
+}
+
+__attribute__((format(printf, 4, 0))) static void
+event_v(const char *message_id, int prio, const struct event_fields *f, const char *fmt, va_list ap)
+{
+    char *fields[24], *msg = NULL;
+
+    event_strings(f, fields, sizeof(fields) / sizeof(fields[0]));
+    if (vasprintf(&msg, fmt, ap) < 0)
+        msg = NULL;
+    journal_event(message_id, prio, (const char *const *)fields, "%s",
+                  msg ? msg : "(out of memory)");
+    free(msg);
+    for (size_t i = 0; fields[i] != NULL; i++)
+        free(fields[i]);
 }
 
 void report_event(const char *message_id, int prio, const struct event_fields *f, const char *fmt,
                   ...)
 {
-    char conf[4200], rcv[64], snd[64], n[64], w[64], r[64], *msg = NULL;
-    const char *fields[7];
-    int k = 0;
     va_list ap;
 
-    if (f->smb_conf) {
-        snprintf(conf, sizeof(conf), "SMBTUNED_SMB_CONF=%s", f->smb_conf);
-        fields[k++] = conf;
-    }
-    if (f->c) {
-        snprintf(rcv, sizeof(rcv), "SMBTUNED_RCVBUF=");
-        search_size_str(f->c->rcvbuf, rcv + 16, sizeof(rcv) - 16);
-        snprintf(snd, sizeof(snd), "SMBTUNED_SNDBUF=");
-        search_size_str(f->c->sndbuf, snd + 16, sizeof(snd) - 16);
-        fields[k++] = rcv;
-        fields[k++] = snd;
-    }
-    if (f->samples > 0) {
-        snprintf(n, sizeof(n), "SMBTUNED_SAMPLES=%d", f->samples);
-        fields[k++] = n;
-    }
-    if (f->write_mbps > 0 && f->read_mbps > 0) {
-        snprintf(w, sizeof(w), "SMBTUNED_WRITE_MBPS=%.2f", f->write_mbps);
-        snprintf(r, sizeof(r), "SMBTUNED_READ_MBPS=%.2f", f->read_mbps);
-        fields[k++] = w;
-        fields[k++] = r;
-    }
-    fields[k] = NULL;
     va_start(ap, fmt);
-    if (vasprintf(&msg, fmt, ap) < 0)
-        msg = NULL;
+    event_v(message_id, prio, f, fmt, ap);
     va_end(ap);
-    journal_event(message_id, prio, fields, "%s", msg ? msg : "(out of memory)");
-    free(msg);
+}
+
+void report_error(const char *what, const char *smb_conf, const char *fmt, ...)
+{
+    char *field = NULL;
+    va_list ap;
+
+    if (asprintf(&field, "SMBTUNED_ERROR=%s", what) < 0)
+        field = NULL;
+    va_start(ap, fmt);
+    event_v(
+        JOURNAL_ID_ERROR, LOG_ERR,
+        &(struct event_fields){.smb_conf = smb_conf, .more = (const char *const[]){field, NULL}},
+        fmt, ap);
+    va_end(ap);
+    free(field);
 }

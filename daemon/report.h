@@ -71,9 +71,18 @@ struct event_fields {
     const struct search_config *c;
     int samples;                  /* 0: left out */
     double write_mbps, read_mbps; /* 0 or NAN: left out */
+    /* more "NAME=value" fields of this kind of event (SMBTUNED_ERROR,
+     * SMBTUNED_SAMBA_BEFORE ...), NULL-terminated, or NULL */
+    const char *const *more;
 };
 void report_event(const char *message_id, int prio, const struct event_fields *f, const char *fmt,
                   ...) __attribute__((format(printf, 4, 5)));
+
+/* A failure that ends or skips a cycle: a LOG_ERR entry with
+ * JOURNAL_ID_ERROR and SMBTUNED_ERROR=what (a word: "probe", "commit",
+ * "state" ...), so that `journalctl SMBTUNED_ERROR=probe` finds them. */
+void report_error(const char *what, const char *smb_conf, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 struct report_in {
     const char *before;               /* socket options when the cycle began */

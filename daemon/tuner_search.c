@@ -23,9 +23,26 @@ static const char *trials_name(enum tuner_trials tr)
 
 /* ---- one sample ---- */
 
+/* One entry per sample ("tried ..." in a search, auto checks included;
+ * "verified ..." of a winner): the sizes, their rates, the sample's
+ * number. */
+static void sample_told(struct tuner *t, const struct probe_result *r, const char *id,
+                        const char *word, const char *cs)
+{
+    report_event(id, LOG_INFO,
+                 &(struct event_fields){.smb_conf = t->o.smb_conf,
+                                        .c = &t->probe_cfg,
+                                        .samples = t->tally.samples,
+                                        .write_mbps = r->write_mbps,
+                                        .read_mbps = r->read_mbps},
+                 "%s %s: write %.2f MB/s, read %.2f MB/s%s", word, cs, r->write_mbps, r->read_mbps,
+                 r->outcome == PROBE_TIMEOUT ? " (deadline: lower bound)" : "");
+}
+
 static void tell(struct tuner *t, const struct probe_result *r)
 {
     struct search_sample x;
+    struct search_config before, after;
     char cs[96];
     int res;
 
@@ -51,17 +68,26 @@ static void tell(struct tuner *t, const struct probe_result *r)
         } else {
             /* One line per cycle, so that the journal shows the winner
              * being watched, not only when it fails. */
-            journal_log(LOG_INFO, "verified %s: write %.2f MB/s, read %.2f MB/s%s", cs,
-                        r->write_mbps, r->read_mbps,
-                        r->outcome == PROBE_TIMEOUT ? " (deadline: lower bound)" : "");
+            sample_told(t, r, JOURNAL_ID_VERIFY, "verified", cs);
         }
         break;
     case S_AUTO:
+        sample_told(t, r, JOURNAL_ID_TRIAL, "tried", cs);
         t->auto_checks++;
         break;
     case S_SEARCH:
+        sample_told(t, r, JOURNAL_ID_TRIAL, "tried", cs);
+        before = search_incumbent(t->s);
         res = search_tell(t->s, t->probe_cfg, &x);
-        if (search_why(t->s)[0])
+        after = search_incumbent(t->s);
+        /* The search's words say why ("SO_RCVBUF 65536 -> 131072: write
+         * +12% ..."); when its incumbent changed they are a move. */
+        if (search_why(t->s)[0] && !search_config_eq(before, after))
+            report_event(JOURNAL_ID_MOVE, LOG_INFO,
+                         &(struct event_fields){
+                             .smb_conf = t->o.smb_conf, .c = &after, .samples = t->tally.samples},
+                         "%s", search_why(t->s));
+        else if (search_why(t->s)[0])
             journal_log(LOG_INFO, "%s", search_why(t->s));
         if (res == SEARCH_ABORTED)
             journal_log(LOG_INFO, "trial of %s ended early: far below the incumbent", cs);
@@ -91,8 +117,8 @@ static void probe_failed(struct tuner *t, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    journal_log(LOG_ERR, "probe of %s failed: %s%s", t->probe_url, why,
-                t->o.trials == TUNER_SHADOW ? " (a trial's shadow smbd)" : "");
+    report_error("probe", t->o.smb_conf, "probe of %s failed: %s%s", t->probe_url, why,
+                 t->o.trials == TUNER_SHADOW ? " (a trial's shadow smbd)" : "");
     tuner_cycle_end(t, false);
 }
 
@@ -154,7 +180,7 @@ static void on_live_placed(void *ud, int r, const struct owned_put_result *res)
 
     if (r < 0) {
         if (r != -ECANCELED && r != -ESRCH)
-            journal_log(LOG_ERR, "live trial: %s", res->msg);
+            report_error("live-trial", t->o.smb_conf, "live trial: %s", res->msg);
         tuner_cycle_end(t, false);
         return;
     }
@@ -219,7 +245,7 @@ static void on_committed(void *ud, int r, const struct owned_put_result *res)
 
     if (r < 0) {
         if (r != -ECANCELED)
-            journal_log(LOG_ERR, "commit: %s", res->msg);
+            report_error("commit", t->o.smb_conf, "commit: %s", res->msg);
         outcome_failed(&t->out, res->msg);
         t->failed = true;
     } else {
@@ -267,9 +293,10 @@ static void finish_search(struct tuner *t)
         return;
     }
     if (out->restart)
-        journal_log(LOG_NOTICE,
-                    "restarting smbd so that autotuning reaches new connections "
-                    "(restart_smbd = yes): its listener keeps the old explicit sizes until then");
+        report_event(JOURNAL_ID_RESTART, LOG_NOTICE,
+                     &(struct event_fields){.smb_conf = t->o.smb_conf, .c = &out->w},
+                     "restarting smbd so that autotuning reaches new connections "
+                     "(restart_smbd = yes): its listener keeps the old explicit sizes until then");
     /* Over a live trial, compare with what the trial wrote. */
     expect = owned_live_value(t->line) ? NULL : t->value0;
     t->state = T_COMMITTING;
@@ -321,7 +348,7 @@ static void cycle_search(struct tuner *t)
     t->v = NULL;
     search_free(t->s);
     if (search_new(&p, t->inc0, &t->s) < 0) {
-        journal_log(LOG_ERR, "search: bad parameters (min/max sizes?)");
+        report_error("search", t->o.smb_conf, "search: bad parameters (min/max sizes?)");
         tuner_cycle_end(t, false);
         return;
     }

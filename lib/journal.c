@@ -24,6 +24,8 @@ static struct {
     bool decided;
     bool debug;
     enum journal_output out;
+    journal_tap tap; /* tests only: journal_set_tap() */
+    void *tap_ctx;
 } sink;
 
 static const struct {
@@ -35,6 +37,16 @@ static const struct {
     {JOURNAL_ID_SEARCH_START, "search-start"},
     {JOURNAL_ID_SEARCH_END, "search-end"},
     {JOURNAL_ID_DRIFT, "drift"},
+    {JOURNAL_ID_START, "start"},
+    {JOURNAL_ID_CYCLE, "cycle"},
+    {JOURNAL_ID_TRIAL, "trial"},
+    {JOURNAL_ID_MOVE, "move"},
+    {JOURNAL_ID_VERIFY, "verification"},
+    {JOURNAL_ID_RESUME, "resume"},
+    {JOURNAL_ID_RESTART, "restart-advice"},
+    {JOURNAL_ID_KERNEL_CAP, "kernel-cap"},
+    {JOURNAL_ID_UPGRADE, "upgrade"},
+    {JOURNAL_ID_ERROR, "error"},
 };
 
 const char *journal_event_name(const char *message_id)
@@ -91,6 +103,12 @@ enum journal_output journal_init(void)
 void journal_set_debug(bool on)
 {
     sink.debug = on;
+}
+
+void journal_set_tap(journal_tap tap, void *ctx)
+{
+    sink.tap = tap;
+    sink.tap_ctx = ctx;
 }
 
 /* A line of any length: smb.conf values and paths have no bound, and a
@@ -212,6 +230,8 @@ emit(const char *message_id, int prio, const char *const fields[], const char *f
     if (!sink.decided)
         journal_init();
     line = format_line(&heap, fallback, sizeof(fallback), fmt, ap);
+    if (sink.tap != NULL)
+        sink.tap(sink.tap_ctx, message_id, prio, fields, line);
     if (sink.out == JOURNAL_NATIVE)
         send_native(prio, line, message_id, fields);
     else

@@ -52,6 +52,17 @@ void journal_log(int prio, const char *fmt, ...) __attribute__((format(printf, 2
 void journal_event(const char *message_id, int prio, const char *const fields[], const char *fmt,
                    ...) __attribute__((format(printf, 4, 5)));
 
+/* For tests only (production never calls it): every entry that is logged
+ * (LOG_DEBUG ones only under journal_set_debug) is also handed to tap, with
+ * its MESSAGE_ID (NULL for a journal_log line), priority, the fields as
+ * given (NULL-terminated, or NULL) and the line, whatever the output. It
+ * lets a unit test check an event's id and fields without a journald.
+ * NULL stops it. Kept beside the output choice, the library's one piece of
+ * mutable state, because it is the same kind: where lines go. */
+typedef void (*journal_tap)(void *ctx, const char *message_id, int prio, const char *const fields[],
+                            const char *line);
+void journal_set_tap(journal_tap tap, void *ctx);
+
 /* The SMBTUNED_EVENT name of a MESSAGE_ID of journal_ids.h, NULL for any
  * other string. */
 const char *journal_event_name(const char *message_id);

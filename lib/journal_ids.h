@@ -31,4 +31,38 @@
  * chosen with: a search starts again. */
 #define JOURNAL_ID_DRIFT "bd2fa9426ee443f2872e1f4331cee8a1"
 
+/* smbtuned started (or --once began): its version, mode and target. */
+#define JOURNAL_ID_START "5d39a3cfc1cb4781aba752561833ecae"
+
+/* A cycle ended: its result (done or failed) and what is in force. */
+#define JOURNAL_ID_CYCLE "2c2fc37433d547ec828163698a3966e1"
+
+/* One sample of a search: the trial's sizes and rates. */
+#define JOURNAL_ID_TRIAL "fc1af4fd2195499b9de0bf3cab76954f"
+
+/* The search moved its incumbent to a significantly faster size. */
+#define JOURNAL_ID_MOVE "8b00c586b26249cbad4572ef2db5c506"
+
+/* A verification sample of the winner matched what it was chosen with. */
+#define JOURNAL_ID_VERIFY "8f0e42718ab743de9f445927bd66c35a"
+
+/* `smbtuned --resume` ended a hold. */
+#define JOURNAL_ID_RESUME "04ffd5b98058421b9fe7c0b902bdec00"
+
+/* A restart of smbd is needed (or done) for autotuning to reach new
+ * connections. */
+#define JOURNAL_ID_RESTART "a37ee238616049669944ccd25f3737a2"
+
+/* The kernel's net.core.rmem_max / wmem_max bounds the sizes tried, or the
+ * winner is at that cap. */
+#define JOURNAL_ID_KERNEL_CAP "7c4a6c95fc5445daa2fbc7114a68dd92"
+
+/* Samba, the kernel or the smb.conf path changed since the last
+ * measurements: before and after, and a search starts again. */
+#define JOURNAL_ID_UPGRADE "b778f77fc9744455a63a53f1bac231e0"
+
+/* Something failed (a probe, an edit, the state file): the cycle ends
+ * without a change; SMBTUNED_ERROR names what. */
+#define JOURNAL_ID_ERROR "3c840023d49f444791b84621967fc684"
+
 #endif
