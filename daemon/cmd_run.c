@@ -197,6 +197,7 @@ int cmd_resume(const struct opts *o)
     struct daemon d = {.o = o};
     struct state st;
     struct err e = {{0}};
+    char conf[sizeof(d.cfg.tune.smb_conf) + 32];
 
     if (cmd_load_config(o, &d.cfg, &e) < 0 || state_load(d.cfg.tune.state_dir, &st, &e) < 0) {
         fprintf(stderr, "smbtuned: %s\n", e.msg);
@@ -208,6 +209,7 @@ int cmd_resume(const struct opts *o)
         return 0;
     }
     /* The admin's value becomes the one smbtuned starts from. */
+    snprintf(conf, sizeof(conf), "SMBTUNED_SMB_CONF=%s", d.cfg.tune.smb_conf);
     st.hold = false;
     state_set_str(&st.hold_reason, NULL);
     state_set_str(&st.last_written, NULL);
@@ -217,6 +219,8 @@ int cmd_resume(const struct opts *o)
         return 1;
     }
     state_free(&st);
+    journal_event(JOURNAL_ID_RESUME, LOG_NOTICE, (const char *const[]){conf, NULL},
+                  "hold ended by --resume: smb.conf is tuned again from the next cycle");
     printf("smbtuned tunes smb.conf again from its next cycle (SIGHUP to start it now)\n");
     return 0;
 }
@@ -274,8 +278,15 @@ int cmd_run(const struct opts *o)
                  d.topts.state_dir);
     else
         snprintf(target, sizeof(target), "%s", d.topts.probe.url);
-    journal_log(LOG_INFO, "smbtuned %s: %s, target %s", SMBTUNED_VERSION,
-                d.topts.mode == TUNER_TUNE ? "tuning" : "advising", target);
+    {
+        char conf[PATH_MAX + 32], tgt[sizeof(target) + 32];
+        const char *fields[] = {conf, tgt, "SMBTUNED_VERSION=" SMBTUNED_VERSION, NULL};
+
+        snprintf(conf, sizeof(conf), "SMBTUNED_SMB_CONF=%s", d.topts.smb_conf);
+        snprintf(tgt, sizeof(tgt), "SMBTUNED_TARGET=%s", target);
+        journal_event(JOURNAL_ID_START, LOG_INFO, fields, "smbtuned %s: %s, target %s",
+                      SMBTUNED_VERSION, d.topts.mode == TUNER_TUNE ? "tuning" : "advising", target);
+    }
     tuner_kick(d.tuner);
     r = sd_event_loop(d.ev);
     if (o->once && r == 0)

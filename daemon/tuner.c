@@ -84,11 +84,20 @@ static bool in_window(const struct tuner *t)
  * changed and search again. */
 static void fingerprint(struct tuner *t)
 {
-    char msg[512];
+    char msg[512], f[4][300];
 
+    /* before: what the state kept, which facts_fingerprint replaces */
+    snprintf(f[0], sizeof(f[0]), "SMBTUNED_SAMBA_BEFORE=%s", t->st.samba ? t->st.samba : "");
+    snprintf(f[1], sizeof(f[1]), "SMBTUNED_KERNEL_BEFORE=%s", t->st.kernel ? t->st.kernel : "");
+    snprintf(f[2], sizeof(f[2]), "SMBTUNED_SAMBA_AFTER=%s", t->facts.samba);
+    snprintf(f[3], sizeof(f[3]), "SMBTUNED_KERNEL_AFTER=%s", t->facts.kernel);
     facts_fingerprint(&t->facts, &t->st, t->o.smb_conf, msg, sizeof(msg));
     if (msg[0]) {
-        journal_log(LOG_NOTICE, "%s: searching again", msg);
+        const char *more[] = {f[0], f[1], f[2], f[3], NULL};
+
+        report_event(JOURNAL_ID_UPGRADE, LOG_NOTICE,
+                     &(struct event_fields){.smb_conf = t->o.smb_conf, .more = more},
+                     "%s: searching again", msg);
         if (t->st.have_incumbent)
             snprintf(t->fp_change, sizeof(t->fp_change), "%s", msg);
         t->converged = false;
@@ -170,7 +179,7 @@ static void cycle_begin(struct tuner *t)
     t->fp_change[0] = '\0';
     state_free(&t->st);
     if (state_load(t->o.state_dir, &t->st, &e) < 0) {
-        journal_log(LOG_ERR, "%s", e.msg);
+        report_error("state", t->o.smb_conf, "%s", e.msg);
         tuner_cycle_end(t, false);
         return;
     }
@@ -227,6 +236,22 @@ static void idle_status(struct tuner *t)
         tuner_set_status(t, "idle: next cycle at %s; last: %s", when, last);
 }
 
+/* One entry per cycle: how it ended, what is in force and its rates. */
+static void cycle_told(const struct tuner *t)
+{
+    struct search_config c = {t->st.rcvbuf, t->st.sndbuf};
+    const char *more[] = {t->failed ? "SMBTUNED_RESULT=failed" : "SMBTUNED_RESULT=done", NULL};
+    struct event_fields f = {.smb_conf = t->o.smb_conf,
+                             .c = t->st.have_incumbent ? &c : NULL,
+                             .samples = t->tally.samples,
+                             .write_mbps = t->st.write_mbps,
+                             .read_mbps = t->st.read_mbps,
+                             .more = more};
+
+    report_event(JOURNAL_ID_CYCLE, LOG_INFO, &f, "cycle %s after %d samples: %s",
+                 t->failed ? "failed" : "done", t->tally.samples, t->status);
+}
+
 static void cycle_done(struct tuner *t)
 {
     /* --once leaves right after: no job may be left to finish it. */
@@ -234,6 +259,7 @@ static void cycle_done(struct tuner *t)
     /* The state file always tells how the last cycle left things. */
     tuner_save(t);
     t->state = T_IDLE;
+    cycle_told(t);
     if (t->o.once) {
         sd_event_exit(t->ev, t->failed ? 1 : 0);
         return;
