@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "apply.h"
 #include "files.h"
@@ -297,6 +298,7 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
         }
     } else {
         state_set_str(&w->st->last_written, res.new_value);
+        w->st->written_at = (long)time(NULL); /* for --status: in force since */
         owned_pending_clear(w->st);
         free(w->live_value);
         w->live_value = NULL;
@@ -344,8 +346,10 @@ static bool pending_on_disk(struct owned *w)
     on = c.found && strcmp(c.files[c.hit.file].path, ed->file) == 0 &&
          c.hit.end - c.hit.start == ed->line_len &&
          memcmp(c.files[c.hit.file].buf + c.hit.start, line, ed->line_len) == 0;
-    if (on)
+    if (on) {
         state_set_str(&w->st->last_written, c.value);
+        w->st->written_at = (long)time(NULL); /* found in force now */
+    }
     smbconf_free(&c);
     return on;
 }

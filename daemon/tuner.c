@@ -256,7 +256,21 @@ static void cycle_done(struct tuner *t)
 {
     /* --once leaves right after: no job may be left to finish it. */
     t->w.ops->measure_tidy(t->w.ctx, t->o.once);
-    /* The state file always tells how the last cycle left things. */
+    /* The state file always tells how the last cycle left things, and
+     * when (what `smbtuned --status` shows; next_at 0: --once, none). */
+    t->st.cycle_at = (long)time(NULL);
+    {
+        /* a hold taken in the cycle (an edit by hand) says why; a failure
+         * says what the cycle was doing (the journal says why) */
+        const char *why = t->st.hold_reason ? t->st.hold_reason : "by request";
+        const char *pre = t->st.hold ? "holding off: " : t->failed ? "failed during: " : "";
+        char *res = NULL;
+
+        if (asprintf(&res, "%s%s", pre, t->st.hold ? why : t->status) >= 0)
+            state_set_str(&t->st.cycle_result, res);
+        free(res);
+    }
+    t->st.next_at = t->o.once ? 0 : t->st.cycle_at + (long)t->o.interval_s;
     tuner_save(t);
     t->state = T_IDLE;
     cycle_told(t);

@@ -28,12 +28,14 @@ struct field {
     enum kind kind;
     size_t off;
     long long max; /* K_LONG, K_SIZE: the largest value (the smallest is 0) */
+    int since;     /* the format version that added the key */
 };
 
-#define F(k, kind, member, max)                                                                    \
+#define FV(k, kind, member, max, since)                                                            \
     {                                                                                              \
-        k, kind, offsetof(struct state, member), max                                               \
+        k, kind, offsetof(struct state, member), max, since                                        \
     }
+#define F(k, kind, member, max) FV(k, kind, member, max, 1)
 
 /* Buffer sizes: Samba passes an int. Offsets and lengths into smb.conf's
  * bytes are checked against the bytes themselves (check_records). */
@@ -57,6 +59,11 @@ static const struct field fields[] = {
     F("pending_line_off", K_SIZE, pending_edit.line_off, LONG_MAX),
     F("pending_line_len", K_SIZE, pending_edit.line_len, LONG_MAX),
     F("pending_prev", K_STR, pending_edit.prev, 0),
+    /* before cycles, which stays last: a file cut after a line lacks it */
+    FV("written_at", K_LONG, written_at, STATE_TIME_MAX, 2),
+    FV("cycle_at", K_LONG, cycle_at, STATE_TIME_MAX, 2),
+    FV("cycle_result", K_STR, cycle_result, 0, 2),
+    FV("next_at", K_LONG, next_at, STATE_TIME_MAX, 2),
     F("cycles", K_LONG, cycles, LONG_MAX),
 };
 
@@ -246,18 +253,18 @@ static size_t index_of(const char *key)
 
 /* Each record complete and consistent. seen[i]: the line of field i, 0
  * when absent; last: the file's last line. */
-static int check_records(const struct state *s, const int *seen, int last, const char *name,
-                         struct err *e)
+static int check_records(const struct state *s, const int *seen, int last, long long version,
+                         const char *name, struct err *e)
 {
     static const char *const pending_parts[] = {"pending_file", "pending_written",
                                                 "pending_original"};
     const struct smbconf_edit *ed = &s->pending_edit;
     size_t i, pending = index_of("pending"), hold = index_of("hold");
 
-    /* Every scalar is always written (state_format), in every version so
-     * far: one missing means the file was cut short or written by hand. */
+    /* Every scalar of the file's version is always written (state_format):
+     * one missing means the file was cut short or written by hand. */
     for (i = 0; i < NFIELDS; i++)
-        if (fields[i].kind != K_STR && seen[i] == 0)
+        if (fields[i].kind != K_STR && fields[i].since <= version && seen[i] == 0)
             return damaged(e, name, last,
                            "the file ends without '%s': it is incomplete "
                            "(expected every key state_format writes, cycles last)",
@@ -297,6 +304,7 @@ static int check_records(const struct state *s, const int *seen, int last, const
 int state_parse(const char *text, size_t len, const char *name, struct state *s, struct err *e)
 {
     int seen[NFIELDS] = {0}, lineno = 0, vline = 0, entries = 0, r = 0;
+    long long version = 1; /* no version line: the format before it had one */
     size_t pos = 0;
     char x[48];
 
@@ -358,12 +366,19 @@ int state_parse(const char *text, size_t len, const char *name, struct state *s,
                             "format version %lld, written by a newer "
                             "smbtuned (expected version %d or older)",
                             v, STATE_VERSION);
+            else
+                version = v;
             vline = lineno;
         } else if ((i = index_of(line)) == NFIELDS) {
             r = damaged(e, name, lineno,
                         "unknown key '%s' (expected a key of format version "
                         "%d)",
                         excerpt(line, klen, x), STATE_VERSION);
+        } else if (fields[i].since > version) {
+            r = damaged(e, name, lineno,
+                        "'%s' in a file of format version %lld (expected it from version %d "
+                        "on)",
+                        fields[i].key, version, fields[i].since);
         } else if (seen[i] != 0) {
             r = damaged(e, name, lineno,
                         "'%s' given twice (first at line %d; expected each "
@@ -386,7 +401,7 @@ int state_parse(const char *text, size_t len, const char *name, struct state *s,
         free(line);
     }
     if (r == 0) /* an empty file ends at line 1 */
-        r = check_records(s, seen, lineno > 0 ? lineno : 1, name, e);
+        r = check_records(s, seen, lineno > 0 ? lineno : 1, version, name, e);
     if (r < 0)
         state_free(s);
     return r;

@@ -41,11 +41,22 @@ struct state {
     bool pending;
     bool pending_commit; /* the edit is a commit, not a trial: keep it */
     struct smbconf_edit pending_edit;
+    /* what `smbtuned --status` tells (format version 2; 0 and NULL in a
+     * file of version 1): unix seconds, 0 for never */
+    long written_at;    /* last_written was written (a commit) */
+    long cycle_at;      /* the last cycle ended */
+    char *cycle_result; /* how, in words */
+    long next_at;       /* the next cycle is due (0: none, after --once) */
     long cycles;
 };
 
-/* The format this smbtuned writes, and the newest it reads. */
-#define STATE_VERSION 1
+/* The format this smbtuned writes, and the newest it reads. Version 2
+ * added written_at, cycle_at, cycle_result and next_at; a file of version
+ * 1 (or without a version line) is read without them, and one that has
+ * them is damaged (no smbtuned of version 1 wrote them). */
+#define STATE_VERSION 2
+/* The largest time a state file holds: 9999-12-31T23:59:59Z. */
+#define STATE_TIME_MAX 253402300799L
 
 /* Parse len bytes of text (NULs included: they make the file damaged).
  * -EBADMSG for a damaged, partial or newer file, with "NAME:LINE: what

@@ -35,6 +35,10 @@ static void test_round_trip(void **state)
     a.write_mbps = 11.59;
     a.hold = true;
     a.cycles = 7;
+    a.written_at = 1764590000;
+    a.cycle_at = 1764593600;
+    a.next_at = STATE_TIME_MAX;
+    assert_int_equal(state_set_str(&a.cycle_result, "committed SO_RCVBUF=262144\n(2 lines)"), 0);
     assert_int_equal(state_set_str(&a.last_written, "TCP_NODELAY SO_RCVBUF=262144"), 0);
     assert_int_equal(state_set_str(&a.hold_reason, "edited by hand\\ at line 3"), 0);
     a.pending = true;
@@ -48,7 +52,10 @@ static void test_round_trip(void **state)
 
     text = state_format(&a);
     assert_non_null(text);
-    assert_non_null(strstr(text, "\nversion 1\n"));
+    assert_non_null(strstr(text, "\nversion 2\n"));
+    /* cycles stays last: a file cut after a whole line lacks it */
+    assert_non_null(strstr(text, "\ncycles 7\n"));
+    assert_string_equal(strstr(text, "\ncycles 7\n"), "\ncycles 7\n");
     assert_int_equal(parse(text, &b, &e), 0);
     assert_true(b.have_incumbent);
     assert_int_equal(b.rcvbuf, 262144);
@@ -56,6 +63,10 @@ static void test_round_trip(void **state)
     assert_true(b.write_mbps > 11.58 && b.write_mbps < 11.60);
     assert_true(b.hold);
     assert_int_equal(b.cycles, 7);
+    assert_int_equal(b.written_at, 1764590000);
+    assert_int_equal(b.cycle_at, 1764593600);
+    assert_int_equal(b.next_at, STATE_TIME_MAX);
+    assert_string_equal(b.cycle_result, a.cycle_result);
     assert_string_equal(b.last_written, a.last_written);
     assert_string_equal(b.hold_reason, a.hold_reason);
     assert_string_equal(b.pending_edit.written, a.pending_edit.written);
@@ -149,11 +160,119 @@ static void test_legacy_and_version(void **state)
     assert_int_equal(parse(t, &s, &e), 0);
     state_free(&s);
     free(t);
-    assert_legacy_damaged(1, "version 2",
-                          "state:1: format version 2, written by a newer smbtuned (expected "
-                          "version 1 or older)");
+    assert_legacy_damaged(1, "version 3",
+                          "state:1: format version 3, written by a newer smbtuned (expected "
+                          "version 2 or older)");
     assert_legacy_damaged(1, "version 99999999999999999999", "state:1: bad value for version");
     assert_legacy_damaged(3, "version 1", "state:3: 'version' after other entries");
+}
+
+/* Version 2's keys (the times --status tells): a file of version 1 reads
+ * without them, as zeros; one of version 2 must have every scalar; each
+ * time is a whole number from 0 to STATE_TIME_MAX; version 1 never had
+ * them, so one in a version 1 file is damage. */
+static const char v2_times[] = "written_at 1764590000\n"
+                               "cycle_at 1764593600\n"
+                               "cycle_result committed SO_RCVBUF=262144\n"
+                               "next_at 1764597200\n"
+                               "cycles 3";
+
+static void test_version2_times(void **state)
+{
+    struct state s;
+    struct err e = {{0}};
+    char *t, *u;
+
+    (void)state;
+    /* version 1 without them: zeros and NULL */
+    t = legacy_with(1, "# smbtuned state\nversion 1");
+    assert_int_equal(parse(t, &s, &e), 0);
+    assert_int_equal(s.written_at, 0);
+    assert_int_equal(s.cycle_at, 0);
+    assert_int_equal(s.next_at, 0);
+    assert_null(s.cycle_result);
+    state_free(&s);
+    free(t);
+    /* version 2 with them */
+    t = legacy_with(1, "# smbtuned state\nversion 2");
+    u = strstr(t, "cycles 3");
+    {
+        char *v = malloc(strlen(t) + sizeof(v2_times) + 1);
+
+        memcpy(v, t, (size_t)(u - t));
+        sprintf(v + (u - t), "%s\n", v2_times);
+        free(t);
+        t = v;
+    }
+    assert_int_equal(parse(t, &s, &e), 0);
+    assert_int_equal(s.written_at, 1764590000);
+    assert_int_equal(s.cycle_at, 1764593600);
+    assert_int_equal(s.next_at, 1764597200);
+    assert_string_equal(s.cycle_result, "committed SO_RCVBUF=262144");
+    state_free(&s);
+    /* version 2 without one of its scalars: incomplete; the string is
+     * optional, as every string */
+    {
+        char *v = strdup(t), *w = strstr(v, "cycle_at ");
+
+        memmove(w, strchr(w, '\n') + 1, strlen(strchr(w, '\n') + 1) + 1);
+        assert_damaged_str(v, "the file ends without 'cycle_at'");
+        free(v);
+        v = strdup(t);
+        w = strstr(v, "cycle_result ");
+        memmove(w, strchr(w, '\n') + 1, strlen(strchr(w, '\n') + 1) + 1);
+        assert_int_equal(parse(v, &s, &e), 0);
+        assert_null(s.cycle_result);
+        state_free(&s);
+        free(v);
+    }
+    /* ranges: 0 and STATE_TIME_MAX are in, one more and a sign are not */
+    {
+        static const struct {
+            const char *from, *to;
+            int ok;
+        } cases[] = {
+            {"next_at 1764597200", "next_at 0", 1},
+            {"next_at 1764597200", "next_at 253402300799", 1},
+            {"next_at 1764597200", "next_at 253402300800", 0},
+            {"written_at 1764590000", "written_at -1", 0},
+            {"cycle_at 1764593600", "cycle_at 1.5", 0},
+        };
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+            char *v = malloc(strlen(t) + 32), *w;
+
+            strcpy(v, t);
+            w = strstr(v, cases[i].from);
+            assert_non_null(w);
+            memmove(w + strlen(cases[i].to), w + strlen(cases[i].from),
+                    strlen(w + strlen(cases[i].from)) + 1);
+            memcpy(w, cases[i].to, strlen(cases[i].to));
+            if (cases[i].ok) {
+                assert_int_equal(parse(v, &s, &e), 0);
+                state_free(&s);
+            } else {
+                assert_damaged_str(v, "bad value for ");
+                assert_damaged_str(v, "(expected a whole number from 0 to 253402300799)");
+            }
+            free(v);
+        }
+    }
+    free(t);
+    /* in a version 1 file (or one without a version line) they are damage */
+    assert_legacy_damaged(13, "written_at 5\ncycles 3",
+                          "state:13: 'written_at' in a file of format version 1 (expected it "
+                          "from version 2 on)");
+    t = legacy_with(1, "version 1");
+    {
+        char *v = malloc(strlen(t) + 64), *w = strstr(t, "cycles 3");
+
+        memcpy(v, t, (size_t)(w - t));
+        strcpy(v + (w - t), "cycle_result ok\ncycles 3\n");
+        assert_damaged_str(v, "'cycle_result' in a file of format version 1");
+        free(v);
+    }
+    free(t);
 }
 
 static void test_pending_incomplete(void **state)
@@ -241,7 +360,7 @@ static void test_unknown_duplicate_nul(void **state)
     (void)state;
     assert_legacy_damaged(13, "cycles 3\nfuture_key whatever",
                           "state:14: unknown key 'future_key' (expected a key of format version "
-                          "1)");
+                          "2)");
     assert_legacy_damaged(13, "cycles 3\nrcvbuf 5",
                           "state:14: 'rcvbuf' given twice (first at line 3; expected each key "
                           "once)");
@@ -433,6 +552,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_legacy_and_version),
+        cmocka_unit_test(test_version2_times),
         cmocka_unit_test(test_pending_incomplete),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_bad_numbers),
