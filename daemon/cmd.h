@@ -5,6 +5,18 @@
 
 #include <stdbool.h>
 
+/* Exit status, in one place (smbtuned(8), EXIT STATUS). 1 stays what it
+ * always was, a failure at run time; usage and config errors take the
+ * sysexits.h numbers, so that they cannot be mistaken for --probe's own
+ * 2 (a timeout: lower bounds), which scripts and tests rely on. */
+enum cmd_exit {
+    CMD_EXIT_OK = 0,
+    CMD_EXIT_FAILURE = 1,       /* a cycle, a measurement, an edit failed; a hold */
+    CMD_EXIT_PROBE_TIMEOUT = 2, /* --probe: the deadline passed */
+    CMD_EXIT_USAGE = 64,        /* EX_USAGE: a bad command line */
+    CMD_EXIT_CONFIG = 78,       /* EX_CONFIG: the config file (or -t's smb.conf) refused */
+};
+
 struct opts {
     const char *config_file; /* -c FILE, default SMBTUNED_CONF */
     bool config_given;       /* -c was on the command line */
@@ -26,6 +38,7 @@ struct opts {
     bool dry_run; /* --dry-run: with --once, one advise cycle */
     bool check;   /* -t: check the config files and exit */
     bool resume;  /* --resume: hand control back after a hold */
+    bool status;  /* --status: what the state file and smb.conf say now */
 };
 
 struct config;
@@ -46,5 +59,6 @@ int cmd_probe(const struct opts *o);
 int cmd_run(const struct opts *o);
 int cmd_check(const struct opts *o);
 int cmd_resume(const struct opts *o);
+int cmd_status(const struct opts *o);
 
 #endif

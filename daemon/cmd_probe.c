@@ -6,7 +6,8 @@
  *   1  failed: nothing measured (the outcome says why; a configuration,
  *      URL or credentials file that is refused gives outcome "error")
  *   2  timeout: the deadline passed; the rates are lower bounds
- * With --json the object is printed in every case. */
+ * With --json the object is printed in every case. A refused config is 1
+ * here too, not CMD_EXIT_CONFIG: the probe's table is its own (cmd.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,9 +15,6 @@
 #include "cmd.h"
 #include "config.h"
 #include "probe.h"
-
-#define EXIT_PROBE_FAILED 1
-#define EXIT_PROBE_TIMEOUT 2
 
 static void print_json_failure(void)
 {
@@ -38,7 +36,7 @@ static int setup_failure(const struct opts *o, const char *what, const char *msg
     fprintf(stderr, "smbtuned: probe%s%s: %s\n", what[0] ? " " : "", what, msg);
     if (o->json)
         print_json_failure();
-    return EXIT_PROBE_FAILED;
+    return CMD_EXIT_FAILURE;
 }
 
 int cmd_probe(const struct opts *o)
@@ -88,5 +86,5 @@ int cmd_probe(const struct opts *o)
         return 0;
     fprintf(stderr, "smbtuned: probe %s: %s: %s\n", p.url, probe_outcome_name(r.outcome),
             r.cause[0] ? r.cause : "no detail");
-    return r.outcome == PROBE_TIMEOUT ? EXIT_PROBE_TIMEOUT : EXIT_PROBE_FAILED;
+    return r.outcome == PROBE_TIMEOUT ? CMD_EXIT_PROBE_TIMEOUT : CMD_EXIT_FAILURE;
 }

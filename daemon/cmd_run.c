@@ -182,11 +182,12 @@ int cmd_check(const struct opts *o)
 
     if (cmd_load_config(o, &d.cfg, &e) < 0 || make_opts(&d, &e) < 0) {
         fprintf(stderr, "smbtuned: %s\n", e.msg);
-        return 1;
+        return CMD_EXIT_CONFIG;
     }
+    /* -t checks smb.conf as a configuration too: one it refuses is one */
     if (smbconf_load(&c, d.topts.smb_conf, &e) < 0) {
         fprintf(stderr, "smbtuned: %s\n", e.msg);
-        return 1;
+        return CMD_EXIT_CONFIG;
     }
     smbconf_free(&c);
     return 0;
@@ -199,9 +200,13 @@ int cmd_resume(const struct opts *o)
     struct err e = {{0}};
     char conf[sizeof(d.cfg.tune.smb_conf) + 32];
 
-    if (cmd_load_config(o, &d.cfg, &e) < 0 || state_load(d.cfg.tune.state_dir, &st, &e) < 0) {
+    if (cmd_load_config(o, &d.cfg, &e) < 0) {
         fprintf(stderr, "smbtuned: %s\n", e.msg);
-        return 1;
+        return CMD_EXIT_CONFIG;
+    }
+    if (state_load(d.cfg.tune.state_dir, &st, &e) < 0) {
+        fprintf(stderr, "smbtuned: %s\n", e.msg);
+        return CMD_EXIT_FAILURE;
     }
     if (!st.hold) {
         printf("smbtuned was not holding off\n");
@@ -213,6 +218,7 @@ int cmd_resume(const struct opts *o)
     st.hold = false;
     state_set_str(&st.hold_reason, NULL);
     state_set_str(&st.last_written, NULL);
+    st.written_at = 0; /* the line is the admin's now: not written by us */
     if (state_save(d.cfg.tune.state_dir, &st, &e) < 0) {
         fprintf(stderr, "smbtuned: %s\n", e.msg);
         state_free(&st);
@@ -235,7 +241,7 @@ int cmd_run(const struct opts *o)
 
     if (cmd_load_config(o, &d.cfg, &e) < 0 || make_opts(&d, &e) < 0) {
         fprintf(stderr, "smbtuned: %s\n", e.msg);
-        return 1;
+        return CMD_EXIT_CONFIG;
     }
     r = files_mkdir_p(d.topts.state_dir);
     if (r < 0) {

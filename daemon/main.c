@@ -18,6 +18,8 @@ static void usage(FILE *f)
             "usage: smbtuned [-c FILE] [--once [--dry-run] [--json]] [options]\n"
             "       smbtuned -t [-c FILE]      check the configuration files and exit\n"
             "       smbtuned --resume          tune again after an edit by hand\n"
+            "       smbtuned --status [--json] what is in force, since when, the last and\n"
+            "                                  next cycle, a hold\n"
             "       smbtuned --probe [-c FILE] [--url URL] [--credentials FILE] [--json]\n"
             "       smbtuned --smb-conf FILE --show [--json]\n"
             "       smbtuned --smb-conf FILE --set-buffers RCV,SND [--expect VALUE]\n"
@@ -31,6 +33,9 @@ static void usage(FILE *f)
             "                      file, then exit\n"
             "  --resume            hand control back after a hold (an edit by hand,\n"
             "                      a damaged state file)\n"
+            "  --status            the line in force and whether smbtuned wrote it, its\n"
+            "                      rates, the last and the next cycle, a hold, a pending\n"
+            "                      step, what the baseline was measured on (reads only)\n"
             "  --probe             one measurement; exit 0 ok, 1 failed, 2 timeout (the\n"
             "                      rates are lower bounds)\n"
             "  --show              print the socket options in force, where they come from,\n"
@@ -55,11 +60,15 @@ static void usage(FILE *f)
             "  --dry-run           with --once: an advise cycle, smb.conf is not written\n"
             "  --expect VALUE      with --set-buffers: change nothing unless socket\n"
             "                      options is VALUE now\n"
-            "  --json              --once, --probe, --show: one JSON object on stdout\n"
+            "  --json              --once, --probe, --show, --status: one JSON object\n"
+            "                      on stdout\n"
             "  -d, --debug         log debug detail too\n"
             "  -V, --version       print the version and exit\n"
             "  -h, --help          print this and exit\n"
             "\n"
+            "\n"
+            "Exit status: 0 ok, 1 a failure (a cycle, a measurement, an edit; a hold),\n"
+            "2 --probe's timeout, 64 a bad command line, 78 a bad configuration.\n"
             "See smbtuned(8) and smbtuned.conf(5).\n",
             SMBTUNED_CONF, DEFAULT_SMB_CONF, SMBTUNED_STATE_DIR);
 }
@@ -80,6 +89,7 @@ enum {
     OPT_ONCE,
     OPT_DRY_RUN,
     OPT_RESUME,
+    OPT_STATUS,
 };
 
 static const struct option longopts[] = {
@@ -99,6 +109,7 @@ static const struct option longopts[] = {
     {"once", no_argument, NULL, OPT_ONCE},
     {"dry-run", no_argument, NULL, OPT_DRY_RUN},
     {"resume", no_argument, NULL, OPT_RESUME},
+    {"status", no_argument, NULL, OPT_STATUS},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {"debug", no_argument, NULL, 'd'},
@@ -145,6 +156,9 @@ int main(int argc, char **argv)
         case OPT_RESUME:
             o.resume = true;
             break;
+        case OPT_STATUS:
+            o.status = true;
+            break;
         case 't':
             o.check = true;
             break;
@@ -183,23 +197,23 @@ int main(int argc, char **argv)
             return 0;
         default:
             usage(stderr);
-            return 1;
+            return CMD_EXIT_USAGE;
         }
     }
     if (optind < argc) {
         fprintf(stderr, "smbtuned: unexpected argument '%s'\n", argv[optind]);
-        return 1;
+        return CMD_EXIT_USAGE;
     }
     ncmd = (o.show ? 1 : 0) + (o.set_buffers ? 1 : 0) + (o.probe ? 1 : 0) + (o.check ? 1 : 0) +
-           (o.resume ? 1 : 0);
+           (o.resume ? 1 : 0) + (o.status ? 1 : 0);
     if (ncmd > 1 || (ncmd == 1 && o.once)) {
         fprintf(stderr, "smbtuned: give at most one of --show, --set-buffers, --probe, -t, "
-                        "--resume, --once (see --help)\n");
-        return 1;
+                        "--resume, --status, --once (see --help)\n");
+        return CMD_EXIT_USAGE;
     }
     if (o.dry_run && !o.once) {
         fprintf(stderr, "smbtuned: --dry-run goes with --once\n");
-        return 1;
+        return CMD_EXIT_USAGE;
     }
     journal_log(LOG_DEBUG, "smbtuned %s, config file %s%s", SMBTUNED_VERSION, o.config_file,
                 o.config_given ? "" : " (the default; its absence means the built-in defaults)");
@@ -213,5 +227,7 @@ int main(int argc, char **argv)
         return cmd_check(&o);
     if (o.resume)
         return cmd_resume(&o);
+    if (o.status)
+        return cmd_status(&o);
     return cmd_run(&o);
 }

@@ -75,3 +75,47 @@ def test_fifo_state_file_is_named_and_held(shadow_env):
     kept = sorted(env.state_dir.glob("state.damaged-*"))
     assert len(kept) == 1 and stat.S_ISFIFO(kept[0].lstat().st_mode), kept
     assert env.state().get("hold") == "yes"
+
+
+# ---- exit status: usage, config and run-time errors each their own (smbtuned(8))
+
+EXIT_FAILURE, EXIT_USAGE, EXIT_CONFIG = 1, 64, 78
+
+
+@pytest.mark.parametrize("args", [["--no-such-option"], ["--once", "extra"], ["--show", "-t"],
+                                  ["--status", "--resume"], ["--dry-run"], ["-c"]])
+def test_bad_command_line_is_a_usage_error(shadow_env, args):
+    env = shadow_env(WRITTEN)
+    r = env.run(*args, timeout=30)
+    assert r[0] == EXIT_USAGE, f"{args}: exit {r[0]}\n{r[1]}\n{r[2]}"
+    assert not (env.state_dir / "state").exists()
+
+
+@pytest.mark.parametrize("command", [["-t"], ["--once"], ["--status"], ["--resume"], []])
+def test_bad_config_is_a_config_error(shadow_env, command):
+    env = shadow_env(WRITTEN)
+    env.write_config(tune={"interval": "banana"})
+    lineno = [i + 1 for i, l in enumerate(env.conf.read_text().splitlines())
+              if l.strip().startswith("interval =")][0]
+    rc, out, err = env.run(*command, timeout=60)
+    assert rc == EXIT_CONFIG, f"{command}: exit {rc}\n{out}\n{err}"
+    assert f"{env.conf}:{lineno}" in err, err
+    assert not (env.state_dir / "state").exists()
+
+
+def test_probe_keeps_its_own_exit_table(shadow_env):
+    # --probe: 0 ok, 1 anything else (a refused config too), 2 timeout.
+    env = shadow_env(WRITTEN)
+    env.write_config(tune={"interval": "banana"})
+    rc, out, err = env.run("--probe", "--json", timeout=60)
+    assert rc == EXIT_FAILURE, f"exit {rc}\n{out}\n{err}"
+
+
+def test_runtime_failure_is_not_a_config_error(shadow_env):
+    # A good config, a state file whose hold makes --once fail: 1.
+    env = shadow_env(WRITTEN)
+    (env.state_dir / "state").write_text(state_text(WRITTEN).replace(
+        "hold no\n", "hold yes\nhold_reason by the test\n"))
+    rc, out, err = env.run("--once", timeout=60)
+    assert rc == EXIT_FAILURE, f"exit {rc}\n{out}\n{err}"
+    assert "holding off: by the test" in err, err

@@ -545,7 +545,7 @@ def test_check_bad_config_names_line(make_env, bad):
     lineno = [i + 1 for i, l in enumerate(text) if l.strip().startswith(f"{key} =")]
     assert len(lineno) == 1
     rc, out, err = env.run("-t", timeout=60)
-    assert rc == 1, f"{out}\n{err}"
+    assert rc == 78, f"{out}\n{err}"
     assert f"{env.conf}:{lineno[0]}" in err, err
 
 
@@ -558,7 +558,7 @@ def test_check_registry_smb_conf(make_env, tmp_path):
     reg.write_text("".join(lines))
     env.write_config(tune={"smb_conf": q(reg)})
     rc, out, err = env.run("-t", timeout=60)
-    assert rc == 1, f"{out}\n{err}"
+    assert rc == 78, f"{out}\n{err}"
     assert f"{reg}:4" in err, err
 
 
@@ -602,8 +602,8 @@ def damaged_states(conf):
         "pending-alone": (b"pending yes\n", 1, "the file ends without"),
         "written-without-original": (no_original, line_of(no_original, b"pending yes"),
                                      "a pending edit without pending_original"),
-        "newer-version": (b"version 2\n" + legacy_state(conf), 1,
-                          "format version 2, written by a newer smbtuned"),
+        "newer-version": (b"version 3\n" + legacy_state(conf), 1,
+                          "format version 3, written by a newer smbtuned"),
         "nul-inside": (legacy_state(conf).replace(b"hold no", b"hold no\0hold yes"),
                        line_of(legacy_state(conf), b"hold no"), "a NUL byte"),
     }
@@ -635,7 +635,7 @@ def test_damaged_state_held_until_resume(make_env, form):
     assert f"kept as {kept[0]}" in err, err
     assert conf.read_bytes() == before and conf.stat().st_mtime_ns == mtime
     st = env.state()
-    assert st.get("version") == "1" and st.get("hold") == "yes", st
+    assert st.get("version") == "2" and st.get("hold") == "yes", st
     assert str(kept[0]) in st.get("hold_reason", ""), st
     assert not re.search(r"^<\d>sample\s", err, re.M), f"measured while holding off:\n{err}"
     assert "holding off" in err, err

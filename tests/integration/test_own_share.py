@@ -61,12 +61,12 @@ def test_no_url_refuses_client_and_live_trials(smbtuned, tmp_path, trials):
     assert len(lineno) == 1
     r = run_editor(smbtuned, "-t", "-c", conf, "--smb-conf", smb_conf,
                    "--state-dir", tmp_path / "state")
-    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.returncode == 78, r.stdout + r.stderr
     assert f"{conf}:{lineno[0]}: tune: trials = {trials} needs a url" in r.stderr, r.stderr
     # On the command line: the option is named instead.
     r = run_editor(smbtuned, "-t", "-c", SHIPPED, "--smb-conf", smb_conf,
                    "--state-dir", tmp_path / "state", "--trials", trials)
-    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.returncode == 78, r.stdout + r.stderr
     assert f"--trials {trials} needs a url" in r.stderr, r.stderr
     # With a url they are fine.
     r = run_editor(smbtuned, "-t", "-c", conf, "--smb-conf", smb_conf,

@@ -1,0 +1,258 @@
+/* --status: what an admin asks first, like `chronyc tracking`: the line in
+ * force and since when, whether smbtuned wrote it, its rates, the last
+ * cycle and the next, a hold and why, a step in flight, and what the
+ * baseline was measured on.
+ *
+ * Read only: the state file is read with files_read and state_parse, not
+ * state_load, which keeps a damaged file aside and saves a hold; a status
+ * must change nothing, so a damaged file is reported where it is. smb.conf
+ * is read with smbconf_load (no lock, no write). */
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cmd.h"
+#include "config.h"
+#include "files.h"
+#include "jsonw.h"
+#include "search.h"
+#include "smbconf.h"
+#include "sockopts.h"
+#include "state.h"
+
+/* What --status found. */
+struct status {
+    char path[PATH_MAX];
+    const char *smb_conf;
+    const char *state_word; /* "ok", "missing", "damaged", "unreadable" */
+    struct err state_err;   /* damaged, unreadable: why */
+    struct state st;        /* zeros unless "ok" */
+    bool conf_ok;
+    struct smbconf c;
+    struct err conf_err;
+    const char *line_word; /* who put the line in force (see line_of) */
+};
+
+/* Who put the value in force there, as far as the state file knows. */
+static const char *line_of(const struct status *s)
+{
+    const struct state *st = &s->st;
+
+    if (!s->conf_ok)
+        return "unknown";
+    if (strcmp(s->state_word, "missing") == 0)
+        return "not_written"; /* no cycle has run with this state directory */
+    if (strcmp(s->state_word, "ok") != 0)
+        return "unknown";
+    if (st->last_written == NULL)
+        return "not_written"; /* never, or `--resume` made it the admin's */
+    if (sockopts_same(s->c.value, st->last_written))
+        return "smbtuned";
+    /* a trial in force, or a step recorded before its write: see pending */
+    if (st->pending)
+        return "pending";
+    return "edited_by_hand";
+}
+
+static void read_state(struct status *s, const char *dir)
+{
+    char *text;
+    size_t len;
+    int r;
+
+    snprintf(s->path, sizeof(s->path), "%s/state", dir);
+    r = files_read(s->path, &text, &len, &s->state_err);
+    if (r == -ENOENT) {
+        s->state_word = "missing";
+        return;
+    }
+    if (r < 0) {
+        /* a FIFO or directory in its place is damage to state_load too */
+        s->state_word = r == -EINVAL || r == -EISDIR ? "damaged" : "unreadable";
+        return;
+    }
+    r = state_parse(text, len, s->path, &s->st, &s->state_err);
+    free(text);
+    s->state_word = r == 0 ? "ok" : r == -EBADMSG ? "damaged" : "unreadable";
+}
+
+/* ---- text ---- */
+
+static const char *when(long t, char *buf, size_t len)
+{
+    time_t tt = (time_t)t;
+    struct tm tm;
+
+    localtime_r(&tt, &tm);
+    strftime(buf, len, "%Y-%m-%d %H:%M:%S %Z", &tm);
+    return buf;
+}
+
+static void print_text(const struct status *s)
+{
+    const struct state *st = &s->st;
+    char a[64], cs[96];
+
+    printf("State file      : %s (%s)\n", s->path, s->state_word);
+    if (strcmp(s->state_word, "missing") == 0)
+        printf("Note            : no state file: no cycle has run with this state directory\n");
+    else if (strcmp(s->state_word, "damaged") == 0)
+        printf("Damage          : %s (left as it is; the daemon keeps it aside and holds off "
+               "at its next cycle)\n",
+               s->state_err.msg);
+    else if (strcmp(s->state_word, "unreadable") == 0)
+        printf("Error           : %s\n", s->state_err.msg);
+    if (!s->conf_ok)
+        printf("Socket options  : unknown: %s\n", s->conf_err.msg);
+    else if (s->c.found)
+        printf("Socket options  : %s\nWhere           : %s:%d\n", s->c.value,
+               s->c.files[s->c.hit.file].path, s->c.hit.line);
+    else
+        printf("Socket options  : %s\nWhere           : no line in %s: Samba's default\n",
+               s->c.value, s->smb_conf);
+    if (strcmp(s->line_word, "smbtuned") == 0)
+        printf("Written         : by smbtuned%s%s\n", st->written_at ? " at " : "",
+               st->written_at ? when(st->written_at, a, sizeof(a)) : "");
+    else if (strcmp(s->line_word, "edited_by_hand") == 0)
+        printf("Written         : edited by hand since smbtuned wrote '%s'; it holds off at its "
+               "next cycle until `smbtuned --resume`\n",
+               st->last_written);
+    else if (strcmp(s->line_word, "pending") == 0)
+        printf("Written         : a step in flight (see Pending); smbtuned last wrote '%s'\n",
+               st->last_written);
+    else if (strcmp(s->line_word, "not_written") == 0)
+        printf("Written         : not by smbtuned (it starts from this line)\n");
+    if (strcmp(s->state_word, "ok") != 0)
+        return;
+    if (st->have_incumbent) {
+        printf("Incumbent       : %s\n",
+               search_config_str((struct search_config){st->rcvbuf, st->sndbuf}, cs, sizeof(cs)));
+        printf("Rates           : write %.2f MB/s, read %.2f MB/s\n", st->write_mbps,
+               st->read_mbps);
+    } else {
+        printf("Incumbent       : none measured yet\n");
+    }
+    printf("Cycles          : %ld\n", st->cycles);
+    if (st->cycle_at)
+        printf("Last cycle      : %s: %s\n", when(st->cycle_at, a, sizeof(a)),
+               st->cycle_result ? st->cycle_result : "(no result recorded)");
+    else
+        printf("Last cycle      : none recorded\n");
+    if (st->next_at)
+        printf("Next cycle      : %s (if the daemon runs)\n", when(st->next_at, a, sizeof(a)));
+    else
+        printf("Next cycle      : none scheduled (the last cycle was --once, or none ran)\n");
+    printf("Hold            : %s%s\n", st->hold ? "yes: " : "no",
+           st->hold ? (st->hold_reason ? st->hold_reason : "by request") : "");
+    if (st->pending)
+        printf("Pending         : a %s in %s (a step in flight, or left by a killed run: the "
+               "next start %s)\n",
+               st->pending_commit ? "commit" : "live trial", st->pending_edit.file,
+               st->pending_commit ? "keeps it if it is on disk, else takes it back"
+                                  : "takes it back");
+    else
+        printf("Pending         : none\n");
+    printf("Baseline        : Samba %s, kernel %s, smb.conf %s\n", st->samba ? st->samba : "?",
+           st->kernel ? st->kernel : "?", st->smb_conf ? st->smb_conf : "?");
+}
+
+/* ---- JSON ---- */
+
+static json_t *time_json(long t)
+{
+    return t ? json_integer(t) : json_null();
+}
+
+static json_t *size_json(bool have, long v)
+{
+    return !have || v == SEARCH_AUTO ? json_null() : json_integer(v);
+}
+
+/* One object; every key always there (null when unknown), so that a
+ * script needs no key checks. The _new setters take over their value,
+ * NULL included (then they fail): one check covers them. */
+static int print_json(const struct status *s)
+{
+    const struct state *st = &s->st;
+    bool ok = strcmp(s->state_word, "ok") == 0, found = s->conf_ok && s->c.found;
+    const char *pend = !ok || !st->pending ? "none" : st->pending_commit ? "commit" : "trial";
+    json_t *o = json_object();
+    char *text;
+    int bad = o == NULL;
+
+#define SET(k, v) (bad |= json_object_set_new(o, k, v) < 0)
+    SET("state_file", jsonw_text(s->path));
+    SET("state", json_string(s->state_word));
+    SET("state_error",
+        jsonw_text(ok || strcmp(s->state_word, "missing") == 0 ? NULL : s->state_err.msg));
+    SET("smb_conf", jsonw_text(s->smb_conf));
+    SET("smb_conf_error", jsonw_text(s->conf_ok ? NULL : s->conf_err.msg));
+    SET("socket_options", jsonw_text(s->conf_ok ? s->c.value : NULL));
+    SET("file", jsonw_text(found ? s->c.files[s->c.hit.file].path : NULL));
+    SET("line", found ? json_integer(s->c.hit.line) : json_null());
+    SET("written_by", json_string(s->line_word));
+    SET("last_written", jsonw_text(ok ? st->last_written : NULL));
+    SET("written_at", time_json(st->written_at));
+    SET("have_incumbent", json_boolean(st->have_incumbent));
+    SET("rcvbuf", size_json(st->have_incumbent, st->rcvbuf));
+    SET("sndbuf", size_json(st->have_incumbent, st->sndbuf));
+    SET("write_mbps", json_real(st->write_mbps));
+    SET("read_mbps", json_real(st->read_mbps));
+    SET("cycles", json_integer(st->cycles));
+    SET("cycle_at", time_json(st->cycle_at));
+    SET("cycle_result", jsonw_text(st->cycle_result));
+    SET("next_at", time_json(st->next_at));
+    SET("hold", json_boolean(st->hold));
+    SET("hold_reason", jsonw_text(st->hold_reason));
+    SET("pending", json_string(pend));
+    SET("pending_file", jsonw_text(ok && st->pending ? st->pending_edit.file : NULL));
+    SET("samba", jsonw_text(st->samba));
+    SET("kernel", jsonw_text(st->kernel));
+    SET("measured_smb_conf", jsonw_text(st->smb_conf));
+#undef SET
+    text = bad ? NULL : json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
+    json_decref(o);
+    if (text == NULL) {
+        fprintf(stderr, "smbtuned: out of memory\n");
+        return -ENOMEM;
+    }
+    printf("%s\n", text);
+    free(text);
+    return 0;
+}
+
+int cmd_status(const struct opts *o)
+{
+    struct status s = {0};
+    struct config cfg;
+    struct tuner_opts t;
+    struct err e = {{0}};
+    int r;
+
+    if (cmd_load_config(o, &cfg, &e) < 0 || config_fill(&cfg, &t, &e) < 0) {
+        fprintf(stderr, "smbtuned: %s\n", e.msg);
+        return CMD_EXIT_CONFIG;
+    }
+    s.smb_conf = t.smb_conf;
+    read_state(&s, t.state_dir);
+    s.conf_ok = smbconf_load(&s.c, t.smb_conf, &s.conf_err) == 0;
+    s.line_word = line_of(&s);
+    if (o->json)
+        r = print_json(&s);
+    else
+        print_text(&s), r = 0;
+    fflush(stdout);
+    if (strcmp(s.state_word, "damaged") == 0 || strcmp(s.state_word, "unreadable") == 0)
+        fprintf(stderr, "smbtuned: %s\n", s.state_err.msg);
+    state_free(&s.st);
+    if (s.conf_ok)
+        smbconf_free(&s.c);
+    /* A hold is still a status read; a state file we cannot read is not. */
+    if (r < 0 || strcmp(s.state_word, "damaged") == 0 || strcmp(s.state_word, "unreadable") == 0)
+        return CMD_EXIT_FAILURE;
+    return CMD_EXIT_OK;
+}

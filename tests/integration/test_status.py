@@ -1,0 +1,202 @@
+"""smbtuned --status [--json] against a real smbd from the fixture: what an
+admin asks first, read from the state file and smb.conf, changing nothing.
+
+- after a --once commit: the line in force, that smbtuned wrote it and
+  when, its rates and cycles, the last cycle's time and result, no next
+  cycle (--once), the Samba and kernel versions of the baseline; --json is
+  one object with every key, each of its type;
+- after an edit by hand: "edited by hand"; after the next cycle, the hold
+  and its reason; the daemon's cycle sets the next cycle's time;
+- a damaged state file is reported (exit 1) and left as it is: the same
+  bytes under the same name, nothing kept aside, no hold written.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from daemon_util import LEGACY, q, socket_line_index, socket_value
+
+pytestmark = [pytest.mark.smbd]
+
+# Every key of --status --json (docs/man/smbtuned.8) and its types.
+INT_OR_NULL = (int, type(None))
+STR_OR_NULL = (str, type(None))
+KEYS = {
+    "state_file": str, "state": str, "state_error": STR_OR_NULL, "smb_conf": str,
+    "smb_conf_error": STR_OR_NULL, "socket_options": STR_OR_NULL, "file": STR_OR_NULL,
+    "line": INT_OR_NULL, "written_by": str, "last_written": STR_OR_NULL,
+    "written_at": INT_OR_NULL, "have_incumbent": bool, "rcvbuf": INT_OR_NULL,
+    "sndbuf": INT_OR_NULL, "write_mbps": (int, float), "read_mbps": (int, float),
+    "cycles": int, "cycle_at": INT_OR_NULL, "cycle_result": STR_OR_NULL,
+    "next_at": INT_OR_NULL, "hold": bool, "hold_reason": STR_OR_NULL, "pending": str,
+    "pending_file": STR_OR_NULL, "samba": STR_OR_NULL, "kernel": STR_OR_NULL,
+    "measured_smb_conf": STR_OR_NULL,
+}
+
+
+def status_json(env):
+    """--status --json: (exit, object); exactly one line, one object with
+    every key of KEYS and no other, each of its type."""
+    rc, out, err = env.run("--status", "--json", timeout=60)
+    lines = out.splitlines()
+    assert len(lines) == 1, f"--status --json: expected one line, got {out!r}\n{err}"
+    obj = json.loads(lines[0])
+    assert isinstance(obj, dict), lines[0]
+    assert set(obj) == set(KEYS), set(obj) ^ set(KEYS)
+    for k, types in KEYS.items():
+        v = obj[k]
+        assert isinstance(v, types), (k, v)
+        # a bool is an int to Python: only the bool keys may hold one
+        assert not isinstance(v, bool) or types is bool, (k, v)
+    return rc, obj
+
+
+def status_text(env):
+    """--status: (exit, {Key: value}) from its `Key : value` lines."""
+    rc, out, err = env.run("--status", timeout=60)
+    fields = {}
+    for line in out.splitlines():
+        m = re.match(r"^(\S[^:]*?)\s+: (.*)$", line)
+        assert m, f"not a 'Key : value' line: {line!r}\n{out}"
+        fields[m.group(1)] = m.group(2)
+    return rc, fields, err
+
+
+def test_status_after_commit_hand_edit_and_hold(make_env):
+    env = make_env(LEGACY)
+    env.write_config(probe={"deadline": "5"},
+                     tune={"trials": q("shadow"), "apply": q("smbcontrol"), "mode": q("tune"),
+                           "interval": "1h"})
+    conf = env.srv.conf
+
+    # Before any cycle: no state file, exit 0, the line as it is.
+    rc, obj = status_json(env)
+    assert rc == 0 and obj["state"] == "missing", obj
+    assert obj["socket_options"] == LEGACY and obj["written_by"] == "not_written", obj
+    assert not (env.state_dir / "state").exists()
+
+    # 1. A cycle that commits (8192 stalls on loopback: any neighbour wins).
+    t0 = int(time.time())
+    rc, rep, err = env.run_json()
+    t1 = int(time.time()) + 1
+    assert rc == 0, err
+    assert rep["committed"], f"the cycle kept the stalling 8192 line: {rep}\n{err}"
+    value = rep["after"]["value"]
+    state_bytes = (env.state_dir / "state").read_bytes()
+
+    rc, obj = status_json(env)
+    assert rc == 0, obj
+    assert obj["state"] == "ok" and obj["state_error"] is None, obj
+    assert obj["socket_options"] == value == socket_value(conf.read_bytes())
+    assert obj["file"] == str(conf) and obj["smb_conf"] == str(conf), obj
+    lines = conf.read_bytes().splitlines(keepends=True)
+    assert obj["line"] == socket_line_index(lines) + 1, obj
+    assert obj["written_by"] == "smbtuned" and obj["last_written"] == value, obj
+    assert t0 <= obj["written_at"] <= obj["cycle_at"] <= t1, obj
+    assert obj["cycle_result"] and not obj["cycle_result"].startswith("failed"), obj
+    assert obj["next_at"] is None, "--once schedules no next cycle"
+    assert obj["have_incumbent"] is True and obj["cycles"] >= 1, obj
+    assert obj["write_mbps"] > 0 or obj["read_mbps"] > 0, obj
+    assert obj["hold"] is False and obj["hold_reason"] is None, obj
+    assert obj["pending"] == "none" and obj["pending_file"] is None, obj
+    samba = subprocess.run(["smbd", "-V"], capture_output=True, text=True).stdout.split()[-1]
+    assert obj["samba"] == samba, obj
+    assert obj["kernel"] == os.uname().release, obj
+    assert obj["measured_smb_conf"] == str(conf), obj
+
+    rc, f, err = status_text(env)
+    assert rc == 0, err
+    assert f["Socket options"] == value, f
+    assert f["Where"] == f"{conf}:{obj['line']}", f
+    assert f["Written"].startswith("by smbtuned at "), f
+    assert re.fullmatch(r"write \d+\.\d\d MB/s, read \d+\.\d\d MB/s", f["Rates"]), f
+    assert f["Last cycle"].endswith(": " + obj["cycle_result"]), f
+    assert f["Next cycle"].startswith("none scheduled"), f
+    assert f["Hold"] == "no" and f["Pending"] == "none", f
+    assert f["Baseline"] == f"Samba {samba}, kernel {os.uname().release}, smb.conf {conf}", f
+    # --status wrote nothing
+    assert (env.state_dir / "state").read_bytes() == state_bytes
+
+    # 2. An edit by hand of our line: said at once, nothing held yet.
+    i = socket_line_index(lines)
+    hand_value = "TCP_NODELAY SO_RCVBUF=32768 SO_SNDBUF=32768"
+    lines[i] = f"   socket options = {hand_value}\n".encode()
+    conf.write_bytes(b"".join(lines))
+    rc, obj = status_json(env)
+    assert rc == 0 and obj["written_by"] == "edited_by_hand", obj
+    assert obj["socket_options"] == hand_value and obj["last_written"] == value, obj
+    assert obj["hold"] is False, obj
+    rc, f, err = status_text(env)
+    assert rc == 0 and f["Written"].startswith(f"edited by hand since smbtuned wrote '{value}'"), f
+
+    # 3. The next cycle holds off: --status shows the hold, exit 0 still.
+    rc, out, err = env.run("--once")
+    assert rc == 1, f"{out}\n{err}"
+    rc, obj = status_json(env)
+    assert rc == 0, obj
+    assert obj["hold"] is True and "edited by hand" in obj["hold_reason"], obj
+    assert obj["cycle_result"].startswith("holding off: ") and "edited by hand" in \
+        obj["cycle_result"], obj
+    rc, f, err = status_text(env)
+    assert rc == 0 and f["Hold"].startswith("yes: ") and "edited by hand" in f["Hold"], f
+
+    # 4. The daemon's cycle (held again) schedules the next: interval 1h.
+    held_at = obj["cycle_at"]
+    d = env.start()
+    d.wait_for(lambda: env.state().get("next_at", "0") != "0", timeout=60,
+               what="the daemon's cycle end")
+    d.signal(signal.SIGTERM)
+    assert d.wait(timeout=60) == 0, d.stderr
+    rc, obj = status_json(env)
+    assert rc == 0 and obj["cycle_at"] >= held_at, obj
+    assert obj["next_at"] == obj["cycle_at"] + 3600, obj
+    rc, f, err = status_text(env)
+    assert f["Next cycle"].endswith("(if the daemon runs)"), f
+
+
+@pytest.mark.parametrize("damage", ["garbage", "newer", "fifo"])
+def test_damaged_state_is_reported_and_left_alone(make_env, damage):
+    env = make_env(LEGACY)
+    env.write_config()
+    path = env.state_dir / "state"
+    if damage == "fifo":
+        os.mkfifo(path, 0o600)
+    else:
+        path.write_bytes(b"pending yes\n" if damage == "garbage" else
+                         b"version 99\ncycles 1\n")
+    before = path.lstat()
+    data = None if damage == "fifo" else path.read_bytes()
+
+    for args in (["--status"], ["--status", "--json"]):
+        rc, out, err = env.run(*args, timeout=30)
+        assert rc == 1, f"{args}: exit {rc}\n{out}\n{err}"
+        assert f"smbtuned: {path}" in err, err
+        if "--json" in args:
+            obj = json.loads(out)
+            assert obj["state"] == "damaged", obj
+            assert obj["state_error"].startswith(str(path)), obj
+            assert obj["socket_options"] == LEGACY and obj["written_by"] == "unknown", obj
+        else:
+            assert f"State file      : {path} (damaged)" in out, out
+            assert "Damage          : " in out, out
+        # the same file under the same name, nothing kept aside or written
+        after = path.lstat()
+        assert (after.st_ino, after.st_mtime_ns, after.st_mode) == \
+            (before.st_ino, before.st_mtime_ns, before.st_mode)
+        if data is not None:
+            assert path.read_bytes() == data
+        assert sorted(p.name for p in env.state_dir.iterdir()) == ["state"]
+
+
+def test_status_bad_config_is_a_config_error(make_env):
+    env = make_env(LEGACY)
+    env.write_config(tune={"interval": "banana"})
+    rc, out, err = env.run("--status", "--json", timeout=30)
+    assert rc == 78, f"exit {rc}\n{out}\n{err}"
+    assert out == "" and f"{env.conf}:" in err, err
