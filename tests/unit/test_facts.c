@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "facts.h"
+#include "journal.h"
 #include "logcap.h"
 #include "state.h"
 
@@ -220,6 +221,12 @@ static void test_caps_lower_maxima(void **state)
     assert_int_equal(p.max_sndbuf, 212992);
     assert_non_null(strstr(log, "SO_RCVBUF sizes capped at 4194304 by net.core.rmem_max"));
     assert_non_null(strstr(log, "SO_SNDBUF sizes capped at 212992 by net.core.wmem_max"));
+    /* as kernel-cap events: each names its buffer's cap and the sysctl */
+    assert_string_equal(logcap_events(), JOURNAL_ID_KERNEL_CAP
+                        " 6 SMBTUNED_RCVBUF=4194304 "
+                        "SMBTUNED_SYSCTL=net.core.rmem_max\n" JOURNAL_ID_KERNEL_CAP
+                        " 6 SMBTUNED_SNDBUF=212992 "
+                        "SMBTUNED_SYSCTL=net.core.wmem_max\n");
     free(log);
     want.max_rcvbuf = CAP;
     want.max_sndbuf = 212992;

@@ -408,8 +408,11 @@ static void test_native_entry(void **state)
 /* Every id is 32 hex digits, distinct, and has an event name. */
 static void test_ids(void **state)
 {
-    const char *ids[] = {JOURNAL_ID_COMMIT,       JOURNAL_ID_TAKE_BACK,  JOURNAL_ID_HOLD,
-                         JOURNAL_ID_SEARCH_START, JOURNAL_ID_SEARCH_END, JOURNAL_ID_DRIFT};
+    const char *ids[] = {
+        JOURNAL_ID_COMMIT,     JOURNAL_ID_TAKE_BACK,  JOURNAL_ID_HOLD,    JOURNAL_ID_SEARCH_START,
+        JOURNAL_ID_SEARCH_END, JOURNAL_ID_DRIFT,      JOURNAL_ID_START,   JOURNAL_ID_CYCLE,
+        JOURNAL_ID_TRIAL,      JOURNAL_ID_MOVE,       JOURNAL_ID_VERIFY,  JOURNAL_ID_RESUME,
+        JOURNAL_ID_RESTART,    JOURNAL_ID_KERNEL_CAP, JOURNAL_ID_UPGRADE, JOURNAL_ID_ERROR};
     size_t n = sizeof(ids) / sizeof(ids[0]);
 
     (void)state;
@@ -426,6 +429,54 @@ static void test_ids(void **state)
     assert_null(journal_event_name(NULL));
 }
 
+/* journal_set_tap: every entry that is logged, an event with its id and
+ * fields as given, a line with none, whatever the output; LOG_DEBUG only
+ * when debug is on; nothing once the tap is taken away. */
+struct tapped {
+    int n;
+    char got[8][256];
+};
+
+static void tap(void *ctx, const char *message_id, int prio, const char *const fields[],
+                const char *line)
+{
+    struct tapped *t = ctx;
+    char *g = t->got[t->n++ % 8];
+
+    snprintf(g, 256, "%s %d %s", message_id ? message_id : "-", prio, line);
+    for (size_t i = 0; fields != NULL && fields[i] != NULL; i++)
+        snprintf(g + strlen(g), 256 - strlen(g), " [%s]", fields[i]);
+}
+
+static void log_tapped(void)
+{
+    const char *fields[] = {"SMBTUNED_ERROR=probe", NULL};
+    struct tapped t = {0};
+
+    journal_set_tap(tap, &t);
+    journal_event(JOURNAL_ID_ERROR, LOG_ERR, fields, "probe of %s failed", "x");
+    journal_log(LOG_INFO, "plain");
+    journal_log(LOG_DEBUG, "hidden");
+    journal_set_tap(NULL, NULL);
+    journal_log(LOG_INFO, "untapped");
+    if (t.n != 2 ||
+        strcmp(t.got[0], JOURNAL_ID_ERROR " 3 probe of x failed [SMBTUNED_ERROR=probe]") != 0 ||
+        strcmp(t.got[1], "- 6 plain") != 0)
+        fprintf(stderr, "TAP WRONG: %d [%s] [%s]\n", t.n, t.got[0], t.got[1]);
+}
+
+static void test_tap(void **state)
+{
+    enum journal_output out;
+    char *text;
+
+    (void)state;
+    text = capture_pipe(log_tapped, NULL, &out);
+    /* the lines still go out as before, the tap saw what it should */
+    assert_string_equal(text, "<3>probe of x failed\n<6>plain\n<6>untapped\n");
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -436,6 +487,7 @@ int main(void)
         cmocka_unit_test(test_foreign_journal_stream),
         cmocka_unit_test(test_native_entry),
         cmocka_unit_test(test_ids),
+        cmocka_unit_test(test_tap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

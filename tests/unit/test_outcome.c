@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "journal.h"
 #include "logcap.h"
 #include "outcome.h"
 #include "sockopts.h"
@@ -344,6 +345,13 @@ static void test_cap_notices(void **state)
                                 "may allow a faster setting"));
     assert_non_null(strstr(log, "SO_SNDBUF=65536 is the kernel's cap: raising net.core.wmem_max "
                                 "may allow a faster setting"));
+    /* kernel-cap events, each naming its buffer and sysctl */
+    assert_non_null(strstr(logcap_events(),
+                           JOURNAL_ID_KERNEL_CAP " 5 SMBTUNED_RCVBUF=131072 "
+                                                 "SMBTUNED_SYSCTL=net.core.rmem_max\n"));
+    assert_non_null(strstr(logcap_events(),
+                           JOURNAL_ID_KERNEL_CAP " 5 SMBTUNED_SNDBUF=65536 "
+                                                 "SMBTUNED_SYSCTL=net.core.wmem_max\n"));
     free(log);
     run_free(&r);
 

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "journal.h"
 #include "logcap.h"
 #include "report.h"
 #include "state.h"
@@ -291,6 +292,11 @@ static void test_auto_after_restart(void **state)
     log = auto_notice(101, 50.5, 3);
     assert_non_null(strstr(log, "autotuning (no explicit size) measured write +1%, read +1% "
                                 "against the sizes chosen: they serve as well"));
+    /* a restart-advice event: the sizes chosen, what autotuning measured */
+    assert_string_equal(logcap_events(), JOURNAL_ID_RESTART " 5 SMBTUNED_RCVBUF=262144 "
+                                                            "SMBTUNED_SNDBUF=262144 "
+                                                            "SMBTUNED_WRITE_MBPS=101.00 "
+                                                            "SMBTUNED_READ_MBPS=50.50\n");
     free(log);
     log = auto_notice(150, 40, 3);
     assert_non_null(strstr(log, "measured write +50%, read -20% against the sizes chosen, but "
@@ -319,7 +325,68 @@ static void test_fingerprint_change(void **state)
     report_fingerprint_change("kernel a -> b", &st, 110, 25);
     log = logcap_end();
     assert_non_null(strstr(log, "Samba 4.17 -> 4.18: write +10%, read -50% at the same settings"));
+    /* upgrade events: the rates after, and before (0: none kept) */
+    assert_string_equal(logcap_events(),
+                        JOURNAL_ID_UPGRADE " 5 SMBTUNED_WRITE_MBPS=110.00 SMBTUNED_READ_MBPS=25.00 "
+                                           "SMBTUNED_WRITE_MBPS_BEFORE=100.00 "
+                                           "SMBTUNED_READ_MBPS_BEFORE=50.00\n" JOURNAL_ID_UPGRADE
+                                           " 5 SMBTUNED_WRITE_MBPS=110.00 SMBTUNED_READ_MBPS=25.00 "
+                                           "SMBTUNED_WRITE_MBPS_BEFORE=0.00 "
+                                           "SMBTUNED_READ_MBPS_BEFORE=0.00\n");
     assert_non_null(strstr(log, "kernel a -> b: write +0%, read +0% at the same settings"));
+    free(log);
+}
+
+/* ---- report_event, report_error ---- */
+
+/* Every field in its order; what is not there is left out, a rate only
+ * with the other one; the message as given. */
+static void test_event_fields(void **state)
+{
+    struct search_config c = {SEARCH_AUTO, 262144};
+    const char *more[] = {"SMBTUNED_RESULT=done", NULL};
+    char *log;
+
+    logcap_begin();
+    report_event(JOURNAL_ID_CYCLE, LOG_INFO,
+                 &(struct event_fields){.smb_conf = "/etc/samba/smb.conf",
+                                        .c = &c,
+                                        .samples = 7,
+                                        .write_mbps = 11.6,
+                                        .read_mbps = 11.5,
+                                        .more = more},
+                 "cycle %s", "done");
+    report_event(JOURNAL_ID_TRIAL, LOG_INFO,
+                 &(struct event_fields){.smb_conf = "/s", .write_mbps = 3, .read_mbps = NAN},
+                 "half a rate");
+    report_event(JOURNAL_ID_MOVE, LOG_INFO, &(struct event_fields){0}, "nothing");
+    log = logcap_end();
+    assert_string_equal(logcap_events(),
+                        JOURNAL_ID_CYCLE " 6 SMBTUNED_SMB_CONF=/etc/samba/smb.conf "
+                                         "SMBTUNED_RCVBUF=auto "
+                                         "SMBTUNED_SNDBUF=262144 "
+                                         "SMBTUNED_SAMPLES=7 "
+                                         "SMBTUNED_WRITE_MBPS=11.60 "
+                                         "SMBTUNED_READ_MBPS=11.50 "
+                                         "SMBTUNED_RESULT=done\n" JOURNAL_ID_TRIAL
+                                         " 6 SMBTUNED_SMB_CONF=/s\n" JOURNAL_ID_MOVE " 6\n");
+    assert_non_null(strstr(log, "cycle done\n"));
+    assert_non_null(strstr(log, "half a rate\n"));
+    free(log);
+}
+
+/* A failure is an error entry that names what failed. */
+static void test_error_event(void **state)
+{
+    char *log;
+
+    logcap_begin();
+    report_error("probe", "/etc/samba/smb.conf", "probe of %s failed: %s", "smb://h/s", "EIO");
+    log = logcap_end();
+    assert_string_equal(logcap_events(),
+                        JOURNAL_ID_ERROR " 3 SMBTUNED_SMB_CONF=/etc/samba/smb.conf "
+                                         "SMBTUNED_ERROR=probe\n");
+    assert_non_null(strstr(log, "probe of smb://h/s failed: EIO"));
     free(log);
 }
 
@@ -585,6 +652,8 @@ int main(void)
         cmocka_unit_test(test_buffers_matter_with_two),
         cmocka_unit_test(test_auto_after_restart),
         cmocka_unit_test(test_fingerprint_change),
+        cmocka_unit_test(test_event_fields),
+        cmocka_unit_test(test_error_event),
         cmocka_unit_test(test_progress),
         cmocka_unit_test(test_print_json),
         cmocka_unit_test(test_print_json_unmeasured),

@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "files.h"
+#include "journal.h"
 #include "rmtree.h"
 #include "smbconf.h"
 #include "sockopts.h"
@@ -47,6 +48,7 @@ struct sim {
     int drift_at;   /* > 0: from that cycle on, the knee is drift_knee */
     int facts_fail; /* > 0: the facts of that cycle cannot be had */
     long drift_knee;
+    const char *kernel;  /* the facts' kernel release; NULL: "6.1.0-sim" */
     int measures_at[64]; /* measures when each cycle began */
     struct search_config probed[512];
     int nprobed;
@@ -125,6 +127,9 @@ static int deliver(sd_event_source *src, uint64_t usec, void *ud)
                           .kernel = "6.1.0-sim",
                           .samba = "4.17.12-sim"};
         world_facts_fn done = s->facts_done;
+
+        if (s->kernel != NULL)
+            snprintf(f.kernel, sizeof(f.kernel), "%s", s->kernel);
 
         s->facts_done = NULL;
         if (s->facts_calls == s->facts_fail)
@@ -396,6 +401,83 @@ static sd_event *new_loop(void)
     return ev;
 }
 
+/* ---- the journal's events, through journal_set_tap ---- */
+
+#define MAX_SEEN 4096
+
+/* Every event of a run: its MESSAGE_ID and its fields as
+ * "\nNAME=value\nNAME=value\n", so that strstr finds "\nNAME=value\n". */
+struct seen {
+    int n;
+    const char *id[MAX_SEEN];
+    char *fields[MAX_SEEN];
+};
+
+static void seen_tap(void *ctx, const char *message_id, int prio, const char *const fields[],
+                     const char *line)
+{
+    struct seen *sn = ctx;
+    size_t len = 2;
+    char *buf;
+
+    (void)prio;
+    (void)line;
+    if (message_id == NULL || sn->n == MAX_SEEN)
+        return;
+    for (size_t i = 0; fields != NULL && fields[i] != NULL; i++)
+        len += strlen(fields[i]) + 1;
+    buf = malloc(len);
+    assert_non_null(buf);
+    strcpy(buf, "\n");
+    for (size_t i = 0; fields != NULL && fields[i] != NULL; i++) {
+        strcat(buf, fields[i]);
+        strcat(buf, "\n");
+    }
+    sn->id[sn->n] = message_id;
+    sn->fields[sn->n++] = buf;
+}
+
+static void seen_begin(struct seen *sn)
+{
+    memset(sn, 0, sizeof(*sn));
+    journal_set_tap(seen_tap, sn);
+}
+
+static void seen_end(struct seen *sn)
+{
+    journal_set_tap(NULL, NULL);
+    for (int i = 0; i < sn->n; i++)
+        free(sn->fields[i]);
+}
+
+/* The index of the first event id at or after from with every field of
+ * want (NULL-terminated "NAME=value"), or -1. */
+static int seen_find(const struct seen *sn, int from, const char *id, const char *const want[])
+{
+    char needle[512];
+
+    for (int i = from < 0 ? 0 : from; i < sn->n; i++) {
+        bool all = strcmp(sn->id[i], id) == 0;
+
+        for (size_t k = 0; all && want != NULL && want[k] != NULL; k++) {
+            snprintf(needle, sizeof(needle), "\n%s\n", want[k]);
+            all = strstr(sn->fields[i], needle) != NULL;
+        }
+        if (all)
+            return i;
+    }
+    return -1;
+}
+
+static int seen_count(const struct seen *sn, const char *id)
+{
+    int n = 0;
+
+    for (int i = 0; i < sn->n; i++)
+        n += strcmp(sn->id[i], id) == 0;
+    return n;
+}
+
 static void load_state(const struct fix *f, struct state *st)
 {
     memset(st, 0, sizeof(*st));
@@ -432,6 +514,74 @@ static void test_once_commits_the_knee(void **state)
     assert_true(st.write_mbps > 0.9 * s.top);
     state_free(&st);
     free(v);
+}
+
+/* One --once cycle tells each step as an event with its fields, in
+ * order: the search's start from the line in force, a trial per sample
+ * (numbered), a move, the search's end, the commit, the cycle's end. */
+static void test_once_tells_its_events(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+    struct seen sn;
+    char conf[400];
+    int start, trial, move, end, commit, cycle;
+
+    sim_init(&s, &f->o);
+    seen_begin(&sn);
+    assert_int_equal(run(&f->o, &s), 0);
+    snprintf(conf, sizeof(conf), "SMBTUNED_SMB_CONF=%s", f->conf);
+    start = seen_find(
+        &sn, 0, JOURNAL_ID_SEARCH_START,
+        (const char *const[]){conf, "SMBTUNED_RCVBUF=8192", "SMBTUNED_SNDBUF=8192", NULL});
+    assert_true(start >= 0);
+    /* the first sample is the line in force, with its rates */
+    trial = seen_find(&sn, start, JOURNAL_ID_TRIAL,
+                      (const char *const[]){conf, "SMBTUNED_SAMPLES=1", "SMBTUNED_RCVBUF=8192",
+                                            "SMBTUNED_SNDBUF=8192", NULL});
+    assert_true(trial > start);
+    assert_non_null(strstr(sn.fields[trial], "\nSMBTUNED_WRITE_MBPS="));
+    assert_non_null(strstr(sn.fields[trial], "\nSMBTUNED_READ_MBPS="));
+    /* one trial event per sample measured */
+    assert_int_equal(seen_count(&sn, JOURNAL_ID_TRIAL), s.measures);
+    move = seen_find(&sn, trial, JOURNAL_ID_MOVE, (const char *const[]){conf, NULL});
+    assert_true(move > trial);
+    assert_non_null(strstr(sn.fields[move], "\nSMBTUNED_SAMPLES="));
+    assert_null(strstr(sn.fields[move], "\nSMBTUNED_RCVBUF=8192\nSMBTUNED_SNDBUF=8192\n"));
+    end = seen_find(&sn, move, JOURNAL_ID_SEARCH_END, (const char *const[]){conf, NULL});
+    assert_true(end > move);
+    assert_non_null(strstr(sn.fields[end], "\nSMBTUNED_WRITE_MBPS="));
+    commit = seen_find(&sn, end, JOURNAL_ID_COMMIT, (const char *const[]){conf, NULL});
+    assert_true(commit > end);
+    cycle = seen_find(&sn, commit, JOURNAL_ID_CYCLE,
+                      (const char *const[]){conf, "SMBTUNED_RESULT=done", NULL});
+    assert_true(cycle > commit);
+    /* the cycle's end carries what is in force now: the commit's sizes */
+    assert_non_null(strstr(sn.fields[cycle], strstr(sn.fields[commit], "\nSMBTUNED_RCVBUF=")));
+    assert_int_equal(seen_find(&sn, 0, JOURNAL_ID_ERROR, NULL), -1);
+    seen_end(&sn);
+}
+
+/* A cycle on another kernel than the state's tells the upgrade with the
+ * versions before and after. */
+static void test_upgrade_tells_before_after(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+    struct seen sn;
+
+    sim_init(&s, &f->o);
+    assert_int_equal(run(&f->o, &s), 0);
+    sim_init(&s, &f->o);
+    s.kernel = "6.2.0-sim";
+    seen_begin(&sn);
+    assert_int_equal(run(&f->o, &s), 0);
+    assert_true(seen_find(&sn, 0, JOURNAL_ID_UPGRADE,
+                          (const char *const[]){"SMBTUNED_KERNEL_BEFORE=6.1.0-sim",
+                                                "SMBTUNED_KERNEL_AFTER=6.2.0-sim",
+                                                "SMBTUNED_SAMBA_BEFORE=4.17.12-sim",
+                                                "SMBTUNED_SAMBA_AFTER=4.17.12-sim", NULL}) >= 0);
+    seen_end(&sn);
 }
 
 /* Where autotuning is best it commits no explicit size. */
@@ -590,6 +740,8 @@ static void test_drift_searches_again(void **state)
 {
     struct fix *f = *state;
     struct sim s;
+    struct seen sn;
+    int first;
     char *v;
 
     f->o.once = false;
@@ -599,7 +751,18 @@ static void test_drift_searches_again(void **state)
     s.cycles_wanted = 63;
     s.drift_at = 32;
     s.drift_knee = 4 * 262144;
+    seen_begin(&sn);
     assert_int_equal(run(&f->o, &s), 0);
+    /* the journal: a verification of the winner each cycle, then a drift */
+    first =
+        seen_find(&sn, 0, JOURNAL_ID_VERIFY,
+                  (const char *const[]){"SMBTUNED_RCVBUF=262144", "SMBTUNED_SNDBUF=262144", NULL});
+    assert_true(first >= 0);
+    assert_non_null(strstr(sn.fields[first], "\nSMBTUNED_WRITE_MBPS="));
+    assert_true(seen_count(&sn, JOURNAL_ID_VERIFY) >= s.drift_at - 3);
+    assert_true(seen_find(&sn, first, JOURNAL_ID_DRIFT,
+                          (const char *const[]){"SMBTUNED_RCVBUF=262144", NULL}) > first);
+    seen_end(&sn);
     /* the first cycle searched; the next ones took one sample each */
     assert_true(s.measures_at[1] > 5);
     for (int c = 2; c < s.drift_at; c++)
@@ -635,6 +798,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_once_commits_the_knee, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_once_tells_its_events, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_upgrade_tells_before_after, setup, teardown),
         cmocka_unit_test_setup_teardown(test_once_commits_auto_when_best, setup, teardown),
         cmocka_unit_test_setup_teardown(test_advise_writes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill_between_any_two_steps, setup, teardown),
