@@ -259,7 +259,8 @@ static void event_strings(const struct event_fields *f, char **out, size_t n)
     if (f->samples > 0)
         add(out, &k, n, "SMBTUNED_SAMPLES=%d", f->samples);
     /* one rate without the other is no measurement (NAN > 0 is false) */
-    if (f->write_mbps > 0 && f->read_mbps > 0) {
+    if ((f->write_mbps > 0 && f->read_mbps > 0) ||
+        (f->measured && f->write_mbps >= 0 && f->read_mbps >= 0)) {
         add(out, &k, n, "SMBTUNED_WRITE_MBPS=%.2f", f->write_mbps);
         add(out, &k, n, "SMBTUNED_READ_MBPS=%.2f", f->read_mbps);
     }

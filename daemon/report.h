@@ -65,12 +65,13 @@ void report_fingerprint_change(const char *what, const struct state *st, double 
 
 /* What a journal event carries besides its message (lib/journal_ids.h
  * and systemd/smbtuned.catalog): any of these; a NULL, negative or NAN
- * one is left out. */
+ * one is left out, and samples 0. */
 struct event_fields {
     const char *smb_conf;
     const struct search_config *c;
     int samples;                  /* 0: left out */
-    double write_mbps, read_mbps; /* 0 or NAN: left out */
+    double write_mbps, read_mbps; /* 0 or NAN: left out, unless measured */
+    bool measured;                /* a probe's rates: 0 is one (a stalled trial) */
     /* more "NAME=value" fields of this kind of event (SMBTUNED_ERROR,
      * SMBTUNED_SAMBA_BEFORE ...), NULL-terminated, or NULL */
     const char *const *more;

@@ -34,7 +34,8 @@ static void sample_told(struct tuner *t, const struct probe_result *r, const cha
                                         .c = &t->probe_cfg,
                                         .samples = t->tally.samples,
                                         .write_mbps = r->write_mbps,
-                                        .read_mbps = r->read_mbps},
+                                        .read_mbps = r->read_mbps,
+                                        .measured = true},
                  "%s %s: write %.2f MB/s, read %.2f MB/s%s", word, cs, r->write_mbps, r->read_mbps,
                  r->outcome == PROBE_TIMEOUT ? " (deadline: lower bound)" : "");
 }

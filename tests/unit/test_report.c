@@ -360,16 +360,21 @@ static void test_event_fields(void **state)
                  &(struct event_fields){.smb_conf = "/s", .write_mbps = 3, .read_mbps = NAN},
                  "half a rate");
     report_event(JOURNAL_ID_MOVE, LOG_INFO, &(struct event_fields){0}, "nothing");
+    /* a probe's 0 is a rate: a stalled trial */
+    report_event(JOURNAL_ID_TRIAL, LOG_INFO,
+                 &(struct event_fields){.write_mbps = 0, .read_mbps = 1.5, .measured = true},
+                 "stalled");
     log = logcap_end();
-    assert_string_equal(logcap_events(),
-                        JOURNAL_ID_CYCLE " 6 SMBTUNED_SMB_CONF=/etc/samba/smb.conf "
-                                         "SMBTUNED_RCVBUF=auto "
-                                         "SMBTUNED_SNDBUF=262144 "
-                                         "SMBTUNED_SAMPLES=7 "
-                                         "SMBTUNED_WRITE_MBPS=11.60 "
-                                         "SMBTUNED_READ_MBPS=11.50 "
-                                         "SMBTUNED_RESULT=done\n" JOURNAL_ID_TRIAL
-                                         " 6 SMBTUNED_SMB_CONF=/s\n" JOURNAL_ID_MOVE " 6\n");
+    assert_string_equal(logcap_events(), JOURNAL_ID_CYCLE
+                        " 6 SMBTUNED_SMB_CONF=/etc/samba/smb.conf "
+                        "SMBTUNED_RCVBUF=auto "
+                        "SMBTUNED_SNDBUF=262144 "
+                        "SMBTUNED_SAMPLES=7 "
+                        "SMBTUNED_WRITE_MBPS=11.60 "
+                        "SMBTUNED_READ_MBPS=11.50 "
+                        "SMBTUNED_RESULT=done\n" JOURNAL_ID_TRIAL
+                        " 6 SMBTUNED_SMB_CONF=/s\n" JOURNAL_ID_MOVE " 6\n" JOURNAL_ID_TRIAL
+                        " 6 SMBTUNED_WRITE_MBPS=0.00 SMBTUNED_READ_MBPS=1.50\n");
     assert_non_null(strstr(log, "cycle done\n"));
     assert_non_null(strstr(log, "half a rate\n"));
     free(log);
