@@ -9,6 +9,7 @@
 
 #include "job.h"
 #include "journal.h"
+#include "report.h"
 
 /* probe_cleanup's own bound is a few seconds. */
 #define TIDY_DEADLINE_S 60.0
@@ -109,7 +110,7 @@ int measure_start(struct measure *m, const struct probe_params *p, measure_fn do
         return -EBUSY;
     r = probe_start(p, &m->job, &e);
     if (r < 0) {
-        journal_log(LOG_ERR, "probe: %s", e.msg);
+        report_error("probe", NULL, "probe: %s", e.msg);
         return r;
     }
     m->running = true;
@@ -123,7 +124,7 @@ int measure_start(struct measure *m, const struct probe_params *p, measure_fn do
                               (uint64_t)(m->job.deadline * 1e6) + 1000, 1000, on_deadline, m);
     if (r < 0) {
         measure_kill(m);
-        journal_log(LOG_ERR, "probe: cannot watch it: %s", strerror(-r));
+        report_error("probe", NULL, "probe: cannot watch it: %s", strerror(-r));
     }
     return r;
 }

@@ -12,6 +12,7 @@
 
 #include "child.h"
 #include "journal.h"
+#include "report.h"
 #include "probe.h"
 #include "rmtree.h"
 #include "sockopts.h"
@@ -204,7 +205,7 @@ static int spawn(struct place *p)
     free(base);
     free(share);
     if (r < 0) {
-        journal_log(LOG_ERR, "shadow smbd: %s", e.msg);
+        report_error("shadow", NULL, "shadow smbd: %s", e.msg);
         return r;
     }
     p->up = true;
@@ -228,7 +229,7 @@ static int on_poll(sd_event_source *src, uint64_t usec, void *ud)
         if (r >= 0)
             return 0;
         /* the waiter must hear of it, or it waits for ever */
-        journal_log(LOG_ERR, "shadow smbd: cannot poll it: %s", strerror(-r));
+        report_error("shadow", NULL, "shadow smbd: cannot poll it: %s", strerror(-r));
         p->timer = sd_event_source_disable_unref(p->timer);
         shadow_stop(p);
         told(p, r);
@@ -254,10 +255,10 @@ static int on_poll(sd_event_source *src, uint64_t usec, void *ud)
                                        (uint64_t)(SHADOW_POLL_S * 1e6), 10000, on_poll, p);
         if (r >= 0)
             return 0;
-        journal_log(LOG_ERR, "shadow smbd: cannot poll it: %s", strerror(-r));
+        report_error("shadow", NULL, "shadow smbd: cannot poll it: %s", strerror(-r));
     }
     if (r != -EADDRINUSE)
-        journal_log(LOG_ERR, "shadow smbd: %s", e.msg);
+        report_error("shadow", NULL, "shadow smbd: %s", e.msg);
     shadow_stop(p);
     told(p, r);
     return 0;

@@ -9,6 +9,7 @@
 #include "files.h"
 #include "job.h"
 #include "journal.h"
+#include "report.h"
 
 /* facts_gather's helpers have deadlines of their own (testparm 60 s,
  * `smbd -V` 10 s); this bounds their sum. */
@@ -48,8 +49,8 @@ static void facts_job_done(struct job *j, const struct job_result *r, void *ud)
 
     w->facts_job = NULL;
     if (!r->ok || r->len != sizeof(f)) {
-        journal_log(LOG_ERR, "gathering facts: the job %s: cycle skipped",
-                    r->timed_out ? "did not finish within its deadline" : "failed");
+        report_error("facts", NULL, "gathering facts: the job %s: cycle skipped",
+                     r->timed_out ? "did not finish within its deadline" : "failed");
         w->facts_done(w->facts_ud, r->timed_out ? -ETIMEDOUT : -EIO, NULL);
         return;
     }
@@ -72,7 +73,7 @@ static int real_facts(void *ctx, world_facts_fn done, void *ud)
     w->facts_ud = ud;
     r = job_start(w->ev, facts_job, w, FACTS_DEADLINE_S, facts_job_done, w, &w->facts_job, &e);
     if (r < 0)
-        journal_log(LOG_ERR, "gathering facts: %s", e.msg);
+        report_error("facts", NULL, "gathering facts: %s", e.msg);
     return r;
 }
 

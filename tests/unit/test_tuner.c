@@ -49,6 +49,7 @@ struct sim {
     int facts_fail; /* > 0: the facts of that cycle cannot be had */
     long drift_knee;
     const char *kernel;  /* the facts' kernel release; NULL: "6.1.0-sim" */
+    int measure_fail;    /* > 0: that measure (1 the first) fails */
     int measures_at[64]; /* measures when each cycle began */
     struct search_config probed[512];
     int nprobed;
@@ -155,7 +156,10 @@ static int deliver(sd_event_source *src, uint64_t usec, void *ud)
         if (s->nprobed < 512)
             s->probed[s->nprobed++] = c;
         s->measure_done = NULL;
-        done(s->ud, 0, &r, "");
+        if (s->measures == s->measure_fail)
+            done(s->ud, -EIO, &r, "sim: no answer");
+        else
+            done(s->ud, 0, &r, "");
     } else if (s->busy_done) {
         world_busy_fn done = s->busy_done;
 
@@ -584,6 +588,28 @@ static void test_upgrade_tells_before_after(void **state)
     seen_end(&sn);
 }
 
+/* A probe that fails ends the cycle: an error entry that names the probe,
+ * then the cycle's end, failed. */
+static void test_failed_probe_tells_an_error(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+    struct seen sn;
+    int err;
+
+    sim_init(&s, &f->o);
+    s.measure_fail = 3;
+    seen_begin(&sn);
+    assert_int_equal(run(&f->o, &s), 1);
+    err = seen_find(&sn, 0, JOURNAL_ID_ERROR, (const char *const[]){"SMBTUNED_ERROR=probe", NULL});
+    assert_true(err >= 0);
+    assert_true(seen_find(&sn, err, JOURNAL_ID_CYCLE,
+                          (const char *const[]){"SMBTUNED_RESULT=failed", "SMBTUNED_SAMPLES=2",
+                                                NULL}) > err);
+    assert_int_equal(seen_count(&sn, JOURNAL_ID_COMMIT), 0);
+    seen_end(&sn);
+}
+
 /* Where autotuning is best it commits no explicit size. */
 static void test_once_commits_auto_when_best(void **state)
 {
@@ -800,6 +826,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_once_commits_the_knee, setup, teardown),
         cmocka_unit_test_setup_teardown(test_once_tells_its_events, setup, teardown),
         cmocka_unit_test_setup_teardown(test_upgrade_tells_before_after, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_probe_tells_an_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_once_commits_auto_when_best, setup, teardown),
         cmocka_unit_test_setup_teardown(test_advise_writes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill_between_any_two_steps, setup, teardown),
