@@ -4,6 +4,7 @@ smb.conf untouched meanwhile), and a changed Samba version reported against
 the old baseline."""
 
 import datetime
+import re
 import signal
 import subprocess
 import threading
@@ -44,7 +45,11 @@ def test_busy_clients_defer_the_cycle(make_env):
     line = [ln for ln in d.stderr.splitlines() if "tuning deferred" in ln][0]
     assert "clients move" in line and "more than 1.0" in line, line
     assert RESULT_RE.search(d.stderr) is None, "a cycle ran although clients were busy"
-    assert "sample" not in d.stderr
+    # no probe ran: no trial or verification was told, and the cycle's
+    # end counts no sample
+    assert not re.search(r"^<\d>(tried|verified) ", d.stderr, re.M), d.stderr
+    d.wait_for(lambda: "after 0 samples: deferred" in d.stderr, timeout=30,
+               what="the deferred cycle's end")
     d.signal(signal.SIGTERM)
     assert d.wait(timeout=60) == 0, d.stderr
     assert env.srv.conf.read_bytes() == before
