@@ -657,7 +657,7 @@ def test_fifo_as_smb_conf(smbtuned, tmp_path):
     cfg.write_text("")
     r = run_editor(smbtuned, "-t", "-c", cfg, "--url", "smb://127.0.0.1/x", "--smb-conf", fifo,
                    "--state-dir", tmp_path / "state", timeout=HANG_S)
-    assert r.returncode == 1 and f"{fifo} is a FIFO" in r.stderr, r.stderr
+    assert r.returncode == 78 and f"{fifo} is a FIFO" in r.stderr, r.stderr  # EX_CONFIG
 
 
 def test_fifo_as_include_at_depth_3(smbtuned, tmp_path):
