@@ -99,6 +99,8 @@ def test_service_reaches_ready_with_the_shipped_config(box):
     s = box.popen(["smbclient", "-N", "//127.0.0.1/IPC$"])
     box.sessions.append(s)
     _wait("the SMB session", lambda: _server_buffers(box), 30, 0.5)
+    # The legacy line is in force on it: 8192 each, doubled by the kernel.
+    assert _server_buffers(box) == [(16384, 16384)]
     box.run(["apt-get", "install", "-y", "/root/smbtuned.deb"], timeout=300)
     assert box.run(["systemctl", "is-enabled", "smbtuned"], check=False).stdout.strip() \
         == "disabled"
