@@ -459,9 +459,10 @@ def test_admin_replaces_conf_during_the_write(make_env, faults):
     """The admin's rename lands while the editor's new file is being
     synced, after every check the editor makes before it writes: the rename
     that puts the new file in place must not throw the admin's file away.
-    At the commit (the testparm hook) strace attaches to smbtuned and slows
-    its fsyncs down, so that the admin's rename (the test's) falls into the
-    editor's fsync of its temp file."""
+    At the commit (the testparm hook) strace attaches to the process that
+    edits (the daemon's editing job, lib/job.h: the parent of the testparm
+    the hook runs in) and slows its fsyncs down, so that the admin's rename
+    (the test's) falls into the editor's fsync of its temp file."""
     if shutil.which("strace") is None:
         pytest.skip("strace is not installed")
     env = make_env()
@@ -470,12 +471,14 @@ def test_admin_replaces_conf_during_the_write(make_env, faults):
     admin = conf.read_bytes().replace(b"workgroup = SMBTUNEDTEST\n",
                                       b"workgroup = ADMINSGROUP\n") + b"# admin\n"
     d = env.start("--once")
-    # Until smbtuned is traced (bounded): then the commit goes on.
+    # Until the editor is traced (bounded): then the commit goes on. The
+    # hook's parent is the testparm wrapper, whose parent edits.
     hook(env, 1, f"""\
-strace -qq -o /dev/null -p {d.pid} -e trace=fsync -e inject=fsync:delay_enter={FSYNC_DELAY_US} &
+ed=$(awk '/^PPid/ {{print $2}}' /proc/$PPID/status)
+strace -qq -o /dev/null -p $ed -e trace=fsync -e inject=fsync:delay_enter={FSYNC_DELAY_US} &
 i=0
 while [ $i -lt 1000 ]; do
-    [ "$(awk '/^TracerPid/ {{print $2}}' /proc/{d.pid}/status)" != 0 ] && exit 0
+    [ "$(awk '/^TracerPid/ {{print $2}}' /proc/$ed/status)" != 0 ] && exit 0
     sleep 0.01; i=$((i + 1))
 done
 exit 1""")
