@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
@@ -31,6 +32,29 @@ struct daemon {
     struct tuner_opts topts;
     sd_event_source *hup_retry; /* a SIGHUP waits for the cycle to end */
 };
+
+/* A logon passed by systemd (LoadCredential=smbtuned-credentials:FILE in a
+ * drop-in, systemd.exec(5)): systemd copies FILE into a private directory
+ * named by $CREDENTIALS_DIRECTORY, readable by this service only. It fills
+ * in only when neither --credentials nor the config file names a file: what
+ * the admin wrote in smbtuned.conf is never overridden behind its back. The
+ * file then goes through the same checks (owner, mode, syntax). */
+#define SYSTEMD_CREDENTIAL "smbtuned-credentials"
+
+static int systemd_credential(struct config *c, struct err *e)
+{
+    const char *dir = getenv("CREDENTIALS_DIRECTORY");
+    char path[PATH_MAX];
+    struct stat st;
+
+    if (c->probe.credentials[0] != '\0' || dir == NULL || dir[0] != '/')
+        return 0;
+    if (snprintf(path, sizeof(path), "%s/" SYSTEMD_CREDENTIAL, dir) >= (int)sizeof(path))
+        return err_set(e, -ENAMETOOLONG, "CREDENTIALS_DIRECTORY is too long");
+    if (lstat(path, &st) < 0)
+        return 0; /* credentials given for other purposes, not ours */
+    return config_set(c, "probe", "credentials", path, e) < 0 ? -EINVAL : 0;
+}
 
 int cmd_load_config(const struct opts *o, struct config *c, struct err *e)
 {
@@ -60,7 +84,7 @@ int cmd_load_config(const struct opts *o, struct config *c, struct err *e)
             if (over[i].value && config_set(c, over[i].section, over[i].name, over[i].value, e) < 0)
                 return -EINVAL;
     }
-    return 0;
+    return systemd_credential(c, e);
 }
 
 int cmd_fill(const struct config *c, struct tuner_opts *t, struct err *e)
@@ -276,7 +300,9 @@ int cmd_run(const struct opts *o)
         sd_event_unref(d.ev);
         return 1;
     }
-    sd_notify(0, "READY=1");
+    /* STATUS with READY: `systemctl status` says what it does from the
+     * first moment, not only once the 5 s timer has fired. */
+    sd_notifyf(0, "READY=1\nSTATUS=%s", tuner_status(d.tuner));
     if (d.topts.own_share)
         snprintf(target, sizeof(target),
                  "its own share %s/" PLACE_OWN_SHARE_DIR

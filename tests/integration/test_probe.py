@@ -232,6 +232,30 @@ def test_wrong_password_is_auth_failed_and_never_shown(smbd_factory, smbtuned, t
     assert wrong not in srv.log_tail(10000)
 
 
+def test_systemd_credential_is_the_logon_when_none_is_named(smbd_factory, smbtuned, tmp_path):
+    """LoadCredential=smbtuned-credentials:FILE: systemd puts FILE in
+    $CREDENTIALS_DIRECTORY; it is used only when no file is named."""
+    srv = smbd_factory(users={USER: PASSWORD},
+                       shares={"private": {"guest ok": "no", "valid users": USER}})
+    url = f"smb://127.0.0.1:{srv.port}/private"
+    creddir = tmp_path / "creds"
+    creddir.mkdir(mode=0o700)
+    cred_file(creddir, PASSWORD, "smbtuned-credentials")
+    env = dict(os.environ, CREDENTIALS_DIRECTORY=str(creddir))
+    r = run_probe(smbtuned, probe_conf(tmp_path), url=url, env=env)
+    assert r.returncode == 0, r.stderr
+    assert result(r)["outcome"] == "ok"
+    # A file named on the command line wins: its wrong password is used.
+    bad = cred_file(tmp_path, "Wrong-pw-0043", "bad")
+    r = run_probe(smbtuned, probe_conf(tmp_path), url=url, credentials=bad, env=env)
+    assert result(r)["outcome"] == "auth_failed", r.stderr
+    # The credential goes through the same checks as a named file.
+    (creddir / "smbtuned-credentials").chmod(0o644)
+    r = run_probe(smbtuned, probe_conf(tmp_path), url=url, env=env)
+    assert r.returncode == 1, r.stderr
+    assert "smbtuned-credentials has mode 0644" in r.stderr, r.stderr
+
+
 def test_read_only_share_is_access_denied(smbd_factory, smbtuned, tmp_path):
     srv = smbd_factory(shares={"ro": {"read only": "yes"}})
     url = f"smb://127.0.0.1:{srv.port}/ro"
