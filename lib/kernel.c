@@ -266,16 +266,8 @@ int kernel_proc_cmdline(pid_t pid, char *buf, size_t len)
     return 0;
 }
 
-/* TCP states as sock_diag numbers them (include/net/tcp_states.h); the
- * userspace headers that name them clash with linux/tcp.h's tcp_info. */
-#define STATE_ESTABLISHED 1
-#define STATE_LISTEN 10
-
-/* Visit every TCP socket of one family in the given states whose local
- * port is port, with the requested sock_diag extension. */
-static int diag_dump(int family, int port, unsigned states, int ext,
-                     void (*visit)(const struct inet_diag_msg *m, struct rtattr *a, void *ctx),
-                     void *ctx)
+int kernel_diag_dump(int family, unsigned states, unsigned exts, const int *ports, int nports,
+                     void (*visit)(const struct inet_diag_msg *m, size_t len, void *ctx), void *ctx)
 {
     struct {
         struct nlmsghdr nlh;
@@ -293,7 +285,7 @@ static int diag_dump(int family, int port, unsigned states, int ext,
     msg.req.sdiag_family = (unsigned char)family;
     msg.req.sdiag_protocol = IPPROTO_TCP;
     msg.req.idiag_states = states;
-    msg.req.idiag_ext = (unsigned char)(1 << (ext - 1));
+    msg.req.idiag_ext = (unsigned char)exts;
     if (send(fd, &msg, sizeof(msg), 0) < 0) {
         r = -errno;
         goto out;
@@ -308,26 +300,56 @@ static int diag_dump(int family, int port, unsigned states, int ext,
         }
         for (; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
             struct inet_diag_msg *m = NLMSG_DATA(h);
-            struct rtattr *a;
-            unsigned alen;
+            bool ours = false;
 
             if (h->nlmsg_type == NLMSG_DONE)
                 goto out;
             if (h->nlmsg_type == NLMSG_ERROR) {
-                r = -EIO;
+                /* The kernel's reason (ENOENT: no inet_diag for TCP). */
+                const struct nlmsgerr *ne = NLMSG_DATA(h);
+
+                r = h->nlmsg_len >= NLMSG_LENGTH(sizeof(*ne)) && ne->error < 0 ? ne->error : -EIO;
                 goto out;
             }
-            if (ntohs(m->id.idiag_sport) != port)
+            if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*m)))
                 continue;
-            alen = h->nlmsg_len - NLMSG_LENGTH(sizeof(*m));
-            for (a = (struct rtattr *)(m + 1); RTA_OK(a, alen); a = RTA_NEXT(a, alen))
-                if (a->rta_type == ext)
-                    visit(m, a, ctx);
+            for (int i = 0; i < nports && !ours; i++)
+                ours = ntohs(m->id.idiag_sport) == ports[i];
+            if (ours)
+                visit(m, h->nlmsg_len - NLMSG_LENGTH(0), ctx);
         }
     }
 out:
     close(fd);
     return r;
+}
+
+struct one_ext {
+    int ext;
+    void (*visit)(const struct inet_diag_msg *m, struct rtattr *a, void *ctx);
+    void *ctx;
+};
+
+static void visit_one_ext(const struct inet_diag_msg *m, size_t len, void *ctx)
+{
+    const struct one_ext *o = ctx;
+    unsigned alen = (unsigned)(len - NLMSG_ALIGN(sizeof(*m)));
+    struct rtattr *a;
+
+    for (a = (struct rtattr *)(m + 1); RTA_OK(a, alen); a = RTA_NEXT(a, alen))
+        if (a->rta_type == o->ext)
+            o->visit(m, a, o->ctx);
+}
+
+/* Visit the one extension ext of every TCP socket of one family in the
+ * given states whose local port is port. */
+static int diag_dump(int family, int port, unsigned states, int ext,
+                     void (*visit)(const struct inet_diag_msg *m, struct rtattr *a, void *ctx),
+                     void *ctx)
+{
+    struct one_ext o = {ext, visit, ctx};
+
+    return kernel_diag_dump(family, states, 1U << (ext - 1), &port, 1, visit_one_ext, &o);
 }
 
 struct listener {
@@ -350,10 +372,12 @@ static void visit_meminfo(const struct inet_diag_msg *m, struct rtattr *a, void 
 int kernel_listener_buffers(int port, long *rcvbuf, long *sndbuf, struct err *e)
 {
     struct listener l = {0};
-    int r = diag_dump(AF_INET, port, 1 << STATE_LISTEN, INET_DIAG_SKMEMINFO, visit_meminfo, &l);
+    int r =
+        diag_dump(AF_INET, port, 1 << KERNEL_TCP_LISTEN, INET_DIAG_SKMEMINFO, visit_meminfo, &l);
 
     if (r == 0 && !l.found)
-        r = diag_dump(AF_INET6, port, 1 << STATE_LISTEN, INET_DIAG_SKMEMINFO, visit_meminfo, &l);
+        r = diag_dump(AF_INET6, port, 1 << KERNEL_TCP_LISTEN, INET_DIAG_SKMEMINFO, visit_meminfo,
+                      &l);
     if (r < 0)
         return err_set(e, r, "sock_diag: %s", strerror(-r));
     if (!l.found)
@@ -383,7 +407,7 @@ static void visit_inode(const struct inet_diag_msg *m, struct rtattr *a, void *c
 int kernel_loopback_listener(int port, unsigned long *inode)
 {
     struct inode_of l = {0};
-    int r = diag_dump(AF_INET, port, 1 << STATE_LISTEN, INET_DIAG_SKMEMINFO, visit_inode, &l);
+    int r = diag_dump(AF_INET, port, 1 << KERNEL_TCP_LISTEN, INET_DIAG_SKMEMINFO, visit_inode, &l);
 
     if (r < 0)
         return r;
@@ -428,9 +452,9 @@ int kernel_port_sockets(int port, struct kernel_sock_bytes **v, size_t *n, struc
     struct sockets ss = {0};
     int r;
 
-    r = diag_dump(AF_INET, port, 1 << STATE_ESTABLISHED, INET_DIAG_INFO, visit_info, &ss);
+    r = diag_dump(AF_INET, port, 1 << KERNEL_TCP_ESTABLISHED, INET_DIAG_INFO, visit_info, &ss);
     if (r == 0)
-        r = diag_dump(AF_INET6, port, 1 << STATE_ESTABLISHED, INET_DIAG_INFO, visit_info, &ss);
+        r = diag_dump(AF_INET6, port, 1 << KERNEL_TCP_ESTABLISHED, INET_DIAG_INFO, visit_info, &ss);
     if (r == 0)
         r = ss.err;
     if (r < 0) {

@@ -62,6 +62,22 @@ int kernel_proc_comm(pid_t pid, char *buf, size_t len);
 /* The process's command line, NUL-separated arguments joined by spaces. */
 int kernel_proc_cmdline(pid_t pid, char *buf, size_t len);
 
+/* TCP states as sock_diag numbers them (include/net/tcp_states.h); the
+ * userspace headers that name them clash with linux/tcp.h's tcp_info. */
+#define KERNEL_TCP_ESTABLISHED 1
+#define KERNEL_TCP_LISTEN 10
+
+struct inet_diag_msg;
+
+/* Visit every TCP socket of family (AF_INET, AF_INET6) in states (a mask
+ * of 1 << KERNEL_TCP_*) whose local port is one of ports, asking for the
+ * sock_diag extensions exts (a mask of 1 << (INET_DIAG_x - 1)): visit gets
+ * each message and its length, attributes included. The kernel's errno
+ * when it refuses the dump (-ENOENT: no inet_diag for TCP). */
+int kernel_diag_dump(int family, unsigned states, unsigned exts, const int *ports, int nports,
+                     void (*visit)(const struct inet_diag_msg *m, size_t len, void *ctx),
+                     void *ctx);
+
 /* The buffer sizes a listening TCP socket on this port has (sock_diag):
  * what an accepted connection inherits. -ENOENT when nothing listens. */
 int kernel_listener_buffers(int port, long *rcvbuf, long *sndbuf, struct err *e);
