@@ -29,6 +29,7 @@ struct opts {
     const char *expect;      /* --expect VALUE: compare-and-set guard */
     const char *mode;        /* --mode tune|advise */
     const char *trials;      /* --trials shadow|client|live */
+    const char *seconds;     /* --seconds N: how long --clients observes */
     bool smb_conf_given;
     bool state_dir_given;
     bool json;    /* --json */
@@ -39,6 +40,7 @@ struct opts {
     bool check;   /* -t: check the config files and exit */
     bool resume;  /* --resume: hand control back after a hold */
     bool status;  /* --status: what the state file and smb.conf say now */
+    bool clients; /* --clients: what limits smbd's connections */
 };
 
 struct config;
@@ -60,5 +62,6 @@ int cmd_run(const struct opts *o);
 int cmd_check(const struct opts *o);
 int cmd_resume(const struct opts *o);
 int cmd_status(const struct opts *o);
+int cmd_clients(const struct opts *o);
 
 #endif

@@ -21,6 +21,7 @@ static void usage(FILE *f)
             "       smbtuned --status [--json] what is in force, since when, the last and\n"
             "                                  next cycle, a hold\n"
             "       smbtuned --probe [-c FILE] [--url URL] [--credentials FILE] [--json]\n"
+            "       smbtuned --clients [--json] [--smb-conf FILE] [--seconds N]\n"
             "       smbtuned --smb-conf FILE --show [--json]\n"
             "       smbtuned --smb-conf FILE --set-buffers RCV,SND [--expect VALUE]\n"
             "\n"
@@ -38,6 +39,10 @@ static void usage(FILE *f)
             "                      step, what the baseline was measured on (reads only)\n"
             "  --probe             one measurement; exit 0 ok, 1 failed, 2 timeout (the\n"
             "                      rates are lower bounds)\n"
+            "  --clients           smbd's connections, observed for --seconds (as root):\n"
+            "                      round trip, buffers, rates, and what limits each (the\n"
+            "                      send buffer, the receive buffer, the client's window,\n"
+            "                      the network, idle)\n"
             "  --show              print the socket options in force, where they come from,\n"
             "                      and the buffer sizes they set\n"
             "  --set-buffers R,S   set SO_RCVBUF and SO_SNDBUF: a size (262144, 256K, 1M)\n"
@@ -60,7 +65,9 @@ static void usage(FILE *f)
             "  --dry-run           with --once: an advise cycle, smb.conf is not written\n"
             "  --expect VALUE      with --set-buffers: change nothing unless socket\n"
             "                      options is VALUE now\n"
-            "  --json              --once, --probe, --show, --status: one JSON object\n"
+            "  --seconds N         with --clients: how long to observe (default 2)\n"
+            "  --json              --once, --probe, --show, --status, --clients: one JSON\n"
+            "                      object\n"
             "                      on stdout\n"
             "  -d, --debug         log debug detail too\n"
             "  -V, --version       print the version and exit\n"
@@ -90,6 +97,8 @@ enum {
     OPT_DRY_RUN,
     OPT_RESUME,
     OPT_STATUS,
+    OPT_CLIENTS,
+    OPT_SECONDS,
 };
 
 static const struct option longopts[] = {
@@ -110,6 +119,8 @@ static const struct option longopts[] = {
     {"dry-run", no_argument, NULL, OPT_DRY_RUN},
     {"resume", no_argument, NULL, OPT_RESUME},
     {"status", no_argument, NULL, OPT_STATUS},
+    {"clients", no_argument, NULL, OPT_CLIENTS},
+    {"seconds", required_argument, NULL, OPT_SECONDS},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {"debug", no_argument, NULL, 'd'},
@@ -159,6 +170,12 @@ int main(int argc, char **argv)
         case OPT_STATUS:
             o.status = true;
             break;
+        case OPT_CLIENTS:
+            o.clients = true;
+            break;
+        case OPT_SECONDS:
+            o.seconds = optarg;
+            break;
         case 't':
             o.check = true;
             break;
@@ -205,10 +222,14 @@ int main(int argc, char **argv)
         return CMD_EXIT_USAGE;
     }
     ncmd = (o.show ? 1 : 0) + (o.set_buffers ? 1 : 0) + (o.probe ? 1 : 0) + (o.check ? 1 : 0) +
-           (o.resume ? 1 : 0) + (o.status ? 1 : 0);
+           (o.resume ? 1 : 0) + (o.status ? 1 : 0) + (o.clients ? 1 : 0);
     if (ncmd > 1 || (ncmd == 1 && o.once)) {
         fprintf(stderr, "smbtuned: give at most one of --show, --set-buffers, --probe, -t, "
-                        "--resume, --status, --once (see --help)\n");
+                        "--resume, --status, --clients, --once (see --help)\n");
+        return CMD_EXIT_USAGE;
+    }
+    if (o.seconds && !o.clients) {
+        fprintf(stderr, "smbtuned: --seconds goes with --clients\n");
         return CMD_EXIT_USAGE;
     }
     if (o.dry_run && !o.once) {
@@ -229,5 +250,7 @@ int main(int argc, char **argv)
         return cmd_resume(&o);
     if (o.status)
         return cmd_status(&o);
+    if (o.clients)
+        return cmd_clients(&o);
     return cmd_run(&o);
 }
