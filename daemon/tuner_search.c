@@ -250,11 +250,19 @@ static void on_committed(void *ud, int r, const struct owned_put_result *res)
         outcome_failed(&t->out, res->msg);
         t->failed = true;
     } else {
+        double wr, rr;
+
+        /* The commit carries the search's rates and samples too: the one
+         * entry an admin looks for says what the new line is worth. */
+        report_rates(t->s, &t->tally, t->out.w, &wr, &rr);
         /* From what the cycle began with: after live trials the file's old
          * value is the last trial's, often the winner itself. */
         report_event(JOURNAL_ID_COMMIT, LOG_NOTICE,
                      &(struct event_fields){.smb_conf = res->file ? res->file : t->o.smb_conf,
-                                            .c = &t->out.w},
+                                            .c = &t->out.w,
+                                            .samples = search_samples(t->s),
+                                            .write_mbps = wr,
+                                            .read_mbps = rr},
                      "socket options: %s -> %s (%s:%d)", t->value0, res->new_value,
                      res->file ? res->file : t->o.smb_conf, res->line);
         outcome_written(&t->out, res->new_value);

@@ -140,15 +140,17 @@ def test_first_cycle_commits_with_structured_fields(box):
     assert not errors, errors
     commit = [e for e in ev if e.get("SMBTUNED_EVENT") == "commit"][0]
     assert commit["MESSAGE_ID"] == "93824c0bab924f0eb00965246bfb06d3"
-    for f in ("SMBTUNED_RCVBUF", "SMBTUNED_SNDBUF", "SMBTUNED_SMB_CONF"):
+    for f in ("SMBTUNED_RCVBUF", "SMBTUNED_SNDBUF", "SMBTUNED_SMB_CONF",
+              "SMBTUNED_WRITE_MBPS", "SMBTUNED_READ_MBPS", "SMBTUNED_SAMPLES"):
         assert f in commit, (f, commit)
     # The rates and the sample count are the search's: its end entry.
     end = [e for e in ev if e.get("SMBTUNED_EVENT") == "search-end"][-1]
     for f in ("SMBTUNED_RCVBUF", "SMBTUNED_SNDBUF", "SMBTUNED_WRITE_MBPS",
               "SMBTUNED_READ_MBPS", "SMBTUNED_SAMPLES"):
         assert f in end, (f, end)
-    assert (end["SMBTUNED_RCVBUF"], end["SMBTUNED_SNDBUF"]) == \
-        (commit["SMBTUNED_RCVBUF"], commit["SMBTUNED_SNDBUF"]), (end, commit)
+    for f in ("SMBTUNED_RCVBUF", "SMBTUNED_SNDBUF", "SMBTUNED_WRITE_MBPS",
+              "SMBTUNED_READ_MBPS", "SMBTUNED_SAMPLES"):
+        assert end[f] == commit[f], (f, end, commit)
     assert float(end["SMBTUNED_WRITE_MBPS"]) > 0 and int(end["SMBTUNED_SAMPLES"]) > 0, end
     assert commit["SMBTUNED_SMB_CONF"] == "/etc/samba/smb.conf"
     kinds = {e.get("SMBTUNED_EVENT") for e in ev}

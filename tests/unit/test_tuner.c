@@ -557,11 +557,26 @@ static void test_once_tells_its_events(void **state)
     assert_non_null(strstr(sn.fields[end], "\nSMBTUNED_WRITE_MBPS="));
     commit = seen_find(&sn, end, JOURNAL_ID_COMMIT, (const char *const[]){conf, NULL});
     assert_true(commit > end);
+    /* the commit says what the line is worth: the search end's sizes,
+     * samples and rates */
+    assert_non_null(strstr(sn.fields[commit], "\nSMBTUNED_WRITE_MBPS="));
+    assert_non_null(strstr(sn.fields[end], strstr(sn.fields[commit], "\nSMBTUNED_RCVBUF=")));
     cycle = seen_find(&sn, commit, JOURNAL_ID_CYCLE,
                       (const char *const[]){conf, "SMBTUNED_RESULT=done", NULL});
     assert_true(cycle > commit);
     /* the cycle's end carries what is in force now: the commit's sizes */
     assert_non_null(strstr(sn.fields[cycle], strstr(sn.fields[commit], "\nSMBTUNED_RCVBUF=")));
+    /* and the bytes its probes moved, write+read (the simulated probe
+     * moves its size each way); the search's end those of its samples */
+    char bytes[64];
+    snprintf(bytes, sizeof(bytes), "\nSMBTUNED_BYTES=%lld\n",
+             2LL * s.measures * (long long)f->o.probe.size);
+    assert_non_null(strstr(sn.fields[cycle], bytes));
+    const char *eb = strstr(sn.fields[end], "\nSMBTUNED_BYTES=");
+    assert_non_null(eb);
+    long long search_bytes = atoll(eb + strlen("\nSMBTUNED_BYTES="));
+    assert_true(search_bytes > 0 && search_bytes % (2 * f->o.probe.size) == 0);
+    assert_true(search_bytes <= 2LL * s.measures * (long long)f->o.probe.size);
     assert_int_equal(seen_find(&sn, 0, JOURNAL_ID_ERROR, NULL), -1);
     seen_end(&sn);
 }
