@@ -240,7 +240,11 @@ static void idle_status(struct tuner *t)
 static void cycle_told(const struct tuner *t)
 {
     struct search_config c = {t->st.rcvbuf, t->st.sndbuf};
-    const char *more[] = {t->failed ? "SMBTUNED_RESULT=failed" : "SMBTUNED_RESULT=done", NULL};
+    char bytes[48];
+    /* what the cycle's probes moved, write+read: the price of the cycle */
+    snprintf(bytes, sizeof(bytes), "SMBTUNED_BYTES=%lld", t->tally.bytes);
+    const char *more[] = {t->failed ? "SMBTUNED_RESULT=failed" : "SMBTUNED_RESULT=done", bytes,
+                          NULL};
     struct event_fields f = {.smb_conf = t->o.smb_conf,
                              .c = t->st.have_incumbent ? &c : NULL,
                              .samples = t->tally.samples,

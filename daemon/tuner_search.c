@@ -284,15 +284,18 @@ static void finish_search(struct tuner *t)
     }
     {
         double wr, rr;
-        char cs[96];
+        char cs[96], bytes[48];
 
         report_rates(t->s, &t->tally, out->w, &wr, &rr);
+        /* the bytes the cycle's probes moved so far, write+read */
+        snprintf(bytes, sizeof(bytes), "SMBTUNED_BYTES=%lld", t->tally.bytes);
         report_event(JOURNAL_ID_SEARCH_END, LOG_INFO,
                      &(struct event_fields){.smb_conf = t->o.smb_conf,
                                             .c = &out->w,
                                             .samples = search_samples(t->s),
                                             .write_mbps = wr,
-                                            .read_mbps = rr},
+                                            .read_mbps = rr,
+                                            .more = (const char *const[]){bytes, NULL}},
                      "search finished after %d samples: %s, write %.1f read %.1f MB/s",
                      search_samples(t->s), search_config_str(out->w, cs, sizeof(cs)), wr, rr);
     }
