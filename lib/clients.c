@@ -209,7 +209,11 @@ static void conclude(const struct track *k, struct clients_conn *o)
     o->window = k->n_wnd ? k->sum_wnd / k->n_wnd : 0;
     o->window_estimated = k->wnd_estimated;
     /* window / rtt is the most the client can send through our window;
-     * received at (nearly) that rate, the window is what caps it. */
+     * received at (nearly) that rate, the window is what caps it. The
+     * smoothed rtt of our own sends, not tcpi_rcv_rtt: on a put into
+     * SO_RCVBUF=65536 over 40 ms (tests/integration/test_clients.py) the
+     * rate was 0.91-0.95 of window / rtt (45-47 ms) but only 0.8 of
+     * window / rcv_rtt (40 ms), too close to the line. */
     o->rcvbuf_limited = o->received_mbps > 0 && o->rtt_ms > 0 && o->window > 0 &&
                         o->received_mbps * 1e6 >= RCVBUF_SHARE * o->window / (o->rtt_ms / 1000);
     o->limited_by = limit_of(k, o);

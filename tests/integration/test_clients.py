@@ -1,0 +1,194 @@
+"""smbtuned --clients (issue 13) against a real smbd and real TCP.
+
+smbd runs in the server namespace of a 40 ms / 100 Mbit/s WanPath
+(tests/netem), a long smbclient get or put runs from the client namespace,
+and `smbtuned --clients --json` runs in the server namespace while it
+does, so that sock_diag there sees smbd's end of the transfer:
+
+- smbd with `SO_RCVBUF=65536 SO_SNDBUF=65536`: the get is held by the
+  server's send buffer (limited_by sndbuf, sndbuf_limited above 0.5,
+  rtt_ms at least the path's round trip), the put by its receive buffer
+  (limited_by rcvbuf);
+- smbd with autotuning (TCP_NODELAY only): the same get is held by the
+  path, not by the buffer (limited_by network).
+
+Also: nothing connected gives an empty list and exit 0, and a user that is
+not root gets a clear error and a nonzero exit.
+
+No rate is asserted (the link's ceiling only as a physical bound). Run
+with -s to see the figures each run measured.
+"""
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from daemon_util import conf_text, q
+from smbd import SMBCLIENT
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "netem"))
+from wan import SMBD_GLOBAL, WanPath  # noqa: E402
+
+pytestmark = [pytest.mark.smbd]
+
+RTT_MS = 40
+RATE_MBIT = 100
+CEILING = RATE_MBIT * 1e6 / 8 / 1e6  # MB/s: the link's, a physical bound
+# The delay line may wake up to half a millisecond early (test_netem.py).
+RTT_FLOOR = RTT_MS - 0.5
+SMALL = "SO_RCVBUF=65536 SO_SNDBUF=65536"
+BIG = 4 << 30  # a sparse file: longer than any test runs, read from memory
+# Before --clients looks: slow start and smbclient's first requests are
+# over within a few round trips; this only keeps them out of the window.
+WARM_UP_S = 3
+CLIENTS_TIMEOUT = 60
+
+
+def clients(smbtuned, tmp_path, srv, prefix=(), text=False, seconds=2):
+    """smbtuned --clients [--json] for srv's smb.conf: (CompletedProcess,
+    the JSON object or None)."""
+    conf = tmp_path / "smbtuned.conf"
+    if not conf.exists():
+        # Our own config file, so that the machine's /etc/smbtuned.conf
+        # plays no part.
+        conf.write_text(conf_text({}, {"state_dir": q(tmp_path / "state")}))
+    argv = [*prefix, str(smbtuned), "-c", str(conf), "--clients", "--smb-conf", str(srv.conf),
+            "--seconds", str(seconds)] + ([] if text else ["--json"])
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=CLIENTS_TIMEOUT,
+                       stdin=subprocess.DEVNULL)
+    if text or r.returncode != 0:
+        return r, None
+    lines = r.stdout.splitlines()
+    assert len(lines) == 1, f"--json prints one line: {r.stdout!r}\n{r.stderr}"
+    return r, json.loads(lines[0])
+
+
+class Transfer:
+    """A long smbclient get or put from the client namespace, killed
+    (by its PID) when the test has looked."""
+
+    def __init__(self, wan, srv, tmp_path, direction):
+        if direction == "get":
+            big = srv.share_dir / "big"
+            with open(big, "wb") as f:
+                f.truncate(BIG)
+            cmd = "get big /dev/null"
+        else:
+            src = tmp_path / "upload"
+            with open(src, "wb") as f:
+                f.truncate(BIG)
+            cmd = f"put {src} up"
+        argv = wan.prefix("client") + [SMBCLIENT, "-s", str(srv.client_conf), "-N",
+                                       "-p", str(srv.port), f"//{wan.server_addr}/share",
+                                       "-c", cmd]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=srv.env(), text=True)
+
+    def check_running(self):
+        assert self.proc.poll() is None, f"smbclient ended early: {self.proc.stdout.read()}"
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=30)
+        self.proc.stdout.close()
+
+
+def during(smbd_factory, smbtuned, tmp_path, socket_options, direction):
+    """--clients --json (and the text) in the server namespace while a
+    long transfer runs: (the client's connection, the whole object, the
+    text output)."""
+    with WanPath(tmp_path / "wan", rtt_ms=RTT_MS, rate_mbit=RATE_MBIT) as w:
+        srv = smbd_factory(prefix_cmd=w.prefix("server"), bind_addr=w.server_addr,
+                           extra_global=SMBD_GLOBAL, socket_options=socket_options)
+        t = Transfer(w, srv, tmp_path, direction)
+        try:
+            time.sleep(WARM_UP_S)
+            t.check_running()
+            r, obj = clients(smbtuned, tmp_path, srv, prefix=w.prefix("server"))
+            assert r.returncode == 0, r.stderr
+            text = clients(smbtuned, tmp_path, srv, prefix=w.prefix("server"), text=True)[0]
+            assert text.returncode == 0, text.stderr
+            ss = w.run("server", ["ss", "-tni", "state", "established", f"sport = :{srv.port}"])
+            t.check_running()
+        finally:
+            t.stop()
+            srv.stop()
+    ours = [c for c in obj["connections"] if c["peer"].startswith(w.client_addr + ":")]
+    print(f"\n{socket_options} {direction}: {json.dumps(obj)}\n{text.stdout}\n{ss.stdout}")
+    assert len(ours) == 1, obj
+    c = ours[0]
+    assert set(c) == {"peer", "local", "rtt_ms", "rcvbuf", "sndbuf", "sent_mbps",
+                      "received_mbps", "sndbuf_limited", "rwnd_limited", "rcvbuf_limited",
+                      "limited_by"}, c
+    assert c["local"] == f"{w.server_addr}:{srv.port}", c
+    assert obj["summary"]["connections"] == len(obj["connections"]), obj
+    # The bytes crossed the emulated link (a bound, not a threshold).
+    assert c["sent_mbps"] < CEILING and c["received_mbps"] < CEILING, c
+    return c, obj, text.stdout, ss.stdout
+
+
+def test_get_from_small_buffers_is_sndbuf_limited(smbd_factory, smbtuned, tmp_path):
+    c, obj, text, ss = during(smbd_factory, smbtuned, tmp_path, SMALL, "get")
+    assert c["limited_by"] == "sndbuf", c
+    assert c["sndbuf_limited"] > 0.5, c
+    # The kernel's smoothed round trip includes the queue: never below the
+    # path's.
+    assert c["rtt_ms"] >= RTT_FLOOR, c
+    assert c["sent_mbps"] > 0, c
+    # SO_SNDBUF=65536 as the kernel keeps it (doubled), read by skmeminfo.
+    assert c["sndbuf"] == 2 * 65536 and c["rcvbuf"] == 2 * 65536, c
+    assert obj["summary"]["limited_by_buffers"] >= 1, obj
+    # The text says it in words.
+    assert "Limited by      : the server's send buffer (SO_SNDBUF)" in text, text
+
+
+def test_put_into_small_buffers_is_rcvbuf_limited(smbd_factory, smbtuned, tmp_path):
+    c, obj, text, ss = during(smbd_factory, smbtuned, tmp_path, SMALL, "put")
+    assert c["limited_by"] == "rcvbuf", c
+    assert c["rcvbuf_limited"] is True, c
+    assert c["received_mbps"] > 0, c
+    assert obj["summary"]["limited_by_buffers"] >= 1, obj
+    assert "Limited by      : the server's receive buffer (SO_RCVBUF)" in text, text
+    # What the fallback for kernels without tcpi_rcv_wnd stands on (conns.c):
+    # smbd drains its socket, so the window it advertises is rcv_ssthresh.
+    # ss (iproute2) shows rcv_ssthresh; --clients shows tcpi_rcv_wnd here.
+    wnd = float(re.search(r"Receive window  : ([0-9.]+) bytes:", text).group(1))
+    ssthresh = [int(x) for x in re.findall(r"rcv_ssthresh:(\d+)", ss)]
+    assert len(ssthresh) == 1, ss
+    assert abs(ssthresh[0] - wnd) <= 0.1 * wnd, (ssthresh, wnd)
+
+
+def test_get_under_autotuning_is_network_limited(smbd_factory, smbtuned, tmp_path):
+    c, obj, text, ss = during(smbd_factory, smbtuned, tmp_path, "TCP_NODELAY", "get")
+    assert c["limited_by"] == "network", c
+    assert c["sndbuf_limited"] <= 0.5, c
+    assert c["sent_mbps"] > 0, c
+    assert "Limited by      : the network" in text, text
+
+
+def test_nothing_connected(smbd, smbtuned, tmp_path):
+    r, obj = clients(smbtuned, tmp_path, smbd, seconds=1)
+    assert r.returncode == 0, r.stderr
+    assert obj == {"connections": [], "summary": {"connections": 0, "limited_by_buffers": 0}}
+    r, _ = clients(smbtuned, tmp_path, smbd, text=True, seconds=1)
+    assert r.returncode == 0, r.stderr
+    assert "none established" in r.stdout, r.stdout
+
+
+def test_not_root(smbd, smbtuned, tmp_path):
+    # The config file and smb.conf stay readable: only the user differs.
+    tmp_path.chmod(0o755)
+    conf = tmp_path / "smbtuned.conf"
+    conf.write_text(conf_text({}, {"state_dir": q(tmp_path / "state")}))
+    conf.chmod(0o644)
+    nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+    r, obj = clients(smbtuned, tmp_path, smbd, prefix=nobody, seconds=1)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert obj is None and r.stdout == "", r.stdout
+    assert "--clients needs root" in r.stderr, r.stderr
