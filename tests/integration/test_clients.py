@@ -12,8 +12,8 @@ does, so that sock_diag there sees smbd's end of the transfer:
 - smbd with autotuning (TCP_NODELAY only): the same get is held by the
   path, not by the buffer (limited_by network).
 
-Also: nothing connected gives an empty list and exit 0, and a user that is
-not root gets a clear error and a nonzero exit.
+Also: nothing connected gives an empty list and exit 0; a user that is not
+root, or a kernel without sock_diag, gets a clear error and exit status 1.
 
 No rate is asserted (the link's ceiling only as a physical bound). Run
 with -s to see the figures each run measured.
@@ -21,6 +21,7 @@ with -s to see the figures each run measured.
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -179,6 +180,20 @@ def test_nothing_connected(smbd, smbtuned, tmp_path):
     r, _ = clients(smbtuned, tmp_path, smbd, text=True, seconds=1)
     assert r.returncode == 0, r.stderr
     assert "none established" in r.stdout, r.stdout
+
+
+def test_no_sock_diag(smbd, smbtuned, tmp_path):
+    """A kernel without sock_diag, as strace's fault injection makes it:
+    socket() fails (EPROTONOSUPPORT: no NETLINK_SOCK_DIAG) in smbtuned
+    itself (not -f: testparm, its child, runs as usual)."""
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed")
+    strace = ["strace", "-o", "/dev/null", "-e", "trace=socket",
+              "-e", "inject=socket:error=EPROTONOSUPPORT"]
+    r, obj = clients(smbtuned, tmp_path, smbd, prefix=strace, seconds=1)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert obj is None and r.stdout == "", r.stdout
+    assert "sock_diag is not available" in r.stderr, r.stderr
 
 
 def test_not_root(smbd, smbtuned, tmp_path):
