@@ -53,7 +53,8 @@ enum probe_outcome {
  * (SMB2's largest request, which Samba's default `smb2 max write/read`
  * allow) keep the probe at 93-97% of smbclient on a 40 ms / 100 Mbit/s
  * path, where 1 MiB calls reach 70% and 64 KiB calls 10%: libsmbclient
- * sends one request per call and waits for it. */
+ * sends one write request per call and waits for it. Read calls span
+ * several requests where the path is long (probe_read_call_size). */
 #define PROBE_DEFAULT_SIZE (64LL * 1024 * 1024)
 #define PROBE_DEFAULT_REQUEST_SIZE (8LL * 1024 * 1024)
 #define PROBE_DEFAULT_DEADLINE_S 60.0

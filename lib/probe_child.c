@@ -9,6 +9,8 @@
 #include <fcntl.h>
 #include <libsmbclient.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -57,6 +59,7 @@ struct child {
     struct probe_shared *sh;
     bool cleanup_only;
     SMBCCTX *ctx;
+    int sock; /* libsmbclient's TCP socket (read_client_buffers), -1: not found */
     char dir_url[4096];
     char host[64]; /* ours, as it appears in probe file names */
     /* Read by the child itself, after fork, so that the parent never
@@ -111,6 +114,7 @@ static void read_client_buffers(struct child *c)
     int fd;
 
     c->sh->client_rcvbuf = c->sh->client_sndbuf = -1;
+    c->sock = -1;
     for (fd = 0; fd < 1024; fd++) {
         int dom, type, rcv, snd;
         socklen_t l = sizeof(int);
@@ -132,7 +136,34 @@ static void read_client_buffers(struct child *c)
             continue;
         c->sh->client_rcvbuf = rcv;
         c->sh->client_sndbuf = snd;
+        c->sock = fd;
     }
+}
+
+long long probe_read_call_size(long long request, double rtt_s, double rate_bps)
+{
+    double want = PROBE_READ_CALL_RTTS * rtt_s * rate_bps;
+    long long max = PROBE_READ_CALL_MAX / request * request, n;
+
+    if (!(want > (double)request)) /* also NaN */
+        return request;
+    if (want >= (double)max) /* max >= request: request <= PROBE_MAX_REQUEST_SIZE */
+        return max;
+    n = (long long)(want / (double)request) * request;
+    return n < want ? n + request : n;
+}
+
+/* The smoothed round trip the kernel keeps for our connection (it includes
+ * the queueing the writes caused, which only makes read calls longer); 0
+ * when unknown, which keeps read calls at the request size. */
+static double conn_rtt_s(const struct child *c)
+{
+    struct tcp_info ti;
+    socklen_t l = sizeof(ti);
+
+    if (c->sock < 0 || getsockopt(c->sock, IPPROTO_TCP, TCP_INFO, &ti, &l) < 0)
+        return 0;
+    return ti.tcpi_rtt / 1e6;
 }
 
 /* A probe file of this host: PREFIX<host>-<pid>-<tag>, the tag 16 hex
@@ -293,10 +324,10 @@ static enum probe_outcome transfer(struct child *c, SMBCFILE *f, const char *fil
     smbc_read_fn read_fn = smbc_getFunctionRead(c->ctx);
     smbc_close_fn close_fn = smbc_getFunctionClose(c->ctx);
     const struct probe_params *p = c->p;
-    size_t req = (size_t)p->request_size, i;
+    size_t req = (size_t)p->request_size, rcall, i;
     uint64_t seed = (uint64_t)probe_mono_ns() ^ ((uint64_t)getpid() << 32), tag;
-    unsigned char *buf;
-    int64_t off, bad;
+    unsigned char *buf, *rbuf;
+    int64_t off, bad, wt;
 
     buf = malloc(req);
     if (buf == NULL) {
@@ -331,6 +362,16 @@ static enum probe_outcome transfer(struct child *c, SMBCFILE *f, const char *fil
         publish(&c->sh->write_bytes, off);
     }
     publish(&c->sh->write_t1, probe_mono_ns());
+    /* Read calls sized for the path (probe_read_call_size), at the
+     * writes' rate; the buffer grows to match (or, without the memory,
+     * the calls stay at the request size). */
+    wt = c->sh->write_t1 - c->sh->write_t0;
+    rcall = (size_t)probe_read_call_size(p->request_size, conn_rtt_s(c),
+                                         wt > 0 ? (double)p->size / ((double)wt / 1e9) : 0);
+    if (rcall > req && (rbuf = realloc(buf, rcall)) != NULL)
+        buf = rbuf;
+    else
+        rcall = req;
     if (close_fn(c->ctx, f) < 0) {
         int er = errno;
 
@@ -349,7 +390,7 @@ static enum probe_outcome transfer(struct child *c, SMBCFILE *f, const char *fil
     }
     publish(&c->sh->read_t0, probe_mono_ns());
     for (off = 0; off < p->size;) {
-        size_t n = (size_t)(p->size - off) < req ? (size_t)(p->size - off) : req;
+        size_t n = (size_t)(p->size - off) < rcall ? (size_t)(p->size - off) : rcall;
         ssize_t got = read_fn(c->ctx, f, buf, n);
 
         if (got <= 0) {
@@ -519,7 +560,8 @@ void probe_child_main(const struct probe_child_args *a, const char *workdir, int
                       pid_t parent)
 {
     struct rlimit no_core = {0, 0};
-    struct child child = {.p = a->p, .url = a->url, .sh = a->sh, .cleanup_only = a->cleanup_only};
+    struct child child = {
+        .p = a->p, .url = a->url, .sh = a->sh, .cleanup_only = a->cleanup_only, .sock = -1};
     struct child *c = &child;
 
     /* This process will hold the password: no core dump of it, and no

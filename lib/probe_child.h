@@ -36,6 +36,21 @@ struct probe_child_args {
     struct probe_shared *sh;
 };
 
+/* Bytes for each read call, a multiple of `request` from `request` to
+ * PROBE_READ_CALL_MAX, given the connection's round trip and the rate the
+ * writes just saw (bytes/s). libsmbclient's smbc_read passes a whole call
+ * to cli_pull, which splits it into requests of the server's largest read
+ * and keeps them all in flight (credits permitting), but the pipe drains
+ * at the end of every call: about one round trip lost per call. A call
+ * that lasts PROBE_READ_CALL_RTTS round trips loses about 1/20 of them.
+ * (Writes get no such choice: smbc_write sends one request at a time
+ * whatever its size, cli_smb2_writeall.) Loopback and LAN keep calls of
+ * `request` bytes: there a deeper pipeline only costs memory and cache.
+ * Pure. */
+#define PROBE_READ_CALL_RTTS 20
+#define PROBE_READ_CALL_MAX (64LL * 1024 * 1024)
+long long probe_read_call_size(long long request, double rtt_s, double rate_bps);
+
 /* CLOCK_MONOTONIC in nanoseconds: the clock of probe_shared's times. */
 int64_t probe_mono_ns(void);
 

@@ -1,8 +1,9 @@
 /* Unit tests for lib/probe: the socket options check, the errno-to-outcome
  * mapping, the outcome names and the JSON line, the parameters probe_start
- * refuses and its sweep of $TMPDIR. The URL and the credentials file have
- * their own tests (test_url.c, test_creds.c); the measurement itself is
- * tested against a real smbd in tests/integration/test_probe.py. */
+ * refuses, its sweep of $TMPDIR and the size of its read calls. The URL
+ * and the credentials file have their own tests (test_url.c, test_creds.c);
+ * the measurement itself is tested against a real smbd in
+ * tests/integration/test_probe.py. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "probe.h"
+#include "probe_child.h"
 
 static void test_check_socket_options(void **state)
 {
@@ -251,6 +253,28 @@ static void test_tmpdir_sweep_removes_only_ours(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* Read calls last about PROBE_READ_CALL_RTTS round trips at the writes'
+ * rate, in whole requests, from one request to PROBE_READ_CALL_MAX. */
+static void test_read_call_size(void **state)
+{
+    const long long M = 1024 * 1024;
+
+    (void)state;
+    /* Loopback and LAN: one request per call. */
+    assert_int_equal(probe_read_call_size(8 * M, 50e-6, 800e6), 8 * M);
+    assert_int_equal(probe_read_call_size(8 * M, 0.001, 117e6), 8 * M);
+    /* 45 ms / 11 MB/s: 9.9 MB, rounded up to whole requests. */
+    assert_int_equal(probe_read_call_size(8 * M, 0.045, 11e6), 16 * M);
+    assert_int_equal(probe_read_call_size(1 * M, 0.045, 11e6), 10 * M);
+    /* 40 ms / 1 Gbit/s and beyond: capped, in whole requests. */
+    assert_int_equal(probe_read_call_size(8 * M, 0.04, 117e6), PROBE_READ_CALL_MAX);
+    assert_int_equal(probe_read_call_size(3 * M, 0.1, 1e9), 63 * M);
+    /* Nothing known: one request. */
+    assert_int_equal(probe_read_call_size(8 * M, 0, 50e6), 8 * M);
+    assert_int_equal(probe_read_call_size(8 * M, 0.04, 0), 8 * M);
+    assert_int_equal(probe_read_call_size(4096, 0.04, 0.0 / 0.0), 4096);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -261,6 +285,7 @@ int main(void)
         cmocka_unit_test(test_json_values),
         cmocka_unit_test(test_start_refuses_bad_params),
         cmocka_unit_test(test_tmpdir_sweep_removes_only_ours),
+        cmocka_unit_test(test_read_call_size),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
