@@ -118,18 +118,19 @@ static json_t *real(double x, double unit)
     return json_real(round(x / unit) * unit);
 }
 
+/* The _new setters take over their value whatever happens, into a NULL
+ * object too (then they fail and release it): one flag covers them. */
 static int print_json(const struct clients_conn *v, size_t n, const struct clients_summary *s)
 {
     json_t *o = json_object(), *a = json_array(), *sum = json_object();
     int bad = o == NULL || a == NULL || sum == NULL;
-    char *text;
 
     for (size_t i = 0; i < n && !bad; i++) {
         const struct clients_conn *c = &v[i];
         json_t *x = json_object();
 
         bad |= x == NULL;
-#define SET(k, val) (bad |= x == NULL || json_object_set_new(x, k, val) < 0)
+#define SET(k, val) (bad |= json_object_set_new(x, k, val) < 0)
         SET("peer", jsonw_text(c->peer));
         SET("local", jsonw_text(c->local));
         SET("rtt_ms", real(c->rtt_ms, 0.01));
@@ -144,19 +145,18 @@ static int print_json(const struct clients_conn *v, size_t n, const struct clien
 #undef SET
         bad |= json_array_append_new(a, x) < 0;
     }
-    bad |= sum == NULL || json_object_set_new(sum, "connections", json_integer(s->connections)) < 0;
-    bad |= sum == NULL ||
-           json_object_set_new(sum, "limited_by_buffers", json_integer(s->limited_by_buffers)) < 0;
-    bad |= o == NULL || json_object_set_new(o, "connections", a) < 0;
-    bad |= o == NULL || json_object_set_new(o, "summary", sum) < 0;
-    text = bad ? NULL : json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
-    json_decref(o);
-    if (text == NULL) {
+    bad |= json_object_set_new(sum, "connections", json_integer(s->connections)) < 0;
+    bad |= json_object_set_new(sum, "limited_by_buffers", json_integer(s->limited_by_buffers)) < 0;
+    bad |= json_object_set_new(o, "connections", a) < 0;
+    bad |= json_object_set_new(o, "summary", sum) < 0;
+    if (bad) {
+        json_decref(o);
+        o = NULL;
+    }
+    if (jsonw_print(stdout, o) < 0) {
         fprintf(stderr, "smbtuned: out of memory\n");
         return -ENOMEM;
     }
-    printf("%s\n", text);
-    free(text);
     return 0;
 }
 

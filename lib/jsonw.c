@@ -2,6 +2,7 @@
  * (a path, a value) holds. */
 #include "jsonw.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -97,6 +98,19 @@ char *jsonw_sanitize(const char *s)
     }
     *o = '\0';
     return out;
+}
+
+int jsonw_print(FILE *f, json_t *o)
+{
+    char *text =
+        o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12)) : NULL;
+
+    json_decref(o);
+    if (text == NULL)
+        return -ENOMEM;
+    fprintf(f, "%s\n", text);
+    free(text);
+    return 0;
 }
 
 json_t *jsonw_text(const char *s)

@@ -22,4 +22,9 @@ char *jsonw_sanitize(const char *s);
  * NULL when out of memory. */
 json_t *jsonw_text(const char *s);
 
+/* o as one compact line on f, keys in their order, reals with 12 digits;
+ * o is released. 0, or -ENOMEM when o is NULL or cannot be dumped (a
+ * caller that built o with _new setters passes NULL when one failed). */
+int jsonw_print(FILE *f, json_t *o);
+
 #endif

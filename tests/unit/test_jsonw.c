@@ -2,6 +2,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,27 @@ static void check_clean(const char *in, const char *want)
 
 /* What jansson is given: the same judgement of each byte as jsonw_string,
  * U+FFFD as its three UTF-8 bytes, nothing escaped. */
+/* One line, keys in order, o released (valgrind sees no leak), and a
+ * NULL object (a failed setter upstream) is -ENOMEM. */
+static void test_print(void **state)
+{
+    json_t *o = json_object();
+    char buf[256] = "";
+    FILE *f = tmpfile();
+
+    (void)state;
+    assert_non_null(f);
+    json_object_set_new(o, "b", json_real(0.93));
+    json_object_set_new(o, "a", json_array());
+    assert_int_equal(jsonw_print(f, o), 0);
+    assert_int_equal(jsonw_print(f, NULL), -ENOMEM);
+    rewind(f);
+    assert_non_null(fgets(buf, sizeof(buf), f));
+    assert_string_equal(buf, "{\"b\":0.93,\"a\":[]}\n");
+    assert_null(fgets(buf, sizeof(buf), f));
+    fclose(f);
+}
+
 static void test_sanitize(void **state)
 {
     (void)state;
@@ -82,6 +104,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_always_utf8),
         cmocka_unit_test(test_sanitize),
+        cmocka_unit_test(test_print),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
