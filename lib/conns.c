@@ -30,6 +30,12 @@ static void addr_str(int family, const __be32 *a, __be16 port, char *out, size_t
 {
     char ip[INET6_ADDRSTRLEN] = "?";
 
+    /* An IPv4 client of a dual-stack listener: as IPv4, the way the
+     * admin knows the client. */
+    if (family == AF_INET6 && IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)a)) {
+        family = AF_INET;
+        a += 3;
+    }
     inet_ntop(family, a, ip, sizeof(ip));
     if (family == AF_INET6)
         snprintf(out, len, "[%s]:%u", ip, (unsigned)ntohs(port));

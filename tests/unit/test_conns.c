@@ -215,6 +215,10 @@ static void test_ipv6(void **state)
     assert_int_equal(conns_parse(d, m.len, &s), 0);
     assert_string_equal(s.local, "[2001:db8::2]:445");
     assert_string_equal(s.peer, "[::1]:50000");
+    /* an IPv4 client of a dual-stack listener */
+    inet_pton(AF_INET6, "::ffff:10.199.0.1", d->id.idiag_dst);
+    assert_int_equal(conns_parse(d, m.len, &s), 0);
+    assert_string_equal(s.peer, "10.199.0.1:50000");
 }
 
 /* The real thing: a connection of our own on loopback, from the side that
@@ -270,13 +274,54 @@ static void test_live(void **state)
     free(v);
 }
 
+/* A dual-stack listener (::) and an IPv4 client: the AF_INET6 dump finds
+ * it, and names both ends as IPv4. */
+static void test_live_dual_stack(void **state)
+{
+    struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_ANY_INIT};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof(a6);
+    int l = socket(AF_INET6, SOCK_STREAM, 0), c, s, off = 0;
+    struct clients_sock *v = NULL;
+    struct err e = {{0}};
+    int port[1];
+    size_t n = 0;
+
+    (void)state;
+    if (l < 0)
+        skip(); /* no IPv6 in this kernel */
+    assert_int_equal(setsockopt(l, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)), 0);
+    assert_int_equal(bind(l, (struct sockaddr *)&a6, sizeof(a6)), 0);
+    assert_int_equal(listen(l, 1), 0);
+    assert_int_equal(getsockname(l, (struct sockaddr *)&a6, &alen), 0);
+    port[0] = ntohs(a6.sin6_port);
+    a.sin_port = a6.sin6_port;
+    c = socket(AF_INET, SOCK_STREAM, 0);
+    assert_int_equal(connect(c, (struct sockaddr *)&a, sizeof(a)), 0);
+    s = accept(l, NULL, NULL);
+    assert_true(s >= 0);
+    assert_int_equal(conns_read(port, 1, &v, &n, &e), 0);
+    assert_int_equal(n, 1);
+    assert_true(strstr(v[0].local, "127.0.0.1:") == v[0].local);
+    assert_true(strstr(v[0].peer, "127.0.0.1:") == v[0].peer);
+    free(v);
+    close(c);
+    close(s);
+    close(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_whole),  cmocka_unit_test(test_no_rcv_wnd),
-        cmocka_unit_test(test_older),  cmocka_unit_test(test_shortest),
-        cmocka_unit_test(test_longer), cmocka_unit_test(test_malformed),
-        cmocka_unit_test(test_ipv6),   cmocka_unit_test(test_live),
+        cmocka_unit_test(test_whole),
+        cmocka_unit_test(test_no_rcv_wnd),
+        cmocka_unit_test(test_older),
+        cmocka_unit_test(test_shortest),
+        cmocka_unit_test(test_longer),
+        cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_ipv6),
+        cmocka_unit_test(test_live),
+        cmocka_unit_test(test_live_dual_stack),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
