@@ -1,6 +1,7 @@
 /* facts: see facts.h. */
 #include "facts.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include "journal.h"
 #include "kernel.h"
 #include "smbd.h"
+#include "url.h"
 
 /* `smbd -V` answers at once; a wedged one is not worth a cycle. */
 #define SMBD_VERSION_TIMEOUT_S 10
@@ -54,10 +56,24 @@ void facts_gather(const char *smb_conf, struct facts *f)
         why(f, e.msg);
         f->kmin[SOCKOPTS_RCVBUF] = f->kmin[SOCKOPTS_SNDBUF] = 0;
     }
+    {
+        long r[3], w[3];
+
+        /* only for the words of outcome.c: no reason kept when unreadable */
+        f->tcp_max_known = kernel_sysctl_triple("net/ipv4/tcp_rmem", r, &e) == 0 &&
+                           kernel_sysctl_triple("net/ipv4/tcp_wmem", w, &e) == 0;
+        if (f->tcp_max_known) {
+            f->tcp_max[SOCKOPTS_RCVBUF] = r[2];
+            f->tcp_max[SOCKOPTS_SNDBUF] = w[2];
+        }
+    }
     kernel_release(f->kernel, sizeof(f->kernel));
     samba_version(f);
-    if (smbd_ports(smb_conf, ports, &n, &e) == 0)
+    if (smbd_ports(smb_conf, ports, &n, &e) == 0 && n > 0) {
         f->smb_port = ports[0];
+        f->n_smb_ports = n < SMBD_MAX_PORTS ? n : SMBD_MAX_PORTS;
+        memcpy(f->smb_ports, ports, sizeof(int) * (size_t)f->n_smb_ports);
+    }
     /* No smbd running: it will start with whatever smb.conf says, AUTO
      * included. */
     f->smbd_running = smbd_pid(smb_conf, &f->smbd_pid, &e) == 0;
@@ -178,6 +194,25 @@ void facts_search_bounds(const struct facts *f, const struct tuner_opts *o,
         p->auto_observable = false;
         *auto_blocked = o->trials != TUNER_LIVE;
     }
+}
+
+bool facts_trials_on_loopback(const struct tuner_opts *o)
+{
+    struct in_addr a4;
+    struct url u;
+    struct err e;
+
+    if (o->trials != TUNER_SHADOW)
+        return false;
+    /* no url: the own share, on the shadow's port of this machine */
+    if (o->probe.url == NULL || o->probe.url[0] == '\0')
+        return true;
+    if (url_parse(o->probe.url, &u, &e) < 0)
+        return false;
+    /* the whole of 127.0.0.0/8 is loopback, not only 127.0.0.1 */
+    if (inet_pton(AF_INET, u.host, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127)
+        return true;
+    return url_is_loopback(&u);
 }
 
 bool facts_in_window(int start, int end, int m)

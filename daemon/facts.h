@@ -13,18 +13,23 @@
 #include <sys/types.h>
 
 #include "search.h"
+#include "smbd.h"
 #include "sockopts.h"
 #include "tuner_opts.h"
 
 struct facts {
     /* [SOCKOPTS_RCVBUF], [SOCKOPTS_SNDBUF] */
-    bool caps_known;   /* kcap read from net.core.rmem_max/wmem_max */
-    long kcap[2];      /* the kernel's cap on an explicit size */
-    bool mins_known;   /* kmin read from the kernel */
-    long kmin[2];      /* its smallest buffer */
-    char kernel[256];  /* uname release */
-    char samba[256];   /* `smbd -V`, "unknown" when it would not say */
-    int smb_port;      /* production smbd's first port, 0 unknown */
+    bool caps_known;               /* kcap read from net.core.rmem_max/wmem_max */
+    long kcap[2];                  /* the kernel's cap on an explicit size */
+    bool mins_known;               /* kmin read from the kernel */
+    long kmin[2];                  /* its smallest buffer */
+    char kernel[256];              /* uname release */
+    char samba[256];               /* `smbd -V`, "unknown" when it would not say */
+    bool tcp_max_known;            /* tcp_max read from net.ipv4.tcp_rmem / tcp_wmem */
+    long tcp_max[2];               /* their maximum: where autotuning stops growing a buffer */
+    int smb_port;                  /* production smbd's first port, 0 unknown */
+    int smb_ports[SMBD_MAX_PORTS]; /* all of them (smb.conf's `smb ports`) */
+    int n_smb_ports;
     bool smbd_running; /* its pid file names a live smbd */
     pid_t smbd_pid;
     bool listener_rcv, listener_snd; /* sock_diag: its listener has explicit sizes */
@@ -69,6 +74,13 @@ void facts_fingerprint(const struct facts *f, struct state *st, const char *smb_
  * this buffer (so AUTO cannot reach them before smbd restarts). */
 bool facts_listener_explicit(const struct facts *f, struct search_config inc0,
                              enum sockopts_buf which);
+
+/* Whether the trials run on this machine's loopback: shadow trials with
+ * no url (the own share) or a url whose host is 127.0.0.0/8, ::1 or
+ * localhost. Loopback cannot rank sizes above the small-buffer cliff
+ * (shared/FACTS.md: runs vary by 25%), which outcome.c takes into
+ * account. */
+bool facts_trials_on_loopback(const struct tuner_opts *o);
 
 /* Minutes after midnight in [start, end) (across midnight when end <
  * start); start < 0 is any time. */

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,15 +29,120 @@ static void cap_notices(const struct search *s, const struct tuner_opts *o, stru
                         w.sndbuf);
 }
 
+/* ---- loopback trials and real connections ---- */
+
+static const char *const buf_opt[2] = {"SO_RCVBUF", "SO_SNDBUF"};
+static const char *const buf_words[2] = {"receive buffer", "send buffer"};
+static const char *const tcp_sysctl[2] = {"net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"};
+
+static void why_add(struct outcome *out, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void why_add(struct outcome *out, const char *fmt, ...)
+{
+    size_t n = strlen(out->why);
+    va_list ap;
+
+    if (n > 0 && n + 2 < sizeof(out->why)) {
+        memcpy(out->why + n, "; ", 3);
+        n += 2;
+    }
+    va_start(ap, fmt);
+    vsnprintf(out->why + n, sizeof(out->why) - n, fmt, ap);
+    va_end(ap);
+}
+
+/* The smallest size of the search's lattice (search.h: the powers of two
+ * from min_size, and the cap) at or above want, at most cap. */
+static long lattice_up(const struct search_params *p, double want, long cap)
+{
+    long x = 1;
+
+    while (x < p->min_size)
+        x <<= 1;
+    while ((double)x < want && x < cap)
+        x <<= 1;
+    return x > cap ? cap : x;
+}
+
+/* What an explicit size wb the loopback trials chose for buffer b comes
+ * to. Loopback cannot rank sizes above the small-buffer cliff (runs vary
+ * by 25%, shared/FACTS.md): a win there says only that the size is above
+ * the cliff, not that any client on a real path needs it, and an explicit
+ * size takes autotuning away from every one of them. So it takes real
+ * connections held back by that buffer to keep an explicit size (then one
+ * that covers their largest bandwidth-delay product); without them,
+ * autotuning, unless it cannot take effect (smbd's listener holds
+ * explicit sizes and restart_smbd is off: then no AUTO was a candidate
+ * and the trials' choice stays, as before, said so). From AUTO the same
+ * rule is "explicit only on evidence from a real path": here that
+ * evidence can only be real connections, as the trials are loopback. */
+static long loopback_size(struct outcome *out, const struct search_params *p, const struct facts *f,
+                          const struct tuner_opts *o, struct search_config inc0,
+                          const struct clients_watch_summary *real, enum sockopts_buf b, long wb)
+{
+    bool rcv = b == SOCKOPTS_RCVBUF;
+    long cap = rcv ? p->max_rcvbuf : p->max_sndbuf;
+    long inc = rcv ? inc0.rcvbuf : inc0.sndbuf;
+    bool seen = real != NULL && real->valid;
+    int held = seen ? real->s.by[rcv ? CLIENTS_RCVBUF : CLIENTS_SNDBUF] : 0;
+
+    if (wb == SEARCH_AUTO)
+        return wb;
+    if (held > 0 && real->bdp[b] > 0) {
+        /* Twice the estimate: it is a lower bound of what the path needs
+         * (clients_watch.c), and one lattice step more is what a
+         * connection held back at that product asks for. */
+        long need = lattice_up(p, 2 * real->bdp[b], cap);
+        long size = wb > need ? wb : need;
+
+        why_add(out,
+                "%s=%ld: real connections held back by the server's %s (%d of %d) had a "
+                "bandwidth-delay product of up to %.0f bytes, which it covers%s",
+                buf_opt[b], size, buf_words[b], held, real->s.connections, real->bdp[b],
+                size == cap && 2 * real->bdp[b] > cap ? " as far as the kernel's cap allows" : "");
+        if (inc == SEARCH_AUTO && f->tcp_max_known && real->buf_max[b] >= f->tcp_max[b])
+            why_add(out,
+                    "under autotuning they were capped by %s's maximum (%ld): raising it "
+                    "would let autotuning serve them instead",
+                    tcp_sysctl[b], f->tcp_max[b]);
+        return size;
+    }
+    if (!facts_listener_explicit(f, inc0, b) || o->restart_smbd) {
+        why_add(out,
+                "%s autotuning: loopback trials cannot rank sizes above the small-buffer cliff, "
+                "and %s",
+                buf_opt[b],
+                !seen ? "smbd's real connections could not be read"
+                : held == 0 && real->s.connections == 0
+                    ? "no real connection was there to ask for more"
+                    : "no real connection is held back by the server's buffer");
+        return SEARCH_AUTO;
+    }
+    why_add(out,
+            "%s=%ld on loopback trials alone (no real connection held back by the server's %s): "
+            "autotuning cannot take effect before smbd restarts (its listener holds explicit "
+            "sizes, restart_smbd = no)",
+            buf_opt[b], wb, buf_words[b]);
+    return wb;
+}
+
 int outcome_decide(struct outcome *out, const struct search *s, const struct tally *tally,
                    const struct facts *f, const struct tuner_opts *o, const char *value0,
-                   struct search_config inc0, bool auto_blocked)
+                   struct search_config inc0, bool auto_blocked,
+                   const struct clients_watch_summary *real)
 {
     struct search_config w = search_incumbent(s);
     bool kept = search_config_eq(w, inc0);
     double wr, rr;
 
     memset(out, 0, sizeof(*out));
+    if (!kept && facts_trials_on_loopback(o)) {
+        const struct search_params *p = search_params_of(s);
+
+        w.rcvbuf = loopback_size(out, p, f, o, inc0, real, SOCKOPTS_RCVBUF, w.rcvbuf);
+        w.sndbuf = loopback_size(out, p, f, o, inc0, real, SOCKOPTS_SNDBUF, w.sndbuf);
+        kept = search_config_eq(w, inc0);
+    }
     out->w = w;
     /* Kept: the value stays as written (its start may be spelled otherwise,
      * SO_RCVBUF=0 as 1). */
@@ -44,7 +150,7 @@ int outcome_decide(struct outcome *out, const struct search *s, const struct tal
     if (out->after == NULL)
         return -ENOMEM;
     if (auto_blocked)
-        report_auto_after_restart(s, tally, w);
+        report_auto_after_restart(s, tally, search_incumbent(s));
     cap_notices(s, o, w);
     if (!kept && o->mode == TUNER_TUNE) {
         out->kind = OUTCOME_COMMIT;
@@ -53,12 +159,20 @@ int outcome_decide(struct outcome *out, const struct search *s, const struct tal
         out->restart =
             (w.rcvbuf == SEARCH_AUTO && facts_listener_explicit(f, inc0, SOCKOPTS_RCVBUF)) ||
             (w.sndbuf == SEARCH_AUTO && facts_listener_explicit(f, inc0, SOCKOPTS_SNDBUF));
+        /* the words of the commit come once it is written */
+        if (out->why[0])
+            journal_log(LOG_NOTICE, "%s", out->why);
         return 0;
     }
     if (!kept) {
         out->kind = OUTCOME_ADVISE;
         snprintf(out->what, sizeof(out->what),
-                 "advice: socket options = %s (advise mode: smb.conf not changed)", out->after);
+                 "advice: socket options = %s (advise mode: smb.conf not changed)%s%s", out->after,
+                 out->why[0] ? ": " : "", out->why);
+    } else if (out->why[0]) {
+        /* the trials' winner undone by the rule above */
+        out->kind = OUTCOME_KEEP;
+        snprintf(out->what, sizeof(out->what), "kept socket options = %s: %s", value0, out->why);
     } else if (report_buffers_do_not_matter(s, tally)) {
         out->kind = OUTCOME_KEEP;
         report_rates(s, tally, w, &wr, &rr);
@@ -87,7 +201,8 @@ int outcome_budget(struct outcome *out, const char *value0, struct search_config
 
 void outcome_written(struct outcome *out, const char *new_value)
 {
-    snprintf(out->what, sizeof(out->what), "committed socket options = %s", new_value);
+    snprintf(out->what, sizeof(out->what), "committed socket options = %s%s%s", new_value,
+             out->why[0] ? ": " : "", out->why);
 }
 
 void outcome_failed(struct outcome *out, const char *why)

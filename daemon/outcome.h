@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 
+#include "clients_watch.h"
 #include "facts.h"
 #include "report.h"
 #include "search.h"
@@ -27,18 +28,30 @@ struct outcome {
     char *after;            /* the value it ends with, or would (malloc'ed) */
     bool restart;           /* a commit that needs smbd restarted (restart_smbd = yes) */
     char what[1280];        /* the outcome in words */
+    /* Why the winner of loopback trials was not taken as it was, or was
+     * taken only because AUTO cannot take effect: which figure decided
+     * it; "" when the trials' winner stands on its own. */
+    char why[768];
 };
 
 /* What the search s (converged) comes to from value0 (whose configuration
- * is inc0). -ENOMEM. */
+ * is inc0). real: this cycle's summary of smbd's real connections (NULL
+ * or not valid: none read). Loopback trials (facts_trials_on_loopback)
+ * cannot rank sizes above the small-buffer cliff, so there an explicit
+ * size of the winner is committed only if real connections held back by
+ * that buffer ask for one (then at least what covers their largest
+ * bandwidth-delay product), otherwise autotuning where it can take
+ * effect; out->why says which. -ENOMEM. */
 int outcome_decide(struct outcome *out, const struct search *s, const struct tally *tally,
                    const struct facts *f, const struct tuner_opts *o, const char *value0,
-                   struct search_config inc0, bool auto_blocked);
+                   struct search_config inc0, bool auto_blocked,
+                   const struct clients_watch_summary *real);
 
 /* The outcome when the byte budget ran out. -ENOMEM. */
 int outcome_budget(struct outcome *out, const char *value0, struct search_config inc0);
 
-/* The commit went through with new_value in force, or failed (why). */
+/* The commit went through with new_value in force (the words end with
+ * out->why when there is one), or failed (why). */
 void outcome_written(struct outcome *out, const char *new_value);
 void outcome_failed(struct outcome *out, const char *why);
 

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <systemd/sd-event.h>
 
+#include "clients_watch.h"
 #include "facts.h"
 #include "outcome.h"
 #include "owned.h"
@@ -56,6 +57,8 @@ struct tuner {
     bool auto_blocked;   /* AUTO left out of the search: it cannot work yet */
     int auto_checks;     /* AUTO samples taken for the report since */
     char fp_change[512]; /* fingerprint change, told with the first sample */
+    /* smbd's real connections this cycle (clients_watch.h) */
+    struct clients_watch_summary real;
 
     /* the sample under way */
     enum sample_kind kind;

@@ -276,8 +276,8 @@ static void finish_search(struct tuner *t)
     const char *expect;
 
     t->w.ops->place_down(t->w.ctx);
-    if (outcome_decide(out, t->s, &t->tally, &t->facts, &t->o, t->value0, t->inc0,
-                       t->auto_blocked) < 0) {
+    if (outcome_decide(out, t->s, &t->tally, &t->facts, &t->o, t->value0, t->inc0, t->auto_blocked,
+                       &t->real) < 0) {
         outcome_free(out);
         tuner_cycle_end(t, false);
         return;

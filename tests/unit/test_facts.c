@@ -490,10 +490,34 @@ static void test_fingerprint_short_buffer(void **state)
     state_free(&st);
 }
 
+/* Loopback trials: shadow trials with no url (the own share) or a url on
+ * 127.0.0.0/8, ::1, localhost; not another host, not client trials. */
+static void test_trials_on_loopback(void **state)
+{
+    static const char *const loop[] = {NULL, "smb://127.0.0.1/s", "smb://127.1.2.3/s",
+                                       "smb://[::1]/s", "smb://localhost:4450/s"};
+    static const char *const real[] = {"smb://128.0.0.1/s", "smb://fileserver/s", "smb://[::2]/s",
+                                       "smb://10.127.0.1/s"};
+    struct tuner_opts o = {.trials = TUNER_SHADOW};
+
+    for (size_t i = 0; i < sizeof(loop) / sizeof(loop[0]); i++) {
+        o.probe.url = loop[i];
+        assert_true(facts_trials_on_loopback(&o));
+    }
+    for (size_t i = 0; i < sizeof(real) / sizeof(real[0]); i++) {
+        o.probe.url = real[i];
+        assert_false(facts_trials_on_loopback(&o));
+    }
+    o.probe.url = "smb://127.0.0.1/s";
+    o.trials = TUNER_CLIENT;
+    assert_false(facts_trials_on_loopback(&o));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_absent_is_auto),
+        cmocka_unit_test(test_trials_on_loopback),
         cmocka_unit_test(test_plain_size),
         cmocka_unit_test(test_at_minimum_starts_from_1),
         cmocka_unit_test(test_zero_is_explicit),

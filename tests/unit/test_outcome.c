@@ -54,10 +54,12 @@ struct run {
     struct search *s;
     struct tally t;
     bool auto_blocked;
+    struct clients_watch_summary real; /* smbd's real connections: none read */
     struct outcome out;
 };
 
-/* This kind of machine, no smbd running, shadow trials, tune mode. */
+/* This kind of machine, no smbd running, shadow trials on a real path (a
+ * url on another host: its trials rank sizes), tune mode. */
 static void run_init(struct run *r, struct search_config inc0)
 {
     memset(r, 0, sizeof(*r));
@@ -68,6 +70,7 @@ static void run_init(struct run *r, struct search_config inc0)
                           .kernel = "6.18.0",
                           .samba = "4.17.12"};
     r->o.trials = TUNER_SHADOW;
+    r->o.probe.url = "smb://fileserver.example/share";
     r->o.mode = TUNER_TUNE;
     search_params_default(&r->o.search);
     r->o.search.min_size = 8192;
@@ -99,7 +102,8 @@ static void converge(struct run *r, struct model *m)
 
 static int decide(struct run *r, const char *value0)
 {
-    return outcome_decide(&r->out, r->s, &r->t, &r->f, &r->o, value0, r->inc0, r->auto_blocked);
+    return outcome_decide(&r->out, r->s, &r->t, &r->f, &r->o, value0, r->inc0, r->auto_blocked,
+                          &r->real);
 }
 
 static void run_free(struct run *r)
@@ -368,6 +372,179 @@ static void test_cap_notices(void **state)
     run_free(&r);
 }
 
+/* ---- loopback trials and real connections (issue 13) ---- */
+
+/* Loopback trials: the own share, no url. */
+static void loopback(struct run *r)
+{
+    r->o.probe.url = NULL;
+    r->o.own_share = true;
+}
+
+/* A summary of real connections: n held back by the receive buffer with
+ * the largest bandwidth-delay product bdp, sk_rcvbuf at most buf. */
+static void held_by_rcvbuf(struct run *r, int n, double bdp, long buf)
+{
+    memset(&r->real, 0, sizeof(r->real));
+    r->real.valid = true;
+    r->real.s.connections = n + 1;
+    r->real.s.by[CLIENTS_RCVBUF] = n;
+    r->real.s.by[CLIENTS_NETWORK] = 1;
+    r->real.s.limited_by_buffers = n;
+    r->real.bdp[SOCKOPTS_RCVBUF] = r->real.bdp_max = bdp;
+    r->real.buf_max[SOCKOPTS_RCVBUF] = buf;
+}
+
+/* From TCP_NODELAY the trials prefer explicit sizes (as loopback's noise
+ * once made 4 MiB do); with no real connection held back by a buffer
+ * autotuning stays, and the words say which figure decided it. The same
+ * search on a real path commits the winner. */
+static void test_loopback_keeps_auto(void **state)
+{
+    struct model m = knee_model();
+    char *log;
+    struct run r;
+
+    run_init(&r, AUTO);
+    loopback(&r);
+    converge(&r, &m);
+    assert_true(search_incumbent(r.s).rcvbuf != SEARCH_AUTO);
+    assert_true(search_incumbent(r.s).sndbuf != SEARCH_AUTO);
+    logcap_begin();
+    assert_int_equal(decide(&r, "TCP_NODELAY"), 0);
+    log = logcap_end();
+    assert_int_equal(r.out.kind, OUTCOME_KEEP);
+    assert_true(search_config_eq(r.out.w, AUTO));
+    assert_string_equal(r.out.after, "TCP_NODELAY");
+    assert_non_null(strstr(r.out.why, "SO_RCVBUF autotuning: loopback trials cannot rank sizes "
+                                      "above the small-buffer cliff"));
+    assert_non_null(strstr(r.out.why, "SO_SNDBUF autotuning"));
+    assert_non_null(strstr(r.out.why, "could not be read"));
+    assert_non_null(strstr(r.out.what, "kept socket options = TCP_NODELAY: SO_RCVBUF autotuning"));
+    assert_non_null(strstr(log, r.out.what));
+    free(log);
+    outcome_free(&r.out);
+    /* connections read, none held back: said so */
+    held_by_rcvbuf(&r, 0, 0, 0);
+    assert_int_equal(decide(&r, "TCP_NODELAY"), 0);
+    assert_int_equal(r.out.kind, OUTCOME_KEEP);
+    assert_non_null(strstr(r.out.why, "no real connection is held back"));
+    outcome_free(&r.out);
+    /* a url on 127.0.0.0/8 is loopback too; another host's is not */
+    r.o.own_share = false;
+    r.o.probe.url = "smb://127.0.0.9/share";
+    assert_int_equal(decide(&r, "TCP_NODELAY"), 0);
+    assert_int_equal(r.out.kind, OUTCOME_KEEP);
+    outcome_free(&r.out);
+    r.o.probe.url = "smb://fileserver.example/share";
+    assert_int_equal(decide(&r, "TCP_NODELAY"), 0);
+    assert_int_equal(r.out.kind, OUTCOME_COMMIT);
+    assert_true(search_config_eq(r.out.w, search_incumbent(r.s)));
+    assert_string_equal(r.out.why, "");
+    run_free(&r);
+}
+
+/* From the legacy line, no smbd running (AUTO takes effect): autotuning
+ * is committed, and the words written say why. */
+static void test_loopback_legacy_commits_auto(void **state)
+{
+    struct model m = knee_model();
+    struct run r;
+
+    run_init(&r, C(8192, 8192));
+    loopback(&r);
+    converge(&r, &m);
+    assert_int_equal(decide(&r, LEGACY), 0);
+    assert_int_equal(r.out.kind, OUTCOME_COMMIT);
+    assert_true(search_config_eq(r.out.w, AUTO));
+    assert_string_equal(r.out.after, "TCP_NODELAY");
+    assert_false(r.out.restart);
+    outcome_written(&r.out, r.out.after);
+    assert_non_null(strstr(r.out.what, "committed socket options = TCP_NODELAY: SO_RCVBUF "
+                                       "autotuning: loopback trials"));
+    run_free(&r);
+}
+
+/* Real connections held back by the receive buffer: an explicit
+ * SO_RCVBUF that covers twice their largest bandwidth-delay product,
+ * rounded up to the lattice (300000 -> 600000 -> 1048576, the cap of
+ * this search); the send buffer, which holds none back, autotunes. */
+static void test_loopback_covers_real_bdp(void **state)
+{
+    struct model m = knee_model();
+    struct run r;
+
+    run_init(&r, C(8192, 8192));
+    loopback(&r);
+    converge(&r, &m);
+    assert_true(search_incumbent(r.s).rcvbuf < 1048576);
+    held_by_rcvbuf(&r, 2, 300000, 16384);
+    assert_int_equal(decide(&r, LEGACY), 0);
+    assert_int_equal(r.out.kind, OUTCOME_COMMIT);
+    assert_true(search_config_eq(r.out.w, C(1048576, SEARCH_AUTO)));
+    assert_string_equal(r.out.after, "TCP_NODELAY SO_RCVBUF=1048576");
+    assert_non_null(strstr(r.out.why, "SO_RCVBUF=1048576: real connections held back by the "
+                                      "server's receive buffer (2 of 3) had a bandwidth-delay "
+                                      "product of up to 300000 bytes"));
+    assert_null(strstr(r.out.why, "tcp_rmem")); /* it was no autotuning that held them */
+    outcome_free(&r.out);
+    /* a small product: the trials' winner covers it and stays */
+    held_by_rcvbuf(&r, 1, 1000, 16384);
+    assert_int_equal(decide(&r, LEGACY), 0);
+    assert_int_equal(r.out.w.rcvbuf, search_incumbent(r.s).rcvbuf);
+    run_free(&r);
+}
+
+/* From AUTO, an explicit size only on evidence from a real path: real
+ * connections held back under autotuning, capped by tcp_rmem's maximum,
+ * which the words name. */
+static void test_loopback_from_auto_on_real_evidence(void **state)
+{
+    struct model m = knee_model();
+    struct run r;
+
+    run_init(&r, AUTO);
+    loopback(&r);
+    r.f.tcp_max_known = true;
+    r.f.tcp_max[SOCKOPTS_RCVBUF] = 131072;
+    r.f.tcp_max[SOCKOPTS_SNDBUF] = 4194304;
+    converge(&r, &m);
+    held_by_rcvbuf(&r, 1, 100000, 131072);
+    assert_int_equal(decide(&r, "TCP_NODELAY"), 0);
+    assert_int_equal(r.out.kind, OUTCOME_COMMIT);
+    assert_true(r.out.w.rcvbuf >= 262144); /* twice 100000, up the lattice */
+    assert_int_equal(r.out.w.sndbuf, SEARCH_AUTO);
+    assert_non_null(strstr(r.out.why, "under autotuning they were capped by net.ipv4.tcp_rmem's "
+                                      "maximum (131072)"));
+    run_free(&r);
+}
+
+/* AUTO cannot take effect (the listener holds explicit sizes, no
+ * restart): the trials' explicit winner stays, as before, said so. */
+static void test_loopback_auto_blocked_says_so(void **state)
+{
+    struct model m = knee_model();
+    struct run r;
+
+    run_init(&r, C(8192, 8192));
+    loopback(&r);
+    r.f.smbd_running = r.f.listener_rcv = r.f.listener_snd = true;
+    converge(&r, &m);
+    assert_true(r.auto_blocked);
+    assert_int_equal(decide(&r, LEGACY), 0);
+    assert_int_equal(r.out.kind, OUTCOME_COMMIT);
+    assert_true(search_config_eq(r.out.w, search_incumbent(r.s)));
+    assert_non_null(strstr(r.out.why, "on loopback trials alone"));
+    assert_non_null(strstr(r.out.why, "autotuning cannot take effect before smbd restarts"));
+    outcome_free(&r.out);
+    /* restart_smbd = yes: autotuning, with a restart */
+    r.o.restart_smbd = true;
+    assert_int_equal(decide(&r, LEGACY), 0);
+    assert_true(search_config_eq(r.out.w, AUTO));
+    assert_true(r.out.restart);
+    run_free(&r);
+}
+
 /* ---- outcome_budget, outcome_written, outcome_failed ---- */
 
 static void test_budget(void **state)
@@ -532,6 +709,11 @@ int main(void)
         cmocka_unit_test(test_commit_auto_restarts),
         cmocka_unit_test(test_commit_auto_restart_per_buffer),
         cmocka_unit_test(test_auto_checks_told),
+        cmocka_unit_test(test_loopback_keeps_auto),
+        cmocka_unit_test(test_loopback_legacy_commits_auto),
+        cmocka_unit_test(test_loopback_covers_real_bdp),
+        cmocka_unit_test(test_loopback_from_auto_on_real_evidence),
+        cmocka_unit_test(test_loopback_auto_blocked_says_so),
         cmocka_unit_test(test_cap_notices),
         cmocka_unit_test(test_budget),
         cmocka_unit_test(test_written_and_failed),

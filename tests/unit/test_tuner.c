@@ -39,6 +39,11 @@ struct sim {
      * bytes and stays there; AUTO gets `auto_share` of the top rate */
     double top, auto_share, drift;
     long knee;
+    /* loopback-like (issue 13): a cliff below `knee`, flat above it, and
+     * every explicit size beats AUTO by `loop_gain` on writes alone (the
+     * 8% that loopback's noise once gave 4 MiB) */
+    bool loopback;
+    double loop_gain;
     unsigned long long noise; /* PRNG state */
     struct search_config placed;
     /* what happened */
@@ -83,6 +88,14 @@ static double rate_of(struct sim *s, long size)
                                    : s->top * fmin(1.0, (double)size / (double)s->knee);
 
     return r * s->drift * noise(s);
+}
+
+/* The write rate, ranked by SO_RCVBUF. */
+static double write_rate_of(struct sim *s, long size)
+{
+    if (s->loopback && size != SEARCH_AUTO)
+        return rate_of(s, size) * (1 + s->loop_gain);
+    return rate_of(s, size);
 }
 
 /* What the probe would meet: for live trials the value in smb.conf now,
@@ -149,7 +162,7 @@ static int deliver(sd_event_source *src, uint64_t usec, void *ud)
         measure_fn done = s->measure_done;
 
         /* server side: writes rank SO_RCVBUF, reads SO_SNDBUF */
-        r.write_mbps = rate_of(s, c.rcvbuf);
+        r.write_mbps = write_rate_of(s, c.rcvbuf);
         r.read_mbps = rate_of(s, c.sndbuf);
         r.write_s = r.write_bytes / (r.write_mbps * 1e6);
         r.read_s = r.read_bytes / (r.read_mbps * 1e6);
@@ -342,7 +355,8 @@ static int setup(void **state)
     f->o.mode = TUNER_TUNE;
     f->o.apply = APPLY_NONE;
     probe_params_default(&f->o.probe);
-    f->o.probe.url = "smb://127.0.0.1/sim";
+    /* another host: the trials rank sizes (see test_loopback_*) */
+    f->o.probe.url = "smb://fileserver.example/sim";
     search_params_default(&f->o.search);
     f->o.interval_s = 0.001;
     f->o.window_start = -1;
@@ -642,6 +656,63 @@ static void test_once_commits_auto_when_best(void **state)
     free(v);
 }
 
+/* Loopback trials (issue 13): every explicit size beats AUTO by 8% on
+ * writes, as loopback's noise once made 4 MiB do. */
+static void sim_loopback(struct sim *s, const struct tuner_opts *o)
+{
+    sim_init(s, o);
+    s->loopback = true;
+    s->loop_gain = 0.08;
+    s->knee = 65536; /* the small-buffer cliff */
+    s->auto_share = 1.0;
+}
+
+/* From TCP_NODELAY, loopback trials alone (the own share, no url) take
+ * the server off autotuning for no client: no explicit size is written.
+ * The same world on a real path does commit one (the rule is loopback's). */
+static void test_loopback_keeps_autotuning(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+    char *v;
+
+    write_conf(f, "TCP_NODELAY");
+    f->o.probe.url = NULL;
+    f->o.own_share = true;
+    sim_loopback(&s, &f->o);
+    assert_int_equal(run(&f->o, &s), 0);
+    v = conf_value(f);
+    assert_string_equal(v, "TCP_NODELAY");
+    free(v);
+    /* the trials did prefer an explicit SO_RCVBUF: on another host's
+     * path it is committed */
+    f->o.probe.url = "smb://fileserver.example/sim";
+    f->o.own_share = false;
+    assert_int_equal(rmtree_path(f->state_dir, NULL), 0);
+    assert_int_equal(mkdir(f->state_dir, 0700), 0);
+    sim_loopback(&s, &f->o);
+    assert_int_equal(run(&f->o, &s), 0);
+    v = conf_value(f);
+    assert_non_null(strstr(v, "SO_RCVBUF="));
+    free(v);
+}
+
+/* From the legacy 8192 line, loopback trials (a url on 127.0.0.1) commit
+ * autotuning, not the explicit sizes above the cliff they cannot rank. */
+static void test_loopback_legacy_commits_auto(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+    char *v;
+
+    f->o.probe.url = "smb://127.0.0.1/sim";
+    sim_loopback(&s, &f->o);
+    assert_int_equal(run(&f->o, &s), 0);
+    v = conf_value(f);
+    assert_string_equal(v, "TCP_NODELAY");
+    free(v);
+}
+
 /* Advise mode measures and writes nothing. */
 static void test_advise_writes_nothing(void **state)
 {
@@ -843,6 +914,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_upgrade_tells_before_after, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_probe_tells_an_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_once_commits_auto_when_best, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_loopback_keeps_autotuning, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_loopback_legacy_commits_auto, setup, teardown),
         cmocka_unit_test_setup_teardown(test_advise_writes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill_between_any_two_steps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hand_edit_holds, setup, teardown),
