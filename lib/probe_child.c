@@ -9,10 +9,11 @@
 #include <fcntl.h>
 #include <libsmbclient.h>
 #include <netdb.h>
+#include <linux/tcp.h> /* tcpi_min_rtt, which glibc's struct tcp_info lacks */
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,17 +154,18 @@ long long probe_read_call_size(long long request, double rtt_s, double rate_bps)
     return n < want ? n + request : n;
 }
 
-/* The smoothed round trip the kernel keeps for our connection (it includes
- * the queueing the writes caused, which only makes read calls longer); 0
- * when unknown, which keeps read calls at the request size. */
+/* The connection's smallest round trip, the path's own (the smoothed one has
+ * the writes' queueing: ms on loopback, where 64 MiB calls read 30% slower). */
 static double conn_rtt_s(const struct child *c)
 {
     struct tcp_info ti;
     socklen_t l = sizeof(ti);
 
-    if (c->sock < 0 || getsockopt(c->sock, IPPROTO_TCP, TCP_INFO, &ti, &l) < 0)
+    if (c->sock < 0 || getsockopt(c->sock, IPPROTO_TCP, TCP_INFO, &ti, &l) < 0 ||
+        l < offsetof(struct tcp_info, tcpi_min_rtt) + sizeof(ti.tcpi_min_rtt) ||
+        ti.tcpi_min_rtt == UINT32_MAX) /* no sample yet */
         return 0;
-    return ti.tcpi_rtt / 1e6;
+    return ti.tcpi_min_rtt / 1e6;
 }
 
 /* A probe file of this host: PREFIX<host>-<pid>-<tag>, the tag 16 hex
@@ -362,9 +364,8 @@ static enum probe_outcome transfer(struct child *c, SMBCFILE *f, const char *fil
         publish(&c->sh->write_bytes, off);
     }
     publish(&c->sh->write_t1, probe_mono_ns());
-    /* Read calls sized for the path (probe_read_call_size), at the
-     * writes' rate; the buffer grows to match (or, without the memory,
-     * the calls stay at the request size). */
+    /* Read calls sized for the path at the writes' rate (probe_read_call_size);
+     * without the memory for them, one request per call. */
     wt = c->sh->write_t1 - c->sh->write_t0;
     rcall = (size_t)probe_read_call_size(p->request_size, conn_rtt_s(c),
                                          wt > 0 ? (double)p->size / ((double)wt / 1e9) : 0);
@@ -560,8 +561,7 @@ void probe_child_main(const struct probe_child_args *a, const char *workdir, int
                       pid_t parent)
 {
     struct rlimit no_core = {0, 0};
-    struct child child = {
-        .p = a->p, .url = a->url, .sh = a->sh, .cleanup_only = a->cleanup_only, .sock = -1};
+    struct child child = {.p = a->p, .url = a->url, .sh = a->sh, .cleanup_only = a->cleanup_only};
     struct child *c = &child;
 
     /* This process will hold the password: no core dump of it, and no
