@@ -1,7 +1,34 @@
 /* clients_watch: see clients_watch.h. */
 #include "clients_watch.h"
 
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "conns.h"
+#include "err.h"
+#include "journal.h"
+#include "report.h"
+#include "smbd.h"
+#include "state.h"
+
+/* sock_diag every 50 ms: often enough to see the send queue's state in
+ * most round trips of a wide-area client (as --clients does), cheap
+ * enough (one dump) on a server with many. */
+#define SAMPLE_US 50000ULL
+
+struct clients_watch {
+    sd_event *ev;
+    sd_event_source *timer;
+    struct clients *c;
+    int ports[SMBD_MAX_PORTS], nports;
+    uint64_t t0, end; /* CLOCK_MONOTONIC microseconds */
+    unsigned k;       /* snapshots so far */
+    clients_watch_fn done;
+    void *ud;
+};
 
 /* The bandwidth-delay product of a connection that a buffer holds back is
  * estimated as its round trip times the rate it moved in the direction
@@ -50,4 +77,161 @@ void clients_watch_summarize(const struct clients_conn *v, size_t n,
                 sum->buf_max[b] = buf;
         }
     }
+}
+
+void clients_watch_tell(const struct clients_watch_summary *sum, const char *smb_conf)
+{
+    const struct clients_summary *c = &sum->s;
+    char f[9][64];
+    const char *more[] = {f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], NULL};
+
+    snprintf(f[0], sizeof(f[0]), "SMBTUNED_CLIENTS=%d", c->connections);
+    snprintf(f[1], sizeof(f[1]), "SMBTUNED_CLIENTS_SNDBUF_LIMITED=%d", c->by[CLIENTS_SNDBUF]);
+    snprintf(f[2], sizeof(f[2]), "SMBTUNED_CLIENTS_RCVBUF_LIMITED=%d", c->by[CLIENTS_RCVBUF]);
+    snprintf(f[3], sizeof(f[3]), "SMBTUNED_CLIENTS_CLIENT_WINDOW=%d", c->by[CLIENTS_CLIENT_WINDOW]);
+    snprintf(f[4], sizeof(f[4]), "SMBTUNED_CLIENTS_NETWORK=%d", c->by[CLIENTS_NETWORK]);
+    snprintf(f[5], sizeof(f[5]), "SMBTUNED_CLIENTS_IDLE=%d", c->by[CLIENTS_IDLE]);
+    snprintf(f[6], sizeof(f[6]), "SMBTUNED_RTT_MEDIAN_MS=%.1f", c->rtt_median_ms);
+    snprintf(f[7], sizeof(f[7]), "SMBTUNED_RTT_MAX_MS=%.1f", c->rtt_max_ms);
+    snprintf(f[8], sizeof(f[8]), "SMBTUNED_BDP_MAX=%.0f", sum->bdp_max);
+    if (c->connections == 0) {
+        report_event(JOURNAL_ID_CLIENTS, LOG_INFO,
+                     &(struct event_fields){.smb_conf = smb_conf, .more = more},
+                     "real clients: no connection to smbd");
+        return;
+    }
+    report_event(JOURNAL_ID_CLIENTS, LOG_INFO,
+                 &(struct event_fields){.smb_conf = smb_conf, .more = more},
+                 "real clients: %d connection%s, held back by the server's send buffer %d, by "
+                 "its receive buffer %d, by the client's window %d, by the network %d, idle %d; "
+                 "round trip median %.1f ms, max %.1f ms; largest bandwidth-delay product of a "
+                 "buffer-limited one %.0f bytes",
+                 c->connections, c->connections == 1 ? "" : "s", c->by[CLIENTS_SNDBUF],
+                 c->by[CLIENTS_RCVBUF], c->by[CLIENTS_CLIENT_WINDOW], c->by[CLIENTS_NETWORK],
+                 c->by[CLIENTS_IDLE], c->rtt_median_ms, c->rtt_max_ms, sum->bdp_max);
+}
+
+void clients_watch_keep(const struct clients_watch_summary *sum, long now, struct state *st)
+{
+    const struct clients_summary *c = &sum->s;
+
+    st->clients_at = now;
+    st->clients = c->connections;
+    st->clients_sndbuf_limited = c->by[CLIENTS_SNDBUF];
+    st->clients_rcvbuf_limited = c->by[CLIENTS_RCVBUF];
+    st->clients_client_window = c->by[CLIENTS_CLIENT_WINDOW];
+    st->clients_network = c->by[CLIENTS_NETWORK];
+    st->clients_idle = c->by[CLIENTS_IDLE];
+    /* the state file takes finite digits only (nan would damage it) */
+    st->rtt_median_ms = isfinite(c->rtt_median_ms) ? c->rtt_median_ms : 0;
+    st->rtt_max_ms = isfinite(c->rtt_max_ms) ? c->rtt_max_ms : 0;
+    st->bdp_max = isfinite(sum->bdp_max) ? (long)sum->bdp_max : 0;
+}
+
+int clients_watch_new(sd_event *ev, struct clients_watch **cwp)
+{
+    struct clients_watch *cw = calloc(1, sizeof(*cw));
+
+    if (cw == NULL)
+        return -ENOMEM;
+    cw->ev = sd_event_ref(ev);
+    *cwp = cw;
+    return 0;
+}
+
+void clients_watch_stop(struct clients_watch *cw)
+{
+    if (cw == NULL)
+        return;
+    cw->timer = sd_event_source_disable_unref(cw->timer);
+    clients_free(cw->c);
+    cw->c = NULL;
+}
+
+void clients_watch_free(struct clients_watch *cw)
+{
+    if (cw == NULL)
+        return;
+    clients_watch_stop(cw);
+    sd_event_unref(cw->ev);
+    free(cw);
+}
+
+/* The end of the watch, well (r 0) or not: the summary, or why. */
+static void finish(struct clients_watch *cw, int r, const char *why)
+{
+    struct clients_watch_summary sum = {0};
+    struct clients_conn *v = NULL;
+    clients_watch_fn done = cw->done;
+    size_t n = 0;
+
+    if (r == 0) {
+        r = clients_result(cw->c, &v, &n);
+        if (r < 0)
+            why = "out of memory";
+        else
+            clients_watch_summarize(v, n, &sum);
+        free(v);
+    }
+    clients_watch_stop(cw);
+    done(cw->ud, r, r == 0 ? &sum : NULL, r == 0 ? "" : why);
+}
+
+static int on_tick(sd_event_source *src, uint64_t usec, void *ud)
+{
+    struct clients_watch *cw = ud;
+    struct clients_sock *v = NULL;
+    uint64_t now;
+    size_t n = 0;
+    struct err e;
+    int r;
+
+    if (sd_event_now(cw->ev, CLOCK_MONOTONIC, &now) < 0)
+        now = usec;
+    r = conns_read(cw->ports, cw->nports, &v, &n, &e);
+    if (r == 0) {
+        r = clients_add(cw->c, (double)(now - cw->t0) / 1e6, v, n);
+        if (r < 0)
+            err_set(&e, r, "out of memory");
+    }
+    free(v);
+    cw->k++;
+    if (r < 0 || now >= cw->end) {
+        finish(cw, r, e.msg);
+        return 0;
+    }
+    /* on the grid from t0: a late tick does not shift the ones after it */
+    r = sd_event_source_set_time(src, cw->t0 + (uint64_t)cw->k * SAMPLE_US);
+    if (r >= 0)
+        r = sd_event_source_set_enabled(src, SD_EVENT_ONESHOT);
+    if (r < 0)
+        finish(cw, r, "cannot arm the next snapshot's timer");
+    return 0;
+}
+
+int clients_watch_start(struct clients_watch *cw, const int *ports, int nports, double seconds,
+                        clients_watch_fn done, void *ud)
+{
+    int r;
+
+    clients_watch_stop(cw);
+    if (nports <= 0 || nports > SMBD_MAX_PORTS || seconds < 0)
+        return -EINVAL;
+    cw->c = clients_new();
+    if (cw->c == NULL)
+        return -ENOMEM;
+    memcpy(cw->ports, ports, sizeof(int) * (size_t)nports);
+    cw->nports = nports;
+    cw->done = done;
+    cw->ud = ud;
+    cw->k = 0;
+    r = sd_event_now(cw->ev, CLOCK_MONOTONIC, &cw->t0);
+    if (r >= 0) {
+        cw->end = cw->t0 + (uint64_t)(seconds * 1e6);
+        /* the first snapshot at once, from the loop; 1 ms of slack */
+        r = sd_event_add_time(cw->ev, &cw->timer, CLOCK_MONOTONIC, cw->t0, 1000, on_tick, cw);
+    }
+    if (r < 0)
+        clients_watch_stop(cw);
+    return r;
 }

@@ -2,12 +2,19 @@
  * 13): the figures the tuner logs, shows in --status and weighs against
  * loopback trials (outcome.c). The summary is plain bytes, so that the
  * simulated world of tests/unit/test_tuner.c can hand one over as the
- * real world does. No client address is in it. */
+ * real world does. No client address is in it.
+ *
+ * The watch itself runs on the tuner's sd-event loop: a timer every 50 ms
+ * takes one sock_diag snapshot (lib/conns: one netlink dump, quick and
+ * non-blocking enough for the loop) and hands it to lib/clients; at the
+ * end of the window, the summary. The real world (world.c) runs it; the
+ * tuner reaches it only through world.h. */
 #ifndef SMBTUNED_CLIENTS_WATCH_H
 #define SMBTUNED_CLIENTS_WATCH_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <systemd/sd-event.h>
 
 #include "clients.h"
 #include "sockopts.h"
@@ -27,5 +34,39 @@ struct clients_watch_summary {
 /* Pure: the summary of the connections v (lib/clients' result). */
 void clients_watch_summarize(const struct clients_conn *v, size_t n,
                              struct clients_watch_summary *sum);
+
+/* The summary's journal entry (JOURNAL_ID_CLIENTS), with its fields
+ * SMBTUNED_CLIENTS, SMBTUNED_CLIENTS_SNDBUF_LIMITED, _RCVBUF_LIMITED,
+ * _CLIENT_WINDOW, _NETWORK, _IDLE, SMBTUNED_RTT_MEDIAN_MS, _MAX_MS and
+ * SMBTUNED_BDP_MAX; no client address. */
+void clients_watch_tell(const struct clients_watch_summary *sum, const char *smb_conf);
+
+struct state;
+
+/* Keep the summary in st (format version 3), taken at now (unix s). */
+void clients_watch_keep(const struct clients_watch_summary *sum, long now, struct state *st);
+
+/* The watch: r 0 with the summary, or -errno and why (sock_diag not
+ * there, not root, out of memory). */
+typedef void (*clients_watch_fn)(void *ud, int r, const struct clients_watch_summary *sum,
+                                 const char *why);
+
+struct clients_watch;
+
+/* -ENOMEM */
+int clients_watch_new(sd_event *ev, struct clients_watch **cwp);
+
+/* Watch the established connections on ports (smb.conf's `smb ports`)
+ * for seconds, a snapshot every 50 ms; done from the loop, never from
+ * inside the call. A watch under way is stopped first. -errno when the
+ * timer cannot be armed. */
+int clients_watch_start(struct clients_watch *cw, const int *ports, int nports, double seconds,
+                        clients_watch_fn done, void *ud);
+
+/* Stop a watch under way, without its done. */
+void clients_watch_stop(struct clients_watch *cw);
+
+/* NULL is allowed. */
+void clients_watch_free(struct clients_watch *cw);
 
 #endif

@@ -146,6 +146,20 @@ static void print_text(const struct status *s)
         printf("Next cycle      : %s (if the daemon runs)\n", when(st->next_at, a, sizeof(a)));
     else
         printf("Next cycle      : none scheduled (the last cycle was --once, or none ran)\n");
+    /* what the last cycle that watched them saw of smbd's real clients */
+    if (st->clients_at && st->clients)
+        printf("Real clients    : %s: %ld connection%s, held back by the server's send buffer "
+               "%ld, by its receive buffer %ld, by the client's window %ld, by the network %ld, "
+               "idle %ld; round trip median %.1f ms, max %.1f ms; largest bandwidth-delay "
+               "product of a buffer-limited one %ld bytes\n",
+               when(st->clients_at, a, sizeof(a)), st->clients, st->clients == 1 ? "" : "s",
+               st->clients_sndbuf_limited, st->clients_rcvbuf_limited, st->clients_client_window,
+               st->clients_network, st->clients_idle, st->rtt_median_ms, st->rtt_max_ms,
+               st->bdp_max);
+    else if (st->clients_at)
+        printf("Real clients    : %s: no connection to smbd\n", when(st->clients_at, a, sizeof(a)));
+    else
+        printf("Real clients    : none watched yet\n");
     printf("Hold            : %s%s\n", st->hold ? "yes: " : "no",
            st->hold ? (st->hold_reason ? st->hold_reason : "by request") : "");
     if (st->pending)
@@ -161,6 +175,24 @@ static void print_text(const struct status *s)
 }
 
 /* ---- JSON ---- */
+
+/* The last summary of smbd's real connections, or null before any. */
+static json_t *clients_json(const struct state *st)
+{
+    json_t *o;
+
+    if (st->clients_at == 0)
+        return json_null();
+    o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:I}", "at",
+                  (json_int_t)st->clients_at, "connections", (json_int_t)st->clients,
+                  "sndbuf_limited", (json_int_t)st->clients_sndbuf_limited, "rcvbuf_limited",
+                  (json_int_t)st->clients_rcvbuf_limited, "client_window",
+                  (json_int_t)st->clients_client_window, "network", (json_int_t)st->clients_network,
+                  "idle", (json_int_t)st->clients_idle, "rtt_median_ms", st->rtt_median_ms,
+                  "rtt_max_ms", st->rtt_max_ms, "bdp_max", (json_int_t)st->bdp_max);
+    /* out of memory: the key still has a value of its type */
+    return o ? o : json_null();
+}
 
 static json_t *time_json(long t)
 {
@@ -206,6 +238,7 @@ static int print_json(const struct status *s)
     SET("cycle_at", time_json(st->cycle_at));
     SET("cycle_result", jsonw_text(st->cycle_result));
     SET("next_at", time_json(st->next_at));
+    SET("clients", clients_json(st));
     SET("hold", json_boolean(st->hold));
     SET("hold_reason", jsonw_text(st->hold_reason));
     SET("pending", json_string(pend));

@@ -18,6 +18,9 @@
 
 /* How long the busy check watches the clients' traffic. */
 #define BUSY_SAMPLE_S 1.0
+/* How long smbd's real connections are watched once a cycle: some 40
+ * snapshots, enough round trips of a client far away. */
+#define CLIENTS_WATCH_S 2.0
 
 void tuner_set_status(struct tuner *t, const char *fmt, ...)
 {
@@ -104,6 +107,23 @@ static void fingerprint(struct tuner *t)
     }
 }
 
+static void cycle_checks(struct tuner *t);
+
+static void on_clients(void *ud, int r, const struct clients_watch_summary *sum, const char *why)
+{
+    struct tuner *t = ud;
+
+    if (r < 0) {
+        journal_log(LOG_WARNING, "cannot watch smbd's connections: %s", why);
+        memset(&t->real, 0, sizeof(t->real));
+    } else {
+        t->real = *sum;
+        clients_watch_tell(&t->real, t->o.smb_conf);
+        clients_watch_keep(&t->real, (long)time(NULL), &t->st);
+    }
+    cycle_checks(t);
+}
+
 static void on_facts(void *ud, int r, const struct facts *f)
 {
     struct tuner *t = ud;
@@ -126,6 +146,29 @@ static void on_facts(void *ud, int r, const struct facts *f)
                     (int)f->smbd_pid);
     t->inc0 = facts_config_of_value(f, &t->o.search, t->value0);
     fingerprint(t);
+    /* What smbd's real clients get, once a cycle: logged, kept for
+     * --status, and weighed against loopback trials (outcome.c). No smbd
+     * running: it has no connection. */
+    if (!f->smbd_running) {
+        struct clients_watch_summary none = {.valid = true};
+
+        on_clients(t, 0, &none, "");
+    } else if (f->n_smb_ports == 0) {
+        on_clients(t, -ENOENT, NULL, "smbd's ports are not known");
+    } else {
+        t->state = T_CLIENTS;
+        if (t->w.ops->clients(t->w.ctx, f->smb_ports, f->n_smb_ports, CLIENTS_WATCH_S, on_clients,
+                              t) < 0)
+            on_clients(t, -EIO, NULL, "the watch could not start");
+    }
+}
+
+/* The facts are in and the real connections watched: the time window,
+ * the busy check, then the search or the verification. */
+static void cycle_checks(struct tuner *t)
+{
+    const struct facts *f = &t->facts;
+
     if (!t->o.once && !in_window(t)) {
         journal_log(LOG_INFO, "outside the time window %02d:%02d-%02d:%02d: cycle deferred",
                     t->o.window_start / 60, t->o.window_start % 60, t->o.window_end / 60,

@@ -31,6 +31,7 @@ struct real {
     sd_event_source *busy_timer;
     world_busy_fn busy_done;
     void *busy_ud;
+    struct clients_watch *clients;
 };
 
 static int facts_job(void *arg, int out_fd)
@@ -161,6 +162,12 @@ static int real_busy(void *ctx, int port, double seconds, world_busy_fn done, vo
     return r;
 }
 
+static int real_clients(void *ctx, const int *ports, int nports, double seconds,
+                        world_clients_fn done, void *ud)
+{
+    return clients_watch_start(((struct real *)ctx)->clients, ports, nports, seconds, done, ud);
+}
+
 static int real_sweep(void *ctx, struct err *e)
 {
     struct real *w = ctx;
@@ -183,6 +190,7 @@ static void real_cancel(void *ctx)
     job_cancel(w->facts_job);
     w->facts_job = NULL;
     busy_stop(w);
+    clients_watch_stop(w->clients);
 }
 
 static void real_free(void *ctx)
@@ -191,6 +199,7 @@ static void real_free(void *ctx)
 
     job_cancel(w->facts_job);
     busy_stop(w);
+    clients_watch_free(w->clients);
     place_free(w->place);
     measure_free(w->measure);
     sd_event_unref(w->ev);
@@ -205,6 +214,7 @@ static const struct world_ops real_ops = {
     .measure_kill = real_measure_kill,
     .measure_tidy = real_measure_tidy,
     .busy = real_busy,
+    .clients = real_clients,
     .cancel = real_cancel,
     .sweep = real_sweep,
     .free = real_free,
@@ -218,7 +228,8 @@ int world_real_new(sd_event *ev, const struct tuner_opts *o, struct world *out)
         return -ENOMEM;
     w->ev = sd_event_ref(ev);
     w->o = o;
-    if (place_new(ev, o, &w->place) < 0 || measure_new(ev, &w->measure) < 0) {
+    if (place_new(ev, o, &w->place) < 0 || measure_new(ev, &w->measure) < 0 ||
+        clients_watch_new(ev, &w->clients) < 0) {
         real_free(w);
         return -ENOMEM;
     }

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <systemd/sd-event.h>
 
+#include "clients_watch.h"
 #include "facts.h"
 #include "kernel.h"
 #include "measure.h"
@@ -29,6 +30,9 @@
 typedef void (*world_facts_fn)(void *ud, int r, const struct facts *f);
 /* r: 0 with the rate, or -errno and why */
 typedef void (*world_busy_fn)(void *ud, int r, double mbps, const char *why);
+/* r: 0 with the summary, or -errno and why */
+typedef void (*world_clients_fn)(void *ud, int r, const struct clients_watch_summary *sum,
+                                 const char *why);
 
 struct world_ops {
     /* facts_gather for o->smb_conf */
@@ -43,7 +47,12 @@ struct world_ops {
     /* the MB/s the TCP connections on a local port (the clients') move
      * over the next seconds */
     int (*busy)(void *ctx, int port, double seconds, world_busy_fn done, void *ud);
-    /* stop a facts job or a busy check under way, without their done */
+    /* what smbd's real connections on ports (its `smb ports`) get over the
+     * next seconds (daemon/clients_watch) */
+    int (*clients)(void *ctx, const int *ports, int nports, double seconds, world_clients_fn done,
+                   void *ud);
+    /* stop a facts job, a busy check or a clients watch under way, without
+     * their done */
     void (*cancel)(void *ctx);
     /* at start-up: remove what a killed run left (shadows, a probe's file) */
     int (*sweep)(void *ctx, struct err *e);

@@ -46,6 +46,7 @@ static const struct {
     {JOURNAL_ID_RESTART, "restart-advice"},
     {JOURNAL_ID_KERNEL_CAP, "kernel-cap"},
     {JOURNAL_ID_UPGRADE, "upgrade"},
+    {JOURNAL_ID_CLIENTS, "clients"},
     {JOURNAL_ID_ERROR, "error"},
 };
 

@@ -61,6 +61,13 @@
  * measurements: before and after, and a search starts again. */
 #define JOURNAL_ID_UPGRADE "b778f77fc9744455a63a53f1bac231e0"
 
+/* Once a cycle, what smbd's real connections get: how many, how many
+ * each cause holds back (the server's send or receive buffer, the
+ * client's window, the network), their round trips and the largest
+ * bandwidth-delay product among the buffer-limited ones. No client
+ * address (`smbtuned --clients` shows each connection). */
+#define JOURNAL_ID_CLIENTS "3f48cf989c17468cab2dd25544e788f9"
+
 /* Something failed (a probe, an edit, the state file): the cycle ends
  * without a change; SMBTUNED_ERROR names what. */
 #define JOURNAL_ID_ERROR "3c840023d49f444791b84621967fc684"

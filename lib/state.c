@@ -64,6 +64,16 @@ static const struct field fields[] = {
     FV("cycle_at", K_LONG, cycle_at, STATE_TIME_MAX, 2),
     FV("cycle_result", K_STR, cycle_result, 0, 2),
     FV("next_at", K_LONG, next_at, STATE_TIME_MAX, 2),
+    FV("clients_at", K_LONG, clients_at, STATE_TIME_MAX, 3),
+    FV("clients", K_LONG, clients, INT_MAX, 3),
+    FV("clients_sndbuf_limited", K_LONG, clients_sndbuf_limited, INT_MAX, 3),
+    FV("clients_rcvbuf_limited", K_LONG, clients_rcvbuf_limited, INT_MAX, 3),
+    FV("clients_client_window", K_LONG, clients_client_window, INT_MAX, 3),
+    FV("clients_network", K_LONG, clients_network, INT_MAX, 3),
+    FV("clients_idle", K_LONG, clients_idle, INT_MAX, 3),
+    FV("rtt_median_ms", K_DOUBLE, rtt_median_ms, 0, 3),
+    FV("rtt_max_ms", K_DOUBLE, rtt_max_ms, 0, 3),
+    FV("bdp_max", K_LONG, bdp_max, LONG_MAX, 3),
     F("cycles", K_LONG, cycles, LONG_MAX),
 };
 

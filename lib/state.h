@@ -47,14 +47,26 @@ struct state {
     long cycle_at;      /* the last cycle ended */
     char *cycle_result; /* how, in words */
     long next_at;       /* the next cycle is due (0: none, after --once) */
+    /* what smbd's real connections got when a cycle last watched them
+     * (issue 13; format version 3, zeros in an older file): how many, how
+     * many each cause held back, their round trips, the largest
+     * bandwidth-delay product (bytes) among the buffer-limited ones. No
+     * client address. */
+    long clients_at; /* unix seconds, 0: never */
+    long clients;
+    long clients_sndbuf_limited, clients_rcvbuf_limited, clients_client_window;
+    long clients_network, clients_idle;
+    double rtt_median_ms, rtt_max_ms;
+    long bdp_max;
     long cycles;
 };
 
 /* The format this smbtuned writes, and the newest it reads. Version 2
- * added written_at, cycle_at, cycle_result and next_at; a file of version
- * 1 (or without a version line) is read without them, and one that has
- * them is damaged (no smbtuned of version 1 wrote them). */
-#define STATE_VERSION 2
+ * added written_at, cycle_at, cycle_result and next_at; version 3 the
+ * real connections' summary (clients_at ... bdp_max). A file of an older
+ * version is read without the newer keys, and one that has them is
+ * damaged (no smbtuned of that version wrote them). */
+#define STATE_VERSION 3
 /* The largest time a state file holds: 9999-12-31T23:59:59Z. */
 #define STATE_TIME_MAX 253402300799L
 

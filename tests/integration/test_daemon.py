@@ -602,8 +602,8 @@ def damaged_states(conf):
         "pending-alone": (b"pending yes\n", 1, "the file ends without"),
         "written-without-original": (no_original, line_of(no_original, b"pending yes"),
                                      "a pending edit without pending_original"),
-        "newer-version": (b"version 3\n" + legacy_state(conf), 1,
-                          "format version 3, written by a newer smbtuned"),
+        "newer-version": (b"version 4\n" + legacy_state(conf), 1,
+                          "format version 4, written by a newer smbtuned"),
         "nul-inside": (legacy_state(conf).replace(b"hold no", b"hold no\0hold yes"),
                        line_of(legacy_state(conf), b"hold no"), "a NUL byte"),
     }

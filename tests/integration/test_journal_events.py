@@ -8,6 +8,7 @@ never touched (this machine has no systemd as PID 1)."""
 import json
 import re
 import shutil
+import socket
 import sys
 from pathlib import Path
 
@@ -45,6 +46,8 @@ def test_once_cycle_events(make_env, tmp_path):
     env = make_env(LEGACY)
     env.write_config(probe={"deadline": "5"},
                      tune={"trials": q("shadow"), "apply": q("smbcontrol"), "mode": q("tune")})
+    # a real client of smbd, connected through the cycle (an idle one)
+    held = socket.create_connection(("127.0.0.1", env.srv.port), timeout=10)
     rc, entries, err = native(env, tmp_path / "journal.jsonl", "--once")
     assert rc == 0, err
     i = ids()
@@ -84,6 +87,24 @@ def test_once_cycle_events(make_env, tmp_path):
         moves = of(entries, i["MOVE"])
         assert moves and entries.index(moves[0]) < entries.index(end[0]), entries
         assert of(entries, i["COMMIT"]), entries
+
+    # one summary of smbd's real connections, before the search, every
+    # field a number, no client address (issue 13); the one connection
+    # the test holds open (see above) sends nothing: idle
+    clients = of(entries, i["CLIENTS"])
+    assert len(clients) == 1, entries
+    c = clients[0]
+    assert c["SMBTUNED_EVENT"] == "clients" and c["PRIORITY"] == "6", c
+    assert entries.index(c) < entries.index(search[0]), entries
+    for k in ("CLIENTS", "CLIENTS_SNDBUF_LIMITED", "CLIENTS_RCVBUF_LIMITED",
+              "CLIENTS_CLIENT_WINDOW", "CLIENTS_NETWORK", "CLIENTS_IDLE", "BDP_MAX"):
+        assert c["SMBTUNED_" + k].isdigit(), (k, c)
+    for k in ("RTT_MEDIAN_MS", "RTT_MAX_MS"):
+        assert re.fullmatch(r"\d+\.\d", c["SMBTUNED_" + k]), (k, c)
+    assert c["SMBTUNED_CLIENTS"] == "1" and c["SMBTUNED_CLIENTS_IDLE"] == "1", c
+    assert f":{held.getsockname()[1]}" not in json.dumps(c), c
+    assert "127.0.0.1" not in json.dumps(c), c
+    held.close()
 
     cycle = of(entries, i["CYCLE"])
     assert len(cycle) == 1 and entries[-1] is cycle[0], entries

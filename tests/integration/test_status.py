@@ -36,7 +36,13 @@ KEYS = {
     "cycles": int, "cycle_at": INT_OR_NULL, "cycle_result": STR_OR_NULL,
     "next_at": INT_OR_NULL, "hold": bool, "hold_reason": STR_OR_NULL, "pending": str,
     "pending_file": STR_OR_NULL, "samba": STR_OR_NULL, "kernel": STR_OR_NULL,
-    "measured_smb_conf": STR_OR_NULL,
+    "measured_smb_conf": STR_OR_NULL, "clients": (dict, type(None)),
+}
+# The last summary of smbd's real connections (issue 13), when there is one.
+CLIENT_KEYS = {
+    "at": int, "connections": int, "sndbuf_limited": int, "rcvbuf_limited": int,
+    "client_window": int, "network": int, "idle": int, "rtt_median_ms": (int, float),
+    "rtt_max_ms": (int, float), "bdp_max": int,
 }
 
 
@@ -54,6 +60,10 @@ def status_json(env):
         assert isinstance(v, types), (k, v)
         # a bool is an int to Python: only the bool keys may hold one
         assert not isinstance(v, bool) or types is bool, (k, v)
+    if obj["clients"] is not None:
+        assert set(obj["clients"]) == set(CLIENT_KEYS), set(obj["clients"]) ^ set(CLIENT_KEYS)
+        for k, types in CLIENT_KEYS.items():
+            assert isinstance(obj["clients"][k], types), (k, obj["clients"])
     return rc, obj
 
 
@@ -109,6 +119,10 @@ def test_status_after_commit_hand_edit_and_hold(make_env):
     assert obj["samba"] == samba, obj
     assert obj["kernel"] == os.uname().release, obj
     assert obj["measured_smb_conf"] == str(conf), obj
+    # the cycle watched smbd's real connections (none but ours, if any)
+    assert obj["clients"] is not None, obj
+    assert t0 <= obj["clients"]["at"] <= t1, obj
+    assert obj["clients"]["connections"] >= 0, obj
 
     rc, f, err = status_text(env)
     assert rc == 0, err
@@ -119,6 +133,8 @@ def test_status_after_commit_hand_edit_and_hold(make_env):
     assert f["Last cycle"].endswith(": " + obj["cycle_result"]), f
     assert f["Next cycle"].startswith("none scheduled"), f
     assert f["Hold"] == "no" and f["Pending"] == "none", f
+    assert re.fullmatch(r".*: (no connection to smbd|\d+ connections?, held back by .* bytes)",
+                        f["Real clients"]), f
     assert f["Baseline"] == f"Samba {samba}, kernel {os.uname().release}, smb.conf {conf}", f
     # --status wrote nothing
     assert (env.state_dir / "state").read_bytes() == state_bytes

@@ -408,11 +408,12 @@ static void test_native_entry(void **state)
 /* Every id is 32 hex digits, distinct, and has an event name. */
 static void test_ids(void **state)
 {
-    const char *ids[] = {
-        JOURNAL_ID_COMMIT,     JOURNAL_ID_TAKE_BACK,  JOURNAL_ID_HOLD,    JOURNAL_ID_SEARCH_START,
-        JOURNAL_ID_SEARCH_END, JOURNAL_ID_DRIFT,      JOURNAL_ID_START,   JOURNAL_ID_CYCLE,
-        JOURNAL_ID_TRIAL,      JOURNAL_ID_MOVE,       JOURNAL_ID_VERIFY,  JOURNAL_ID_RESUME,
-        JOURNAL_ID_RESTART,    JOURNAL_ID_KERNEL_CAP, JOURNAL_ID_UPGRADE, JOURNAL_ID_ERROR};
+    const char *ids[] = {JOURNAL_ID_COMMIT,       JOURNAL_ID_TAKE_BACK,  JOURNAL_ID_HOLD,
+                         JOURNAL_ID_SEARCH_START, JOURNAL_ID_SEARCH_END, JOURNAL_ID_DRIFT,
+                         JOURNAL_ID_START,        JOURNAL_ID_CYCLE,      JOURNAL_ID_TRIAL,
+                         JOURNAL_ID_MOVE,         JOURNAL_ID_VERIFY,     JOURNAL_ID_RESUME,
+                         JOURNAL_ID_RESTART,      JOURNAL_ID_KERNEL_CAP, JOURNAL_ID_UPGRADE,
+                         JOURNAL_ID_ERROR,        JOURNAL_ID_CLIENTS};
     size_t n = sizeof(ids) / sizeof(ids[0]);
 
     (void)state;

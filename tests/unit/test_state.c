@@ -38,6 +38,13 @@ static void test_round_trip(void **state)
     a.written_at = 1764590000;
     a.cycle_at = 1764593600;
     a.next_at = STATE_TIME_MAX;
+    a.clients_at = 1764593598;
+    a.clients = 3;
+    a.clients_sndbuf_limited = 1;
+    a.clients_network = 2;
+    a.rtt_median_ms = 40.25;
+    a.rtt_max_ms = 80.5;
+    a.bdp_max = 65536;
     assert_int_equal(state_set_str(&a.cycle_result, "committed SO_RCVBUF=262144\n(2 lines)"), 0);
     assert_int_equal(state_set_str(&a.last_written, "TCP_NODELAY SO_RCVBUF=262144"), 0);
     assert_int_equal(state_set_str(&a.hold_reason, "edited by hand\\ at line 3"), 0);
@@ -52,7 +59,7 @@ static void test_round_trip(void **state)
 
     text = state_format(&a);
     assert_non_null(text);
-    assert_non_null(strstr(text, "\nversion 2\n"));
+    assert_non_null(strstr(text, "\nversion 3\n"));
     /* cycles stays last: a file cut after a whole line lacks it */
     assert_non_null(strstr(text, "\ncycles 7\n"));
     assert_string_equal(strstr(text, "\ncycles 7\n"), "\ncycles 7\n");
@@ -66,6 +73,13 @@ static void test_round_trip(void **state)
     assert_int_equal(b.written_at, 1764590000);
     assert_int_equal(b.cycle_at, 1764593600);
     assert_int_equal(b.next_at, STATE_TIME_MAX);
+    assert_int_equal(b.clients_at, 1764593598);
+    assert_int_equal(b.clients, 3);
+    assert_int_equal(b.clients_sndbuf_limited, 1);
+    assert_int_equal(b.clients_rcvbuf_limited, 0);
+    assert_int_equal(b.clients_network, 2);
+    assert_true(b.rtt_median_ms == 40.25 && b.rtt_max_ms == 80.5);
+    assert_int_equal(b.bdp_max, 65536);
     assert_string_equal(b.cycle_result, a.cycle_result);
     assert_string_equal(b.last_written, a.last_written);
     assert_string_equal(b.hold_reason, a.hold_reason);
@@ -160,9 +174,9 @@ static void test_legacy_and_version(void **state)
     assert_int_equal(parse(t, &s, &e), 0);
     state_free(&s);
     free(t);
-    assert_legacy_damaged(1, "version 3",
-                          "state:1: format version 3, written by a newer smbtuned (expected "
-                          "version 2 or older)");
+    assert_legacy_damaged(1, "version 4",
+                          "state:1: format version 4, written by a newer smbtuned (expected "
+                          "version 3 or older)");
     assert_legacy_damaged(1, "version 99999999999999999999", "state:1: bad value for version");
     assert_legacy_damaged(3, "version 1", "state:3: 'version' after other entries");
 }
@@ -275,6 +289,58 @@ static void test_version2_times(void **state)
     free(t);
 }
 
+/* Version 3's keys (the real connections' summary --status tells): a
+ * file of version 2 reads without them, as zeros; one of version 3 must
+ * have every one; in a version 2 file one is damage. */
+static void test_version3_clients(void **state)
+{
+    static const char v3[] = "clients_at 1764593598\n"
+                             "clients 2\n"
+                             "clients_sndbuf_limited 1\n"
+                             "clients_rcvbuf_limited 0\n"
+                             "clients_client_window 0\n"
+                             "clients_network 1\n"
+                             "clients_idle 0\n"
+                             "rtt_median_ms 20.500000\n"
+                             "rtt_max_ms 40.100000\n"
+                             "bdp_max 131072\n";
+    struct state s;
+    struct err e = {{0}};
+    char *t, *v, *w;
+
+    (void)state;
+    t = legacy_with(1, "# smbtuned state\nversion 2");
+    /* with version 2's keys: a version 2 file, no clients */
+    w = strstr(t, "cycles 3");
+    v = malloc(strlen(t) + sizeof(v2_times) + sizeof(v3) + 1);
+    memcpy(v, t, (size_t)(w - t));
+    sprintf(v + (w - t), "%s\n", v2_times);
+    free(t);
+    assert_int_equal(parse(v, &s, &e), 0);
+    assert_int_equal(s.clients_at, 0);
+    assert_int_equal(s.bdp_max, 0);
+    state_free(&s);
+    /* the same with the clients' keys: damaged as version 2, read as 3 */
+    w = strstr(v, "cycles 3");
+    memmove(w + strlen(v3), w, strlen(w) + 1);
+    memcpy(w, v3, strlen(v3));
+    assert_damaged_str(v, "'clients_at' in a file of format version 2 (expected it from version 3");
+    memcpy(strstr(v, "version 2"), "version 3", 9);
+    assert_int_equal(parse(v, &s, &e), 0);
+    assert_int_equal(s.clients_at, 1764593598);
+    assert_int_equal(s.clients, 2);
+    assert_int_equal(s.clients_sndbuf_limited, 1);
+    assert_int_equal(s.clients_network, 1);
+    assert_true(s.rtt_max_ms > 40.09 && s.rtt_max_ms < 40.11);
+    assert_int_equal(s.bdp_max, 131072);
+    state_free(&s);
+    /* version 3 without one of them: incomplete */
+    w = strstr(v, "bdp_max ");
+    memmove(w, strchr(w, '\n') + 1, strlen(strchr(w, '\n') + 1) + 1);
+    assert_damaged_str(v, "the file ends without 'bdp_max'");
+    free(v);
+}
+
 static void test_pending_incomplete(void **state)
 {
     char *t;
@@ -360,7 +426,7 @@ static void test_unknown_duplicate_nul(void **state)
     (void)state;
     assert_legacy_damaged(13, "cycles 3\nfuture_key whatever",
                           "state:14: unknown key 'future_key' (expected a key of format version "
-                          "2)");
+                          "3)");
     assert_legacy_damaged(13, "cycles 3\nrcvbuf 5",
                           "state:14: 'rcvbuf' given twice (first at line 3; expected each key "
                           "once)");
@@ -553,6 +619,7 @@ int main(void)
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_legacy_and_version),
         cmocka_unit_test(test_version2_times),
+        cmocka_unit_test(test_version3_clients),
         cmocka_unit_test(test_pending_incomplete),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_bad_numbers),

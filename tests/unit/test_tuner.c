@@ -64,7 +64,13 @@ struct sim {
     place_fn place_done;
     measure_fn measure_done;
     world_busy_fn busy_done;
+    world_clients_fn clients_done;
     void *ud;
+    /* smbd runs (facts) and its real connections get `real` (the clients
+     * watch), or the watch fails when real_fail */
+    bool smbd_running, real_fail;
+    struct clients_watch_summary real;
+    int clients_calls;
     char url[64], client[256];
 };
 
@@ -144,6 +150,13 @@ static int deliver(sd_event_source *src, uint64_t usec, void *ud)
 
         if (s->kernel != NULL)
             snprintf(f.kernel, sizeof(f.kernel), "%s", s->kernel);
+        if (s->smbd_running) {
+            f.smbd_running = true;
+            f.smbd_pid = 1;
+            f.smb_port = f.smb_ports[0] = 445;
+            f.smb_ports[1] = 139;
+            f.n_smb_ports = 2;
+        }
 
         s->facts_done = NULL;
         if (s->facts_calls == s->facts_fail)
@@ -173,6 +186,14 @@ static int deliver(sd_event_source *src, uint64_t usec, void *ud)
             done(s->ud, -EIO, &r, "sim: no answer");
         else
             done(s->ud, 0, &r, "");
+    } else if (s->clients_done) {
+        world_clients_fn done = s->clients_done;
+
+        s->clients_done = NULL;
+        if (s->real_fail)
+            done(s->ud, -EPERM, NULL, "sim: sock_diag refused");
+        else
+            done(s->ud, 0, &s->real, "");
     } else if (s->busy_done) {
         world_busy_fn done = s->busy_done;
 
@@ -239,6 +260,7 @@ static void sim_cancel(void *ctx)
     s->place_done = NULL;
     s->measure_done = NULL;
     s->busy_done = NULL;
+    s->clients_done = NULL;
 }
 
 static void sim_measure_tidy(void *ctx, bool wait)
@@ -253,6 +275,23 @@ static int sim_busy(void *ctx, int port, double seconds, world_busy_fn done, voi
 
     step(s);
     s->busy_done = done;
+    s->ud = ud;
+    return later(s);
+}
+
+static int sim_clients(void *ctx, const int *ports, int nports, double seconds,
+                       world_clients_fn done, void *ud)
+{
+    struct sim *s = ctx;
+
+    step(s);
+    /* smbd's ports, all of them */
+    assert_int_equal(nports, 2);
+    assert_int_equal(ports[0], 445);
+    assert_int_equal(ports[1], 139);
+    assert_true(seconds > 0);
+    s->clients_calls++;
+    s->clients_done = done;
     s->ud = ud;
     return later(s);
 }
@@ -275,6 +314,7 @@ static const struct world_ops sim_ops = {
     .measure_kill = sim_cancel,
     .measure_tidy = sim_measure_tidy,
     .busy = sim_busy,
+    .clients = sim_clients,
     .cancel = sim_cancel,
     .sweep = sim_sweep,
     .free = sim_free,
@@ -667,6 +707,16 @@ static void sim_loopback(struct sim *s, const struct tuner_opts *o)
     s->auto_share = 1.0;
 }
 
+/* The default install: no url, loopback trials on the own share, from
+ * the line value. */
+static void own_share_from(struct fix *f, const char *value, struct sim *s)
+{
+    write_conf(f, value);
+    f->o.probe.url = NULL;
+    f->o.own_share = true;
+    sim_loopback(s, &f->o);
+}
+
 /* From TCP_NODELAY, loopback trials alone (the own share, no url) take
  * the server off autotuning for no client: no explicit size is written.
  * The same world on a real path does commit one (the rule is loopback's). */
@@ -676,10 +726,7 @@ static void test_loopback_keeps_autotuning(void **state)
     struct sim s;
     char *v;
 
-    write_conf(f, "TCP_NODELAY");
-    f->o.probe.url = NULL;
-    f->o.own_share = true;
-    sim_loopback(&s, &f->o);
+    own_share_from(f, "TCP_NODELAY", &s);
     assert_int_equal(run(&f->o, &s), 0);
     v = conf_value(f);
     assert_string_equal(v, "TCP_NODELAY");
@@ -708,6 +755,84 @@ static void test_loopback_legacy_commits_auto(void **state)
     f->o.probe.url = "smb://127.0.0.1/sim";
     sim_loopback(&s, &f->o);
     assert_int_equal(run(&f->o, &s), 0);
+    v = conf_value(f);
+    assert_string_equal(v, "TCP_NODELAY");
+    free(v);
+}
+
+/* Real connections held back by the server's receive buffer under
+ * autotuning (sim's clients watch): loopback trials from TCP_NODELAY then
+ * commit an explicit SO_RCVBUF that covers twice their largest
+ * bandwidth-delay product (300000 -> 1048576 on the lattice), and the
+ * send buffer, which holds none back, stays autotuned. The cycle's
+ * summary is one entry with its fields, without addresses, and the state
+ * keeps it for --status. */
+static void test_real_clients_steer_loopback(void **state)
+{
+    static const char *const want[] = {"SMBTUNED_CLIENTS=3",
+                                       "SMBTUNED_CLIENTS_SNDBUF_LIMITED=0",
+                                       "SMBTUNED_CLIENTS_RCVBUF_LIMITED=2",
+                                       "SMBTUNED_CLIENTS_CLIENT_WINDOW=0",
+                                       "SMBTUNED_CLIENTS_NETWORK=1",
+                                       "SMBTUNED_CLIENTS_IDLE=0",
+                                       "SMBTUNED_RTT_MEDIAN_MS=40.0",
+                                       "SMBTUNED_RTT_MAX_MS=41.5",
+                                       "SMBTUNED_BDP_MAX=300000",
+                                       NULL};
+    struct fix *f = *state;
+    struct state st;
+    struct seen sn;
+    struct sim s;
+    char *v;
+    int i;
+
+    own_share_from(f, "TCP_NODELAY", &s);
+    s.smbd_running = true;
+    s.real.valid = true;
+    s.real.s.connections = 3;
+    s.real.s.by[CLIENTS_RCVBUF] = 2;
+    s.real.s.by[CLIENTS_NETWORK] = 1;
+    s.real.s.limited_by_buffers = 2;
+    s.real.s.rtt_median_ms = 40;
+    s.real.s.rtt_max_ms = 41.5;
+    s.real.bdp_max = s.real.bdp[SOCKOPTS_RCVBUF] = 300000;
+    s.real.buf_max[SOCKOPTS_RCVBUF] = 6291456;
+    seen_begin(&sn);
+    assert_int_equal(run(&f->o, &s), 0);
+    assert_int_equal(s.clients_calls, 1);
+    i = seen_find(&sn, 0, JOURNAL_ID_CLIENTS, want);
+    assert_true(i >= 0);
+    assert_int_equal(seen_count(&sn, JOURNAL_ID_CLIENTS), 1);
+    /* before the search starts: the cycle's figures, then its trials */
+    assert_true(i < seen_find(&sn, 0, JOURNAL_ID_SEARCH_START, NULL));
+    seen_end(&sn);
+    v = conf_value(f);
+    assert_string_equal(v, "TCP_NODELAY SO_RCVBUF=1048576");
+    free(v);
+    load_state(f, &st);
+    assert_true(st.clients_at > 0);
+    assert_int_equal(st.clients, 3);
+    assert_int_equal(st.clients_rcvbuf_limited, 2);
+    assert_int_equal(st.clients_network, 1);
+    assert_int_equal(st.bdp_max, 300000);
+    assert_true(st.rtt_max_ms > 41.4 && st.rtt_max_ms < 41.6);
+    state_free(&st);
+}
+
+/* The watch fails (sock_diag refused): said, and the cycle goes on as
+ * with no real connection (loopback alone: autotuning stays). */
+static void test_real_clients_watch_fails(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+    char *v;
+
+    own_share_from(f, "TCP_NODELAY", &s);
+    s.smbd_running = true;
+    s.real_fail = true;
+    assert_int_equal(run(&f->o, &s), 0);
+    assert_int_equal(s.clients_calls, 1);
+    assert_true(s.measures > 0);
     v = conf_value(f);
     assert_string_equal(v, "TCP_NODELAY");
     free(v);
@@ -916,6 +1041,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_once_commits_auto_when_best, setup, teardown),
         cmocka_unit_test_setup_teardown(test_loopback_keeps_autotuning, setup, teardown),
         cmocka_unit_test_setup_teardown(test_loopback_legacy_commits_auto, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_real_clients_steer_loopback, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_real_clients_watch_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_advise_writes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill_between_any_two_steps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hand_edit_holds, setup, teardown),
