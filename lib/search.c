@@ -135,9 +135,17 @@ static void move(struct search *s, struct search_dim *d, const struct search_cmp
     char a[24], b[24], g[32];
     long from = d->lv[d->inc].size, to = d->lv[d->cand].size;
 
-    why(s, "%s %s -> %s: %s %s (p=%.2g, n=%d/%d)", d->name, search_size_str(from, a, sizeof(a)),
-        search_size_str(to, b, sizeof(b)), rate_names[d->rank], gain_str(c->d, g, sizeof(g)), c->p,
-        c->kc, c->ki);
+    if (c->futile)
+        why(s,
+            "%s %s -> %s: futile: %s %s %s over %s cannot reach min_gain %g%% in the %d "
+            "samples left (n=%d/%d); kept %s",
+            d->name, search_size_str(from, a, sizeof(a)), search_size_str(to, b, sizeof(b)), a,
+            rate_names[d->rank], gain_str(-c->d, g, sizeof(g)), b, 100 * s->p.min_gain, c->left,
+            c->kc, c->ki, to == SEARCH_AUTO ? "auto" : "the smaller size");
+    else
+        why(s, "%s %s -> %s: %s %s (p=%.2g, n=%d/%d)", d->name, search_size_str(from, a, sizeof(a)),
+            search_size_str(to, b, sizeof(b)), rate_names[d->rank], gain_str(c->d, g, sizeof(g)),
+            c->p, c->kc, c->ki);
     d->lv[d->inc].tabu = true;
     d->lv[d->cand].since = d->lv[d->cand].n;
     if (to == SEARCH_AUTO)
@@ -158,10 +166,19 @@ static void reject(struct search *s, struct search_dim *d, const struct search_c
     char a[24], b[24], g[32];
     int cand = d->cand;
 
-    why(s, "%s stays %s: %s %s %s (p=%.2g, n=%d/%d)%s", d->name,
-        search_size_str(d->lv[d->inc].size, a, sizeof(a)),
-        search_size_str(d->lv[cand].size, b, sizeof(b)), rate_names[d->rank],
-        gain_str(c->d, g, sizeof(g)), c->p, c->kc, c->ki, how);
+    if (c->futile)
+        why(s,
+            "%s stays %s: futile: %s %s %s cannot reach min_gain %g%% in the %d samples left "
+            "(n=%d/%d); kept %s",
+            d->name, search_size_str(d->lv[d->inc].size, a, sizeof(a)),
+            search_size_str(d->lv[cand].size, b, sizeof(b)), rate_names[d->rank],
+            gain_str(c->d, g, sizeof(g)), 100 * s->p.min_gain, c->left, c->kc, c->ki,
+            d->lv[d->inc].size == SEARCH_AUTO ? "auto" : "the smaller size");
+    else
+        why(s, "%s stays %s: %s %s %s (p=%.2g, n=%d/%d)%s", d->name,
+            search_size_str(d->lv[d->inc].size, a, sizeof(a)),
+            search_size_str(d->lv[cand].size, b, sizeof(b)), rate_names[d->rank],
+            gain_str(c->d, g, sizeof(g)), c->p, c->kc, c->ki, how);
     d->cand = -1;
     if (!d->cand_walk)
         return;
@@ -496,6 +513,7 @@ static bool trial_ended(struct search *s, struct search_dim *d, double w, double
     if (search_dim_dead(d, d->cand)) {
         struct search_cmp c;
         search_dim_compare(&s->p, d, d->cand, d->inc, &c);
+        c.futile = false; /* it ended twice: that, not futility, drops it */
         reject(s, d, &c, ", ended twice");
     } else {
         search_dim_push_front(&s->p, d, d->cand, d->cand_walk);

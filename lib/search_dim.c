@@ -10,9 +10,12 @@
  *   worse than the incumbent by more than min_gain (non-inferiority);
  *   then it wins the tie: AUTO, then less memory per connection;
  * - either is dropped as soon as an optimistic bound on it could not pass
- *   its test with max_samples a side (futility), which keeps the cost of a
- *   candidate that is merely equal small when the noise is low and bounded
- *   when it is high. */
+ *   its test with max_samples a side, which keeps the cost of a candidate
+ *   that is merely equal small when the noise is low and bounded when it is
+ *   high;
+ * - and the comparison ends, keeping its cheaper side, as soon as the
+ *   dearer side could no longer establish a gain in what is left of the
+ *   budget (futile(): issue 12's "nothing left to learn"). */
 #include "search_dim.h"
 
 #include <errno.h>
@@ -40,6 +43,26 @@
  * the luck that made it win. */
 #define FUTILITY_ALPHA 0.02
 #define FUTILITY_MIN 8
+/* The futility rule that ends a comparison early and keeps its cheaper
+ * side (see futile() below): it fires when the dearer side's chance of
+ * passing the gain test by the end of the budget, were it to go on as it
+ * has (the conditional power under the trend seen), is below FUT_POWER_MIN
+ * and the data rule out, at FUT_Z_GAIN (a dearer candidate dropped) or
+ * FUT_Z_MOVE (a dearer incumbent left) one-sided standard errors, a gain
+ * the budget could establish: one it would pass FUT_POWER_DET of the time,
+ * and never less than FUT_GAIN_SAFE. Leaving an incumbent is a move, and a
+ * false one costs that gain on every connection, where dropping a
+ * candidate only leaves the search where it was: hence the stricter z.
+ * FUT_GAIN_SAFE is the smallest step between neighbours where buffers
+ * matter (a window-limited rate halves with the buffer; the knee's
+ * neighbours in shared/FACTS.md differ by 14-16%): that is what low noise
+ * must not talk the search out of. A side needs FUT_MIN samples first. */
+#define FUT_POWER_MIN 0.10
+#define FUT_POWER_DET 0.80
+#define FUT_GAIN_SAFE 0.15
+#define FUT_Z_GAIN 2.0
+#define FUT_Z_MOVE 3.5
+#define FUT_MIN 5
 /* A gain candidate is worth chasing only if it may gain twice min_gain:
  * gains just above min_gain would take hundreds of samples to prove. */
 #define GAIN_ZONE 2.0
@@ -258,6 +281,57 @@ static double t_upper(double t, double df)
     return 1 - stats_t_cdf(t, df);
 }
 
+/* The samples a side may still reach in this comparison: twice the cap
+ * while the extension (search.c) may still be granted, else the cap. */
+static int budget_of(const struct search_params *p, const struct search_dim *d)
+{
+    if (d->cap == p->max_samples)
+        return 2 * p->max_samples < SEARCH_LEVEL_CAP ? 2 * p->max_samples : SEARCH_LEVEL_CAP;
+    return d->cap;
+}
+
+/* Is it futile to go on: can the dearer side (AUTO is the cheapest, then
+ * the smaller size) no longer establish a gain over the cheaper one within
+ * the budget? gain is log(dearer / cheaper) now and se its standard error;
+ * *left gets the samples the comparison could still take.
+ *
+ * At the end of the budget (both sides at `budget` samples, standard error
+ * se_f) the gain test needs the estimate to clear need_f = max(GAIN_ZONE
+ * bar, t(1 - alpha) se_f): a gain worth chasing, shown at the test's
+ * level. Two conditions, both needed:
+ * - the conditional power under the current trend (the true gain is what
+ *   is seen now; stochastic curtailment): the end's estimate is then
+ *   spread around today's by the samples still to come, with standard
+ *   error se_f sqrt(1 - w), w = se_f^2 / se^2 the share of the end's
+ *   information in hand; the chance that it clears need_f is below
+ *   FUT_POWER_MIN. Alone this is too bold early on, when today's estimate
+ *   is itself far from the truth;
+ * - so the data must also rule out (the upper bound gain + t se, t at the
+ *   pooled spread's degrees of freedom: a spread from few samples is
+ *   itself uncertain) a gain the budget would establish: need_f + z(0.8)
+ *   se_f, and never less than FUT_GAIN_SAFE. That is the distance from
+ *   the observed difference to what could still be shown, against the
+ *   half-width the samples at hand leave.
+ * At the end (w = 1) the first is the gain test's own verdict. */
+static bool futile(const struct search_params *p, const struct search_dim *d,
+                   const struct search_level *lc, const struct search_level *li, double gain,
+                   double se, double z, int *left)
+{
+    int b = budget_of(p, d);
+    double nc = fmax(lc->kept, b), ni = fmax(li->kept, b);
+    double se_f = d->sigma * sqrt(1.0 / nc + 1.0 / ni);
+    double need_f =
+        fmax(GAIN_ZONE * log1p(p->min_gain), stats_t_quantile(1 - p->alpha, d->df) * se_f);
+    double w = fmin(1.0, se_f * se_f / (se * se));
+    double sd = se_f * sqrt(1 - w);
+    double power = sd > 0 ? stats_norm_cdf((gain - need_f) / sd) : gain >= need_f;
+    double det = fmax(need_f + stats_norm_quantile(FUT_POWER_DET) * se_f, log1p(FUT_GAIN_SAFE));
+    double t = stats_t_quantile(stats_norm_cdf(z), d->df);
+
+    *left = (int)(nc - lc->kept + ni - li->kept);
+    return power < FUT_POWER_MIN && gain + t * se < det;
+}
+
 enum search_verdict search_dim_compare(const struct search_params *p, const struct search_dim *d,
                                        int c, int i, struct search_cmp *out)
 {
@@ -293,8 +367,26 @@ enum search_verdict search_dim_compare(const struct search_params *p, const stru
      * win: a candidate is dropped only when it cannot even reach the bar. */
     if (lc->kept < FUTILITY_MIN)
         need = bar;
-    if (dh + stats_t_quantile(1 - FUTILITY_ALPHA, d->df) * se < need)
+    bool hopeless = dh + stats_t_quantile(1 - FUTILITY_ALPHA, d->df) * se < need;
+    if (pref) {
+        /* The cheaper candidate cannot be shown not worse: the incumbent
+         * stays. First: this is evidence against the move. */
+        if (hopeless)
+            return SEARCH_REJECT;
+        /* Nor can the dearer incumbent show a gain over it: nothing is
+         * left to learn, the cheaper side is kept. */
+        if (lc->kept >= FUT_MIN && futile(p, d, lc, li, -dh, se, FUT_Z_MOVE, &out->left)) {
+            out->futile = true;
+            return SEARCH_ACCEPT;
+        }
+        return SEARCH_MORE;
+    }
+    if (hopeless)
         return SEARCH_REJECT;
+    if (lc->kept >= FUT_MIN && futile(p, d, lc, li, dh, se, FUT_Z_GAIN, &out->left)) {
+        out->futile = true;
+        return SEARCH_REJECT;
+    }
     return SEARCH_MORE;
 }
 

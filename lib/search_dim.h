@@ -58,6 +58,8 @@ struct search_cmp {
     double d; /* log(candidate / incumbent) */
     double p; /* of the test that decides */
     int kc, ki;
+    bool futile; /* decided by futility: the cheaper side kept */
+    int left;    /* then: the samples the comparison could still have taken */
 };
 
 /* ---- levels ---- */

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -253,6 +254,148 @@ static void test_why(void **state)
     assert_true(moved);
     assert_int_equal(search_incumbent(s).rcvbuf, SEARCH_AUTO);
     search_free(s);
+}
+
+/* ---- futility: nothing left to learn ---- */
+
+/* Every configuration equal, each size's samples 5% above or below in
+ * turn (per buffer, so that each size's mean is the true rate): a spread
+ * of about 5%, where three percent cannot be shown either way before the
+ * sample cap, but a gain worth chasing is soon ruled out. */
+static int wobble[2][64];
+static double wobble_amp = 1.05;
+static double wobble_of(int dir, long size)
+{
+    int k = 0;
+    while (size > 1 && k < 63) {
+        size >>= 1;
+        k++;
+    }
+    return wobble[dir][k]++ % 2 ? wobble_amp : 1 / wobble_amp;
+}
+
+static void equal_wobbling(struct search_config c, struct search_sample *x)
+{
+    x->write = 100 * wobble_of(0, c.rcvbuf);
+    x->read = 50 * wobble_of(1, c.sndbuf);
+}
+
+/* Ask and tell until the why lines hold `want` (or the search ends, or n
+ * samples); the samples it took, 0 when never. The why lines go to why. */
+static int drive_until(struct search *s, rate_fn *f, int n, const char *want, char *why, size_t len)
+{
+    struct search_config c;
+
+    for (int i = 1; i <= n && search_ask(s, &c) == SEARCH_MEASURE; i++) {
+        struct search_sample x = {0};
+        f(c, &x);
+        assert_true(search_tell(s, c, &x) >= 0);
+        if (strstr(search_why(s), want)) {
+            snprintf(why, len, "%s", search_why(s));
+            return i;
+        }
+    }
+    return 0;
+}
+
+/* From AUTO a larger size that is merely equal is dropped as futile well
+ * before the cap (40 a side), AUTO kept, and the why line says so. */
+static void test_futile_keeps_auto(void **state)
+{
+    struct search_params p;
+    char why[SEARCH_WHY_LEN];
+
+    search_params_default(&p);
+    memset(wobble, 0, sizeof(wobble));
+    struct search *s = new_search(&p, AUTO);
+    int n = drive_until(s, equal_wobbling, 400, "futile", why, sizeof(why));
+    assert_true(n > 0 && n < p.max_samples);
+    assert_non_null(strstr(why, "SO_RCVBUF stays auto: futile: 16777216 write "));
+    assert_non_null(strstr(why, "cannot reach min_gain 3% in the "));
+    assert_non_null(strstr(why, "samples left (n="));
+    assert_non_null(strstr(why, "; kept auto"));
+    assert_int_equal(search_incumbent(s).rcvbuf, SEARCH_AUTO);
+    /* and so on down the walk: the search ends at AUTO, far below the
+     * cost of deciding each size at the cap */
+    drive(s, equal_wobbling, 400, NULL, NULL);
+    assert_true(search_converged(s));
+    assert_true(search_config_eq(search_incumbent(s), AUTO));
+    assert_true(search_samples(s) < 4 * p.max_samples);
+    search_free(s);
+}
+
+/* Without AUTO, from the largest size, the next smaller one, equal, is
+ * taken as futile to tell apart: the smaller size is kept. */
+static void test_futile_keeps_smaller(void **state)
+{
+    struct search_params p;
+    char why[SEARCH_WHY_LEN];
+
+    search_params_default(&p);
+    p.auto_observable = false;
+    p.max_rcvbuf = p.max_sndbuf = 4194304;
+    memset(wobble, 0, sizeof(wobble));
+    struct search *s = new_search(&p, (struct search_config){4194304, 4194304});
+    int n = drive_until(s, equal_wobbling, 400, "-> 2097152", why, sizeof(why));
+    assert_true(n > 0 && n < p.max_samples);
+    assert_non_null(strstr(why, "SO_RCVBUF 4194304 -> 2097152: futile: 4194304 write "));
+    assert_non_null(strstr(why, " over 2097152 cannot reach min_gain 3% in the "));
+    assert_non_null(strstr(why, "; kept the smaller size"));
+    assert_int_equal(search_incumbent(s).rcvbuf, 2097152);
+    search_free(s);
+}
+
+/* Nothing is futile about a real gain: a size 20% faster than AUTO, at a
+ * spread of 15% that takes a dozen samples a side to show it, is taken,
+ * not dropped. */
+static double large_gain = 1.2;
+static void faster_large(struct search_config c, struct search_sample *x)
+{
+    equal_wobbling(c, x);
+    if (c.rcvbuf != SEARCH_AUTO)
+        x->write *= large_gain;
+}
+
+static void test_futile_spares_a_gain(void **state)
+{
+    struct search_params p;
+    char why[SEARCH_WHY_LEN];
+
+    search_params_default(&p);
+    memset(wobble, 0, sizeof(wobble));
+    wobble_amp = 1.15;
+    large_gain = 1.2;
+    struct search *s = new_search(&p, AUTO);
+    int n =
+        drive_until(s, faster_large, 400, "SO_RCVBUF auto -> 16777216: write +", why, sizeof(why));
+    assert_true(n > 0);
+    search_free(s);
+    wobble_amp = 1.05;
+}
+
+/* Early on, a spread of 30% could hide a gain worth having behind a 5%
+ * one, even though the trend seen would not pass the gain test: the
+ * comparison goes on until the samples rule such a gain out. */
+static void test_futile_waits_for_evidence(void **state)
+{
+    struct search_params p;
+    char why[SEARCH_WHY_LEN];
+    int kc = 0, ki = 0;
+
+    search_params_default(&p);
+    memset(wobble, 0, sizeof(wobble));
+    wobble_amp = 1.3;
+    large_gain = 1.05;
+    struct search *s = new_search(&p, AUTO);
+    int n = drive_until(s, faster_large, 400, "SO_RCVBUF stays auto: ", why, sizeof(why));
+    assert_true(n > 0);
+    /* "(p=..., n=C/I)", or "samples left (n=C/I)" */
+    const char *at = strstr(why, "n=");
+    assert_non_null(at);
+    assert_int_equal(sscanf(at, "n=%d/%d", &kc, &ki), 2);
+    assert_true(kc >= 12 && ki >= 12);
+    search_free(s);
+    wobble_amp = 1.05;
 }
 
 /* A trial sample below abort_ratio of the incumbent, or a timeout, ends
@@ -503,13 +646,17 @@ int main(void)
         cmocka_unit_test(test_off_lattice),
         cmocka_unit_test(test_plateau_without_auto),
         cmocka_unit_test(test_why),
+        cmocka_unit_test(test_futile_keeps_auto),
+        cmocka_unit_test(test_futile_keeps_smaller),
+        cmocka_unit_test(test_futile_spares_a_gain),
+        cmocka_unit_test(test_futile_waits_for_evidence),
         cmocka_unit_test(test_abort),
         cmocka_unit_test(test_accessors),
         cmocka_unit_test(test_budget),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_auto_loses),
     };
-    int n = 11;
+    int n = 15;
     for (int i = 0; i < sim_nobjectives; i++) {
         tests[n] = (struct CMUnitTest)cmocka_unit_test_prestate(test_objective, NULL);
         tests[n].name = sim_objectives[i].name;
