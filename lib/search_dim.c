@@ -52,11 +52,14 @@
  * the budget could establish: one it would pass FUT_POWER_DET of the time,
  * and never less than FUT_GAIN_SAFE. Leaving an incumbent is a move, and a
  * false one costs that gain on every connection, where dropping a
- * candidate only leaves the search where it was: hence the stricter z.
+ * candidate only leaves the search where it was: hence the stricter z
+ * (bench/search-sim: at 2.33 the interior objective made 8 to 14 wrong
+ * moves in 200 runs at sigma 0.25, at 3.5 as few as before the rule).
  * FUT_GAIN_SAFE is the smallest step between neighbours where buffers
  * matter (a window-limited rate halves with the buffer; the knee's
  * neighbours in shared/FACTS.md differ by 14-16%): that is what low noise
- * must not talk the search out of. A side needs FUT_MIN samples first. */
+ * must not talk the search out of. The candidate needs FUT_MIN samples
+ * first. */
 #define FUT_POWER_MIN 0.10
 #define FUT_POWER_DET 0.80
 #define FUT_GAIN_SAFE 0.15
