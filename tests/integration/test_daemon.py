@@ -635,7 +635,7 @@ def test_damaged_state_held_until_resume(make_env, form):
     assert f"kept as {kept[0]}" in err, err
     assert conf.read_bytes() == before and conf.stat().st_mtime_ns == mtime
     st = env.state()
-    assert st.get("version") == "2" and st.get("hold") == "yes", st
+    assert st.get("version") == "3" and st.get("hold") == "yes", st
     assert str(kept[0]) in st.get("hold_reason", ""), st
     assert not re.search(r"^<\d>sample\s", err, re.M), f"measured while holding off:\n{err}"
     assert "holding off" in err, err
