@@ -111,6 +111,47 @@ void clients_watch_tell(const struct clients_watch_summary *sum, const char *smb
                  c->by[CLIENTS_IDLE], c->rtt_median_ms, c->rtt_max_ms, sum->bdp_max);
 }
 
+bool clients_watch_asks_more(const struct clients_watch_summary *sum, long in_rcvbuf,
+                             long in_sndbuf, const long cap[2], const long *tcp_max, char *why,
+                             size_t len)
+{
+    static const char *const opt[2] = {"SO_RCVBUF", "SO_SNDBUF"};
+    static const char *const words[2] = {"receive buffer", "send buffer"};
+    static const char *const sysctl[2] = {"net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"};
+    const long in[2] = {in_rcvbuf, in_sndbuf};
+
+    why[0] = '\0';
+    if (!sum->valid)
+        return false;
+    for (int b = SOCKOPTS_RCVBUF; b <= SOCKOPTS_SNDBUF; b++) {
+        int held = sum->s.by[b == SOCKOPTS_RCVBUF ? CLIENTS_RCVBUF : CLIENTS_SNDBUF];
+
+        if (held == 0)
+            continue;
+        /* AUTO is 0 (search.h) */
+        if (in[b] != 0 && in[b] < cap[b]) {
+            snprintf(why, len,
+                     "%d real connection%s held back by the server's %s (%s=%ld, below the "
+                     "largest allowed %ld; bandwidth-delay product up to %.0f bytes)",
+                     held, held == 1 ? "" : "s", words[b], opt[b], in[b], cap[b], sum->bdp[b]);
+            return true;
+        }
+        /* Under autotuning they are held back only at its ceiling, and an
+         * explicit size can do better only above it (the kernel doubles a
+         * size asked for: the socket's buffer is twice the request, as
+         * autotuning's ceiling is counted). */
+        if (in[b] == 0 && tcp_max != NULL && sum->buf_max[b] >= tcp_max[b] &&
+            2 * cap[b] > tcp_max[b]) {
+            snprintf(why, len,
+                     "%d real connection%s held back by the server's %s under autotuning, at "
+                     "%s's maximum (%ld), below the largest explicit size allowed (%ld)",
+                     held, held == 1 ? "" : "s", words[b], sysctl[b], tcp_max[b], cap[b]);
+            return true;
+        }
+    }
+    return false;
+}
+
 void clients_watch_keep(const struct clients_watch_summary *sum, long now, struct state *st)
 {
     const struct clients_summary *c = &sum->s;

@@ -41,6 +41,16 @@ void clients_watch_summarize(const struct clients_conn *v, size_t n,
  * SMBTUNED_BDP_MAX; no client address. */
 void clients_watch_tell(const struct clients_watch_summary *sum, const char *smb_conf);
 
+/* Pure: whether real connections held back by the server's own buffers
+ * ask for more than in_force gives: an explicit size below cap[b] (the
+ * largest explicit size the search may try) for a buffer that holds some
+ * back, or autotuning that held them back at its ceiling tcp_max[b]
+ * (net.ipv4.tcp_rmem / tcp_wmem's maximum; NULL: unknown) below cap[b].
+ * why says which, in words. */
+bool clients_watch_asks_more(const struct clients_watch_summary *sum, long in_rcvbuf,
+                             long in_sndbuf, const long cap[2], const long *tcp_max, char *why,
+                             size_t len);
+
 struct state;
 
 /* Keep the summary in st (format version 3), taken at now (unix s). */

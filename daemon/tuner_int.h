@@ -60,6 +60,10 @@ struct tuner {
     char fp_change[512]; /* fingerprint change, told with the first sample */
     /* smbd's real connections this cycle (clients_watch.h) */
     struct clients_watch_summary real;
+    /* a search started for them (steering), from this value in force:
+     * once for each value, so that a search that keeps it ends it */
+    bool steered;
+    struct search_config steered_from;
 
     /* the sample under way */
     enum sample_kind kind;

@@ -373,9 +373,36 @@ static void cycle_search(struct tuner *t)
     step(t);
 }
 
+/* Real connections held back by the server's own buffers, and more can
+ * be given: a new search though verification sees no drift (a new
+ * population of clients, further away). Once for each value in force. */
+static bool steer(struct tuner *t)
+{
+    const struct facts *f = &t->facts;
+    long cap[2] = {t->o.search.max_rcvbuf, t->o.search.max_sndbuf};
+    char why[512];
+
+    if (t->steered && search_config_eq(t->steered_from, t->inc0))
+        return false;
+    for (int b = 0; b < 2 && f->caps_known; b++)
+        if (f->kcap[b] < cap[b])
+            cap[b] = f->kcap[b];
+    if (!clients_watch_asks_more(&t->real, t->inc0.rcvbuf, t->inc0.sndbuf, cap,
+                                 f->tcp_max_known ? f->tcp_max : NULL, why, sizeof(why)))
+        return false;
+    t->steered = true;
+    t->steered_from = t->inc0;
+    report_event(JOURNAL_ID_STEER, LOG_NOTICE,
+                 &(struct event_fields){.smb_conf = t->o.smb_conf, .c = &t->inc0},
+                 "%s: searching again", why);
+    return true;
+}
+
 /* After the checks: verify the winner, or search. */
 void tuner_cycle_go(struct tuner *t)
 {
+    if (t->converged && steer(t))
+        t->converged = false;
     if (!t->converged) {
         cycle_search(t);
         return;

@@ -47,6 +47,7 @@ static const struct {
     {JOURNAL_ID_KERNEL_CAP, "kernel-cap"},
     {JOURNAL_ID_UPGRADE, "upgrade"},
     {JOURNAL_ID_CLIENTS, "clients"},
+    {JOURNAL_ID_STEER, "steer"},
     {JOURNAL_ID_ERROR, "error"},
 };
 

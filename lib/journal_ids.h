@@ -68,6 +68,11 @@
  * address (`smbtuned --clients` shows each connection). */
 #define JOURNAL_ID_CLIENTS "3f48cf989c17468cab2dd25544e788f9"
 
+/* smbd's real connections are held back by the server's own buffers,
+ * and more can be given: a search starts again though verification saw
+ * no drift (a new population of clients, further away). */
+#define JOURNAL_ID_STEER "f8514869ae9540808e9c9315530dfc70"
+
 /* Something failed (a probe, an edit, the state file): the cycle ends
  * without a change; SMBTUNED_ERROR names what. */
 #define JOURNAL_ID_ERROR "3c840023d49f444791b84621967fc684"

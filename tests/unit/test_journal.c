@@ -413,7 +413,7 @@ static void test_ids(void **state)
                          JOURNAL_ID_START,        JOURNAL_ID_CYCLE,      JOURNAL_ID_TRIAL,
                          JOURNAL_ID_MOVE,         JOURNAL_ID_VERIFY,     JOURNAL_ID_RESUME,
                          JOURNAL_ID_RESTART,      JOURNAL_ID_KERNEL_CAP, JOURNAL_ID_UPGRADE,
-                         JOURNAL_ID_ERROR,        JOURNAL_ID_CLIENTS};
+                         JOURNAL_ID_ERROR,        JOURNAL_ID_CLIENTS,    JOURNAL_ID_STEER};
     size_t n = sizeof(ids) / sizeof(ids[0]);
 
     (void)state;

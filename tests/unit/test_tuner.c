@@ -71,6 +71,7 @@ struct sim {
     bool smbd_running, real_fail;
     struct clients_watch_summary real;
     int clients_calls;
+    int real_from; /* > 0: smbd runs (and has `real`) from that cycle on */
     char url[64], client[256];
 };
 
@@ -150,6 +151,8 @@ static int deliver(sd_event_source *src, uint64_t usec, void *ud)
 
         if (s->kernel != NULL)
             snprintf(f.kernel, sizeof(f.kernel), "%s", s->kernel);
+        if (s->real_from > 0 && s->facts_calls >= s->real_from)
+            s->smbd_running = true;
         if (s->smbd_running) {
             f.smbd_running = true;
             f.smbd_pid = 1;
@@ -819,6 +822,41 @@ static void test_real_clients_steer_loopback(void **state)
     state_free(&st);
 }
 
+/* Steering: once the knee is in force and verified, real connections
+ * held back by the server's receive buffer (below the kernel's cap) start
+ * a new search though nothing drifted; a search that keeps the value
+ * ends it: later cycles verify again, one sample each. */
+static void test_real_clients_steer_a_new_search(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+    struct seen sn;
+    int i;
+
+    f->o.once = false;
+    sim_init(&s, &f->o);
+    s.cycles_wanted = 6;
+    s.real_from = 3;
+    s.real.valid = true;
+    s.real.s.connections = 1;
+    s.real.s.by[CLIENTS_RCVBUF] = 1;
+    s.real.s.limited_by_buffers = 1;
+    s.real.bdp[SOCKOPTS_RCVBUF] = s.real.bdp_max = 200000;
+    seen_begin(&sn);
+    assert_int_equal(run(&f->o, &s), 0);
+    assert_int_equal(seen_count(&sn, JOURNAL_ID_STEER), 1);
+    assert_int_equal(seen_count(&sn, JOURNAL_ID_SEARCH_START), 2);
+    i = seen_find(&sn, 0, JOURNAL_ID_STEER, (const char *const[]){"SMBTUNED_RCVBUF=262144", NULL});
+    assert_true(i >= 0);
+    assert_true(seen_find(&sn, i, JOURNAL_ID_SEARCH_START, NULL) > i);
+    seen_end(&sn);
+    /* cycle 2 verified (one sample), cycle 3 searched, 4 and 5 verified */
+    assert_int_equal(s.measures_at[2] - s.measures_at[1], 1);
+    assert_true(s.measures_at[3] - s.measures_at[2] > 1);
+    assert_int_equal(s.measures_at[4] - s.measures_at[3], 1);
+    assert_int_equal(s.measures_at[5] - s.measures_at[4], 1);
+}
+
 /* The watch fails (sock_diag refused): said, and the cycle goes on as
  * with no real connection (loopback alone: autotuning stays). */
 static void test_real_clients_watch_fails(void **state)
@@ -1043,6 +1081,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_loopback_legacy_commits_auto, setup, teardown),
         cmocka_unit_test_setup_teardown(test_real_clients_steer_loopback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_real_clients_watch_fails, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_real_clients_steer_a_new_search, setup, teardown),
         cmocka_unit_test_setup_teardown(test_advise_writes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill_between_any_two_steps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hand_edit_holds, setup, teardown),

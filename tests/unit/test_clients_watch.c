@@ -1,0 +1,118 @@
+/* clients_watch's pure half: the summary of real connections (the
+ * bandwidth-delay product of the buffer-limited ones, per buffer) and
+ * whether they ask for more than the value in force gives (steering).
+ * The watch on the loop is left to the integration tests
+ * (test_journal_events.py: a real smbd, a real connection). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "clients_watch.h"
+
+static struct clients_conn conn(enum clients_limit l, double rtt_ms, double sent, double received,
+                                long rcvbuf, long sndbuf)
+{
+    return (struct clients_conn){.limited_by = l,
+                                 .rtt_ms = rtt_ms,
+                                 .sent_mbps = sent,
+                                 .received_mbps = received,
+                                 .rcvbuf = rcvbuf,
+                                 .sndbuf = sndbuf};
+}
+
+/* The product of a buffer-limited connection is its round trip times the
+ * rate in the direction that buffer limits; the others count in the
+ * summary but not in the products. */
+static void test_summarize(void **state)
+{
+    struct clients_conn v[] = {
+        /* a get held back by the send buffer: 40 ms x 1.6 MB/s */
+        conn(CLIENTS_SNDBUF, 40, 1.6, 0.01, 131072, 131072),
+        /* a put held back by the receive buffer: 10 ms x 6.5 MB/s */
+        conn(CLIENTS_RCVBUF, 10, 0.01, 6.5, 131072, 87040),
+        /* fast and far, but the network's: no product of ours */
+        conn(CLIENTS_NETWORK, 80, 100, 0, 6291456, 4194304),
+        conn(CLIENTS_IDLE, 1, 0, 0, 131072, 16384),
+    };
+    struct clients_watch_summary sum;
+
+    (void)state;
+    clients_watch_summarize(v, 4, &sum);
+    assert_true(sum.valid);
+    assert_int_equal(sum.s.connections, 4);
+    assert_int_equal(sum.s.by[CLIENTS_SNDBUF], 1);
+    assert_int_equal(sum.s.by[CLIENTS_RCVBUF], 1);
+    assert_int_equal(sum.s.limited_by_buffers, 2);
+    assert_true(sum.bdp[SOCKOPTS_SNDBUF] > 63999 && sum.bdp[SOCKOPTS_SNDBUF] < 64001);
+    assert_true(sum.bdp[SOCKOPTS_RCVBUF] > 64999 && sum.bdp[SOCKOPTS_RCVBUF] < 65001);
+    assert_true(sum.bdp_max == sum.bdp[SOCKOPTS_RCVBUF]);
+    assert_int_equal(sum.buf_max[SOCKOPTS_SNDBUF], 131072);
+    assert_int_equal(sum.buf_max[SOCKOPTS_RCVBUF], 131072);
+    assert_true(sum.s.rtt_max_ms == 80);
+    /* none at all: valid, zeros */
+    clients_watch_summarize(NULL, 0, &sum);
+    assert_true(sum.valid);
+    assert_int_equal(sum.s.connections, 0);
+    assert_true(sum.bdp_max == 0);
+}
+
+/* Steering: an explicit size below the cap for a buffer that holds some
+ * back asks for more; at the cap it cannot. Under autotuning, only those
+ * held back at its ceiling, and only where an explicit size (doubled by
+ * the kernel) goes above it. Not read, or none held back: nothing. */
+static void test_asks_more(void **state)
+{
+    const long cap[2] = {4194304, 4194304}, tcp_max[2] = {6291456, 4194304};
+    const long low_tcp[2] = {131072, 131072};
+    struct clients_watch_summary sum = {.valid = true};
+    char why[512];
+
+    (void)state;
+    sum.s.connections = 2;
+    sum.s.by[CLIENTS_NETWORK] = 2;
+    assert_false(clients_watch_asks_more(&sum, 65536, 65536, cap, tcp_max, why, sizeof(why)));
+    assert_string_equal(why, "");
+    sum.s.by[CLIENTS_NETWORK] = 1;
+    sum.s.by[CLIENTS_SNDBUF] = 1;
+    sum.bdp[SOCKOPTS_SNDBUF] = 64000;
+    sum.buf_max[SOCKOPTS_SNDBUF] = 131072;
+    assert_true(clients_watch_asks_more(&sum, 65536, 65536, cap, tcp_max, why, sizeof(why)));
+    assert_string_equal(why, "1 real connection held back by the server's send buffer "
+                             "(SO_SNDBUF=65536, below the largest allowed 4194304; "
+                             "bandwidth-delay product up to 64000 bytes)");
+    /* the send buffer at the cap gives no more; the receive buffer holds
+     * none back, so its size does not matter */
+    assert_false(clients_watch_asks_more(&sum, 65536, 4194304, cap, tcp_max, why, sizeof(why)));
+    /* autotuning, below its ceiling: not the buffer's fault to fix */
+    assert_false(clients_watch_asks_more(&sum, 0, 0, cap, tcp_max, why, sizeof(why)));
+    assert_false(clients_watch_asks_more(&sum, 0, 0, cap, NULL, why, sizeof(why)));
+    /* at a low ceiling: an explicit size can do better */
+    assert_true(clients_watch_asks_more(&sum, 0, 0, cap, low_tcp, why, sizeof(why)));
+    assert_non_null(strstr(why, "under autotuning, at net.ipv4.tcp_wmem's maximum (131072)"));
+    /* not even that when the cap is lower still (stock Debian: 212992 /
+     * 2 is below a ceiling of 4194304) */
+    sum.buf_max[SOCKOPTS_SNDBUF] = 4194304;
+    assert_false(clients_watch_asks_more(&sum, 0, 0, (const long[]){212992, 212992}, tcp_max, why,
+                                         sizeof(why)));
+    /* a cap of 3 MiB asks for a 6 MiB buffer: above a 4 MiB ceiling */
+    assert_true(clients_watch_asks_more(&sum, 0, 0, (const long[]){3145728, 3145728}, tcp_max, why,
+                                        sizeof(why)));
+    sum.valid = false;
+    assert_false(clients_watch_asks_more(&sum, 65536, 65536, cap, tcp_max, why, sizeof(why)));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_summarize),
+        cmocka_unit_test(test_asks_more),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
