@@ -9,11 +9,8 @@
 #include <fcntl.h>
 #include <libsmbclient.h>
 #include <netdb.h>
-#include <linux/tcp.h> /* tcpi_min_rtt, which glibc's struct tcp_info lacks */
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,33 +136,6 @@ static void read_client_buffers(struct child *c)
         c->sh->client_sndbuf = snd;
         c->sock = fd;
     }
-}
-
-long long probe_read_call_size(long long request, double rtt_s, double rate_bps)
-{
-    double want = PROBE_READ_CALL_RTTS * rtt_s * rate_bps;
-    long long max = PROBE_READ_CALL_MAX / request * request, n;
-
-    if (!(want > (double)request)) /* also NaN */
-        return request;
-    if (want >= (double)max) /* max >= request: request <= PROBE_MAX_REQUEST_SIZE */
-        return max;
-    n = (long long)(want / (double)request) * request;
-    return n < want ? n + request : n;
-}
-
-/* The connection's smallest round trip, the path's own (the smoothed one has
- * the writes' queueing: ms on loopback, where 64 MiB calls read 30% slower). */
-static double conn_rtt_s(const struct child *c)
-{
-    struct tcp_info ti;
-    socklen_t l = sizeof(ti);
-
-    if (c->sock < 0 || getsockopt(c->sock, IPPROTO_TCP, TCP_INFO, &ti, &l) < 0 ||
-        l < offsetof(struct tcp_info, tcpi_min_rtt) + sizeof(ti.tcpi_min_rtt) ||
-        ti.tcpi_min_rtt == UINT32_MAX) /* no sample yet */
-        return 0;
-    return ti.tcpi_min_rtt / 1e6;
 }
 
 /* A probe file of this host: PREFIX<host>-<pid>-<tag>, the tag 16 hex
@@ -326,10 +296,11 @@ static enum probe_outcome transfer(struct child *c, SMBCFILE *f, const char *fil
     smbc_read_fn read_fn = smbc_getFunctionRead(c->ctx);
     smbc_close_fn close_fn = smbc_getFunctionClose(c->ctx);
     const struct probe_params *p = c->p;
-    size_t req = (size_t)p->request_size, rcall, i;
+    size_t req = (size_t)p->request_size, cap = req, i;
     uint64_t seed = (uint64_t)probe_mono_ns() ^ ((uint64_t)getpid() << 32), tag;
-    unsigned char *buf, *rbuf;
+    unsigned char *buf;
     int64_t off, bad, wt;
+    double rtt, wrate;
 
     buf = malloc(req);
     if (buf == NULL) {
@@ -364,15 +335,10 @@ static enum probe_outcome transfer(struct child *c, SMBCFILE *f, const char *fil
         publish(&c->sh->write_bytes, off);
     }
     publish(&c->sh->write_t1, probe_mono_ns());
-    /* Read calls sized for the path at the writes' rate (probe_read_call_size);
-     * without the memory for them, one request per call. */
+    /* Read calls are sized for the path (probe_next_read_call). */
     wt = c->sh->write_t1 - c->sh->write_t0;
-    rcall = (size_t)probe_read_call_size(p->request_size, conn_rtt_s(c),
-                                         wt > 0 ? (double)p->size / ((double)wt / 1e9) : 0);
-    if (rcall > req && (rbuf = realloc(buf, rcall)) != NULL)
-        buf = rbuf;
-    else
-        rcall = req;
+    wrate = wt > 0 ? (double)p->size / ((double)wt / 1e9) : 0;
+    rtt = probe_conn_min_rtt(c->sock);
     if (close_fn(c->ctx, f) < 0) {
         int er = errno;
 
@@ -391,8 +357,14 @@ static enum probe_outcome transfer(struct child *c, SMBCFILE *f, const char *fil
     }
     publish(&c->sh->read_t0, probe_mono_ns());
     for (off = 0; off < p->size;) {
-        size_t n = (size_t)(p->size - off) < rcall ? (size_t)(p->size - off) : rcall;
-        ssize_t got = read_fn(c->ctx, f, buf, n);
+        int64_t el = probe_mono_ns() - c->sh->read_t0;
+        double rrate = el > 0 ? (double)off / ((double)el / 1e9) : 0;
+        size_t n =
+            probe_next_read_call(&buf, &cap, p->request_size, rtt, rrate > wrate ? rrate : wrate);
+        ssize_t got;
+
+        n = (size_t)(p->size - off) < n ? (size_t)(p->size - off) : n;
+        got = read_fn(c->ctx, f, buf, n);
 
         if (got <= 0) {
             int er = got < 0 ? errno : 0;

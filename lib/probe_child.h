@@ -51,6 +51,17 @@ struct probe_child_args {
 #define PROBE_READ_CALL_MAX (64LL * 1024 * 1024)
 long long probe_read_call_size(long long request, double rtt_s, double rate_bps);
 
+/* The connection's smallest round trip in seconds (TCP_INFO on fd), 0 when
+ * unknown (which keeps read calls at one request). */
+double probe_conn_min_rtt(int fd);
+
+/* The next read call's size at rate_bps (the faster of the writes' and the
+ * reads' so far, so that slow writes do not shorten the calls of fast
+ * reads): grows *buf (*cap bytes) to it, or, without the memory, stays
+ * within *cap. */
+size_t probe_next_read_call(unsigned char **buf, size_t *cap, long long request, double rtt_s,
+                            double rate_bps);
+
 /* CLOCK_MONOTONIC in nanoseconds: the clock of probe_shared's times. */
 int64_t probe_mono_ns(void);
 

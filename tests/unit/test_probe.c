@@ -17,7 +17,10 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -275,6 +278,56 @@ static void test_read_call_size(void **state)
     assert_int_equal(probe_read_call_size(4096, 0.04, 0.0 / 0.0), 4096);
 }
 
+/* The buffer grows to the call, the call never outgrows the buffer. */
+static void test_next_read_call(void **state)
+{
+    const long long M = 1024 * 1024;
+    size_t cap = 8 * M;
+    unsigned char *buf = malloc(cap);
+
+    (void)state;
+    assert_non_null(buf);
+    assert_int_equal(probe_next_read_call(&buf, &cap, 8 * M, 50e-6, 800e6), 8 * M);
+    assert_int_equal(cap, 8 * M);
+    assert_int_equal(probe_next_read_call(&buf, &cap, 8 * M, 0.045, 11e6), 16 * M);
+    assert_int_equal(cap, 16 * M);
+    buf[cap - 1] = 1; /* it is really that large (ASan, valgrind) */
+    assert_int_equal(probe_next_read_call(&buf, &cap, 8 * M, 0.001, 117e6), 8 * M);
+    assert_int_equal(cap, 16 * M);
+    free(buf);
+}
+
+/* The round trip of a real loopback connection, and none without one. */
+static void test_conn_min_rtt(void **state)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof(a);
+    int ls = socket(AF_INET, SOCK_STREAM, 0), cs = socket(AF_INET, SOCK_STREAM, 0), as, pfd[2];
+    char x = 'x';
+    double rtt;
+
+    (void)state;
+    assert_true(ls >= 0 && cs >= 0);
+    assert_int_equal(bind(ls, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(ls, 1), 0);
+    assert_int_equal(getsockname(ls, (struct sockaddr *)&a, &al), 0);
+    assert_int_equal(connect(cs, (struct sockaddr *)&a, sizeof(a)), 0);
+    as = accept(ls, NULL, NULL);
+    assert_true(as >= 0);
+    assert_int_equal(write(cs, &x, 1), 1);
+    assert_int_equal(read(as, &x, 1), 1);
+    rtt = probe_conn_min_rtt(cs);
+    assert_true(rtt > 0 && rtt < 1.0);
+    assert_true(probe_conn_min_rtt(-1) == 0);
+    assert_int_equal(pipe(pfd), 0);
+    assert_true(probe_conn_min_rtt(pfd[0]) == 0);
+    close(pfd[0]);
+    close(pfd[1]);
+    close(as);
+    close(cs);
+    close(ls);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -286,6 +339,8 @@ int main(void)
         cmocka_unit_test(test_start_refuses_bad_params),
         cmocka_unit_test(test_tmpdir_sweep_removes_only_ours),
         cmocka_unit_test(test_read_call_size),
+        cmocka_unit_test(test_next_read_call),
+        cmocka_unit_test(test_conn_min_rtt),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

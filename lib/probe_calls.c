@@ -1,0 +1,53 @@
+/* probe_calls: how large the probe child's read calls are (see
+ * probe_child.h): the round trip of its connection and the rates seen so
+ * far decide, within the memory the child can get. */
+#include <linux/tcp.h> /* tcpi_min_rtt, which glibc's struct tcp_info lacks */
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+
+#include "probe_child.h"
+
+long long probe_read_call_size(long long request, double rtt_s, double rate_bps)
+{
+    double want = PROBE_READ_CALL_RTTS * rtt_s * rate_bps;
+    long long max = PROBE_READ_CALL_MAX / request * request, n;
+
+    if (!(want > (double)request)) /* also NaN */
+        return request;
+    if (want >= (double)max) /* max >= request: request <= PROBE_MAX_REQUEST_SIZE */
+        return max;
+    n = (long long)(want / (double)request) * request;
+    return n < want ? n + request : n;
+}
+
+/* The smallest round trip the kernel saw on the connection: the path's own.
+ * The smoothed one includes the queueing of the writes just done, which on
+ * loopback reaches milliseconds and gave 64 MiB calls that read 30% slower
+ * there than one request per call. */
+double probe_conn_min_rtt(int fd)
+{
+    struct tcp_info ti;
+    socklen_t l = sizeof(ti);
+
+    if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) < 0 ||
+        l < offsetof(struct tcp_info, tcpi_min_rtt) + sizeof(ti.tcpi_min_rtt) ||
+        ti.tcpi_min_rtt == UINT32_MAX) /* no sample yet */
+        return 0;
+    return ti.tcpi_min_rtt / 1e6;
+}
+
+size_t probe_next_read_call(unsigned char **buf, size_t *cap, long long request, double rtt_s,
+                            double rate_bps)
+{
+    size_t n = (size_t)probe_read_call_size(request, rtt_s, rate_bps);
+    unsigned char *b;
+
+    if (n > *cap && (b = realloc(*buf, n)) != NULL) {
+        *buf = b;
+        *cap = n;
+    }
+    return n < *cap ? n : *cap;
+}
