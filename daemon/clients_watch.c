@@ -59,6 +59,10 @@ void clients_watch_summarize(const struct clients_conn *v, size_t n,
         enum sockopts_buf b;
         double bdp;
 
+        if (sum->nconns < CLIENTS_WATCH_MAX)
+            sum->conns[sum->nconns++] = (struct clients_watch_conn){
+                v[i].cookie, v[i].limited_by, v[i].sent_mbps + v[i].received_mbps};
+
         if (v[i].limited_by == CLIENTS_SNDBUF)
             b = SOCKOPTS_SNDBUF;
         else if (v[i].limited_by == CLIENTS_RCVBUF)
@@ -79,11 +83,119 @@ void clients_watch_summarize(const struct clients_conn *v, size_t n,
     }
 }
 
-void clients_watch_tell(const struct clients_watch_summary *sum, const char *smb_conf)
+/* Busy connections on each side before a verdict: with fewer, one client
+ * more or less held back swings the share by a third or more. */
+#define COMPARE_MIN_BUSY 3
+/* A change in the share held back by the server's buffers worth a word:
+ * one connection in four. */
+#define COMPARE_SHARE 0.25
+/* Otherwise, a change of the mean rate worth a word (clients differ:
+ * only a large one says anything). */
+#define COMPARE_RATE 1.25
+
+static bool busy(enum clients_limit l)
+{
+    return l != CLIENTS_IDLE;
+}
+
+static bool held(enum clients_limit l)
+{
+    return l == CLIENTS_SNDBUF || l == CLIENTS_RCVBUF;
+}
+
+static bool seen_in(const struct clients_watch_summary *s, uint64_t cookie)
+{
+    for (int i = 0; i < s->nconns; i++)
+        if (s->conns[i].cookie == cookie)
+            return true;
+    return false;
+}
+
+void clients_watch_compare(const struct clients_watch_summary *before,
+                           const struct clients_watch_summary *now,
+                           struct clients_watch_compare *cmp)
+{
+    double bshare, nshare;
+
+    memset(cmp, 0, sizeof(*cmp));
+    for (int i = 0; i < before->nconns; i++) {
+        const struct clients_watch_conn *c = &before->conns[i];
+
+        if (!busy(c->limited_by))
+            continue;
+        cmp->before_busy++;
+        cmp->before_held += held(c->limited_by);
+        cmp->before_mbps += c->mbps;
+    }
+    for (int i = 0; i < now->nconns; i++) {
+        const struct clients_watch_conn *c = &now->conns[i];
+
+        /* opened since: the kernel names a socket once, for good */
+        if (!busy(c->limited_by) || seen_in(before, c->cookie))
+            continue;
+        cmp->new_busy++;
+        cmp->new_held += held(c->limited_by);
+        cmp->new_mbps += c->mbps;
+    }
+    if (cmp->before_busy)
+        cmp->before_mbps /= cmp->before_busy;
+    if (cmp->new_busy)
+        cmp->new_mbps /= cmp->new_busy;
+    if (cmp->before_busy < COMPARE_MIN_BUSY || cmp->new_busy < COMPARE_MIN_BUSY) {
+        cmp->verdict = CLIENTS_WATCH_TOO_FEW;
+        return;
+    }
+    /* The share held back by the server's buffers is what a buffer size
+     * changes; the rates depend on the clients too, so they only speak
+     * when the share did not move. */
+    bshare = (double)cmp->before_held / cmp->before_busy;
+    nshare = (double)cmp->new_held / cmp->new_busy;
+    if (nshare <= bshare - COMPARE_SHARE)
+        cmp->verdict = CLIENTS_WATCH_BETTER;
+    else if (nshare >= bshare + COMPARE_SHARE)
+        cmp->verdict = CLIENTS_WATCH_WORSE;
+    else if (cmp->new_mbps >= cmp->before_mbps * COMPARE_RATE)
+        cmp->verdict = CLIENTS_WATCH_BETTER;
+    else if (cmp->new_mbps * COMPARE_RATE <= cmp->before_mbps)
+        cmp->verdict = CLIENTS_WATCH_WORSE;
+    else
+        cmp->verdict = CLIENTS_WATCH_SAME;
+}
+
+const char *clients_watch_verdict_name(enum clients_watch_verdict v)
+{
+    static const char *const names[] = {"too_few", "better", "worse", "same"};
+
+    return (unsigned)v < sizeof(names) / sizeof(names[0]) ? names[v] : "?";
+}
+
+/* The words of a comparison, "" without one. */
+static void compare_words(const struct clients_watch_compare *cmp, char *buf, size_t len)
+{
+    static const char *const says[] = {
+        [CLIENTS_WATCH_TOO_FEW] = "too few to tell yet",
+        [CLIENTS_WATCH_BETTER] = "real clients got better",
+        [CLIENTS_WATCH_WORSE] = "real clients got worse",
+        [CLIENTS_WATCH_SAME] = "no change for real clients",
+    };
+
+    buf[0] = '\0';
+    if (cmp == NULL)
+        return;
+    snprintf(buf, len,
+             "; since the last commit %d busy connection%s opened, %d held back by the server's "
+             "buffers, %.1f MB/s on average (before it: %d of %d, %.1f MB/s): %s",
+             cmp->new_busy, cmp->new_busy == 1 ? "" : "s", cmp->new_held, cmp->new_mbps,
+             cmp->before_held, cmp->before_busy, cmp->before_mbps, says[cmp->verdict]);
+}
+
+void clients_watch_tell(const struct clients_watch_summary *sum,
+                        const struct clients_watch_compare *cmp, const char *smb_conf)
 {
     const struct clients_summary *c = &sum->s;
-    char f[9][64];
-    const char *more[] = {f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], NULL};
+    char f[12][64], words[256];
+    const char *more[] = {f[0], f[1], f[2], f[3],  f[4],  f[5], f[6],
+                          f[7], f[8], f[9], f[10], f[11], NULL};
 
     snprintf(f[0], sizeof(f[0]), "SMBTUNED_CLIENTS=%d", c->connections);
     snprintf(f[1], sizeof(f[1]), "SMBTUNED_CLIENTS_SNDBUF_LIMITED=%d", c->by[CLIENTS_SNDBUF]);
@@ -94,10 +206,19 @@ void clients_watch_tell(const struct clients_watch_summary *sum, const char *smb
     snprintf(f[6], sizeof(f[6]), "SMBTUNED_RTT_MEDIAN_MS=%.1f", c->rtt_median_ms);
     snprintf(f[7], sizeof(f[7]), "SMBTUNED_RTT_MAX_MS=%.1f", c->rtt_max_ms);
     snprintf(f[8], sizeof(f[8]), "SMBTUNED_BDP_MAX=%.0f", sum->bdp_max);
+    if (cmp != NULL) {
+        snprintf(f[9], sizeof(f[9]), "SMBTUNED_CLIENTS_SINCE_COMMIT=%s",
+                 clients_watch_verdict_name(cmp->verdict));
+        snprintf(f[10], sizeof(f[10]), "SMBTUNED_CLIENTS_NEW=%d", cmp->new_busy);
+        snprintf(f[11], sizeof(f[11]), "SMBTUNED_CLIENTS_NEW_HELD=%d", cmp->new_held);
+    } else {
+        more[9] = NULL;
+    }
+    compare_words(cmp, words, sizeof(words));
     if (c->connections == 0) {
         report_event(JOURNAL_ID_CLIENTS, LOG_INFO,
                      &(struct event_fields){.smb_conf = smb_conf, .more = more},
-                     "real clients: no connection to smbd");
+                     "real clients: no connection to smbd%s", words);
         return;
     }
     report_event(JOURNAL_ID_CLIENTS, LOG_INFO,
@@ -105,10 +226,10 @@ void clients_watch_tell(const struct clients_watch_summary *sum, const char *smb
                  "real clients: %d connection%s, held back by the server's send buffer %d, by "
                  "its receive buffer %d, by the client's window %d, by the network %d, idle %d; "
                  "round trip median %.1f ms, max %.1f ms; largest bandwidth-delay product of a "
-                 "buffer-limited one %.0f bytes",
+                 "buffer-limited one %.0f bytes%s",
                  c->connections, c->connections == 1 ? "" : "s", c->by[CLIENTS_SNDBUF],
                  c->by[CLIENTS_RCVBUF], c->by[CLIENTS_CLIENT_WINDOW], c->by[CLIENTS_NETWORK],
-                 c->by[CLIENTS_IDLE], c->rtt_median_ms, c->rtt_max_ms, sum->bdp_max);
+                 c->by[CLIENTS_IDLE], c->rtt_median_ms, c->rtt_max_ms, sum->bdp_max, words);
 }
 
 bool clients_watch_asks_more(const struct clients_watch_summary *sum, long in_rcvbuf,

@@ -14,10 +14,14 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <systemd/sd-event.h>
 
 #include "clients.h"
 #include "sockopts.h"
+
+/* Connections kept in a summary, to tell later which are new. */
+#define CLIENTS_WATCH_MAX 256
 
 struct clients_watch_summary {
     bool valid;               /* the connections were read this cycle */
@@ -29,7 +33,40 @@ struct clients_watch_summary {
     double bdp_max;
     double bdp[2];
     long buf_max[2]; /* the largest socket buffer (sk_rcvbuf, sk_sndbuf) among those */
+    /* each connection (the first CLIENTS_WATCH_MAX): its kernel cookie,
+     * no address */
+    int nconns;
+    struct clients_watch_conn {
+        uint64_t cookie;
+        enum clients_limit limited_by;
+        double mbps; /* sent + received */
+    } conns[CLIENTS_WATCH_MAX];
 };
+
+/* After a commit: the connections opened since (not in the summary of
+ * the commit's cycle) against those of that summary. */
+enum clients_watch_verdict {
+    CLIENTS_WATCH_TOO_FEW, /* too few busy connections on either side */
+    CLIENTS_WATCH_BETTER,
+    CLIENTS_WATCH_WORSE,
+    CLIENTS_WATCH_SAME,
+};
+
+struct clients_watch_compare {
+    int before_busy, before_held; /* busy ones, of them held back by the server's buffers */
+    double before_mbps;           /* mean rate of the busy ones */
+    int new_busy, new_held;
+    double new_mbps;
+    enum clients_watch_verdict verdict;
+};
+
+/* Pure: now's new connections against before's. */
+void clients_watch_compare(const struct clients_watch_summary *before,
+                           const struct clients_watch_summary *now,
+                           struct clients_watch_compare *cmp);
+
+/* "too_few", "better", "worse", "same" */
+const char *clients_watch_verdict_name(enum clients_watch_verdict v);
 
 /* Pure: the summary of the connections v (lib/clients' result). */
 void clients_watch_summarize(const struct clients_conn *v, size_t n,
@@ -38,8 +75,11 @@ void clients_watch_summarize(const struct clients_conn *v, size_t n,
 /* The summary's journal entry (JOURNAL_ID_CLIENTS), with its fields
  * SMBTUNED_CLIENTS, SMBTUNED_CLIENTS_SNDBUF_LIMITED, _RCVBUF_LIMITED,
  * _CLIENT_WINDOW, _NETWORK, _IDLE, SMBTUNED_RTT_MEDIAN_MS, _MAX_MS and
- * SMBTUNED_BDP_MAX; no client address. */
-void clients_watch_tell(const struct clients_watch_summary *sum, const char *smb_conf);
+ * SMBTUNED_BDP_MAX; no client address. With cmp (after a commit; NULL
+ * before any): SMBTUNED_CLIENTS_SINCE_COMMIT (the verdict),
+ * SMBTUNED_CLIENTS_NEW and SMBTUNED_CLIENTS_NEW_HELD, and the words. */
+void clients_watch_tell(const struct clients_watch_summary *sum,
+                        const struct clients_watch_compare *cmp, const char *smb_conf);
 
 /* Pure: whether real connections held back by the server's own buffers
  * ask for more than in_force gives: an explicit size below cap[b] (the

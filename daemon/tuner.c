@@ -117,8 +117,12 @@ static void on_clients(void *ud, int r, const struct clients_watch_summary *sum,
         journal_log(LOG_WARNING, "cannot watch smbd's connections: %s", why);
         memset(&t->real, 0, sizeof(t->real));
     } else {
+        struct clients_watch_compare cmp;
+
         t->real = *sum;
-        clients_watch_tell(&t->real, t->o.smb_conf);
+        if (t->have_before)
+            clients_watch_compare(&t->real_before, &t->real, &cmp);
+        clients_watch_tell(&t->real, t->have_before ? &cmp : NULL, t->o.smb_conf);
         clients_watch_keep(&t->real, (long)time(NULL), &t->st);
     }
     cycle_checks(t);

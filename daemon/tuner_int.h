@@ -64,6 +64,10 @@ struct tuner {
      * once for each value, so that a search that keeps it ends it */
     bool steered;
     struct search_config steered_from;
+    /* the summary of the cycle of the last commit (this run's), against
+     * which the connections opened since are compared */
+    bool have_before;
+    struct clients_watch_summary real_before;
 
     /* the sample under way */
     enum sample_kind kind;

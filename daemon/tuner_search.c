@@ -266,6 +266,10 @@ static void on_committed(void *ud, int r, const struct owned_put_result *res)
                      "socket options: %s -> %s (%s:%d)", t->value0, res->new_value,
                      res->file ? res->file : t->o.smb_conf, res->line);
         outcome_written(&t->out, res->new_value);
+        /* what real clients had before it: later cycles compare the
+         * connections opened since with these */
+        t->have_before = t->real.valid;
+        t->real_before = t->real;
     }
     search_done(t);
 }

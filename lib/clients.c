@@ -186,6 +186,7 @@ static void conclude(const struct track *k, struct clients_conn *o)
     double secs = k->t_last - k->t_first;
 
     *o = (struct clients_conn){.seconds = secs, .samples = k->samples, .in_flight = k->in_flight};
+    o->cookie = b->cookie;
     memcpy(o->local, b->local, sizeof(o->local));
     memcpy(o->peer, b->peer, sizeof(o->peer));
     o->rtt_ms = k->n_rtt ? k->sum_rtt_us / k->n_rtt / 1000.0 : 0;

@@ -58,6 +58,7 @@ enum clients_limit {
 
 /* One connection over the window. */
 struct clients_conn {
+    uint64_t cookie; /* the kernel's name for the socket (tells a new one) */
     char local[CLIENTS_ADDR_LEN], peer[CLIENTS_ADDR_LEN];
     double rtt_ms;         /* mean smoothed round trip over the samples */
     long rcvbuf, sndbuf;   /* at the last sample */

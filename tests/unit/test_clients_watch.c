@@ -107,11 +107,74 @@ static void test_asks_more(void **state)
     assert_false(clients_watch_asks_more(&sum, 65536, 65536, cap, tcp_max, why, sizeof(why)));
 }
 
+/* A summary of connections (cookie, cause, rate). */
+static void with(struct clients_watch_summary *s, int n, const uint64_t *cookie,
+                 const enum clients_limit *l, double mbps)
+{
+    memset(s, 0, sizeof(*s));
+    s->valid = true;
+    for (int i = 0; i < n; i++)
+        s->conns[s->nconns++] = (struct clients_watch_conn){cookie[i], l[i], mbps};
+}
+
+/* After a commit: the connections opened since (cookies not seen before)
+ * against those before it; too few busy ones on a side say nothing; the
+ * share held back by the server's buffers decides, the rates only when it
+ * did not move. */
+static void test_compare(void **state)
+{
+    const enum clients_limit held4[] = {CLIENTS_SNDBUF, CLIENTS_RCVBUF, CLIENTS_SNDBUF,
+                                        CLIENTS_NETWORK};
+    const enum clients_limit net4[] = {CLIENTS_NETWORK, CLIENTS_NETWORK, CLIENTS_IDLE,
+                                       CLIENTS_NETWORK};
+    const uint64_t old[] = {1, 2, 3, 4}, fresh[] = {5, 6, 7, 8}, mixed[] = {1, 2, 3, 9};
+    struct clients_watch_summary before, now;
+    struct clients_watch_compare c;
+
+    (void)state;
+    with(&before, 4, old, held4, 2);
+    /* three new busy ones, none held back: better */
+    with(&now, 4, fresh, net4, 2);
+    clients_watch_compare(&before, &now, &c);
+    assert_int_equal(c.before_busy, 4);
+    assert_int_equal(c.before_held, 3);
+    assert_int_equal(c.new_busy, 3);
+    assert_int_equal(c.new_held, 0);
+    assert_int_equal(c.verdict, CLIENTS_WATCH_BETTER);
+    assert_string_equal(clients_watch_verdict_name(c.verdict), "better");
+    /* the same connections as before are no new ones: too few */
+    with(&now, 4, mixed, net4, 2);
+    clients_watch_compare(&before, &now, &c);
+    assert_int_equal(c.new_busy, 1);
+    assert_int_equal(c.verdict, CLIENTS_WATCH_TOO_FEW);
+    /* the other way round: worse */
+    with(&before, 4, old, net4, 2);
+    with(&now, 4, fresh, held4, 2);
+    clients_watch_compare(&before, &now, &c);
+    assert_int_equal(c.verdict, CLIENTS_WATCH_WORSE);
+    /* the same share: the rates speak, only when far apart */
+    with(&now, 4, fresh, net4, 2.2);
+    clients_watch_compare(&before, &now, &c);
+    assert_int_equal(c.verdict, CLIENTS_WATCH_SAME);
+    with(&now, 4, fresh, net4, 3);
+    clients_watch_compare(&before, &now, &c);
+    assert_int_equal(c.verdict, CLIENTS_WATCH_BETTER);
+    assert_true(c.new_mbps == 3 && c.before_mbps == 2);
+    with(&now, 4, fresh, net4, 1);
+    clients_watch_compare(&before, &now, &c);
+    assert_int_equal(c.verdict, CLIENTS_WATCH_WORSE);
+    /* nothing busy before: nothing to compare with */
+    with(&before, 0, old, net4, 0);
+    clients_watch_compare(&before, &now, &c);
+    assert_int_equal(c.verdict, CLIENTS_WATCH_TOO_FEW);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_summarize),
         cmocka_unit_test(test_asks_more),
+        cmocka_unit_test(test_compare),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

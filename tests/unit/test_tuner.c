@@ -72,6 +72,9 @@ struct sim {
     struct clients_watch_summary real;
     int clients_calls;
     int real_from; /* > 0: smbd runs (and has `real`) from that cycle on */
+    /* > 0: from that cycle on the clients watch answers real_after */
+    int after_from;
+    struct clients_watch_summary real_after;
     char url[64], client[256];
 };
 
@@ -196,7 +199,9 @@ static int deliver(sd_event_source *src, uint64_t usec, void *ud)
         if (s->real_fail)
             done(s->ud, -EPERM, NULL, "sim: sock_diag refused");
         else
-            done(s->ud, 0, &s->real, "");
+            done(s->ud, 0,
+                 s->after_from > 0 && s->facts_calls >= s->after_from ? &s->real_after : &s->real,
+                 "");
     } else if (s->busy_done) {
         world_busy_fn done = s->busy_done;
 
@@ -857,6 +862,49 @@ static void test_real_clients_steer_a_new_search(void **state)
     assert_int_equal(s.measures_at[5] - s.measures_at[4], 1);
 }
 
+/* After a commit, the connections opened since are compared with those
+ * of the commit's cycle: before it three of four busy ones were held back
+ * by the server's buffers, after it none of three new ones (the old one,
+ * idle now, is no new one): the next cycle's entry says real clients got
+ * better. The commit's own cycle has no comparison. */
+static void test_real_clients_before_after(void **state)
+{
+    static const enum clients_limit before[] = {CLIENTS_RCVBUF, CLIENTS_SNDBUF, CLIENTS_RCVBUF,
+                                                CLIENTS_NETWORK};
+    static const enum clients_limit after[] = {CLIENTS_IDLE, CLIENTS_NETWORK, CLIENTS_NETWORK,
+                                               CLIENTS_NETWORK};
+    static const uint64_t cb[] = {11, 12, 13, 14}, ca[] = {11, 21, 22, 23};
+    struct fix *f = *state;
+    struct sim s;
+    struct seen sn;
+    int first, second;
+
+    f->o.once = false;
+    sim_init(&s, &f->o);
+    s.cycles_wanted = 2;
+    s.smbd_running = true;
+    s.after_from = 2;
+    s.real.valid = s.real_after.valid = true;
+    for (int i = 0; i < 4; i++) {
+        s.real.conns[s.real.nconns++] = (struct clients_watch_conn){cb[i], before[i], 1.5};
+        s.real_after.conns[s.real_after.nconns++] =
+            (struct clients_watch_conn){ca[i], after[i], 11};
+    }
+    s.real.s.connections = s.real_after.s.connections = 4;
+    seen_begin(&sn);
+    assert_int_equal(run(&f->o, &s), 0);
+    first = seen_find(&sn, 0, JOURNAL_ID_CLIENTS, NULL);
+    assert_true(first >= 0);
+    assert_null(strstr(sn.fields[first], "SMBTUNED_CLIENTS_SINCE_COMMIT="));
+    assert_true(seen_find(&sn, first, JOURNAL_ID_COMMIT, NULL) > first);
+    second = seen_find(&sn, first + 1, JOURNAL_ID_CLIENTS,
+                       (const char *const[]){"SMBTUNED_CLIENTS_SINCE_COMMIT=better",
+                                             "SMBTUNED_CLIENTS_NEW=3",
+                                             "SMBTUNED_CLIENTS_NEW_HELD=0", NULL});
+    assert_true(second > first);
+    seen_end(&sn);
+}
+
 /* The watch fails (sock_diag refused): said, and the cycle goes on as
  * with no real connection (loopback alone: autotuning stays). */
 static void test_real_clients_watch_fails(void **state)
@@ -1082,6 +1130,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_real_clients_steer_loopback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_real_clients_watch_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_real_clients_steer_a_new_search, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_real_clients_before_after, setup, teardown),
         cmocka_unit_test_setup_teardown(test_advise_writes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill_between_any_two_steps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hand_edit_holds, setup, teardown),
