@@ -112,10 +112,10 @@ static long loopback_size(struct outcome *out, const struct search_params *p, co
                 "%s autotuning: loopback trials cannot rank sizes above the small-buffer cliff, "
                 "and %s",
                 buf_opt[b],
-                !seen ? "smbd's real connections could not be read"
-                : held == 0 && real->s.connections == 0
-                    ? "no real connection was there to ask for more"
-                    : "no real connection is held back by the server's buffer");
+                !seen                      ? "smbd's real connections could not be read"
+                : real->s.connections == 0 ? "no real connection was there to ask for more"
+                : held == 0 ? "no real connection is held back by the server's buffer"
+                            : "the real connections held back gave no round trip to size it by");
         return SEARCH_AUTO;
     }
     why_add(out,
