@@ -50,19 +50,23 @@
  * and the data rule out, at FUT_Z_GAIN (a dearer candidate dropped) or
  * FUT_Z_MOVE (a dearer incumbent left) one-sided standard errors, a gain
  * the budget could establish: one it would pass FUT_POWER_DET of the time,
- * and never less than FUT_GAIN_SAFE. Leaving an incumbent is a move, and a
- * false one costs that gain on every connection, where dropping a
- * candidate only leaves the search where it was: hence the stricter z
- * (bench/search-sim: at 2.33 the interior objective made 8 to 14 wrong
+ * and never less than FUT_SAFE_GAIN or FUT_SAFE_MOVE. Leaving an incumbent
+ * is a move, and a false one costs that gain on every connection until a
+ * drift is seen, where dropping a candidate only leaves the search where
+ * it was: hence the stricter z and the lower floor for a move
+ * (bench/search-sim: at z 2.33 the interior objective made 8 to 14 wrong
  * moves in 200 runs at sigma 0.25, at 3.5 as few as before the rule).
- * FUT_GAIN_SAFE is the smallest step between neighbours where buffers
+ * FUT_SAFE_MOVE is the smallest step between neighbours where buffers
  * matter (a window-limited rate halves with the buffer; the knee's
- * neighbours in shared/FACTS.md differ by 14-16%): that is what low noise
- * must not talk the search out of. The candidate needs FUT_MIN samples
- * first. */
+ * neighbours in shared/FACTS.md differ by 14-16%): low noise must not talk
+ * the search out of the better of two such neighbours. A dropped candidate
+ * gets a floor of 20%: from AUTO the sizes worth taking gain 35% and more
+ * in FACTS.md, and a floor of 25% lost wan-1g's 52% gain in runs at sigma
+ * 0.25. The candidate needs FUT_MIN samples first. */
 #define FUT_POWER_MIN 0.10
 #define FUT_POWER_DET 0.80
-#define FUT_GAIN_SAFE 0.15
+#define FUT_SAFE_GAIN 0.20
+#define FUT_SAFE_MOVE 0.15
 #define FUT_Z_GAIN 2.0
 #define FUT_Z_MOVE 3.5
 #define FUT_MIN 5
@@ -296,6 +300,7 @@ static int budget_of(const struct search_params *p, const struct search_dim *d)
 /* Is it futile to go on: can the dearer side (AUTO is the cheapest, then
  * the smaller size) no longer establish a gain over the cheaper one within
  * the budget? gain is log(dearer / cheaper) now and se its standard error;
+ * z and safe are the FUT_Z_ and FUT_SAFE_ of the side that would be kept;
  * *left gets the samples the comparison could still take.
  *
  * At the end of the budget (both sides at `budget` samples, standard error
@@ -312,13 +317,13 @@ static int budget_of(const struct search_params *p, const struct search_dim *d)
  * - so the data must also rule out (the upper bound gain + t se, t at the
  *   pooled spread's degrees of freedom: a spread from few samples is
  *   itself uncertain) a gain the budget would establish: need_f + z(0.8)
- *   se_f, and never less than FUT_GAIN_SAFE. That is the distance from
+ *   se_f, and never less than `safe`. That is the distance from
  *   the observed difference to what could still be shown, against the
  *   half-width the samples at hand leave.
  * At the end (w = 1) the first is the gain test's own verdict. */
 static bool futile(const struct search_params *p, const struct search_dim *d,
                    const struct search_level *lc, const struct search_level *li, double gain,
-                   double se, double z, int *left)
+                   double se, double z, double safe, int *left)
 {
     int b = budget_of(p, d);
     double nc = fmax(lc->kept, b), ni = fmax(li->kept, b);
@@ -328,7 +333,7 @@ static bool futile(const struct search_params *p, const struct search_dim *d,
     double w = fmin(1.0, se_f * se_f / (se * se));
     double sd = se_f * sqrt(1 - w);
     double power = sd > 0 ? stats_norm_cdf((gain - need_f) / sd) : gain >= need_f;
-    double det = fmax(need_f + stats_norm_quantile(FUT_POWER_DET) * se_f, log1p(FUT_GAIN_SAFE));
+    double det = fmax(need_f + stats_norm_quantile(FUT_POWER_DET) * se_f, log1p(safe));
     double t = stats_t_quantile(stats_norm_cdf(z), d->df);
 
     *left = (int)(nc - lc->kept + ni - li->kept);
@@ -378,7 +383,8 @@ enum search_verdict search_dim_compare(const struct search_params *p, const stru
             return SEARCH_REJECT;
         /* Nor can the dearer incumbent show a gain over it: nothing is
          * left to learn, the cheaper side is kept. */
-        if (lc->kept >= FUT_MIN && futile(p, d, lc, li, -dh, se, FUT_Z_MOVE, &out->left)) {
+        if (lc->kept >= FUT_MIN &&
+            futile(p, d, lc, li, -dh, se, FUT_Z_MOVE, FUT_SAFE_MOVE, &out->left)) {
             out->futile = true;
             return SEARCH_ACCEPT;
         }
@@ -386,7 +392,8 @@ enum search_verdict search_dim_compare(const struct search_params *p, const stru
     }
     if (hopeless)
         return SEARCH_REJECT;
-    if (lc->kept >= FUT_MIN && futile(p, d, lc, li, dh, se, FUT_Z_GAIN, &out->left)) {
+    if (lc->kept >= FUT_MIN &&
+        futile(p, d, lc, li, dh, se, FUT_Z_GAIN, FUT_SAFE_GAIN, &out->left)) {
         out->futile = true;
         return SEARCH_REJECT;
     }
