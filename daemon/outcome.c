@@ -78,7 +78,8 @@ static long lattice_up(const struct search_params *p, double want, long cap)
  * evidence can only be real connections, as the trials are loopback. */
 static long loopback_size(struct outcome *out, const struct search_params *p, const struct facts *f,
                           const struct tuner_opts *o, struct search_config inc0,
-                          const struct clients_watch_summary *real, enum sockopts_buf b, long wb)
+                          const struct clients_watch_summary *real, enum sockopts_buf b, long wb,
+                          bool kept)
 {
     bool rcv = b == SOCKOPTS_RCVBUF;
     long cap = rcv ? p->max_rcvbuf : p->max_sndbuf;
@@ -87,6 +88,11 @@ static long loopback_size(struct outcome *out, const struct search_params *p, co
     int held = seen ? real->s.by[rcv ? CLIENTS_RCVBUF : CLIENTS_SNDBUF] : 0;
 
     if (wb == SEARCH_AUTO)
+        return wb;
+    /* The search kept the value in force: only a buffer that holds real
+     * connections back changes (the trials could not have told it from a
+     * larger one); the others stay as they are written. */
+    if (kept && !(held > 0 && real->bdp[b] > 0))
         return wb;
     if (held > 0 && real->bdp[b] > 0) {
         /* Twice the estimate: it is a lower bound of what the path needs
@@ -136,11 +142,13 @@ int outcome_decide(struct outcome *out, const struct search *s, const struct tal
     double wr, rr;
 
     memset(out, 0, sizeof(*out));
-    if (!kept && facts_trials_on_loopback(o)) {
+    /* Kept too: loopback trials that keep a size holding real clients back
+     * could not have told it from a larger one. */
+    if (facts_trials_on_loopback(o)) {
         const struct search_params *p = search_params_of(s);
 
-        w.rcvbuf = loopback_size(out, p, f, o, inc0, real, SOCKOPTS_RCVBUF, w.rcvbuf);
-        w.sndbuf = loopback_size(out, p, f, o, inc0, real, SOCKOPTS_SNDBUF, w.sndbuf);
+        w.rcvbuf = loopback_size(out, p, f, o, inc0, real, SOCKOPTS_RCVBUF, w.rcvbuf, kept);
+        w.sndbuf = loopback_size(out, p, f, o, inc0, real, SOCKOPTS_SNDBUF, w.sndbuf, kept);
         kept = search_config_eq(w, inc0);
     }
     out->w = w;

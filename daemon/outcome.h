@@ -41,7 +41,8 @@ struct outcome {
  * size of the winner is committed only if real connections held back by
  * that buffer ask for one (then at least what covers their largest
  * bandwidth-delay product), otherwise autotuning where it can take
- * effect; out->why says which. -ENOMEM. */
+ * effect; a size the search kept is raised the same way when real
+ * connections are held back by it. out->why says which. -ENOMEM. */
 int outcome_decide(struct outcome *out, const struct search *s, const struct tally *tally,
                    const struct facts *f, const struct tuner_opts *o, const char *value0,
                    struct search_config inc0, bool auto_blocked,

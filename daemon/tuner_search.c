@@ -290,18 +290,22 @@ static void finish_search(struct tuner *t)
         double wr, rr;
         char cs[96], bytes[48];
 
-        report_rates(t->s, &t->tally, out->w, &wr, &rr);
+        /* the search's winner, as measured: the outcome may end with
+         * another (outcome.c: after loopback trials), which it tells */
+        struct search_config won = search_incumbent(t->s);
+
+        report_rates(t->s, &t->tally, won, &wr, &rr);
         /* the bytes the cycle's probes moved so far, write+read */
         snprintf(bytes, sizeof(bytes), "SMBTUNED_BYTES=%lld", t->tally.bytes);
         report_event(JOURNAL_ID_SEARCH_END, LOG_INFO,
                      &(struct event_fields){.smb_conf = t->o.smb_conf,
-                                            .c = &out->w,
+                                            .c = &won,
                                             .samples = search_samples(t->s),
                                             .write_mbps = wr,
                                             .read_mbps = rr,
                                             .more = (const char *const[]){bytes, NULL}},
                      "search finished after %d samples: %s, write %.1f read %.1f MB/s",
-                     search_samples(t->s), search_config_str(out->w, cs, sizeof(cs)), wr, rr);
+                     search_samples(t->s), search_config_str(won, cs, sizeof(cs)), wr, rr);
     }
     /* Kept or advised: a live trial goes back at the cycle's end. */
     if (out->kind != OUTCOME_COMMIT) {

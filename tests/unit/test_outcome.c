@@ -495,6 +495,34 @@ static void test_loopback_covers_real_bdp(void **state)
     run_free(&r);
 }
 
+/* The loopback search keeps the size in force (at the knee), but real
+ * connections are held back by the receive buffer: SO_RCVBUF rises to
+ * cover them, SO_SNDBUF stays as written. Without them it is kept, as on
+ * a real path. */
+static void test_loopback_kept_raised_for_real_clients(void **state)
+{
+    static const char value0[] = "TCP_NODELAY SO_RCVBUF=262144 SO_SNDBUF=262144";
+    struct model m = knee_model();
+    struct run r;
+
+    run_init(&r, C(262144, 262144));
+    loopback(&r);
+    converge(&r, &m);
+    assert_true(search_config_eq(search_incumbent(r.s), r.inc0));
+    assert_int_equal(decide(&r, value0), 0);
+    assert_int_equal(r.out.kind, OUTCOME_KEEP);
+    assert_string_equal(r.out.why, "");
+    assert_string_equal(r.out.after, value0);
+    outcome_free(&r.out);
+    held_by_rcvbuf(&r, 1, 300000, 524288);
+    assert_int_equal(decide(&r, value0), 0);
+    assert_int_equal(r.out.kind, OUTCOME_COMMIT);
+    assert_true(search_config_eq(r.out.w, C(1048576, 262144)));
+    assert_non_null(strstr(r.out.why, "SO_RCVBUF=1048576: real connections held back"));
+    assert_null(strstr(r.out.why, "SO_SNDBUF"));
+    run_free(&r);
+}
+
 /* From AUTO, an explicit size only on evidence from a real path: real
  * connections held back under autotuning, capped by tcp_rmem's maximum,
  * which the words name. */
@@ -712,6 +740,7 @@ int main(void)
         cmocka_unit_test(test_loopback_keeps_auto),
         cmocka_unit_test(test_loopback_legacy_commits_auto),
         cmocka_unit_test(test_loopback_covers_real_bdp),
+        cmocka_unit_test(test_loopback_kept_raised_for_real_clients),
         cmocka_unit_test(test_loopback_from_auto_on_real_evidence),
         cmocka_unit_test(test_loopback_auto_blocked_says_so),
         cmocka_unit_test(test_cap_notices),
