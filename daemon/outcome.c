@@ -99,8 +99,25 @@ static long loopback_size(struct outcome *out, const struct search_params *p, co
          * (clients_watch.c), and one lattice step more is what a
          * connection held back at that product asks for. */
         long need = lattice_up(p, 2 * real->bdp[b], cap);
-        long size = wb > need ? wb : need;
+        long size;
 
+        /* Held back under autotuning at a buffer of buf_max: an explicit
+         * size helps only above it (the kernel doubles a request), and
+         * none may when the cap is below it: autotuning stays. */
+        if (inc == SEARCH_AUTO && real->buf_max[b] > 0) {
+            if (2 * cap <= real->buf_max[b] &&
+                (!facts_listener_explicit(f, inc0, b) || o->restart_smbd)) {
+                why_add(out,
+                        "%s autotuning: real connections held back by the server's %s have %ld "
+                        "bytes under autotuning, more than %s=%ld (the largest allowed) would "
+                        "give them",
+                        buf_opt[b], buf_words[b], real->buf_max[b], buf_opt[b], cap);
+                return SEARCH_AUTO;
+            }
+            if (lattice_up(p, real->buf_max[b], cap) > need)
+                need = lattice_up(p, real->buf_max[b], cap);
+        }
+        size = wb > need ? wb : need;
         why_add(out,
                 "%s=%ld: real connections held back by the server's %s (%d of %d) had a "
                 "bandwidth-delay product of up to %.0f bytes, which it covers%s",

@@ -544,6 +544,16 @@ static void test_loopback_from_auto_on_real_evidence(void **state)
     assert_int_equal(r.out.w.sndbuf, SEARCH_AUTO);
     assert_non_null(strstr(r.out.why, "under autotuning they were capped by net.ipv4.tcp_rmem's "
                                       "maximum (131072)"));
+    outcome_free(&r.out);
+    /* held back at a ceiling of 6 MiB: no explicit size up to this
+     * search's cap (1 MiB, 2 MiB as the kernel keeps it) gives more */
+    r.f.tcp_max[SOCKOPTS_RCVBUF] = 6291456;
+    held_by_rcvbuf(&r, 1, 100000, 6291456);
+    assert_int_equal(decide(&r, "TCP_NODELAY"), 0);
+    assert_int_equal(r.out.kind, OUTCOME_KEEP);
+    assert_true(search_config_eq(r.out.w, AUTO));
+    assert_non_null(strstr(r.out.why, "have 6291456 bytes under autotuning, more than "
+                                      "SO_RCVBUF=1048576 (the largest allowed) would give them"));
     run_free(&r);
 }
 

@@ -804,7 +804,7 @@ static void test_real_clients_steer_loopback(void **state)
     s.real.s.rtt_median_ms = 40;
     s.real.s.rtt_max_ms = 41.5;
     s.real.bdp_max = s.real.bdp[SOCKOPTS_RCVBUF] = 300000;
-    s.real.buf_max[SOCKOPTS_RCVBUF] = 6291456;
+    s.real.buf_max[SOCKOPTS_RCVBUF] = 524288;
     seen_begin(&sn);
     assert_int_equal(run(&f->o, &s), 0);
     assert_int_equal(s.clients_calls, 1);
