@@ -7,7 +7,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <libsmbclient.h>
 #include <netdb.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -26,6 +25,10 @@
 #include "creds.h"
 #include "kernel.h"
 #include "parse.h"
+#include "smbc_api.h"
+
+/* libsmbclient, loaded in this child only (smbc_api.h says why). */
+static struct smbc_api api;
 
 /* Every 4 KiB block of the probe file starts with its own offset (mixed
  * with a per-measurement tag), so no two blocks are equal: nothing on the
@@ -93,7 +96,7 @@ fail(struct child *c, enum probe_outcome o, const char *fmt, ...)
 static void auth_fn(SMBCCTX *ctx, const char *srv, const char *shr, char *wg, int wglen, char *un,
                     int unlen, char *pw, int pwlen)
 {
-    const struct creds *cr = smbc_getOptionUserData(ctx);
+    const struct creds *cr = api.getOptionUserData(ctx);
 
     (void)srv;
     (void)shr;
@@ -163,10 +166,10 @@ static pid_t own_probe_pid(const struct child *c, const char *name)
 static void remove_leftovers(struct child *c, bool thorough)
 {
     char(*names)[256];
-    smbc_opendir_fn opendir_fn = smbc_getFunctionOpendir(c->ctx);
-    smbc_readdir_fn readdir_fn = smbc_getFunctionReaddir(c->ctx);
-    smbc_closedir_fn closedir_fn = smbc_getFunctionClosedir(c->ctx);
-    smbc_unlink_fn unlink_fn = smbc_getFunctionUnlink(c->ctx);
+    smbc_opendir_fn opendir_fn = api.getFunctionOpendir(c->ctx);
+    smbc_readdir_fn readdir_fn = api.getFunctionReaddir(c->ctx);
+    smbc_closedir_fn closedir_fn = api.getFunctionClosedir(c->ctx);
+    smbc_unlink_fn unlink_fn = api.getFunctionUnlink(c->ctx);
     int max = thorough ? LEFTOVER_THOROUGH_MAX : LEFTOVER_QUICK_MAX;
     int attempts = thorough ? 10 : 1, i;
     int64_t stop =
@@ -225,7 +228,7 @@ static int probe_file_name(const struct child *c, char *out, size_t len)
 static enum probe_outcome create_probe_file(struct child *c, char *file_url, size_t len,
                                             SMBCFILE **f)
 {
-    smbc_open_fn open_fn = smbc_getFunctionOpen(c->ctx);
+    smbc_open_fn open_fn = api.getFunctionOpen(c->ctx);
     char name[256];
     int i, er = EEXIST;
 
@@ -291,10 +294,10 @@ static bool stamps_ok(const unsigned char *buf, size_t n, int64_t off, uint64_t 
 /* Write to f (the probe file, open for writing; closed here), read it back. */
 static enum probe_outcome transfer(struct child *c, SMBCFILE *f, const char *file_url)
 {
-    smbc_open_fn open_fn = smbc_getFunctionOpen(c->ctx);
-    smbc_write_fn write_fn = smbc_getFunctionWrite(c->ctx);
-    smbc_read_fn read_fn = smbc_getFunctionRead(c->ctx);
-    smbc_close_fn close_fn = smbc_getFunctionClose(c->ctx);
+    smbc_open_fn open_fn = api.getFunctionOpen(c->ctx);
+    smbc_write_fn write_fn = api.getFunctionWrite(c->ctx);
+    smbc_read_fn read_fn = api.getFunctionRead(c->ctx);
+    smbc_close_fn close_fn = api.getFunctionClose(c->ctx);
     const struct probe_params *p = c->p;
     size_t req = (size_t)p->request_size, cap = req, i;
     uint64_t seed = (uint64_t)probe_mono_ns() ^ ((uint64_t)getpid() << 32), tag;
@@ -409,7 +412,7 @@ static enum probe_outcome connect_failure(struct child *c, int er)
         snprintf(ipc.share, sizeof(ipc.share), "IPC$");
         ipc.dir[0] = '\0';
         if (url_format(&ipc, NULL, url, sizeof(url)) == 0 &&
-            smbc_getFunctionStat(c->ctx)(c->ctx, url, &st) < 0 &&
+            api.getFunctionStat(c->ctx)(c->ctx, url, &st) < 0 &&
             (errno == EACCES || errno == EPERM))
             return fail(c, PROBE_AUTH_FAILED, "the server refused the logon as %s (%s)", who,
                         cr ? "wrong user or password?" : "no guest access");
@@ -460,23 +463,29 @@ static enum probe_outcome measure(struct child *c)
         c->have_creds = true;
     }
 
-    c->ctx = smbc_new_context();
+    {
+        struct err e = {{0}};
+
+        if (smbc_api_load(&api, &e) < 0)
+            return fail(c, PROBE_ERROR, "%s", e.msg);
+    }
+    c->ctx = api.new_context();
     if (c->ctx == NULL)
         return fail(c, PROBE_ERROR, "cannot create a libsmbclient context: %s", strerror(errno));
-    smbc_setDebug(c->ctx, 0);
-    smbc_setOptionDebugToStderr(c->ctx, 1);
-    smbc_setOptionUseKerberos(c->ctx, 0);
-    smbc_setOptionFallbackAfterKerberos(c->ctx, 0);
-    smbc_setOptionUseCCache(c->ctx, 0);
+    api.setDebug(c->ctx, 0);
+    api.setOptionDebugToStderr(c->ctx, 1);
+    api.setOptionUseKerberos(c->ctx, 0);
+    api.setOptionFallbackAfterKerberos(c->ctx, 0);
+    api.setOptionUseCCache(c->ctx, 0);
     /* With credentials, a wrong password must fail, not turn into an
      * anonymous session that fails later for another reason. */
-    smbc_setOptionNoAutoAnonymousLogin(c->ctx, c->have_creds);
-    smbc_setOptionUserData(c->ctx, c->have_creds ? &c->creds : NULL);
-    smbc_setFunctionAuthDataWithContext(c->ctx, auth_fn);
+    api.setOptionNoAutoAnonymousLogin(c->ctx, c->have_creds);
+    api.setOptionUserData(c->ctx, c->have_creds ? &c->creds : NULL);
+    api.setFunctionAuthDataWithContext(c->ctx, auth_fn);
     /* The parent's deadline is the limit; libsmbclient's own per-request
      * timeout must not fire first and look like an error. */
-    smbc_setTimeout(c->ctx, (int)(p->deadline_s * 1000) + 10000);
-    if (smbc_init_context(c->ctx) == NULL)
+    api.setTimeout(c->ctx, (int)(p->deadline_s * 1000) + 10000);
+    if (api.init_context(c->ctx) == NULL)
         return fail(c, PROBE_ERROR, "cannot initialise libsmbclient: %s", strerror(errno));
 
     /* First contact: connection, session and tree connect, on the share's
@@ -485,7 +494,7 @@ static enum probe_outcome measure(struct child *c)
     share_only.dir[0] = '\0';
     if (url_format(&share_only, NULL, share_url, sizeof(share_url)) < 0)
         return fail(c, PROBE_ERROR, "URL too long");
-    stat_fn = smbc_getFunctionStat(c->ctx);
+    stat_fn = api.getFunctionStat(c->ctx);
     if (stat_fn(c->ctx, share_url, &st) < 0)
         return connect_failure(c, errno);
     read_client_buffers(c);
@@ -505,7 +514,7 @@ static enum probe_outcome measure(struct child *c)
     if (o != PROBE_OK)
         return o;
     o = transfer(c, f, file_url);
-    unlink_fn = smbc_getFunctionUnlink(c->ctx);
+    unlink_fn = api.getFunctionUnlink(c->ctx);
     if (unlink_fn(c->ctx, file_url) < 0 && errno != ENOENT && o == PROBE_OK) {
         int er = errno;
 
@@ -564,7 +573,7 @@ void probe_child_main(const struct probe_child_args *a, const char *workdir, int
     own_host(c->host, sizeof(c->host));
     c->sh->outcome = measure(c);
     if (c->ctx != NULL)
-        smbc_free_context(c->ctx, 1);
+        api.free_context(c->ctx, 1);
     creds_clear(&c->creds);
     __atomic_store_n(&c->sh->done, 1, __ATOMIC_RELEASE);
     if (write(3, "x", 1) < 0)

@@ -256,6 +256,29 @@ def test_systemd_credential_is_the_logon_when_none_is_named(smbd_factory, smbtun
     assert "smbtuned-credentials has mode 0644" in r.stderr, r.stderr
 
 
+def test_libsmbclient_is_loaded_by_the_probe_child_only(smbd, smbtuned, tmp_path):
+    """The daemon does not link libsmbclient (lib/smbc_api.h: it would
+    keep Samba's libraries mapped for its whole life); the probe child
+    loads it, and a library that lacks a call is a clear error."""
+    need = subprocess.run(["readelf", "-d", str(smbtuned)], capture_output=True, text=True,
+                          check=True).stdout
+    assert "(NEEDED)" in need and "libsmbclient" not in need, need
+    r = run_probe(smbtuned, probe_conf(tmp_path), url=smbd.url)
+    assert r.returncode == 0 and result(r)["outcome"] == "ok", r.stderr
+    # A libsmbclient.so.0 without the calls, found first through
+    # LD_LIBRARY_PATH (the probe child's dlopen honours it).
+    fake = tmp_path / "fakelib"
+    fake.mkdir()
+    (fake / "empty.c").write_text("int smbtuned_test_empty;\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(fake / "libsmbclient.so.0"),
+                    str(fake / "empty.c")], check=True)
+    env = dict(os.environ, LD_LIBRARY_PATH=str(fake))
+    r = run_probe(smbtuned, probe_conf(tmp_path), url=smbd.url, env=env)
+    assert r.returncode == 1, r.stderr
+    assert result(r)["outcome"] == "error"
+    assert "libsmbclient.so.0 has no smbc_new_context" in r.stderr, r.stderr
+
+
 def test_read_only_share_is_access_denied(smbd_factory, smbtuned, tmp_path):
     srv = smbd_factory(shares={"ro": {"read only": "yes"}})
     url = f"smb://127.0.0.1:{srv.port}/ro"
