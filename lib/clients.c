@@ -157,7 +157,9 @@ int clients_add(struct clients *c, double t, const struct clients_sock *v, size_
         k->order = i;
         observe(k, &v[i]);
     }
-    qsort(c->v, c->n, sizeof(*c->v), by_cookie);
+    /* qsort's array may not be NULL, even for no element (C11 7.22.5) */
+    if (c->n > 0)
+        qsort(c->v, c->n, sizeof(*c->v), by_cookie);
     c->nsorted = c->n;
     return 0;
 }
