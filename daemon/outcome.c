@@ -64,6 +64,10 @@ static long lattice_up(const struct search_params *p, double want, long cap)
     return x > cap ? cap : x;
 }
 
+/* What a buffer that holds real connections back is raised to, as a
+ * multiple of their largest bandwidth-delay product (see loopback_size). */
+#define HELD_STEP 4
+
 /* What an explicit size wb the loopback trials chose for buffer b comes
  * to. Loopback cannot rank sizes above the small-buffer cliff (runs vary
  * by 25%, shared/FACTS.md): a win there says only that the size is above
@@ -95,10 +99,15 @@ static long loopback_size(struct outcome *out, const struct search_params *p, co
     if (kept && !(held > 0 && real->bdp[b] > 0))
         return wb;
     if (held > 0 && real->bdp[b] > 0) {
-        /* Twice the estimate: it is a lower bound of what the path needs
-         * (clients_watch.c), and one lattice step more is what a
-         * connection held back at that product asks for. */
-        long need = lattice_up(p, 2 * real->bdp[b], cap);
+        /* Four times the estimate: it is a lower bound of what the path
+         * needs (clients_watch.c: a connection held back moves what its
+         * buffer lets through, whatever the path could carry), so two
+         * lattice steps a cycle: a path that needs ten times its buffer is
+         * covered in two cycles (steering starts the next one), and an
+         * overshoot costs only kernel memory, within the cap. One step
+         * (twice) left a 64K client of a 40 ms / 100 Mbit/s path at 256K
+         * after a cycle, half of its 500 KB product. */
+        long need = lattice_up(p, HELD_STEP * real->bdp[b], cap);
         long size;
 
         /* Held back under autotuning at a buffer of buf_max: an explicit
@@ -122,7 +131,8 @@ static long loopback_size(struct outcome *out, const struct search_params *p, co
                 "%s=%ld: real connections held back by the server's %s (%d of %d) had a "
                 "bandwidth-delay product of up to %.0f bytes, which it covers%s",
                 buf_opt[b], size, buf_words[b], held, real->s.connections, real->bdp[b],
-                size == cap && 2 * real->bdp[b] > cap ? " as far as the kernel's cap allows" : "");
+                size == cap && HELD_STEP * real->bdp[b] > cap ? " as far as the kernel's cap allows"
+                                                              : "");
         if (inc == SEARCH_AUTO && f->tcp_max_known && real->buf_max[b] >= f->tcp_max[b])
             why_add(out,
                     "under autotuning they were capped by %s's maximum (%ld): raising it "
