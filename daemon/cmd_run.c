@@ -187,15 +187,11 @@ static int on_hup_retry(sd_event_source *s, uint64_t usec, void *ud)
     return on_hup(NULL, NULL, d);
 }
 
-static int on_status(sd_event_source *s, uint64_t usec, void *ud)
+/* STATUS= when the tuner's words change (and with READY=1): no timer, so
+ * that between cycles nothing wakes the loop (bench/daemon-footprint). */
+static void on_status(void *ud, const char *status)
 {
-    struct daemon *d = ud;
-
-    sd_notifyf(0, "STATUS=%s", tuner_status(d->tuner));
-    /* a timer that fired is off: arm it again */
-    sd_event_source_set_time_relative(s, 5 * 1000000ULL);
-    sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
-    return 0;
+    sd_notifyf(0, "STATUS=%s", status);
 }
 
 int cmd_check(const struct opts *o)
@@ -289,7 +285,6 @@ int cmd_run(const struct opts *o)
     sd_event_add_signal(d.ev, NULL, SIGINT, on_term, &d);
     if (!o->once) {
         sd_event_add_signal(d.ev, NULL, SIGHUP, on_hup, &d);
-        sd_event_add_time_relative(d.ev, NULL, CLOCK_MONOTONIC, 0, 0, on_status, &d);
     }
     /* WATCHDOG_USEC from systemd: the loop pings it while it turns. */
     sd_event_set_watchdog(d.ev, true);
@@ -301,8 +296,10 @@ int cmd_run(const struct opts *o)
         return 1;
     }
     /* STATUS with READY: `systemctl status` says what it does from the
-     * first moment, not only once the 5 s timer has fired. */
+     * first moment; then each change of it (on_status). */
     sd_notifyf(0, "READY=1\nSTATUS=%s", tuner_status(d.tuner));
+    if (!o->once)
+        tuner_on_status(d.tuner, on_status, NULL);
     if (d.topts.own_share)
         snprintf(target, sizeof(target),
                  "its own share %s/" PLACE_OWN_SHARE_DIR

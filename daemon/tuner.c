@@ -24,11 +24,21 @@
 
 void tuner_set_status(struct tuner *t, const char *fmt, ...)
 {
+    char was[sizeof(t->status)];
     va_list ap;
 
+    memcpy(was, t->status, sizeof(was));
     va_start(ap, fmt);
     vsnprintf(t->status, sizeof(t->status), fmt, ap);
     va_end(ap);
+    if (t->status_fn != NULL && strcmp(was, t->status) != 0)
+        t->status_fn(t->status_ud, t->status);
+}
+
+void tuner_on_status(struct tuner *t, void (*fn)(void *ud, const char *status), void *ud)
+{
+    t->status_fn = fn;
+    t->status_ud = ud;
 }
 
 const char *tuner_status(const struct tuner *t)

@@ -55,5 +55,9 @@ int tuner_exit_code(const struct tuner *t);
 
 /* A line for `systemctl status` (sd_notify STATUS=). */
 const char *tuner_status(const struct tuner *t);
+/* fn(ud, status) each time the words of tuner_status() change (the
+ * daemon sends them as STATUS=): nothing between cycles wakes the loop
+ * to say the same thing again. */
+void tuner_on_status(struct tuner *t, void (*fn)(void *ud, const char *status), void *ud);
 
 #endif

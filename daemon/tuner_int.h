@@ -46,6 +46,8 @@ struct tuner {
     sd_event_source *timer;
     bool failed;
     char status[256];
+    void (*status_fn)(void *ud, const char *status); /* tuner_on_status */
+    void *status_ud;
 
     /* the cycle */
     char *value0; /* socket options in force when it began */
