@@ -94,8 +94,12 @@ def test_path_carries_traffic_with_delay_and_cleans_up(tmp_path):
 
 
 def owner_script(tmp_path):
+    # SIGINT's default handler even where the test runs with SIGINT
+    # ignored (a background job of a non-interactive shell): Python leaves
+    # an inherited SIG_IGN in place, and the owner would not be interrupted.
     return textwrap.dedent(f"""
-        import sys, time
+        import signal, sys, time
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         sys.path.insert(0, {str(NETEM)!r})
         import wan
         with wan.WanPath({str(tmp_path)!r}) as w:
