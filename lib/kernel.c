@@ -417,55 +417,6 @@ int kernel_loopback_listener(int port, unsigned long *inode)
     return 0;
 }
 
-struct sockets {
-    struct kernel_sock_bytes *v;
-    size_t n, cap;
-    int err;
-};
-
-static void visit_info(const struct inet_diag_msg *m, struct rtattr *a, void *ctx)
-{
-    struct sockets *ss = ctx;
-    struct tcp_info ti = {0};
-    size_t n = RTA_PAYLOAD(a) < sizeof(ti) ? RTA_PAYLOAD(a) : sizeof(ti);
-
-    if (ss->n == ss->cap) {
-        size_t cap = ss->cap ? ss->cap * 2 : 64;
-        struct kernel_sock_bytes *nv = realloc(ss->v, cap * sizeof(*nv));
-
-        if (nv == NULL) {
-            ss->err = -ENOMEM;
-            return;
-        }
-        ss->v = nv;
-        ss->cap = cap;
-    }
-    /* Older kernels send a shorter tcp_info: what is missing stays 0. */
-    memcpy(&ti, RTA_DATA(a), n);
-    ss->v[ss->n].cookie = (uint64_t)m->id.idiag_cookie[0] | (uint64_t)m->id.idiag_cookie[1] << 32;
-    ss->v[ss->n].bytes = ti.tcpi_bytes_acked + ti.tcpi_bytes_received;
-    ss->n++;
-}
-
-int kernel_port_sockets(int port, struct kernel_sock_bytes **v, size_t *n, struct err *e)
-{
-    struct sockets ss = {0};
-    int r;
-
-    r = diag_dump(AF_INET, port, 1 << KERNEL_TCP_ESTABLISHED, INET_DIAG_INFO, visit_info, &ss);
-    if (r == 0)
-        r = diag_dump(AF_INET6, port, 1 << KERNEL_TCP_ESTABLISHED, INET_DIAG_INFO, visit_info, &ss);
-    if (r == 0)
-        r = ss.err;
-    if (r < 0) {
-        free(ss.v);
-        return err_set(e, r, "sock_diag: %s", strerror(-r));
-    }
-    *v = ss.v;
-    *n = ss.n;
-    return 0;
-}
-
 unsigned long long kernel_bytes_since(const struct kernel_sock_bytes *then, size_t nthen,
                                       const struct kernel_sock_bytes *now, size_t nnow)
 {

@@ -96,10 +96,6 @@ struct kernel_sock_bytes {
     unsigned long long bytes;
 };
 
-/* The established connections whose local port is port (smbd's clients),
- * malloc'ed into *v. */
-int kernel_port_sockets(int port, struct kernel_sock_bytes **v, size_t *n, struct err *e);
-
 /* Bytes moved between two snapshots, connection by connection. Pure. */
 unsigned long long kernel_bytes_since(const struct kernel_sock_bytes *then, size_t nthen,
                                       const struct kernel_sock_bytes *now, size_t nnow);
