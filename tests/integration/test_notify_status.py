@@ -57,6 +57,9 @@ def test_status_follows_the_cycle_then_the_loop_sleeps(make_env):
         quiet = notes.of(d.pid)[n:]
         said = statuses(notes.of(d.pid))
         assert quiet == [], f"messages while idle: {quiet}"
+        # the first status comes in the READY=1 message itself
+        ready = [m[3].split("\n") for m in notes.of(d.pid) if "READY=1" in m[3].split("\n")]
+        assert ready and any(x.startswith("STATUS=") for x in ready[0]), notes.of(d.pid)[:3]
         assert said[0] == "starting", said
         assert any(s.startswith("searching: sample ") for s in said), said
         # each message says something new
