@@ -107,9 +107,10 @@ struct clients_watch;
 int clients_watch_new(sd_event *ev, struct clients_watch **cwp);
 
 /* Watch the established connections on ports (smb.conf's `smb ports`)
- * for seconds, a snapshot every 50 ms; done from the loop, never from
- * inside the call. A watch under way is stopped first. -errno when the
- * timer cannot be armed. */
+ * for seconds, a snapshot every 50 ms (none at the first snapshot ends
+ * the watch there); done from the loop, never from inside the call. A
+ * watch under way is stopped first. -errno when the timer cannot be
+ * armed. */
 int clients_watch_start(struct clients_watch *cw, const int *ports, int nports, double seconds,
                         clients_watch_fn done, void *ud);
 

@@ -1,8 +1,9 @@
 /* clients_watch's pure half: the summary of real connections (the
  * bandwidth-delay product of the buffer-limited ones, per buffer) and
  * whether they ask for more than the value in force gives (steering).
- * The watch on the loop is left to the integration tests
- * (test_journal_events.py: a real smbd, a real connection). */
+ * The watch on the loop runs here on loopback sockets of the test's own
+ * (its window: with a connection, without one); what it reads from a real
+ * smbd is left to the integration tests (test_journal_events.py). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -169,12 +173,96 @@ static void test_compare(void **state)
     assert_int_equal(c.verdict, CLIENTS_WATCH_TOO_FEW);
 }
 
+struct watched {
+    int r, nconns;
+    bool done;
+};
+
+static void on_watched(void *ud, int r, const struct clients_watch_summary *sum, const char *why)
+{
+    struct watched *w = ud;
+
+    (void)why;
+    w->r = r;
+    w->nconns = sum != NULL ? sum->nconns : -1;
+    w->done = true;
+}
+
+/* A listener on a loopback port of the kernel's choice; its port. */
+static int listener(int *port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(fd, 4), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+/* Watch port for seconds on a loop of its own; the loop's time it took. */
+static double watch(int port, double seconds, struct watched *w)
+{
+    sd_event *ev = NULL;
+    struct clients_watch *cw = NULL;
+    uint64_t t0, t1;
+
+    assert_true(sd_event_new(&ev) >= 0);
+    assert_int_equal(clients_watch_new(ev, &cw), 0);
+    *w = (struct watched){0};
+    assert_true(sd_event_now(ev, CLOCK_MONOTONIC, &t0) >= 0);
+    assert_int_equal(clients_watch_start(cw, &port, 1, seconds, on_watched, w), 0);
+    assert_false(w->done); /* from the loop, never from inside the call */
+    while (!w->done)
+        assert_true(sd_event_run(ev, UINT64_MAX) >= 0);
+    assert_true(sd_event_now(ev, CLOCK_MONOTONIC, &t1) >= 0);
+    clients_watch_free(cw);
+    sd_event_unref(ev);
+    return (double)(t1 - t0) / 1e6;
+}
+
+/* With a connection the watch takes its whole window; with none it ends
+ * at its first snapshot (no cycle waits for a client that is not there).
+ * The bound is a quarter of a 4 s window against one 50 ms tick. */
+static void test_window(void **state)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct watched w;
+    int port, lfd, cfd, afd;
+    double took;
+
+    (void)state;
+    lfd = listener(&port);
+    took = watch(port, 4.0, &w);
+    assert_int_equal(w.r, 0);
+    assert_int_equal(w.nconns, 0);
+    assert_true(took < 1.0);
+
+    cfd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(cfd >= 0);
+    a.sin_port = htons((uint16_t)port);
+    assert_int_equal(connect(cfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    afd = accept(lfd, NULL, NULL);
+    assert_true(afd >= 0);
+    took = watch(port, 0.3, &w);
+    assert_int_equal(w.r, 0);
+    assert_int_equal(w.nconns, 1);
+    assert_true(took >= 0.3);
+    close(afd);
+    close(cfd);
+    close(lfd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_summarize),
         cmocka_unit_test(test_asks_more),
         cmocka_unit_test(test_compare),
+        cmocka_unit_test(test_window),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
