@@ -1,7 +1,9 @@
 /* job: a function of ours in a forked child, watched by three sd-event
  * sources: an io source on the pipe of its result bytes, a child source for
- * its exit, a timer for its deadline. The job ends when the child is reaped
- * and its pipe is closed; then done is called once and the job is freed. */
+ * its exit, a timer for its deadline (and, once the pipe is closed, a
+ * timer that looks for the exit itself). The job ends when the child is
+ * reaped and its pipe is closed; then done is called once and the job is
+ * freed. */
 #include "job.h"
 
 #include <errno.h>
@@ -21,7 +23,8 @@
 struct job {
     pid_t pid; /* > 0 until reaped */
     int fd;    /* the pipe's read end, -1 once it is closed */
-    sd_event_source *child_src, *io_src, *timer_src;
+    sd_event *ev;
+    sd_event_source *child_src, *io_src, *timer_src, *reap_src;
     char *buf;
     size_t len, cap;
     bool timed_out;
@@ -67,6 +70,7 @@ static void job_free(struct job *j)
     close_pipe(j);
     j->child_src = sd_event_source_disable_unref(j->child_src);
     j->timer_src = sd_event_source_disable_unref(j->timer_src);
+    j->reap_src = sd_event_source_disable_unref(j->reap_src);
     free(j->buf);
     free(j);
 }
@@ -133,31 +137,13 @@ static int drain(struct job *j)
     }
 }
 
-static int on_output(sd_event_source *s, int fd, uint32_t revents, void *ud)
+/* The child has exited, unreaped (WNOWAIT): si says how. */
+static void reap(struct job *j, const siginfo_t *si)
 {
-    struct job *j = ud;
-
-    (void)s;
-    (void)fd;
-    (void)revents;
-    if (drain(j) == 0)
-        return 0;
-    /* A job whose answer cannot be collected has nothing left to do. */
-    if (j->error < 0)
-        kill_group(j);
-    close_pipe(j);
-    maybe_finish(j);
-    return 0;
-}
-
-static int on_child_exit(sd_event_source *s, const siginfo_t *si, void *ud)
-{
-    struct job *j = ud;
     siginfo_t reaped = {0};
 
-    (void)s;
-    /* sd-event hands the child over unreaped (WNOWAIT): kill what it left
-     * behind first, which also lets go of the pipe if they hold it. */
+    /* Kill what it left behind first, which also lets go of the pipe if
+     * they hold it. */
     kill_group(j);
     if (si->si_code == CLD_EXITED) {
         j->status = si->si_status;
@@ -171,6 +157,66 @@ static int on_child_exit(sd_event_source *s, const siginfo_t *si, void *ud)
         ;
     j->pid = 0;
     j->child_src = sd_event_source_disable_unref(j->child_src);
+    j->reap_src = sd_event_source_disable_unref(j->reap_src);
+    maybe_finish(j);
+}
+
+static int on_child_exit(sd_event_source *s, const siginfo_t *si, void *ud)
+{
+    (void)s;
+    reap(ud, si);
+    return 0;
+}
+
+/* Seconds between looks for the exit once the pipe is closed. */
+#define JOB_REAP_POLL_S 0.05
+
+static int on_reap_poll(sd_event_source *s, uint64_t usec, void *ud)
+{
+    struct job *j = ud;
+    siginfo_t si = {0};
+
+    (void)usec;
+    if (waitid(P_PID, (id_t)j->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == j->pid) {
+        reap(j, &si);
+        return 0;
+    }
+    if (sd_event_source_set_time_relative(s, (uint64_t)(JOB_REAP_POLL_S * 1e6)) < 0 ||
+        sd_event_source_set_enabled(s, SD_EVENT_ONESHOT) < 0)
+        j->reap_src = sd_event_source_disable_unref(j->reap_src);
+    return 0;
+}
+
+/* The pipe is closed (its end, or the deadline's kill): the exit comes
+ * soon, and is looked for here too, not only through the child source.
+ * A child traced by another process (an admin's `strace -p`) reports its
+ * exit to the tracer first; when the tracer lets go of it, sd-event's
+ * child source is not told again, and the job would wait on a zombie for
+ * good (seen with a tracer the job itself started, as the fault tests'
+ * is). Without the timer, the child source alone. */
+static void watch_exit(struct job *j)
+{
+    if (j->pid <= 0 || j->reap_src != NULL)
+        return;
+    if (sd_event_add_time_relative(j->ev, &j->reap_src, CLOCK_MONOTONIC,
+                                   (uint64_t)(JOB_REAP_POLL_S * 1e6), 10000, on_reap_poll, j) < 0)
+        j->reap_src = NULL;
+}
+
+static int on_output(sd_event_source *s, int fd, uint32_t revents, void *ud)
+{
+    struct job *j = ud;
+
+    (void)s;
+    (void)fd;
+    (void)revents;
+    if (drain(j) == 0)
+        return 0;
+    /* A job whose answer cannot be collected has nothing left to do. */
+    if (j->error < 0)
+        kill_group(j);
+    close_pipe(j);
+    watch_exit(j);
     maybe_finish(j);
     return 0;
 }
@@ -190,6 +236,7 @@ static int on_deadline(sd_event_source *s, uint64_t usec, void *ud)
     if (j->fd >= 0)
         drain(j);
     close_pipe(j);
+    watch_exit(j);
     maybe_finish(j);
     return 0;
 }
@@ -241,6 +288,7 @@ int job_start(sd_event *ev, job_fn fn, void *arg, double deadline_s, job_done_fn
     if (j == NULL)
         return err_set(e, -ENOMEM, "out of memory");
     j->fd = -1;
+    j->ev = ev;
     j->done = done;
     j->ud = ud;
     if (pipe2(p, O_CLOEXEC) < 0) {

@@ -1,7 +1,8 @@
 /* Unit tests for lib/job: a function in a forked child, watched from a real
  * sd-event loop: its bytes and exit status arrive, the deadline kills it,
- * the loop keeps turning meanwhile, cancel, the output bound, and the
- * process group (what the function started dies with it). */
+ * the loop keeps turning meanwhile, cancel, the output bound, the
+ * process group (what the function started dies with it), and a job
+ * traced by another process. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,6 +54,23 @@ static void on_done(struct job *j, const struct job_result *r, void *ud)
     w->seen.r.data = w->seen.data;
     w->seen.ticks_at_done = w->ticks;
     sd_event_exit(w->ev, 0);
+}
+
+/* Trace pid (as `strace -p` does) until it exits: its exit goes to the
+ * tracer first, then to its real parent. 0 once it traced the exit. */
+static int trace_until_exit(pid_t pid)
+{
+    int ws;
+
+    if (ptrace(PTRACE_SEIZE, pid, NULL, NULL) < 0)
+        return 1;
+    while (waitpid(pid, &ws, __WALL) == pid) {
+        if (WIFEXITED(ws) || WIFSIGNALED(ws))
+            return 0;
+        /* a signal stop: pass the signal on */
+        ptrace(PTRACE_CONT, pid, NULL, (void *)(long)(WIFSTOPPED(ws) ? WSTOPSIG(ws) : 0));
+    }
+    return 2;
 }
 
 static int on_tick(sd_event_source *s, uint64_t usec, void *ud)
@@ -381,6 +400,67 @@ static void test_refusals(void **state)
     assert_no_children();
 }
 
+/* Whether pid is traced now. */
+static bool traced(pid_t pid)
+{
+    char path[64], line[256];
+    bool yes = false;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    f = fopen(path, "r");
+    if (f == NULL)
+        return false;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (strncmp(line, "TracerPid:", 10) == 0)
+            yes = atoi(line + 10) != 0;
+    fclose(f);
+    return yes;
+}
+
+/* As the fault tests' hook does: a process the job started (orphaned, in
+ * its group) traces the job until it exits; the job waits until it is
+ * traced, then ends. */
+static int fn_traced(void *arg, int out_fd)
+{
+    pid_t self = getpid(), c;
+    int ws;
+
+    (void)arg;
+    c = fork();
+    if (c == 0) {
+        if (fork() == 0)
+            _exit(trace_until_exit(self));
+        _exit(0);
+    }
+    waitpid(c, &ws, 0);
+    for (int i = 0; i < 500 && !traced(self); i++)
+        usleep(10 * 1000);
+    files_write_all(out_fd, traced(self) ? "traced" : "untraced", traced(self) ? 6 : 8);
+    usleep(100 * 1000);
+    return 7;
+}
+
+/* A job traced by another process (an admin's `strace -p`, the fault
+ * tests' slowed fsyncs) still ends when it exits, not never: its exit went
+ * to the tracer first, and sd-event's child source did not hear of it
+ * again (the daemon waited on a zombie job for good). A cancel at 5 s
+ * ends the loop if done never comes. */
+static void test_traced_job_ends(void **state)
+{
+    struct world w = {.cancel_at = 250};
+
+    (void)state;
+    run_job(&w, fn_traced, NULL, 60);
+    assert_int_equal(w.seen.calls, 1);
+    assert_string_equal(w.seen.data, "traced");
+    assert_false(w.seen.r.timed_out);
+    assert_int_equal(w.seen.r.status, 7);
+    assert_true(w.seen.ticks_at_done < 250);
+    world_free(&w);
+    assert_no_children();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -388,6 +468,7 @@ int main(void)
         cmocka_unit_test(test_deadline),         cmocka_unit_test(test_loop_turns_meanwhile),
         cmocka_unit_test(test_cancel),           cmocka_unit_test(test_group_killed),
         cmocka_unit_test(test_two_at_once),      cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_traced_job_ends),
     };
     sigset_t ss;
 
