@@ -424,6 +424,7 @@ static bool traced(pid_t pid)
 static int fn_traced(void *arg, int out_fd)
 {
     pid_t self = getpid(), c;
+    const char *said;
     int ws;
 
     (void)arg;
@@ -436,7 +437,8 @@ static int fn_traced(void *arg, int out_fd)
     waitpid(c, &ws, 0);
     for (int i = 0; i < 500 && !traced(self); i++)
         usleep(10 * 1000);
-    files_write_all(out_fd, traced(self) ? "traced" : "untraced", traced(self) ? 6 : 8);
+    said = traced(self) ? "traced" : "untraced";
+    files_write_all(out_fd, said, strlen(said));
     usleep(100 * 1000);
     return 7;
 }
