@@ -186,18 +186,24 @@ bool measure_cut_deadline(struct probe_params *p, double write_min, double read_
     if (write_min <= 0 || read_min <= 0)
         return false;
     d = p->size / (write_min * 1e6) + p->size / (read_min * 1e6);
+    /* With a duration a direction lasts about that long whatever its rate
+     * (and a good trial on a long path runs past `size` for its start-up):
+     * the deadline then only ends a trial that hangs, at half as much
+     * again as both directions may take, which leaves the log-on time. */
+    if (p->duration_s > 0)
+        d = 3 * p->duration_s;
     if (d >= p->deadline_s)
         return false;
     p->deadline_s = d;
     return true;
 }
 
-void measure_sample(const struct probe_result *r, long long size, struct search_sample *x)
+void measure_sample(const struct probe_result *r, struct search_sample *x)
 {
     *x = (struct search_sample){r->write_mbps, r->read_mbps, false, false};
     if (r->outcome != PROBE_TIMEOUT)
         return;
-    if (r->write_bytes < size) {
+    if (!r->write_done) {
         x->write_timeout = true;
         x->read = -1;
     } else {

@@ -37,14 +37,14 @@ void measure_dirty(struct measure *m);
 bool measure_running(const struct measure *m);
 
 /* The search's sample of a probe's result: the rates, and a timeout in
- * the write half (fewer than size bytes written) leaves the read
- * unmeasured; one in the read half makes the read a lower bound. */
-void measure_sample(const struct probe_result *r, long long size, struct search_sample *x);
+ * the write half (the writing had not ended) leaves the read unmeasured;
+ * one in the read half makes the read a lower bound. */
+void measure_sample(const struct probe_result *r, struct search_sample *x);
 
 /* A trial far below the incumbent ends at its deadline: the time the
  * incumbent would need at the rates below which a sample ends its trial
- * (search_abort_rates: MB/s, 0 when none). Shortens p->deadline_s to it;
- * returns whether it did. */
+ * (search_abort_rates: MB/s, 0 when none); with a duration, three times
+ * it. Shortens p->deadline_s to it; returns whether it did. */
 bool measure_cut_deadline(struct probe_params *p, double write_min, double read_min);
 
 #endif

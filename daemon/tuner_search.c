@@ -47,7 +47,7 @@ static void tell(struct tuner *t, const struct probe_result *r)
     char cs[96];
     int res;
 
-    measure_sample(r, t->o.probe.size, &x);
+    measure_sample(r, &x);
     tally_add(&t->tally, t->probe_cfg, &x, r->write_bytes + r->read_bytes, t->kind == S_AUTO);
     search_config_str(t->probe_cfg, cs, sizeof(cs));
     if (t->o.progress)

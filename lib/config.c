@@ -40,6 +40,7 @@ void config_defaults(struct config *c)
     c->probe.size = p.size;
     c->probe.request_size = p.request_size;
     c->probe.deadline_s = p.deadline_s;
+    c->probe.duration_s = p.duration_s;
     snprintf(c->probe.socket_options, sizeof(c->probe.socket_options), "%s", p.socket_options);
 
     snprintf(c->tune.smb_conf, sizeof(c->tune.smb_conf), "%s", CONFIG_DEFAULT_SMB_CONF);
@@ -115,6 +116,18 @@ static int parse_deadline(const char *s, struct config *c, struct err *e)
     return 0;
 }
 
+static int parse_duration(const char *s, struct config *c, struct err *e)
+{
+    long long v;
+
+    if (parse_long(s, 0, (long long)PROBE_MAX_DURATION_S, &v) < 0)
+        return err_set(e, -EINVAL,
+                       "duration '%s' is not a whole number of seconds from 0 (none) to %.0f", s,
+                       PROBE_MAX_DURATION_S);
+    c->probe.duration_s = (double)v;
+    return 0;
+}
+
 static int parse_directory(const char *s, struct config *c, struct err *e)
 {
     struct config_probe *p = &c->probe;
@@ -141,6 +154,7 @@ static const struct config_field probe_fields[] = {
     {"size", parse_probe_size},
     {"request_size", parse_request_size},
     {"deadline", parse_deadline},
+    {"duration", parse_duration},
     {"directory", parse_directory},
     {"socket_options", parse_socket_options},
 };
@@ -380,6 +394,7 @@ int config_fill(const struct config *c, struct tuner_opts *t, struct err *e)
     p->size = c->probe.size;
     p->request_size = c->probe.request_size;
     p->deadline_s = c->probe.deadline_s;
+    p->duration_s = c->probe.duration_s;
     p->socket_options = c->probe.socket_options;
     p->workdir_base = c->tune.state_dir;
 

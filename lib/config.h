@@ -38,6 +38,7 @@ struct config_probe {
     long long size;            /* bytes written and read back */
     long long request_size;    /* bytes per write/read call */
     double deadline_s;         /* hard limit on one measurement (whole seconds in the file) */
+    double duration_s;         /* most seconds each way (whole in the file); 0: none */
     char directory[1024];      /* directory inside the URL's path; "" = none */
     char socket_options[1024]; /* the probe client's `socket options` */
 };

@@ -48,6 +48,7 @@ void probe_params_default(struct probe_params *p)
     p->size = PROBE_DEFAULT_SIZE;
     p->request_size = PROBE_DEFAULT_REQUEST_SIZE;
     p->deadline_s = PROBE_DEFAULT_DEADLINE_S;
+    p->duration_s = PROBE_DEFAULT_DURATION_S;
     p->socket_options = PROBE_DEFAULT_SOCKET_OPTIONS;
 }
 
@@ -201,6 +202,8 @@ static int start(const struct probe_params *p, bool cleanup_only, struct probe_j
                        PROBE_MAX_REQUEST_SIZE);
     if (!(p->deadline_s > 0))
         return err_set(e, -EINVAL, "the deadline must be positive");
+    if (!(p->duration_s >= 0 && p->duration_s <= PROBE_MAX_DURATION_S))
+        return err_set(e, -EINVAL, "the duration must be from 0 to %.0f s", PROBE_MAX_DURATION_S);
 
     basefd = open_workdir_base(p, base, sizeof(base), e);
     if (basefd < 0)
@@ -301,6 +304,7 @@ int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e)
             snprintf(r->cause, sizeof(r->cause), "the probe process ended without a result");
     }
     r->write_bytes = probe_shared_peek(&sh->write_bytes);
+    r->write_done = probe_shared_peek(&sh->write_t1) != 0;
     r->read_bytes = probe_shared_peek(&sh->read_bytes);
     r->write_s = span(probe_shared_peek(&sh->write_t0),
                       probe_shared_peek(&sh->write_t1) ? probe_shared_peek(&sh->write_t1) : end);

@@ -1,8 +1,10 @@
 /* probe: one throughput measurement of an SMB share with libsmbclient.
  *
- * A measurement writes `size` bytes to a fresh file in the target
- * directory, reads them back and deletes the file; write and read rates are
- * reported separately. It runs in a forked child with a hard deadline:
+ * A measurement writes to a fresh file in the target directory, reads it
+ * back and deletes the file; write and read rates are reported separately.
+ * Each direction moves `size` bytes, or, with a duration, lasts at most
+ * `duration_s` seconds and at least the connection's start-up
+ * (probe_phase_over). It runs in a forked child with a hard deadline:
  *
  *   probe_start()   forks the child; returns its pid, a pipe fd that becomes
  *                   readable when the child is done (or dies), and the
@@ -59,6 +61,11 @@ enum probe_outcome {
 #define PROBE_DEFAULT_SIZE (64LL * 1024 * 1024)
 #define PROBE_DEFAULT_REQUEST_SIZE (8LL * 1024 * 1024)
 #define PROBE_DEFAULT_DEADLINE_S 60.0
+/* Each direction lasts at most this long (bench/README.md: with 64 MiB and
+ * no time limit, a sample took 12 s on a 40 ms / 100 Mbit/s path, and a
+ * trial of 8 KiB buffers ran to its 60 s deadline). */
+#define PROBE_DEFAULT_DURATION_S 2.0
+#define PROBE_MAX_DURATION_S 3600.0
 #define PROBE_DEFAULT_SOCKET_OPTIONS "TCP_NODELAY"
 #define PROBE_MAX_REQUEST_SIZE (8LL * 1024 * 1024)
 /* Probe files are PREFIX<host>-<pid>-<16 hex digits from getrandom>: a
@@ -80,9 +87,14 @@ struct probe_params {
     /* Credentials file (creds.h: smbclient -A format, owned by root,
      * 0600), read by the probe child right before it logs on; NULL: guest. */
     const char *credentials;
-    long long size;             /* bytes written, then read back */
-    long long request_size;     /* bytes per write/read call */
-    double deadline_s;          /* hard limit on the whole measurement */
+    long long size;         /* bytes written, then read back (see duration_s) */
+    long long request_size; /* bytes per write/read call */
+    double deadline_s;      /* hard limit on the whole measurement */
+    /* At most this many seconds each way, 0: none (exactly `size` bytes).
+     * With one, a long path's direction also runs past `size` until its
+     * start-up is over (probe_phase_over), up to PROBE_SIZE_CAP_FACTOR
+     * times `size`. */
+    double duration_s;
     const char *socket_options; /* the client's `socket options` (NULL: TCP_NODELAY) */
     /* The state directory: the private client directories are made in
      * its subdirectory `probe` (created 0700; refused when it is a symlink
@@ -98,6 +110,7 @@ struct probe_result {
     long long write_bytes, read_bytes;
     double write_s, read_s;
     double write_mbps, read_mbps; /* 10^6 bytes per second */
+    bool write_done;              /* the writing ended by itself (the reading began) */
     /* What getsockopt says the client socket has once connected (twice the
      * requested size when one was set), -1 when unknown. */
     int client_rcvbuf, client_sndbuf;

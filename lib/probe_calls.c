@@ -1,6 +1,7 @@
-/* probe_calls: how large the probe child's read calls are (see
- * probe_child.h): the round trip of its connection and the rates seen so
- * far decide, within the memory the child can get. */
+/* probe_calls: how large the probe child's calls are and when a direction
+ * is over (see probe_child.h): the round trip of its connection, the rates
+ * seen so far and the duration left decide, within the memory the child
+ * can get. */
 #include <linux/tcp.h> /* tcpi_min_rtt, which glibc's struct tcp_info lacks */
 #include <netinet/in.h>
 #include <stddef.h>
@@ -21,6 +22,34 @@ long long probe_read_call_size(long long request, double rtt_s, double rate_bps)
         return max;
     n = (long long)(want / (double)request) * request;
     return n < want ? n + request : n;
+}
+
+bool probe_phase_over(const struct probe_params *p, long long bytes, double elapsed_s, double rtt_s)
+{
+    if (!(p->duration_s > 0))
+        return bytes >= p->size;
+    if (bytes >= p->size * PROBE_SIZE_CAP_FACTOR || elapsed_s >= p->duration_s)
+        return true;
+    return bytes >= p->size && elapsed_s >= PROBE_STARTUP_RTTS * rtt_s;
+}
+
+long long probe_phase_room(const struct probe_params *p, long long bytes)
+{
+    long long end =
+        p->duration_s > 0 && bytes >= p->size ? p->size * PROBE_SIZE_CAP_FACTOR : p->size;
+
+    return bytes < end ? end - bytes : 0;
+}
+
+long long probe_call_fit(long long n, double rate_bps, double left_s)
+{
+    double want = rate_bps * left_s;
+    long long units;
+
+    if (!(rate_bps > 0) || left_s < 0 || !(want < (double)n)) /* also NaN */
+        return n;
+    units = (long long)(want / (double)PROBE_CALL_UNIT) + 1;
+    return units * PROBE_CALL_UNIT < n ? units * PROBE_CALL_UNIT : n;
 }
 
 /* The smallest round trip the kernel saw on the connection: the path's own.

@@ -302,8 +302,11 @@ static enum probe_outcome transfer(struct child *c, SMBCFILE *f, const char *fil
     size_t req = (size_t)p->request_size, cap = req, i;
     uint64_t seed = (uint64_t)probe_mono_ns() ^ ((uint64_t)getpid() << 32), tag;
     unsigned char *buf;
-    int64_t off, bad, wt;
+    int64_t off, written, bad, wt;
     double rtt, wrate;
+    /* With a duration, each direction ends by the clock or its start-up
+     * rule (probe_phase_over); without, after exactly p->size bytes. */
+    bool timed = p->duration_s > 0;
 
     buf = malloc(req);
     if (buf == NULL) {
@@ -320,12 +323,23 @@ static enum probe_outcome transfer(struct child *c, SMBCFILE *f, const char *fil
     tag = xorshift(&seed);
 
     publish(&c->sh->write_t0, probe_mono_ns());
-    for (off = 0; off < p->size;) {
-        size_t n = (size_t)(p->size - off) < req ? (size_t)(p->size - off) : req;
+    for (off = 0;;) {
+        double el = (double)(probe_mono_ns() - c->sh->write_t0) / 1e9;
+        long long n = (long long)req;
         ssize_t w;
 
-        stamp(buf, n, off, tag);
-        w = write_fn(c->ctx, f, buf, n);
+        rtt = probe_conn_min_rtt(c->sock);
+        if (probe_phase_over(p, off, el, rtt))
+            break;
+        if (timed) {
+            if (off == 0 && n > PROBE_FIRST_CALL)
+                n = PROBE_FIRST_CALL;
+            n = probe_call_fit(n, el > 0 ? (double)off / el : 0, p->duration_s - el);
+        }
+        if (n > probe_phase_room(p, off))
+            n = probe_phase_room(p, off);
+        stamp(buf, (size_t)n, off, tag);
+        w = write_fn(c->ctx, f, buf, (size_t)n);
         if (w <= 0) {
             int er = w < 0 ? errno : EIO;
 
@@ -339,8 +353,9 @@ static enum probe_outcome transfer(struct child *c, SMBCFILE *f, const char *fil
     }
     publish(&c->sh->write_t1, probe_mono_ns());
     /* Read calls are sized for the path (probe_next_read_call). */
+    written = off;
     wt = c->sh->write_t1 - c->sh->write_t0;
-    wrate = wt > 0 ? (double)p->size / ((double)wt / 1e9) : 0;
+    wrate = wt > 0 ? (double)written / ((double)wt / 1e9) : 0;
     rtt = probe_conn_min_rtt(c->sock);
     if (close_fn(c->ctx, f) < 0) {
         int er = errno;
@@ -359,14 +374,23 @@ static enum probe_outcome transfer(struct child *c, SMBCFILE *f, const char *fil
                     strerror(er));
     }
     publish(&c->sh->read_t0, probe_mono_ns());
-    for (off = 0; off < p->size;) {
-        int64_t el = probe_mono_ns() - c->sh->read_t0;
-        double rrate = el > 0 ? (double)off / ((double)el / 1e9) : 0;
-        size_t n =
-            probe_next_read_call(&buf, &cap, p->request_size, rtt, rrate > wrate ? rrate : wrate);
+    for (off = 0; off < written;) {
+        double el = (double)(probe_mono_ns() - c->sh->read_t0) / 1e9;
+        double rrate = el > 0 ? (double)off / el : 0;
+        size_t n;
         ssize_t got;
 
-        n = (size_t)(p->size - off) < n ? (size_t)(p->size - off) : n;
+        if (probe_phase_over(p, off, el, rtt))
+            break;
+        n = probe_next_read_call(&buf, &cap, p->request_size, rtt, rrate > wrate ? rrate : wrate);
+        if (timed) {
+            if (off == 0 && n > PROBE_FIRST_CALL)
+                n = PROBE_FIRST_CALL;
+            n = (size_t)probe_call_fit((long long)n, rrate, p->duration_s - el);
+        }
+        if ((long long)n > probe_phase_room(p, off))
+            n = (size_t)probe_phase_room(p, off);
+        n = (size_t)(written - off) < n ? (size_t)(written - off) : n;
         got = read_fn(c->ctx, f, buf, n);
 
         if (got <= 0) {
@@ -376,7 +400,7 @@ static enum probe_outcome transfer(struct child *c, SMBCFILE *f, const char *fil
             free(buf);
             if (got == 0)
                 return fail(c, PROBE_ERROR, "the file read back ends at %lld of %lld bytes",
-                            (long long)off, p->size);
+                            (long long)off, (long long)written);
             return fail(c, probe_classify_errno(er, false), "reading at offset %lld: %s",
                         (long long)off, strerror(er));
         }

@@ -51,6 +51,37 @@ struct probe_child_args {
 #define PROBE_READ_CALL_MAX (64LL * 1024 * 1024)
 long long probe_read_call_size(long long request, double rtt_s, double rate_bps);
 
+/* When a direction with a duration is over (p->duration_s > 0), having
+ * moved `bytes` in `elapsed_s` on a connection whose round trip is
+ * `rtt_s`: at the duration; or once `size` bytes are moved, but not before
+ * PROBE_STARTUP_RTTS round trips have passed: TCP's slow start doubles the
+ * window once a round trip, and on a long fast path 64 MiB are gone before
+ * it is over (0.6 s at 1 Gbit/s and 40 ms, of which slow start is a third,
+ * so buffers that differ in the steady rate measured alike); or at
+ * PROBE_SIZE_CAP_FACTOR times `size`, which bounds the file. Without a
+ * duration: at `size` bytes, as before there was one. Pure. */
+#define PROBE_STARTUP_RTTS 50
+#define PROBE_SIZE_CAP_FACTOR 16
+bool probe_phase_over(const struct probe_params *p, long long bytes, double elapsed_s,
+                      double rtt_s);
+
+/* The bytes a direction may still move after `bytes`: up to `size` first
+ * (so that a short path moves exactly that), then up to the cap. Pure. */
+long long probe_phase_room(const struct probe_params *p, long long bytes);
+
+/* A call of n bytes cut to what rate_bps moves in the left_s seconds the
+ * duration has left, in whole PROBE_CALL_UNIT bytes, at least one unit:
+ * the last call of a slow trial then ends near the duration instead of
+ * running on for its whole size (an 8 MiB write at the 1.2 MB/s of 8 KiB
+ * buffers on a 40 ms path takes 7 s). n unchanged when the rate is unknown
+ * (0) or there is no duration (left_s < 0). Pure. */
+#define PROBE_CALL_UNIT (64LL * 1024)
+long long probe_call_fit(long long n, double rate_bps, double left_s);
+
+/* The first call of a direction with a duration: at most this many bytes,
+ * since no rate of that direction is known yet to fit it to the duration. */
+#define PROBE_FIRST_CALL (1024LL * 1024)
+
 /* The connection's smallest round trip in seconds (TCP_INFO on fd), 0 when
  * unknown (which keeps read calls at one request). */
 double probe_conn_min_rtt(int fd);

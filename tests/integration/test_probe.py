@@ -452,3 +452,39 @@ def test_probe_over_emulated_wan(smbd_factory, smbtuned, tmp_path):
     fwd = [int(n) for n in re.findall(r"forwarded (\d+)", stats)]
     assert len(fwd) == 2 and min(fwd) > SIZE / 1500, stats
     assert probe_files(srv.share_dir) == []
+
+
+@pytest.mark.slow
+def test_probe_duration_over_emulated_wan(smbd_factory, smbtuned, tmp_path):
+    """With a duration, a direction on a slow path ends by the clock, short
+    of its size; on a path whose start-up outlasts the size it goes on past
+    the size until 50 round trips have passed; duration 0 moves exactly
+    the size. The 40 ms path gives both cases."""
+    M = 1024 * 1024
+    with WanPath(tmp_path / "wan", rtt_ms=40, rate_mbit=100) as wan:
+        srv = smbd_factory(prefix_cmd=wan.prefix("server"), bind_addr=wan.server_addr,
+                           extra_global=SMBD_GLOBAL)
+        try:
+            runs = {}
+            for name, opts in {"clock": {"size": "64M", "duration": "1"},
+                               "start-up": {"size": "4M", "duration": "10"},
+                               "none": {"size": "4M", "duration": "0"}}.items():
+                r = run_probe(smbtuned, probe_conf(tmp_path, name=f"{name}.conf", **opts),
+                              url=srv.url, prefix=wan.prefix("client"))
+                assert r.returncode == 0, (name, r.stderr)
+                runs[name] = result(r)
+        finally:
+            srv.stop()
+    clock, startup, none = runs["clock"], runs["start-up"], runs["none"]
+    # 64 MiB at 100 Mbit/s would take 5.6 s each way: the clock ended it.
+    assert 0 < clock["write_bytes"] < 64 * M and clock["write_s"] >= 1.0, clock
+    assert 0 < clock["read_bytes"] <= clock["write_bytes"], clock
+    assert clock["read_s"] >= 1.0 or clock["read_bytes"] == clock["write_bytes"], clock
+    # 4 MiB are gone in 0.5 s; 50 round trips are 2 s (the cap, 16 times
+    # the size, would take 6 s).
+    assert 4 * M < startup["write_bytes"] < 64 * M, startup
+    assert startup["write_s"] >= 50 * 0.040, startup
+    assert startup["read_bytes"] > 4 * M, startup
+    # No duration: the size each way, as before there was one.
+    assert none["write_bytes"] == none["read_bytes"] == 4 * M, none
+    assert probe_files(srv.share_dir) == []

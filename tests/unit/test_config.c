@@ -34,6 +34,7 @@ static void test_empty_gives_defaults(void **state)
     assert_int_equal(c.probe.size, PROBE_DEFAULT_SIZE);
     assert_int_equal(c.probe.request_size, PROBE_DEFAULT_REQUEST_SIZE);
     assert_true(c.probe.deadline_s == PROBE_DEFAULT_DEADLINE_S);
+    assert_true(c.probe.duration_s == PROBE_DEFAULT_DURATION_S);
     assert_string_equal(c.probe.directory, "");
     assert_string_equal(c.probe.socket_options, "TCP_NODELAY");
 
@@ -53,6 +54,7 @@ static void test_full_probe_section(void **state)
                        "    size = 256M\n"
                        "    request_size = 4M\n"
                        "    deadline = 30\n"
+                       "    duration = 5\n"
                        "    directory = \".smbtuned\"\n"
                        "    socket_options = \"TCP_NODELAY SO_RCVBUF=1048576\"\n"
                        "}\n";
@@ -64,6 +66,7 @@ static void test_full_probe_section(void **state)
     assert_int_equal(c.probe.size, 256LL * 1024 * 1024);
     assert_int_equal(c.probe.request_size, 4LL * 1024 * 1024);
     assert_true(c.probe.deadline_s == 30.0);
+    assert_true(c.probe.duration_s == 5.0);
     assert_string_equal(c.probe.directory, ".smbtuned");
     assert_string_equal(c.probe.socket_options, "TCP_NODELAY SO_RCVBUF=1048576");
 }
@@ -86,6 +89,8 @@ static void test_errors_name_file_and_line(void **state)
     check_error("probe {\n  request_size = 9M\n}\n", "/etc/smbtuned.conf:2: probe: request_size");
     check_error("probe {\n  deadline = 0\n}\n", "/etc/smbtuned.conf:2: probe: deadline '0'");
     check_error("probe {\n  deadline = 1.5\n}\n", ":2: probe: deadline");
+    check_error("probe {\n  duration = -1\n}\n", "/etc/smbtuned.conf:2: probe: duration '-1'");
+    check_error("probe {\n  duration = 3601\n}\n", ":2: probe: duration '3601' is not a whole");
     check_error("probe {\n  url = \"http://x/y\"\n}\n", ":2: probe: URL 'http://x/y'");
     check_error("probe {\n  url = \"smb://u:pw@x/y\"\n}\n", ":2: probe: URL must not carry");
     check_error("probe {\n  credentials = relative/path\n}\n", ":2: probe: credentials must be");
@@ -288,6 +293,7 @@ static void assert_same_config(const struct config *a, const struct config *b, c
     SAME_NUM(probe.size);
     SAME_NUM(probe.request_size);
     SAME_NUM(probe.deadline_s);
+    SAME_NUM(probe.duration_s);
     SAME_STR(probe.directory);
     SAME_STR(probe.socket_options);
     SAME_STR(tune.smb_conf);
@@ -331,11 +337,10 @@ static void test_shipped_config_parses(void **state)
 
 /* Every option of both sections, as the shipped file must document it. */
 static const char *const documented[] = {
-    "url",      "directory",      "credentials",  "size",      "request_size",
-    "deadline", "socket_options", "smb_conf",     "state_dir", "mode",
-    "trials",   "apply",          "interval",     "min_size",  "max_size",
-    "min_gain", "abort_ratio",    "max_samples",  "max_bytes", "busy_rate",
-    "window",   "tied",           "restart_smbd",
+    "url",         "directory",      "credentials", "size",      "request_size", "deadline",
+    "duration",    "socket_options", "smb_conf",    "state_dir", "mode",         "trials",
+    "apply",       "interval",       "min_size",    "max_size",  "min_gain",     "abort_ratio",
+    "max_samples", "max_bytes",      "busy_rate",   "window",    "tied",         "restart_smbd",
 };
 
 /* conf/smbtuned.conf says "the values below are those defaults": each
@@ -445,6 +450,7 @@ static void test_fill_defaults(void **state)
     assert_int_equal(t.probe.size, p.size);
     assert_int_equal(t.probe.request_size, p.request_size);
     assert_true(t.probe.deadline_s == p.deadline_s);
+    assert_true(t.probe.duration_s == p.duration_s);
     assert_string_equal(t.probe.socket_options, p.socket_options);
     assert_string_equal(t.probe.workdir_base, CONFIG_DEFAULT_STATE_DIR);
 
@@ -486,7 +492,7 @@ static void test_fill_from_file(void **state)
     struct err e = {{0}};
     const char *text = "probe {\n  url = \"smb://fs.example.org/data\"\n"
                        "  credentials = /etc/smbtuned/cred\n  directory = bench\n"
-                       "  size = 16M\n  request_size = 1M\n  deadline = 20\n"
+                       "  size = 16M\n  request_size = 1M\n  deadline = 20\n  duration = 0\n"
                        "  socket_options = \"TCP_NODELAY SO_KEEPALIVE\"\n}\n"
                        "tune {\n  smb_conf = /srv/smb.conf\n  state_dir = /srv/st\n"
                        "  apply = none\n  interval = 2h\n  min_size = 64K\n  max_size = 1M\n"
@@ -505,6 +511,7 @@ static void test_fill_from_file(void **state)
     assert_int_equal(t.probe.size, 16 * 1024 * 1024);
     assert_int_equal(t.probe.request_size, 1024 * 1024);
     assert_true(t.probe.deadline_s == 20.0);
+    assert_true(t.probe.duration_s == 0);
     assert_string_equal(t.probe.socket_options, "TCP_NODELAY SO_KEEPALIVE");
     assert_string_equal(t.probe.workdir_base, "/srv/st");
     assert_int_equal(t.search.min_size, 65536);

@@ -14,9 +14,11 @@
 
 #define SIZE 64000000LL
 
-static struct probe_result result(enum probe_outcome o, long long wbytes, long long rbytes)
+static struct probe_result result(enum probe_outcome o, bool wdone, long long wbytes,
+                                  long long rbytes)
 {
     return (struct probe_result){.outcome = o,
+                                 .write_done = wdone,
                                  .write_bytes = wbytes,
                                  .read_bytes = rbytes,
                                  .write_mbps = 40.5,
@@ -26,11 +28,11 @@ static struct probe_result result(enum probe_outcome o, long long wbytes, long l
 /* A probe that ended well: both rates, neither a timeout. */
 static void test_sample_ok(void **state)
 {
-    struct probe_result r = result(PROBE_OK, SIZE, SIZE);
+    struct probe_result r = result(PROBE_OK, true, SIZE, SIZE);
     struct search_sample x;
 
     memset(&x, 0xff, sizeof(x)); /* every field is set, whatever was there */
-    measure_sample(&r, SIZE, &x);
+    measure_sample(&r, &x);
     assert_true(x.write == 40.5);
     assert_true(x.read == 12.25);
     assert_false(x.write_timeout);
@@ -38,27 +40,29 @@ static void test_sample_ok(void **state)
 }
 
 /* The deadline struck while writing: the write rate is a lower bound and
- * there was no read at all. */
+ * there was no read at all. The byte count does not say it: with a
+ * duration a direction may run past the size. */
 static void test_sample_timeout_in_write(void **state)
 {
-    struct probe_result r = result(PROBE_TIMEOUT, SIZE - 1, 0);
+    struct probe_result r = result(PROBE_TIMEOUT, false, SIZE + 1, 0);
     struct search_sample x;
 
-    measure_sample(&r, SIZE, &x);
+    measure_sample(&r, &x);
     assert_true(x.write == 40.5);
     assert_true(x.write_timeout);
     assert_true(x.read < 0); /* unmeasured: the search ignores it */
     assert_false(x.read_timeout);
 }
 
-/* Every byte written, the deadline struck while reading back: the write
- * is a full measurement, the read a lower bound. */
+/* The writing ended (here by its duration, short of the size), the
+ * deadline struck while reading back: the write is a full measurement,
+ * the read a lower bound. */
 static void test_sample_timeout_in_read(void **state)
 {
-    struct probe_result r = result(PROBE_TIMEOUT, SIZE, SIZE / 2);
+    struct probe_result r = result(PROBE_TIMEOUT, true, SIZE / 3, SIZE / 4);
     struct search_sample x;
 
-    measure_sample(&r, SIZE, &x);
+    measure_sample(&r, &x);
     assert_true(x.write == 40.5);
     assert_false(x.write_timeout);
     assert_true(x.read == 12.25);
@@ -69,10 +73,10 @@ static void test_sample_timeout_in_read(void **state)
  * (the tuner tells none of them to the search). */
 static void test_sample_other_outcome(void **state)
 {
-    struct probe_result r = result(PROBE_ERROR, 0, 0);
+    struct probe_result r = result(PROBE_ERROR, false, 0, 0);
     struct search_sample x;
 
-    measure_sample(&r, SIZE, &x);
+    measure_sample(&r, &x);
     assert_true(x.write == 40.5);
     assert_true(x.read == 12.25);
     assert_false(x.write_timeout);
@@ -86,6 +90,7 @@ static struct probe_params params(double deadline)
     probe_params_default(&p);
     p.size = 100000000;
     p.deadline_s = deadline;
+    p.duration_s = 0;
     return p;
 }
 
@@ -101,6 +106,26 @@ static void test_cut_deadline(void **state)
     p = params(60);
     assert_true(measure_cut_deadline(&p, 20, 10));
     assert_true(p.deadline_s > 15 - 1e-9 && p.deadline_s < 15 + 1e-9);
+}
+
+/* With a duration each direction lasts about that long at any rate: the
+ * cut deadline is three times it (both directions and the log-on), still
+ * only when both rates are known and never longer than the deadline. */
+static void test_cut_deadline_with_duration(void **state)
+{
+    struct probe_params p = params(60);
+
+    p.duration_s = 2;
+    assert_true(measure_cut_deadline(&p, 10, 20));
+    assert_true(p.deadline_s == 6);
+    p = params(60);
+    p.duration_s = 2;
+    assert_false(measure_cut_deadline(&p, 0, 20));
+    assert_true(p.deadline_s == 60);
+    p = params(5);
+    p.duration_s = 2;
+    assert_false(measure_cut_deadline(&p, 10, 20));
+    assert_true(p.deadline_s == 5);
 }
 
 /* A deadline at or below that time stays. */
@@ -167,6 +192,7 @@ int main(void)
         cmocka_unit_test(test_sample_other_outcome),
         cmocka_unit_test(test_cut_deadline),
         cmocka_unit_test(test_cut_deadline_never_lengthens),
+        cmocka_unit_test(test_cut_deadline_with_duration),
         cmocka_unit_test(test_cut_deadline_needs_both_rates),
         cmocka_unit_test(test_idle_measure),
     };

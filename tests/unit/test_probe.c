@@ -278,6 +278,85 @@ static void test_read_call_size(void **state)
     assert_int_equal(probe_read_call_size(4096, 0.04, 0.0 / 0.0), 4096);
 }
 
+static struct probe_params timed(long long size, double duration)
+{
+    struct probe_params p;
+
+    probe_params_default(&p);
+    p.size = size;
+    p.duration_s = duration;
+    return p;
+}
+
+/* A direction with a duration ends at it; at its size only once the
+ * start-up's round trips have passed; at the cap in any case. Without a
+ * duration: at the size, whatever the time. */
+static void test_phase_over(void **state)
+{
+    const long long M = 1024 * 1024;
+    struct probe_params p = timed(64 * M, 2);
+
+    (void)state;
+    /* wan-100: the clock ends it long before 64 MiB */
+    assert_false(probe_phase_over(&p, 20 * M, 1.9, 0.04));
+    assert_true(probe_phase_over(&p, 20 * M, 2.0, 0.04));
+    /* a long fast path: 64 MiB after 0.6 s, but 50 round trips are 2 s */
+    assert_false(probe_phase_over(&p, 64 * M, 0.6, 0.04));
+    assert_false(probe_phase_over(&p, 100 * M, 1.5, 0.04));
+    assert_true(probe_phase_over(&p, 100 * M, 2.0, 0.04));
+    /* a LAN: the size ends it once 50 ms have passed */
+    assert_false(probe_phase_over(&p, 64 * M - 1, 0.6, 0.001));
+    assert_true(probe_phase_over(&p, 64 * M, 0.6, 0.001));
+    assert_false(probe_phase_over(&p, 64 * M, 0.04, 0.001));
+    /* no round trip known: the size as without a start-up */
+    assert_true(probe_phase_over(&p, 64 * M, 0.01, 0));
+    /* the cap, even inside the start-up and the duration */
+    p = timed(4 * M, 3600);
+    assert_false(probe_phase_over(&p, 64 * M - 1, 1, 0.1));
+    assert_true(probe_phase_over(&p, 64 * M, 1, 0.1));
+    /* no duration: exactly the size */
+    p = timed(64 * M, 0);
+    assert_false(probe_phase_over(&p, 64 * M - 1, 100, 0.04));
+    assert_true(probe_phase_over(&p, 64 * M, 0.01, 0.04));
+}
+
+/* The room: up to the size first, then up to the cap with a duration. */
+static void test_phase_room(void **state)
+{
+    const long long M = 1024 * 1024;
+    struct probe_params p = timed(64 * M, 2);
+
+    (void)state;
+    assert_int_equal(probe_phase_room(&p, 0), 64 * M);
+    assert_int_equal(probe_phase_room(&p, 60 * M), 4 * M);
+    assert_int_equal(probe_phase_room(&p, 64 * M), 64 * M * (PROBE_SIZE_CAP_FACTOR - 1));
+    assert_int_equal(probe_phase_room(&p, 64 * M * PROBE_SIZE_CAP_FACTOR), 0);
+    p = timed(64 * M, 0);
+    assert_int_equal(probe_phase_room(&p, 60 * M), 4 * M);
+    assert_int_equal(probe_phase_room(&p, 64 * M), 0);
+}
+
+/* A call fits the time left at the rate seen, in whole units, at least
+ * one; a rate or a duration unknown leaves it. */
+static void test_call_fit(void **state)
+{
+    const long long M = 1024 * 1024, U = PROBE_CALL_UNIT;
+
+    (void)state;
+    /* 8 KiB buffers on 40 ms: 1.2 MB/s, 1.1 s left: 1.32 MB, not 8 MiB */
+    assert_int_equal(probe_call_fit(8 * M, 1.2e6, 1.1), (1320000 / U + 1) * U);
+    /* fast enough: the call stays */
+    assert_int_equal(probe_call_fit(8 * M, 11e6, 1.5), 8 * M);
+    /* out of time: one unit */
+    assert_int_equal(probe_call_fit(8 * M, 11e6, 0), U);
+    /* a call smaller than a unit is never made larger */
+    assert_int_equal(probe_call_fit(4096, 1e3, 0.1), 4096);
+    /* unknown: as it is */
+    assert_int_equal(probe_call_fit(8 * M, 0, 1), 8 * M);
+    assert_int_equal(probe_call_fit(8 * M, 0.0 / 0.0, 1), 8 * M);
+    assert_int_equal(probe_call_fit(8 * M, 1e6, -1), 8 * M);
+}
+
 /* The buffer grows to the call, the call never outgrows the buffer. */
 static void test_next_read_call(void **state)
 {
@@ -339,6 +418,9 @@ int main(void)
         cmocka_unit_test(test_start_refuses_bad_params),
         cmocka_unit_test(test_tmpdir_sweep_removes_only_ours),
         cmocka_unit_test(test_read_call_size),
+        cmocka_unit_test(test_phase_over),
+        cmocka_unit_test(test_phase_room),
+        cmocka_unit_test(test_call_fit),
         cmocka_unit_test(test_next_read_call),
         cmocka_unit_test(test_conn_min_rtt),
     };
