@@ -72,10 +72,24 @@ static void tell(struct tuner *t, const struct probe_result *r)
             sample_told(t, r, JOURNAL_ID_VERIFY, "verified", cs);
         }
         break;
-    case S_AUTO:
+    case S_AUTO: {
+        double iw, ir, ratio = t->o.search.abort_ratio;
+
         sample_told(t, r, JOURNAL_ID_TRIAL, "tried", cs);
         t->auto_checks++;
+        /* Like a trial of the search, the check ends at a sample far below
+         * the sizes chosen (abort_ratio): the report needs no more to say
+         * that autotuning is far behind, and each further sample would
+         * run a poor configuration for nothing. */
+        report_rates(t->s, &t->tally, search_incumbent(t->s), &iw, &ir);
+        if (t->auto_checks < AUTO_CHECKS &&
+            (x.write < ratio * iw || (x.read >= 0 && x.read < ratio * ir))) {
+            journal_log(LOG_INFO, "autotuning's check ended after %d sample%s: far below %s",
+                        t->auto_checks, t->auto_checks == 1 ? "" : "s", "the sizes chosen");
+            t->auto_checks = AUTO_CHECKS;
+        }
         break;
+    }
     case S_SEARCH:
         sample_told(t, r, JOURNAL_ID_TRIAL, "tried", cs);
         before = search_incumbent(t->s);

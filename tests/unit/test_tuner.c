@@ -704,6 +704,51 @@ static void test_once_commits_auto_when_best(void **state)
     free(v);
 }
 
+/* Trial events of AUTO (the check after a search that could not offer
+ * it, smbd's listener holding the legacy line's sizes). */
+static int auto_trials(const struct seen *sn)
+{
+    const char *const want[] = {"SMBTUNED_RCVBUF=auto", "SMBTUNED_SNDBUF=auto", NULL};
+    int n = 0;
+
+    for (int i = seen_find(sn, 0, JOURNAL_ID_TRIAL, want); i >= 0;
+         i = seen_find(sn, i + 1, JOURNAL_ID_TRIAL, want))
+        n++;
+    return n;
+}
+
+/* With smbd running from the legacy line, AUTO is no candidate and is
+ * measured after the search for the report: three samples when it is
+ * near the sizes chosen, one when that sample is below abort_ratio of
+ * them (issue 12: no trial below half the incumbent's rate for more than
+ * one sample). */
+static int auto_samples_at(struct fix *f, double auto_share)
+{
+    struct sim s;
+    struct seen sn;
+    int n;
+
+    assert_int_equal(rmtree_path(f->state_dir, NULL), 0);
+    assert_int_equal(mkdir(f->state_dir, 0700), 0);
+    write_conf(f, LEGACY);
+    sim_init(&s, &f->o);
+    s.smbd_running = true;
+    s.auto_share = auto_share;
+    seen_begin(&sn);
+    assert_int_equal(run(&f->o, &s), 0);
+    n = auto_trials(&sn);
+    seen_end(&sn);
+    return n;
+}
+
+static void test_auto_check_ends_far_below(void **state)
+{
+    struct fix *f = *state;
+
+    assert_int_equal(auto_samples_at(f, 0.8), 3);
+    assert_int_equal(auto_samples_at(f, 0.3), 1);
+}
+
 /* Loopback trials (issue 13): every explicit size beats AUTO by 8% on
  * writes, as loopback's noise once made 4 MiB do. */
 static void sim_loopback(struct sim *s, const struct tuner_opts *o)
@@ -1125,6 +1170,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_once_tells_its_events, setup, teardown),
         cmocka_unit_test_setup_teardown(test_upgrade_tells_before_after, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_probe_tells_an_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_auto_check_ends_far_below, setup, teardown),
         cmocka_unit_test_setup_teardown(test_once_commits_auto_when_best, setup, teardown),
         cmocka_unit_test_setup_teardown(test_loopback_keeps_autotuning, setup, teardown),
         cmocka_unit_test_setup_teardown(test_loopback_legacy_commits_auto, setup, teardown),
