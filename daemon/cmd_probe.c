@@ -19,7 +19,7 @@
 static void print_json_failure(void)
 {
     struct probe_result r;
-    char line[512];
+    char line[1024];
 
     memset(&r, 0, sizeof(r));
     r.outcome = PROBE_ERROR;
@@ -37,6 +37,15 @@ static int setup_failure(const struct opts *o, const char *what, const char *msg
     if (o->json)
         print_json_failure();
     return CMD_EXIT_FAILURE;
+}
+
+/* The end of a direction's line: what its rate leaves out as TCP's
+ * start-up, if anything. */
+static void startup(long long bytes, double s)
+{
+    if (s > 0)
+        printf("; the first %lld bytes, %.3f s, are TCP's start-up, not in the rate", bytes, s);
+    printf(")\n");
 }
 
 int cmd_probe(const struct opts *o)
@@ -69,15 +78,16 @@ int cmd_probe(const struct opts *o)
         return setup_failure(o, p.url, e.msg);
 
     if (o->json) {
-        char line[512];
+        char line[1024];
 
         if (probe_result_json(&r, line, sizeof(line)) == 0)
             printf("%s\n", line);
     } else {
         printf("%s: %s\n", p.url, probe_outcome_name(r.outcome));
-        printf("  write: %.2f MB/s (%lld bytes in %.3f s)\n", r.write_mbps, r.write_bytes,
-               r.write_s);
-        printf("  read:  %.2f MB/s (%lld bytes in %.3f s)\n", r.read_mbps, r.read_bytes, r.read_s);
+        printf("  write: %.2f MB/s (%lld bytes in %.3f s", r.write_mbps, r.write_bytes, r.write_s);
+        startup(r.write_startup_bytes, r.write_startup_s);
+        printf("  read:  %.2f MB/s (%lld bytes in %.3f s", r.read_mbps, r.read_bytes, r.read_s);
+        startup(r.read_startup_bytes, r.read_startup_s);
         if (r.outcome == PROBE_TIMEOUT)
             printf("  (timeout: %s; the rates are lower bounds)\n", r.cause);
     }

@@ -315,8 +315,17 @@ int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e)
          * record of how far it got. */
         r->write_s = r->read_s = 0;
     }
-    r->write_mbps = r->write_s > 0 ? (double)r->write_bytes / r->write_s / 1e6 : 0;
-    r->read_mbps = r->read_s > 0 ? (double)r->read_bytes / r->read_s / 1e6 : 0;
+    r->write_mbps =
+        probe_phase_rate(
+            r->write_bytes, r->write_s, probe_shared_peek(&sh->write_warm_bytes),
+            span(probe_shared_peek(&sh->write_t0), probe_shared_peek(&sh->write_warm_t)),
+            &r->write_startup_bytes, &r->write_startup_s) /
+        1e6;
+    r->read_mbps =
+        probe_phase_rate(r->read_bytes, r->read_s, probe_shared_peek(&sh->read_warm_bytes),
+                         span(probe_shared_peek(&sh->read_t0), probe_shared_peek(&sh->read_warm_t)),
+                         &r->read_startup_bytes, &r->read_startup_s) /
+        1e6;
     r->client_rcvbuf = sh->client_rcvbuf ? sh->client_rcvbuf : -1;
     r->client_sndbuf = sh->client_sndbuf ? sh->client_sndbuf : -1;
 

@@ -110,7 +110,11 @@ struct probe_result {
     long long write_bytes, read_bytes;
     double write_s, read_s;
     double write_mbps, read_mbps; /* 10^6 bytes per second */
-    bool write_done;              /* the writing ended by itself (the reading began) */
+    /* What the rates leave out as TCP's start-up (probe_phase_rate): the
+     * first bytes and seconds of each direction; 0 when nothing. */
+    long long write_startup_bytes, read_startup_bytes;
+    double write_startup_s, read_startup_s;
+    bool write_done; /* the writing ended by itself (the reading began) */
     /* What getsockopt says the client socket has once connected (twice the
      * requested size when one was set), -1 when unknown. */
     int client_rcvbuf, client_sndbuf;

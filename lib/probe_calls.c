@@ -33,6 +33,35 @@ bool probe_phase_over(const struct probe_params *p, long long bytes, double elap
     return bytes >= p->size && elapsed_s >= PROBE_STARTUP_RTTS * rtt_s;
 }
 
+bool probe_warmed(double elapsed_s, double rtt_s)
+{
+    return elapsed_s > 0 && elapsed_s >= PROBE_WARMUP_RTTS * rtt_s;
+}
+
+double probe_call_window(const struct probe_params *p, double elapsed_s, double rtt_s, bool warm)
+{
+    double left = p->duration_s - elapsed_s;
+
+    if (!warm && PROBE_WARMUP_RTTS * rtt_s - elapsed_s < left)
+        left = PROBE_WARMUP_RTTS * rtt_s - elapsed_s;
+    return left > 0 ? left : 0;
+}
+
+double probe_phase_rate(long long bytes, double secs, long long warm_bytes, double warm_s,
+                        long long *startup_bytes, double *startup_s)
+{
+    *startup_bytes = 0;
+    *startup_s = 0;
+    if (!(secs > 0) || bytes <= 0)
+        return 0;
+    if (warm_bytes > 0 && warm_s > 0 && warm_s < secs && 2 * (bytes - warm_bytes) >= bytes) {
+        *startup_bytes = warm_bytes;
+        *startup_s = warm_s;
+        return (double)(bytes - warm_bytes) / (secs - warm_s);
+    }
+    return (double)bytes / secs;
+}
+
 long long probe_phase_room(const struct probe_params *p, long long bytes)
 {
     long long end =

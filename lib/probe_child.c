@@ -291,6 +291,31 @@ static bool stamps_ok(const unsigned char *buf, size_t n, int64_t off, uint64_t 
     return true;
 }
 
+/* The rate to fit a direction's next call with: since the end of its
+ * start-up once a call has ended after it (the slow start's own rates
+ * would size the calls too small, each costing a write an idle round
+ * trip), else since its start. Bytes/s, 0 when nothing is known. */
+static double fit_rate(int64_t off, int64_t t0, int64_t warm_bytes, int64_t warm_t)
+{
+    int64_t now = probe_mono_ns();
+
+    if (warm_t != 0 && off > warm_bytes && now > warm_t)
+        return (double)(off - warm_bytes) / ((double)(now - warm_t) / 1e9);
+    return now > t0 ? (double)off / ((double)(now - t0) / 1e9) : 0;
+}
+
+/* After a call of a direction with a duration: mark the end of its
+ * start-up once (probe_warmed), the bytes first, the time last. */
+static void warm_point(int64_t *bytes, int64_t *t, int64_t t0, int64_t off, double rtt, bool timed)
+{
+    int64_t now = probe_mono_ns();
+
+    if (!timed || *t != 0 || !probe_warmed((double)(now - t0) / 1e9, rtt))
+        return;
+    publish(bytes, off);
+    publish(t, now);
+}
+
 /* Write to f (the probe file, open for writing; closed here), read it back. */
 static enum probe_outcome transfer(struct child *c, SMBCFILE *f, const char *file_url)
 {
@@ -334,7 +359,9 @@ static enum probe_outcome transfer(struct child *c, SMBCFILE *f, const char *fil
         if (timed) {
             if (off == 0 && n > PROBE_FIRST_CALL)
                 n = PROBE_FIRST_CALL;
-            n = probe_call_fit(n, el > 0 ? (double)off / el : 0, p->duration_s - el);
+            n = probe_call_fit(
+                n, fit_rate(off, c->sh->write_t0, c->sh->write_warm_bytes, c->sh->write_warm_t),
+                probe_call_window(p, el, rtt, c->sh->write_warm_t != 0));
         }
         if (n > probe_phase_room(p, off))
             n = probe_phase_room(p, off);
@@ -350,6 +377,8 @@ static enum probe_outcome transfer(struct child *c, SMBCFILE *f, const char *fil
         }
         off += w;
         publish(&c->sh->write_bytes, off);
+        warm_point(&c->sh->write_warm_bytes, &c->sh->write_warm_t, c->sh->write_t0, off, rtt,
+                   timed);
     }
     publish(&c->sh->write_t1, probe_mono_ns());
     /* Read calls are sized for the path (probe_next_read_call). */
@@ -386,7 +415,10 @@ static enum probe_outcome transfer(struct child *c, SMBCFILE *f, const char *fil
         if (timed) {
             if (off == 0 && n > PROBE_FIRST_CALL)
                 n = PROBE_FIRST_CALL;
-            n = (size_t)probe_call_fit((long long)n, rrate, p->duration_s - el);
+            n = (size_t)probe_call_fit(
+                (long long)n,
+                fit_rate(off, c->sh->read_t0, c->sh->read_warm_bytes, c->sh->read_warm_t),
+                probe_call_window(p, el, rtt, c->sh->read_warm_t != 0));
         }
         if ((long long)n > probe_phase_room(p, off))
             n = (size_t)probe_phase_room(p, off);
@@ -412,6 +444,7 @@ static enum probe_outcome transfer(struct child *c, SMBCFILE *f, const char *fil
         }
         off += got;
         publish(&c->sh->read_bytes, off);
+        warm_point(&c->sh->read_warm_bytes, &c->sh->read_warm_t, c->sh->read_t0, off, rtt, timed);
     }
     publish(&c->sh->read_t1, probe_mono_ns());
     close_fn(c->ctx, f);

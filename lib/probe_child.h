@@ -21,6 +21,9 @@
 struct probe_shared {
     int64_t write_bytes, read_bytes;
     int64_t write_t0, write_t1, read_t0, read_t1;
+    /* The end of each direction's start-up (probe_warmed): the bytes by
+     * then, and the time (stored last; 0 = not reached). */
+    int64_t write_warm_bytes, write_warm_t, read_warm_bytes, read_warm_t;
     int done;
     int outcome;
     int client_rcvbuf, client_sndbuf;
@@ -64,6 +67,30 @@ long long probe_read_call_size(long long request, double rtt_s, double rate_bps)
 #define PROBE_SIZE_CAP_FACTOR 16
 bool probe_phase_over(const struct probe_params *p, long long bytes, double elapsed_s,
                       double rtt_s);
+
+/* Whether a direction `elapsed_s` into it, at the end of a call, is past
+ * TCP's start-up: PROBE_WARMUP_RTTS round trips (slow start doubles the
+ * window each round trip: 14 KB to the 5 MB of 1 Gbit/s at 40 ms is 9),
+ * and never before its first call has ended. Pure. */
+#define PROBE_WARMUP_RTTS 10
+bool probe_warmed(double elapsed_s, double rtt_s);
+
+/* The seconds the next call of a direction with a duration may take,
+ * `elapsed_s` into it: what the duration has left, and before the end of
+ * the start-up (warm false) no more than the start-up has left, so that
+ * the start-up ends near its PROBE_WARMUP_RTTS round trips and not at the
+ * end of a call sized by its own slow rates (at 100 Mbit/s and 40 ms that
+ * was 0.9 s of 2). Never negative. Pure. */
+double probe_call_window(const struct probe_params *p, double elapsed_s, double rtt_s, bool warm);
+
+/* The rate of a direction (bytes/s) that moved `bytes` in `secs`, its
+ * start-up over after warm_bytes in warm_s (0, 0: not reached): over the
+ * part after the start-up when that part holds at least half the bytes
+ * (else the whole direction: a slow trial's first call may be most of
+ * it). *startup_bytes and *startup_s say what was left out (0 when
+ * nothing). Pure. */
+double probe_phase_rate(long long bytes, double secs, long long warm_bytes, double warm_s,
+                        long long *startup_bytes, double *startup_s);
 
 /* The bytes a direction may still move after `bytes`: up to `size` first
  * (so that a short path moves exactly that), then up to the cap. Pure. */

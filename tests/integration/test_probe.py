@@ -26,7 +26,8 @@ from wan import SMBD_GLOBAL, WanPath  # noqa: E402
 pytestmark = pytest.mark.smbd
 
 PREFIX = ".smbtuned-probe-"
-KEYS = {"outcome", "write_mbps", "read_mbps", "write_bytes", "read_bytes", "write_s", "read_s"}
+KEYS = {"outcome", "write_mbps", "read_mbps", "write_bytes", "read_bytes", "write_s", "read_s",
+        "write_startup_bytes", "write_startup_s", "read_startup_bytes", "read_startup_s"}
 SIZE = 8 * 1024 * 1024
 USER = "daemon"  # an account every Debian system has; its password lives only in the test passdb
 PASSWORD = "Probe-pw-7c1f"
@@ -100,8 +101,15 @@ def test_probe_measures_both_ways_and_leaves_nothing(smbd, smbtuned, tmp_path):
     assert j["write_bytes"] == SIZE and j["read_bytes"] == SIZE
     assert j["write_mbps"] > 0 and j["read_mbps"] > 0
     assert j["write_s"] > 0 and j["read_s"] > 0
-    # The rate is what the bytes and seconds say (MB = 10^6 bytes).
-    assert j["write_mbps"] == pytest.approx(SIZE / j["write_s"] / 1e6, rel=1e-3)
+    # The rate is what the bytes and seconds after TCP's start-up say (MB =
+    # 10^6 bytes); the start-up is the first call at most on loopback, and
+    # leaves at least half the bytes in the rate.
+    for d in ("write", "read"):
+        sb, ss = j[f"{d}_startup_bytes"], j[f"{d}_startup_s"]
+        assert 0 <= sb <= SIZE / 2 and 0 <= ss < j[f"{d}_s"], j
+        assert (sb == 0) == (ss == 0), j
+        assert j[f"{d}_mbps"] == pytest.approx((SIZE - sb) / (j[f"{d}_s"] - ss) / 1e6,
+                                               rel=1e-3, abs=1e-3), j
     assert probe_files(smbd.share_dir) == []
     assert r.stderr == ""
 
@@ -110,8 +118,11 @@ def test_human_output(smbd, smbtuned, tmp_path):
     r = run_probe(smbtuned, probe_conf(tmp_path), url=smbd.url, json_out=False)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith(f"{smbd.url}: ok\n")
-    assert re.search(r"write: [\d.]+ MB/s \(8388608 bytes in [\d.]+ s\)", r.stdout)
-    assert re.search(r"read: +[\d.]+ MB/s \(8388608 bytes in [\d.]+ s\)", r.stdout)
+    startup = r"(; the first \d+ bytes, [\d.]+ s, are TCP's start-up, not in the rate)?"
+    assert re.search(r"write: [\d.]+ MB/s \(8388608 bytes in [\d.]+ s" + startup + r"\)\n",
+                     r.stdout), r.stdout
+    assert re.search(r"read: +[\d.]+ MB/s \(8388608 bytes in [\d.]+ s" + startup + r"\)\n",
+                     r.stdout), r.stdout
 
 
 def test_url_and_directory_from_config(smbd, smbtuned, tmp_path):
@@ -485,6 +496,15 @@ def test_probe_duration_over_emulated_wan(smbd_factory, smbtuned, tmp_path):
     assert 4 * M < startup["write_bytes"] < 64 * M, startup
     assert startup["write_s"] >= 50 * 0.040, startup
     assert startup["read_bytes"] > 4 * M, startup
-    # No duration: the size each way, as before there was one.
+    # The rates leave out the start-up: at least 10 round trips of it.
+    for j in (clock, startup):
+        for d in ("write", "read"):
+            assert j[f"{d}_startup_s"] >= 10 * 0.040, j
+            assert j[f"{d}_mbps"] == pytest.approx(
+                (j[f"{d}_bytes"] - j[f"{d}_startup_bytes"])
+                / (j[f"{d}_s"] - j[f"{d}_startup_s"]) / 1e6, rel=1e-3), j
+    # No duration: the size each way, as before there was one, and the
+    # whole of it in the rate.
     assert none["write_bytes"] == none["read_bytes"] == 4 * M, none
+    assert none["write_startup_s"] == none["read_startup_s"] == 0, none
     assert probe_files(srv.share_dir) == []

@@ -4,6 +4,7 @@
  * and the credentials file have their own tests (test_url.c, test_creds.c);
  * the measurement itself is tested against a real smbd in
  * tests/integration/test_probe.py. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -84,12 +85,16 @@ static void test_json(void **state)
     r.write_bytes = 1000000;
     r.write_s = 0.5;
     r.write_mbps = 2.0;
+    r.write_startup_bytes = 65536;
+    r.write_startup_s = 0.125;
     r.client_rcvbuf = 524288;
     r.client_sndbuf = -1;
     assert_int_equal(probe_result_json(&r, line, sizeof(line)), 0);
     assert_string_equal(line, "{\"outcome\":\"timeout\",\"write_mbps\":2.0,\"read_mbps\":0.0,"
                               "\"write_bytes\":1000000,\"read_bytes\":0,\"write_s\":0.5,"
-                              "\"read_s\":0.0,\"client_rcvbuf\":524288,"
+                              "\"read_s\":0.0,\"write_startup_bytes\":65536,"
+                              "\"write_startup_s\":0.125,\"read_startup_bytes\":0,"
+                              "\"read_startup_s\":0.0,\"client_rcvbuf\":524288,"
                               "\"client_sndbuf\":-1}");
     assert_int_equal(probe_result_json(&r, line, 20), -ENOSPC);
     /* One byte short of the line, and just enough. */
@@ -120,6 +125,8 @@ static void test_json_values(void **state)
     assert_string_equal(line, "{\"outcome\":\"ok\",\"write_mbps\":1234.568,\"read_mbps\":0.0,"
                               "\"write_bytes\":9007199254740993,\"read_bytes\":68719476736,"
                               "\"write_s\":0.123457,\"read_s\":12345.0,"
+                              "\"write_startup_bytes\":0,\"write_startup_s\":0.0,"
+                              "\"read_startup_bytes\":0,\"read_startup_s\":0.0,"
                               "\"client_rcvbuf\":2304,\"client_sndbuf\":8388608}");
     r.read_mbps = 0.1;
     r.write_mbps = 987654.3216;
@@ -320,6 +327,63 @@ static void test_phase_over(void **state)
     assert_true(probe_phase_over(&p, 64 * M, 0.01, 0.04));
 }
 
+/* The start-up ends at PROBE_WARMUP_RTTS round trips, never at 0. */
+static void test_warmed(void **state)
+{
+    (void)state;
+    assert_false(probe_warmed(0.39, 0.04));
+    assert_true(probe_warmed(0.40, 0.04));
+    assert_true(probe_warmed(0.001, 50e-6)); /* loopback: after the first call */
+    assert_true(probe_warmed(0.001, 0));     /* no round trip known: the first call */
+    assert_false(probe_warmed(0, 0));
+}
+
+/* A call's window: the duration left, and before the start-up's end no
+ * more than the start-up left; never negative. */
+static void test_call_window(void **state)
+{
+    struct probe_params p = timed(64 * 1024 * 1024, 2);
+
+    (void)state;
+    assert_true(fabs(probe_call_window(&p, 0.3, 0.04, false) - 0.1) < 1e-9);
+    assert_true(fabs(probe_call_window(&p, 0.3, 0.04, true) - 1.7) < 1e-9);
+    assert_true(probe_call_window(&p, 0.5, 0.04, false) == 0); /* past it: one unit */
+    /* a long path: the duration is the nearer end */
+    assert_true(fabs(probe_call_window(&p, 1.9, 0.5, false) - 0.1) < 1e-9);
+    assert_true(probe_call_window(&p, 2.5, 0.04, true) == 0);
+}
+
+/* The rate after the start-up when that part holds at least half the
+ * bytes; the whole direction otherwise; what was left out is said. */
+static void test_phase_rate(void **state)
+{
+    long long sb;
+    double ss;
+
+    (void)state;
+    /* wan-100: 7 MB in the first 0.85 s, 12 MB in the 1.15 s after */
+    assert_true(fabs(probe_phase_rate(19000000, 2.0, 7000000, 0.85, &sb, &ss) - 12000000 / 1.15) <
+                1e-6);
+    assert_int_equal(sb, 7000000);
+    assert_true(ss == 0.85);
+    /* no start-up marked: the whole */
+    assert_true(probe_phase_rate(19000000, 2.0, 0, 0, &sb, &ss) == 9500000);
+    assert_int_equal(sb, 0);
+    assert_true(ss == 0);
+    /* a slow trial's first call was most of it: the whole */
+    assert_true(probe_phase_rate(2000000, 2.0, 1048576, 1.9, &sb, &ss) == 1000000);
+    assert_int_equal(sb, 0);
+    /* exactly half after: still the part after */
+    assert_true(probe_phase_rate(2000000, 2.0, 1000000, 1.0, &sb, &ss) == 1000000);
+    assert_int_equal(sb, 1000000);
+    /* the mark at the end (the last call): the whole */
+    assert_true(probe_phase_rate(2000000, 2.0, 2000000, 2.0, &sb, &ss) == 1000000);
+    assert_int_equal(sb, 0);
+    /* nothing moved or no time: 0 */
+    assert_true(probe_phase_rate(0, 2.0, 0, 0, &sb, &ss) == 0);
+    assert_true(probe_phase_rate(100, 0, 0, 0, &sb, &ss) == 0);
+}
+
 /* The room: up to the size first, then up to the cap with a duration. */
 static void test_phase_room(void **state)
 {
@@ -420,6 +484,9 @@ int main(void)
         cmocka_unit_test(test_read_call_size),
         cmocka_unit_test(test_phase_over),
         cmocka_unit_test(test_phase_room),
+        cmocka_unit_test(test_warmed),
+        cmocka_unit_test(test_call_window),
+        cmocka_unit_test(test_phase_rate),
         cmocka_unit_test(test_call_fit),
         cmocka_unit_test(test_next_read_call),
         cmocka_unit_test(test_conn_min_rtt),
