@@ -304,6 +304,21 @@ static double fit_rate(int64_t off, int64_t t0, int64_t warm_bytes, int64_t warm
     return now > t0 ? (double)off / ((double)(now - t0) / 1e9) : 0;
 }
 
+/* A direction's next call, n bytes as its own rule would make it, cut to
+ * the duration (the first call at most PROBE_FIRST_CALL, the others fitted
+ * to the window left at fit_rate) and to the room the direction has. */
+static long long next_call(const struct probe_params *p, long long n, int64_t off, double el,
+                           double rtt, int64_t t0, int64_t warm_bytes, int64_t warm_t)
+{
+    if (p->duration_s > 0) {
+        if (off == 0 && n > PROBE_FIRST_CALL)
+            n = PROBE_FIRST_CALL;
+        n = probe_call_fit(n, fit_rate(off, t0, warm_bytes, warm_t),
+                           probe_call_window(p, el, rtt, warm_t != 0));
+    }
+    return n < probe_phase_room(p, off) ? n : probe_phase_room(p, off);
+}
+
 /* After a call of a direction with a duration: mark the end of its
  * start-up once (probe_warmed), the bytes first, the time last. */
 static void warm_point(int64_t *bytes, int64_t *t, int64_t t0, int64_t off, double rtt, bool timed)
@@ -350,21 +365,14 @@ static enum probe_outcome transfer(struct child *c, SMBCFILE *f, const char *fil
     publish(&c->sh->write_t0, probe_mono_ns());
     for (off = 0;;) {
         double el = (double)(probe_mono_ns() - c->sh->write_t0) / 1e9;
-        long long n = (long long)req;
+        long long n;
         ssize_t w;
 
         rtt = probe_conn_min_rtt(c->sock);
         if (probe_phase_over(p, off, el, rtt))
             break;
-        if (timed) {
-            if (off == 0 && n > PROBE_FIRST_CALL)
-                n = PROBE_FIRST_CALL;
-            n = probe_call_fit(
-                n, fit_rate(off, c->sh->write_t0, c->sh->write_warm_bytes, c->sh->write_warm_t),
-                probe_call_window(p, el, rtt, c->sh->write_warm_t != 0));
-        }
-        if (n > probe_phase_room(p, off))
-            n = probe_phase_room(p, off);
+        n = next_call(p, (long long)req, off, el, rtt, c->sh->write_t0, c->sh->write_warm_bytes,
+                      c->sh->write_warm_t);
         stamp(buf, (size_t)n, off, tag);
         w = write_fn(c->ctx, f, buf, (size_t)n);
         if (w <= 0) {
@@ -412,16 +420,8 @@ static enum probe_outcome transfer(struct child *c, SMBCFILE *f, const char *fil
         if (probe_phase_over(p, off, el, rtt))
             break;
         n = probe_next_read_call(&buf, &cap, p->request_size, rtt, rrate > wrate ? rrate : wrate);
-        if (timed) {
-            if (off == 0 && n > PROBE_FIRST_CALL)
-                n = PROBE_FIRST_CALL;
-            n = (size_t)probe_call_fit(
-                (long long)n,
-                fit_rate(off, c->sh->read_t0, c->sh->read_warm_bytes, c->sh->read_warm_t),
-                probe_call_window(p, el, rtt, c->sh->read_warm_t != 0));
-        }
-        if ((long long)n > probe_phase_room(p, off))
-            n = (size_t)probe_phase_room(p, off);
+        n = (size_t)next_call(p, (long long)n, off, el, rtt, c->sh->read_t0, c->sh->read_warm_bytes,
+                              c->sh->read_warm_t);
         n = (size_t)(written - off) < n ? (size_t)(written - off) : n;
         got = read_fn(c->ctx, f, buf, n);
 
