@@ -84,8 +84,9 @@ static void tell(struct tuner *t, const struct probe_result *r)
         report_rates(t->s, &t->tally, search_incumbent(t->s), &iw, &ir);
         if (t->auto_checks < AUTO_CHECKS &&
             (x.write < ratio * iw || (x.read >= 0 && x.read < ratio * ir))) {
-            journal_log(LOG_INFO, "autotuning's check ended after %d sample%s: far below %s",
-                        t->auto_checks, t->auto_checks == 1 ? "" : "s", "the sizes chosen");
+            journal_log(LOG_INFO,
+                        "autotuning's check ended after %d sample%s: far below the sizes chosen",
+                        t->auto_checks, t->auto_checks == 1 ? "" : "s");
             t->auto_checks = AUTO_CHECKS;
         }
         break;
