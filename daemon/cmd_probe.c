@@ -86,6 +86,9 @@ int cmd_probe(const struct opts *o)
         printf("%s: %s\n", p.url, probe_outcome_name(r.outcome));
         printf("  write: %.2f MB/s (%lld bytes in %.3f s", r.write_mbps, r.write_bytes, r.write_s);
         startup(r.write_startup_bytes, r.write_startup_s);
+        if (r.write_pace_bps > 0)
+            printf("  (the writes paced at most %.2f MB/s, twice the fastest request's rate)\n",
+                   (double)r.write_pace_bps / 1e6);
         printf("  read:  %.2f MB/s (%lld bytes in %.3f s", r.read_mbps, r.read_bytes, r.read_s);
         startup(r.read_startup_bytes, r.read_startup_s);
         if (r.outcome == PROBE_TIMEOUT)

@@ -326,6 +326,7 @@ int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e)
                          span(probe_shared_peek(&sh->read_t0), probe_shared_peek(&sh->read_warm_t)),
                          &r->read_startup_bytes, &r->read_startup_s) /
         1e6;
+    r->write_pace_bps = probe_shared_peek(&sh->write_pace);
     r->client_rcvbuf = sh->client_rcvbuf ? sh->client_rcvbuf : -1;
     r->client_sndbuf = sh->client_sndbuf ? sh->client_sndbuf : -1;
 

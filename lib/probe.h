@@ -115,6 +115,9 @@ struct probe_result {
     long long write_startup_bytes, read_startup_bytes;
     double write_startup_s, read_startup_s;
     bool write_done; /* the writing ended by itself (the reading began) */
+    /* The pacing cap the probe's socket had when the writing ended
+     * (probe_pace_cap in probe_child.h), bytes/s; 0 when none was set. */
+    long long write_pace_bps;
     /* What getsockopt says the client socket has once connected (twice the
      * requested size when one was set), -1 when unknown. */
     int client_rcvbuf, client_sndbuf;

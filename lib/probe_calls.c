@@ -81,6 +81,29 @@ long long probe_call_fit(long long n, double rate_bps, double left_s)
     return units * PROBE_CALL_UNIT < n ? units * PROBE_CALL_UNIT : n;
 }
 
+double probe_pace_cap(double cap, long long bytes, long long request, double call_s, double rtt_s)
+{
+    double wire = call_s - rtt_s, want;
+
+    /* A call shorter than a request is mostly its round trip; a wire time
+     * of zero or less says nothing (timer or RTT estimate off). */
+    if (!(rtt_s >= PROBE_PACE_MIN_RTT) || bytes < request || request <= 0 || !(wire > 0))
+        return cap;
+    want = PROBE_PACE_FACTOR * (double)bytes / wire;
+    return want > cap ? want : cap;
+}
+
+double probe_set_pacing(int fd, double cap)
+{
+    /* unsigned int: the option's size on every kernel (64 bits are taken
+     * only from 4.20 on); ~0U is "no cap". */
+    unsigned int v = cap >= (double)UINT32_MAX ? ~0U : (unsigned int)cap;
+
+    if (fd < 0 || !(cap > 0) || setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &v, sizeof(v)) < 0)
+        return 0;
+    return v == ~0U ? 0 : (double)v;
+}
+
 /* The smallest round trip the kernel saw on the connection: the path's own.
  * The smoothed one includes the queueing of the writes just done, which on
  * loopback reaches milliseconds and gave 64 MiB calls that read 30% slower

@@ -331,6 +331,19 @@ static void warm_point(int64_t *bytes, int64_t *t, int64_t t0, int64_t off, doub
     publish(t, now);
 }
 
+/* After a write call of `bytes` in call_s: raise the pacing cap of the
+ * probe's socket when probe_pace_cap says so. The read direction keeps it:
+ * the client sends only requests there. */
+static void pace_writes(struct child *c, double *cap, ssize_t bytes, double call_s, double rtt)
+{
+    double want = probe_pace_cap(*cap, (long long)bytes, c->p->request_size, call_s, rtt);
+
+    if (!(want > *cap))
+        return;
+    *cap = want;
+    publish(&c->sh->write_pace, (int64_t)probe_set_pacing(c->sock, want));
+}
+
 /* Write to f (the probe file, open for writing; closed here), read it back. */
 static enum probe_outcome transfer(struct child *c, SMBCFILE *f, const char *file_url)
 {
@@ -343,7 +356,7 @@ static enum probe_outcome transfer(struct child *c, SMBCFILE *f, const char *fil
     uint64_t seed = (uint64_t)probe_mono_ns() ^ ((uint64_t)getpid() << 32), tag;
     unsigned char *buf;
     int64_t off, written, bad, wt;
-    double rtt, wrate;
+    double rtt, wrate, pace = 0;
     /* With a duration, each direction ends by the clock or its start-up
      * rule (probe_phase_over); without, after exactly p->size bytes. */
     bool timed = p->duration_s > 0;
@@ -366,6 +379,7 @@ static enum probe_outcome transfer(struct child *c, SMBCFILE *f, const char *fil
     for (off = 0;;) {
         double el = (double)(probe_mono_ns() - c->sh->write_t0) / 1e9;
         long long n;
+        int64_t t;
         ssize_t w;
 
         rtt = probe_conn_min_rtt(c->sock);
@@ -374,6 +388,7 @@ static enum probe_outcome transfer(struct child *c, SMBCFILE *f, const char *fil
         n = next_call(p, (long long)req, off, el, rtt, c->sh->write_t0, c->sh->write_warm_bytes,
                       c->sh->write_warm_t);
         stamp(buf, (size_t)n, off, tag);
+        t = probe_mono_ns();
         w = write_fn(c->ctx, f, buf, (size_t)n);
         if (w <= 0) {
             int er = w < 0 ? errno : EIO;
@@ -385,6 +400,7 @@ static enum probe_outcome transfer(struct child *c, SMBCFILE *f, const char *fil
         }
         off += w;
         publish(&c->sh->write_bytes, off);
+        pace_writes(c, &pace, w, (double)(probe_mono_ns() - t) / 1e9, rtt);
         warm_point(&c->sh->write_warm_bytes, &c->sh->write_warm_t, c->sh->write_t0, off, rtt,
                    timed);
     }

@@ -24,6 +24,9 @@ struct probe_shared {
     /* The end of each direction's start-up (probe_warmed): the bytes by
      * then, and the time (stored last; 0 = not reached). */
     int64_t write_warm_bytes, write_warm_t, read_warm_bytes, read_warm_t;
+    /* The pacing cap on the probe's socket when the writing ended
+     * (probe_pace_cap), bytes/s; 0: none set. */
+    int64_t write_pace;
     int done;
     int outcome;
     int client_rcvbuf, client_sndbuf;
@@ -108,6 +111,37 @@ long long probe_call_fit(long long n, double rate_bps, double left_s);
 /* The first call of a direction with a duration: at most this many bytes,
  * since no rate of that direction is known yet to fit it to the duration. */
 #define PROBE_FIRST_CALL (1024LL * 1024)
+
+/* The pacing cap (bytes/s) for the probe's own socket after a write call
+ * of `bytes` that took call_s seconds on a path of rtt_s: the larger of
+ * `cap` (0: none yet) and PROBE_PACE_FACTOR times the rate at which the
+ * call's data left, bytes / (call_s - rtt_s); calls shorter than a whole
+ * request leave it as it is. Why: libsmbclient sends one write request at
+ * a time, so each request starts with the socket empty and no
+ * acknowledgements coming, and TCP sends what its window allows in one
+ * burst, faster than the path drains it (unpaced with cubic; bbr, still in
+ * its start-up after request upon request, paces at almost 3 times its
+ * estimate). From SO_SNDBUF 4 MiB on, that burst overflowed the
+ * bottleneck's queue of a 40 ms / 1 Gbit/s path (649 to 2774 segments
+ * retransmitted per 2 s write, none at 2 MiB) and the probe ranked 2 MiB
+ * first, where a pipelined sender (smbd answering reads), clocked by its
+ * acknowledgements, gains up to 8 MiB. Paced at twice the rate of the
+ * fastest request, the burst no longer outruns the path (none
+ * retransmitted, with bbr or cubic, at caps of 1.1 to 2 times the link)
+ * and a rate the path can carry is not held back: the cap only grows, so a
+ * slow call does not lower it. Paths under PROBE_PACE_MIN_RTT (loopback,
+ * a LAN) are left unpaced: a burst there is small against the queues on
+ * the way, and the kernel's pacing cost loopback 40% of its write rate
+ * (530 against 900 MB/s). Pure. */
+#define PROBE_PACE_FACTOR 2.0
+#define PROBE_PACE_MIN_RTT 0.002
+double probe_pace_cap(double cap, long long bytes, long long request, double call_s, double rtt_s);
+
+/* Set the pacing cap on fd (SO_MAX_PACING_RATE, which also turns on the
+ * kernel's own pacing of TCP without the fq qdisc); a cap beyond what the
+ * option's 32 bits hold lifts it. Returns the cap set, 0 when none (not
+ * supported: the writes go unpaced, as before). */
+double probe_set_pacing(int fd, double cap);
 
 /* The connection's smallest round trip in seconds (TCP_INFO on fd), 0 when
  * unknown (which keeps read calls at one request). */

@@ -27,7 +27,8 @@ pytestmark = pytest.mark.smbd
 
 PREFIX = ".smbtuned-probe-"
 KEYS = {"outcome", "write_mbps", "read_mbps", "write_bytes", "read_bytes", "write_s", "read_s",
-        "write_startup_bytes", "write_startup_s", "read_startup_bytes", "read_startup_s"}
+        "write_startup_bytes", "write_startup_s", "read_startup_bytes", "read_startup_s",
+        "write_pace_bps"}
 SIZE = 8 * 1024 * 1024
 USER = "daemon"  # an account every Debian system has; its password lives only in the test passdb
 PASSWORD = "Probe-pw-7c1f"
@@ -110,6 +111,8 @@ def test_probe_measures_both_ways_and_leaves_nothing(smbd, smbtuned, tmp_path):
         assert (sb == 0) == (ss == 0), j
         assert j[f"{d}_mbps"] == pytest.approx((SIZE - sb) / (j[f"{d}_s"] - ss) / 1e6,
                                                rel=1e-3, abs=1e-3), j
+    # Loopback has no slower hop to pace for.
+    assert j["write_pace_bps"] == 0, j
     assert probe_files(smbd.share_dir) == []
     assert r.stderr == ""
 
@@ -503,6 +506,11 @@ def test_probe_duration_over_emulated_wan(smbd_factory, smbtuned, tmp_path):
             assert j[f"{d}_mbps"] == pytest.approx(
                 (j[f"{d}_bytes"] - j[f"{d}_startup_bytes"])
                 / (j[f"{d}_s"] - j[f"{d}_startup_s"]) / 1e6, rel=1e-3), j
+    # The writes' socket is paced at twice the rate of its fastest whole
+    # 8 MiB request (round trip left out), so never below twice the rate
+    # the writes reached; 4 MiB in all has no whole request: no cap.
+    assert startup["write_pace_bps"] >= 2 * startup["write_mbps"] * 1e6, startup
+    assert none["write_pace_bps"] == 0, none
     # No duration: the size each way, as before there was one, and the
     # whole of it in the rate.
     assert none["write_bytes"] == none["read_bytes"] == 4 * M, none

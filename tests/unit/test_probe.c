@@ -87,6 +87,7 @@ static void test_json(void **state)
     r.write_mbps = 2.0;
     r.write_startup_bytes = 65536;
     r.write_startup_s = 0.125;
+    r.write_pace_bps = 250000000;
     r.client_rcvbuf = 524288;
     r.client_sndbuf = -1;
     assert_int_equal(probe_result_json(&r, line, sizeof(line)), 0);
@@ -94,8 +95,8 @@ static void test_json(void **state)
                               "\"write_bytes\":1000000,\"read_bytes\":0,\"write_s\":0.5,"
                               "\"read_s\":0.0,\"write_startup_bytes\":65536,"
                               "\"write_startup_s\":0.125,\"read_startup_bytes\":0,"
-                              "\"read_startup_s\":0.0,\"client_rcvbuf\":524288,"
-                              "\"client_sndbuf\":-1}");
+                              "\"read_startup_s\":0.0,\"write_pace_bps\":250000000,"
+                              "\"client_rcvbuf\":524288,\"client_sndbuf\":-1}");
     assert_int_equal(probe_result_json(&r, line, 20), -ENOSPC);
     /* One byte short of the line, and just enough. */
     assert_int_equal(probe_result_json(&r, line, strlen(line)), -ENOSPC);
@@ -127,7 +128,8 @@ static void test_json_values(void **state)
                               "\"write_s\":0.123457,\"read_s\":12345.0,"
                               "\"write_startup_bytes\":0,\"write_startup_s\":0.0,"
                               "\"read_startup_bytes\":0,\"read_startup_s\":0.0,"
-                              "\"client_rcvbuf\":2304,\"client_sndbuf\":8388608}");
+                              "\"write_pace_bps\":0,\"client_rcvbuf\":2304,"
+                              "\"client_sndbuf\":8388608}");
     r.read_mbps = 0.1;
     r.write_mbps = 987654.3216;
     assert_int_equal(probe_result_json(&r, line, sizeof(line)), 0);
@@ -471,6 +473,57 @@ static void test_conn_min_rtt(void **state)
     close(ls);
 }
 
+/* The pacing cap: twice the rate at which a whole request's bytes left
+ * (its round trip taken out), only ever raised; calls shorter than a
+ * request, wire times of zero or less and paths under 2 ms leave it. */
+static void test_pace_cap(void **state)
+{
+    const long long R = 8 * 1024 * 1024;
+
+    (void)state;
+    /* 8 MiB in 107 ms on a 40 ms path: 125 MB/s on the wire */
+    assert_true(fabs(probe_pace_cap(0, R, R, 0.107, 0.040) - 2 * R / 0.067) < 1);
+    /* a slower call does not lower it, a faster one raises it */
+    assert_true(probe_pace_cap(300e6, R, R, 0.5, 0.040) == 300e6);
+    assert_true(fabs(probe_pace_cap(100e6, 2 * R, R, 0.14, 0.04) - 4 * R / 0.1) < 1);
+    /* a call shorter than a request says little: its round trip */
+    assert_true(probe_pace_cap(0, R - 1, R, 0.107, 0.040) == 0);
+    assert_true(probe_pace_cap(7e6, 65536, R, 0.041, 0.040) == 7e6);
+    /* no wire time: no estimate */
+    assert_true(probe_pace_cap(0, R, R, 0.040, 0.040) == 0);
+    assert_true(probe_pace_cap(0, R, R, 0.030, 0.040) == 0);
+    assert_true(probe_pace_cap(0, R, R, NAN, 0.040) == 0);
+    assert_true(probe_pace_cap(0, R, 0, 1, 0.040) == 0);
+    /* loopback, a LAN, no round trip known (0): unpaced */
+    assert_true(probe_pace_cap(0, R, R, 0.009, 20e-6) == 0);
+    assert_true(probe_pace_cap(0, R, R, 0.080, 0.0019) == 0);
+    assert_true(probe_pace_cap(0, R, R, 0.5, 0) == 0);
+    assert_true(probe_pace_cap(0, R, R, 0.5, NAN) == 0);
+    assert_true(fabs(probe_pace_cap(0, R, R, 0.080, 0.002) - 2 * R / 0.078) < 1);
+}
+
+/* The cap reaches the socket (the kernel reports it back); past 32 bits it
+ * lifts the cap; nothing is set on no socket or no cap. */
+static void test_set_pacing(void **state)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    unsigned int v = 0;
+    socklen_t l = sizeof(v);
+
+    (void)state;
+    assert_true(s >= 0);
+    assert_true(probe_set_pacing(s, 250e6) == 250e6);
+    assert_int_equal(getsockopt(s, SOL_SOCKET, SO_MAX_PACING_RATE, &v, &l), 0);
+    assert_int_equal(v, 250000000u);
+    assert_true(probe_set_pacing(s, 5e9) == 0);
+    l = sizeof(v);
+    assert_int_equal(getsockopt(s, SOL_SOCKET, SO_MAX_PACING_RATE, &v, &l), 0);
+    assert_int_equal(v, ~0u);
+    assert_true(probe_set_pacing(s, 0) == 0);
+    assert_true(probe_set_pacing(-1, 250e6) == 0);
+    close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -490,6 +543,8 @@ int main(void)
         cmocka_unit_test(test_call_fit),
         cmocka_unit_test(test_next_read_call),
         cmocka_unit_test(test_conn_min_rtt),
+        cmocka_unit_test(test_pace_cap),
+        cmocka_unit_test(test_set_pacing),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
