@@ -95,8 +95,8 @@ double probe_pace_cap(double cap, long long bytes, long long request, double cal
 
 double probe_set_pacing(int fd, double cap)
 {
-    /* unsigned int: the option's size on every kernel (64 bits are taken
-     * only from 4.20 on); ~0U is "no cap". */
+    /* unsigned int: a size every kernel takes (only newer ones read 64
+     * bits); ~0U is "no cap". */
     unsigned int v = cap >= (double)UINT32_MAX ? ~0U : (unsigned int)cap;
 
     if (fd < 0 || !(cap > 0) || setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &v, sizeof(v)) < 0)
