@@ -489,6 +489,16 @@ void search_dim_queue(const struct search_params *p, struct search_dim *d)
         push_walk(p, d);
         return;
     }
+    /* Without AUTO, the largest size stands in for it (below), and so
+     * does the walk down from it: each second size, so that one unlucky
+     * comparison with the next size down does not end the search at the
+     * cap (bench/search-sim, "8192, no AUTO"). As from AUTO, the walk ends
+     * at a size below the best one walked, not at the first one below the
+     * cap: two trials cut short by a loopback stall would end it there. */
+    if (!p->auto_observable && d->inc == top_level(d)) {
+        push_walk(p, d);
+        return;
+    }
     int up = lattice_step(d, d->inc, +1), down = lattice_step(d, d->inc, -1);
     if (d->last_dir > 0)
         push(p, d, up, false);
