@@ -91,7 +91,7 @@ int main(int argc, char **argv)
                     sim_spec_init(&sp, obj, sigma, start, base + (unsigned long long)i);
                     /* The third start: smbd's listener holds explicit sizes
                      * (shared/FACTS.md), so AUTO cannot be tried, as in
-                     * scripts/demo and the loopback scenario. */
+                     * scripts/demo and every bench/scenarios run. */
                     sp.params.auto_observable = st != 2;
                     if (sim_run(&sp, &r) < 0) {
                         fprintf(stderr, "search-sim: run failed\n");

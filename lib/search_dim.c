@@ -485,17 +485,13 @@ void search_dim_queue(const struct search_params *p, struct search_dim *d)
     d->nqueue = 0;
     d->walk_best = -1;
     d->walked = false;
-    if (is_auto(d, d->inc)) {
-        push_walk(p, d);
-        return;
-    }
     /* Without AUTO, the largest size stands in for it (below), and so
      * does the walk down from it: each second size, so that one unlucky
      * comparison with the next size down does not end the search at the
      * cap (bench/search-sim, "8192, no AUTO"). As from AUTO, the walk ends
      * at a size below the best one walked, not at the first one below the
      * cap: two trials cut short by a loopback stall would end it there. */
-    if (!p->auto_observable && d->inc == top_level(d)) {
+    if (is_auto(d, d->inc) || (!p->auto_observable && d->inc == top_level(d))) {
         push_walk(p, d);
         return;
     }
