@@ -6,8 +6,10 @@
  * the incumbent. Then, per objective, when verification of the winner first
  * asked for a new search (only the drift objective drifts).
  *
- * usage: search-sim [--seeds N] [--seed BASE] [--objective NAME] [--sigma S]
- * (defaults: SMBTUNED_SIM_SEEDS or 200, SMBTUNED_SIM_SEED or 1, all). */
+ * usage: search-sim [--seeds N] [--seed BASE] [--objective NAME] [--sigma S] [--trace]
+ * (defaults: SMBTUNED_SIM_SEEDS or 200, SMBTUNED_SIM_SEED or 1, all).
+ * --trace writes every run's samples and decisions to stderr (with
+ * --seeds 1 and one objective and sigma, one run per start). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +34,7 @@ static int cmp_double(const void *a, const void *b)
 static int usage(void)
 {
     fprintf(stderr, "usage: search-sim [--seeds N] [--seed BASE] [--objective NAME] "
-                    "[--sigma S]\n");
+                    "[--sigma S] [--trace]\n");
     return 2;
 }
 
@@ -42,8 +44,13 @@ int main(int argc, char **argv)
     unsigned long long base = sim_env_seed();
     const char *only = NULL;
     double only_sigma = 0;
+    bool trace = false;
 
     for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--trace") == 0) {
+            trace = true;
+            continue;
+        }
         if (i + 1 >= argc)
             return usage();
         if (strcmp(argv[i], "--seeds") == 0)
@@ -93,6 +100,11 @@ int main(int argc, char **argv)
                      * (shared/FACTS.md), so AUTO cannot be tried, as in
                      * scripts/demo and every bench/scenarios run. */
                     sp.params.auto_observable = st != 2;
+                    if (trace) {
+                        sp.trace = stderr;
+                        fprintf(stderr, "== %s, sigma %.2f, %s, seed %llu\n", obj->name, sigma,
+                                start_names[st], base + (unsigned long long)i);
+                    }
                     if (sim_run(&sp, &r) < 0) {
                         fprintf(stderr, "search-sim: run failed\n");
                         return 1;

@@ -253,6 +253,21 @@ static long dim_value(struct search_config c, int k)
     return k == 0 ? c.rcvbuf : c.sndbuf;
 }
 
+static void trace(FILE *f, const struct search *s, struct search_config c,
+                  const struct search_sample *x)
+{
+    char buf[96];
+    fprintf(f, "%4d %s: write %.4g%s read %.4g%s\n", search_samples(s),
+            search_config_str(c, buf, sizeof(buf)), x->write, x->write_timeout ? " (timeout)" : "",
+            x->read, x->read_timeout ? " (timeout)" : "");
+    for (const char *w = search_why(s), *e; *w; w = *e ? e + 1 : e) {
+        e = strchr(w, '\n');
+        if (!e)
+            e = w + strlen(w);
+        fprintf(f, "     %.*s\n", (int)(e - w), w);
+    }
+}
+
 /* Run search s to convergence on the link rate link. With res, the
  * moves and trials are judged against the truth (the first search). */
 static int converge(const struct sim_spec *sp, struct search *s, struct sim_rng *rng, double link,
@@ -277,6 +292,8 @@ static int converge(const struct sim_spec *sp, struct search *s, struct sim_rng 
         measure(sp, rng, cfg, link, wmin, rmin, &x);
         if (search_tell(s, cfg, &x) < 0)
             return -1;
+        if (sp->trace && res)
+            trace(sp->trace, s, cfg, &x);
         struct search_config now = search_incumbent(s);
         for (int k = 0; k < ndims && res; k++) {
             if (dim_value(now, k) == dim_value(inc, k))

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "search.h"
 
@@ -60,6 +61,8 @@ struct sim_spec {
     uint64_t seed;
     int verify_pre;  /* verification samples before the drift step (20) */
     int verify_post; /* and after it (20); the step is only in SIM_DRIFT */
+    FILE *trace;     /* when set: every sample of the first search and the
+                      * search's decisions, one line each */
 };
 
 void sim_spec_init(struct sim_spec *sp, const struct sim_objective *o, double sigma,
