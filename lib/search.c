@@ -27,8 +27,9 @@
  * A candidate is compared with the incumbent (how: search_dim.c) once
  * both sides are sampled up to the next look (3, 5, 8, 12, ... samples a
  * side); a trial sample far below the incumbent ends the
- * trial at once (the candidate is tried again next, and dropped when two
- * trial samples in a row end trials). After a move the new incumbent takes
+ * trial at once: the incumbent is measured next, then the candidate is
+ * tried again, and dropped when two of its trial samples in a row end
+ * trials. After a move the new incumbent takes
  * min_samples more samples before it is compared again: the samples that
  * made it win were lucky ones. */
 #include "search.h"
@@ -203,7 +204,7 @@ static void reject(struct search *s, struct search_dim *d, const struct search_c
 static void advance(struct search *s, struct search_dim *d)
 {
     while (!d->done) {
-        if (d->lv[d->inc].fresh < s->p.min_samples)
+        if (d->lv[d->inc].fresh < s->p.min_samples || d->owed)
             return;
         if (d->cand < 0)
             search_dim_walk_if_broken(&s->p, d);
@@ -239,7 +240,7 @@ static void advance(struct search *s, struct search_dim *d)
 /* The level the dim wants measured next. */
 static int want(const struct search *s, const struct search_dim *d)
 {
-    if (d->done || d->cand < 0 || d->lv[d->inc].fresh < s->p.min_samples)
+    if (d->done || d->cand < 0 || d->lv[d->inc].fresh < s->p.min_samples || d->owed)
         return d->inc;
     const struct search_level *lc = &d->lv[d->cand], *li = &d->lv[d->inc];
     bool cand = lc->kept < d->look && search_dim_can_grow(d, lc, true);
@@ -505,6 +506,10 @@ static bool trial_ended(struct search *s, struct search_dim *d, double w, double
         l->strikes = 0;
         return false;
     }
+    /* The next sample is the incumbent's, whatever is tried after it: a
+     * trial far below the incumbent (in live trials, every client's rate)
+     * lasts one sample at a time, never two in a row (issue 12). */
+    d->owed = true;
     /* One stalled transfer in fifty is noise: the candidate goes to the
      * back of the queue, and dies only when two of its trial samples in a
      * row ended trials and so did most of its samples. */
@@ -549,6 +554,8 @@ int search_tell(struct search *s, struct search_config cfg, const struct search_
         bool timeout = (d->rank != 1 && x->write_timeout) || (d->rank != 0 && x->read_timeout);
         search_dim_add(&d->lv[level[k]], w, r, timeout);
         search_dim_refresh(d);
+        if (level[k] == d->inc)
+            d->owed = false;
         if (s->done || d->done)
             continue;
         if (level[k] == d->cand && trial_ended(s, d, w, r, x))

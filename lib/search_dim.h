@@ -44,6 +44,8 @@ struct search_dim {
     int walk_best;  /* best rejected walk point so far, -1 none */
     bool walked;    /* the walk was queued for a broken incumbent */
     int last_dir;   /* +1 the last move went up, -1 down, 0 neither */
+    bool owed;      /* a trial sample ended its trial: the incumbent is
+                     * measured once before the next trial sample */
     bool done;
     double sigma; /* pooled spread of log rates (kept samples) */
     double df;
