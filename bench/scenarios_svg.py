@@ -28,7 +28,8 @@ def _sz(n):
 
 def _panel(r, lattice, ox, oy):
     out = []
-    gt = r["ground_truth"]
+    # --quick leaves out sizes that cannot be the best: no point of theirs
+    gt = {k: v for k, v in r["ground_truth"].items() if "put" in v}
     sizes = lattice
     # x: index -1 is the legacy 8K, 0..n-1 the lattice, n+0.5 AUTO
     n = len(sizes)
@@ -72,7 +73,8 @@ def _panel(r, lattice, ox, oy):
                    f'font-size="9">{v:g}</text>')
         v += step
     for d, color in (("put", PUT), ("get", GET)):
-        pts = " ".join(f"{X(i)},{Y(gt[_sz(s)][d])}" for i, s in enumerate(sizes))
+        pts = " ".join(f"{X(i)},{Y(gt[_sz(s)][d])}" for i, s in enumerate(sizes)
+                       if _sz(s) in gt)
         out.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="1.5"/>')
         a = gt["AUTO"][d]
         out.append(f'<line x1="{X(-1)}" y1="{Y(a)}" x2="{X(n + 0.5)}" y2="{Y(a)}" '
