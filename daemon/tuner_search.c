@@ -23,6 +23,30 @@ static const char *trials_name(enum tuner_trials tr)
 
 /* ---- one sample ---- */
 
+/* The search's decisions, one entry each, so that a reader of the journal
+ * (or of --once's stderr, one line an entry) sees each on a line of its
+ * own: "SO_RCVBUF 65536 -> 131072: write +12% ..." is a move, with the
+ * sizes now in force as fields; "stays", "converged", "trial ended" are
+ * plain entries. */
+static void why_told(struct tuner *t)
+{
+    struct search_config now = search_incumbent(t->s);
+    const char *w = search_why(t->s);
+
+    for (int i = 0; *w; i++) {
+        int n = (int)strcspn(w, "\n");
+
+        if (search_why_move(t->s, i))
+            report_event(JOURNAL_ID_MOVE, LOG_INFO,
+                         &(struct event_fields){
+                             .smb_conf = t->o.smb_conf, .c = &now, .samples = t->tally.samples},
+                         "%.*s", n, w);
+        else
+            journal_log(LOG_INFO, "%.*s", n, w);
+        w += n + (w[n] == '\n');
+    }
+}
+
 /* One entry per sample ("tried ..." in a search, auto checks included;
  * "verified ..." of a winner): the sizes, their rates, the sample's
  * number. */
@@ -43,7 +67,6 @@ static void sample_told(struct tuner *t, const struct probe_result *r, const cha
 static void tell(struct tuner *t, const struct probe_result *r)
 {
     struct search_sample x;
-    struct search_config before, after;
     char cs[96];
     int res;
 
@@ -93,18 +116,8 @@ static void tell(struct tuner *t, const struct probe_result *r)
     }
     case S_SEARCH:
         sample_told(t, r, JOURNAL_ID_TRIAL, "tried", cs);
-        before = search_incumbent(t->s);
         res = search_tell(t->s, t->probe_cfg, &x);
-        after = search_incumbent(t->s);
-        /* The search's words say why ("SO_RCVBUF 65536 -> 131072: write
-         * +12% ..."); when its incumbent changed they are a move. */
-        if (search_why(t->s)[0] && !search_config_eq(before, after))
-            report_event(JOURNAL_ID_MOVE, LOG_INFO,
-                         &(struct event_fields){
-                             .smb_conf = t->o.smb_conf, .c = &after, .samples = t->tally.samples},
-                         "%s", search_why(t->s));
-        else if (search_why(t->s)[0])
-            journal_log(LOG_INFO, "%s", search_why(t->s));
+        why_told(t);
         if (res == SEARCH_ABORTED)
             journal_log(LOG_INFO, "trial of %s ended early: far below the incumbent", cs);
         {
@@ -391,6 +404,7 @@ static void cycle_search(struct tuner *t)
                  &(struct event_fields){.smb_conf = t->o.smb_conf, .c = &t->inc0},
                  "tuning cycle: searching from %s (%s trials)",
                  search_config_str(t->inc0, cs, sizeof(cs)), trials_name(t->o.trials));
+    why_told(t);
     tuner_set_status(t, "searching from %s", cs);
     t->kind = S_SEARCH;
     step(t);

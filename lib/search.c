@@ -56,6 +56,8 @@ struct search {
     bool done;
     struct search_reference ref; /* the winner's, taken when done */
     char why[SEARCH_WHY_LEN];
+    int why_lines;
+    unsigned why_moves; /* bit i: line i of why moved an incumbent */
 };
 
 static const char *const rate_names[] = {"write", "read", "write+read"};
@@ -73,6 +75,7 @@ static void why(struct search *s, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(s->why + len, sizeof(s->why) - len, fmt, ap);
     va_end(ap);
+    s->why_lines++;
 }
 
 const char *search_size_str(long size, char *buf, size_t len)
@@ -135,6 +138,7 @@ static void move(struct search *s, struct search_dim *d, const struct search_cmp
 {
     char a[24], b[24], g[32];
     long from = d->lv[d->inc].size, to = d->lv[d->cand].size;
+    int lines = s->why_lines;
 
     if (c->futile)
         why(s,
@@ -147,6 +151,8 @@ static void move(struct search *s, struct search_dim *d, const struct search_cmp
         why(s, "%s %s -> %s: %s %s (p=%.2g, n=%d/%d)", d->name, search_size_str(from, a, sizeof(a)),
             search_size_str(to, b, sizeof(b)), rate_names[d->rank], gain_str(c->d, g, sizeof(g)),
             c->p, c->kc, c->ki);
+    if (s->why_lines > lines && lines < 32)
+        s->why_moves |= 1u << lines;
     d->lv[d->inc].tabu = true;
     d->lv[d->cand].since = d->lv[d->cand].n;
     if (to == SEARCH_AUTO)
@@ -400,6 +406,11 @@ const char *search_why(const struct search *s)
     return s->why;
 }
 
+bool search_why_move(const struct search *s, int line)
+{
+    return line >= 0 && line < 32 && line < s->why_lines && (s->why_moves >> line & 1u);
+}
+
 const struct search_params *search_params_of(const struct search *s)
 {
     return &s->p;
@@ -547,6 +558,8 @@ int search_tell(struct search *s, struct search_config cfg, const struct search_
     if (levels_of(s, cfg, level) < 0 || isinf(x->write) || isinf(x->read))
         return -EINVAL;
     s->why[0] = '\0';
+    s->why_lines = 0;
+    s->why_moves = 0;
     s->total++;
     double w = search_dim_log_rate(x->write), r = search_dim_log_rate(x->read);
     for (int k = 0; k < s->ndims; k++) {

@@ -22,7 +22,7 @@
 #define SEARCH_AUTO 0L       /* no SO_RCVBUF/SO_SNDBUF token */
 #define SEARCH_MAX_LEVELS 34 /* AUTO, up to 32 lattice sizes, an off-lattice start */
 #define SEARCH_LEVEL_CAP 128 /* samples kept per configuration (oldest dropped) */
-#define SEARCH_WHY_LEN 512
+#define SEARCH_WHY_LEN 1024
 /* No throughput measurement is better than 0.5%: a spread estimated below
  * that from a few equal samples would make any difference significant
  * (the search's comparisons and verify's scores alike). */
@@ -158,6 +158,9 @@ int search_samples(const struct search *s);
 /* The decisions taken by the last search_tell (and search_new), one line
  * each: why, then what. Empty when none. */
 const char *search_why(const struct search *s);
+
+/* Did line `line` (from 0) of search_why move an incumbent? */
+bool search_why_move(const struct search *s, int line);
 
 /* The rates of cfg as estimated from its samples so far. Returns 0, or
  * -EINVAL when cfg is not a configuration of this search. */

@@ -471,12 +471,14 @@ static sd_event *new_loop(void)
 
 #define MAX_SEEN 4096
 
-/* Every event of a run: its MESSAGE_ID and its fields as
- * "\nNAME=value\nNAME=value\n", so that strstr finds "\nNAME=value\n". */
+/* Every entry of a run: its MESSAGE_ID ("" for a plain one), its fields
+ * as "\nNAME=value\nNAME=value\n", so that strstr finds
+ * "\nNAME=value\n", and its line. */
 struct seen {
     int n;
     const char *id[MAX_SEEN];
     char *fields[MAX_SEEN];
+    char *line[MAX_SEEN];
 };
 
 static void seen_tap(void *ctx, const char *message_id, int prio, const char *const fields[],
@@ -487,8 +489,7 @@ static void seen_tap(void *ctx, const char *message_id, int prio, const char *co
     char *buf;
 
     (void)prio;
-    (void)line;
-    if (message_id == NULL || sn->n == MAX_SEEN)
+    if (sn->n == MAX_SEEN)
         return;
     for (size_t i = 0; fields != NULL && fields[i] != NULL; i++)
         len += strlen(fields[i]) + 1;
@@ -499,7 +500,9 @@ static void seen_tap(void *ctx, const char *message_id, int prio, const char *co
         strcat(buf, fields[i]);
         strcat(buf, "\n");
     }
-    sn->id[sn->n] = message_id;
+    sn->id[sn->n] = message_id ? message_id : "";
+    sn->line[sn->n] = strdup(line);
+    assert_non_null(sn->line[sn->n]);
     sn->fields[sn->n++] = buf;
 }
 
@@ -512,8 +515,10 @@ static void seen_begin(struct seen *sn)
 static void seen_end(struct seen *sn)
 {
     journal_set_tap(NULL, NULL);
-    for (int i = 0; i < sn->n; i++)
+    for (int i = 0; i < sn->n; i++) {
         free(sn->fields[i]);
+        free(sn->line[i]);
+    }
 }
 
 /* The index of the first event id at or after from with every field of
@@ -640,6 +645,52 @@ static void test_once_tells_its_events(void **state)
     assert_true(search_bytes > 0 && search_bytes % (2 * f->o.probe.size) == 0);
     assert_true(search_bytes <= 2LL * s.measures * (long long)f->o.probe.size);
     assert_int_equal(seen_find(&sn, 0, JOURNAL_ID_ERROR, NULL), -1);
+    seen_end(&sn);
+}
+
+/* How many of the search's decisions a line tells: a move ("A -> B:"),
+ * a "stays", a "converged at", a "trial ended". */
+static int decisions(const char *line)
+{
+    static const char *const marks[] = {" -> ", " stays ", " converged at ", " trial ended:"};
+    int n = 0;
+
+    for (size_t k = 0; k < sizeof(marks) / sizeof(marks[0]); k++)
+        for (const char *p = line; (p = strstr(p, marks[k])) != NULL; p++)
+            n++;
+    return n;
+}
+
+/* The search's decisions reach the journal one an entry, a move as a move
+ * event: several in one entry were one long line on --once's stderr. */
+static void test_once_one_decision_an_entry(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+    struct seen sn;
+    int told = 0, moves = 0, converged = 0;
+
+    sim_init(&s, &f->o);
+    seen_begin(&sn);
+    assert_int_equal(run(&f->o, &s), 0);
+    for (int i = 0; i < sn.n; i++) {
+        int k = decisions(sn.line[i]);
+
+        if (strcmp(sn.id[i], JOURNAL_ID_MOVE) == 0) {
+            assert_non_null(strstr(sn.line[i], " -> "));
+            moves++;
+        }
+        if (strcmp(sn.id[i], JOURNAL_ID_MOVE) != 0 && strcmp(sn.id[i], "") != 0)
+            continue; /* the cycle's and the commit's own words */
+        if (k > 1)
+            fail_msg("two decisions in one entry: %s", sn.line[i]);
+        told += k;
+        converged += strstr(sn.line[i], " converged at ") != NULL;
+    }
+    /* both buffers converge, after at least one move */
+    assert_true(moves >= 1);
+    assert_int_equal(converged, 2);
+    assert_true(told >= 3);
     seen_end(&sn);
 }
 
@@ -1168,6 +1219,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_once_commits_the_knee, setup, teardown),
         cmocka_unit_test_setup_teardown(test_once_tells_its_events, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_once_one_decision_an_entry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_upgrade_tells_before_after, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_probe_tells_an_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auto_check_ends_far_below, setup, teardown),
