@@ -9,6 +9,7 @@ written into the socket options line and applied with smbcontrol. The
 machine's /etc/samba is not touched.
 """
 
+import argparse
 import difflib
 import os
 import signal
@@ -35,11 +36,16 @@ def run(*args):
 
 
 def main():
+    ap = argparse.ArgumentParser(description="smbtuned --once on a throwaway local smbd")
+    # A short path: the shadow smbds' sockets live under the state
+    # directory, and a socket's path is at most 107 bytes.
+    ap.add_argument("--tmp", default="/tmp", metavar="DIR",
+                    help="where the demo's temporary directory goes (default /tmp)")
+    args = ap.parse_args()
     # A SIGTERM (or a timeout) must still stop the throwaway smbd: turn it
     # into an exception so that the finally below runs.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(f"demo: signal {signal.SIGTERM}"))
-    # A short path: the shadow smbds' sockets live under the state directory.
-    with tempfile.TemporaryDirectory(prefix="smbtuned-demo-", dir="/tmp") as tmp:
+    with tempfile.TemporaryDirectory(prefix="smbtuned-demo-", dir=args.tmp) as tmp:
         tmp = Path(tmp)
         factory = SmbdFactory(tmp / "smbd")
         try:
