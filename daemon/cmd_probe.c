@@ -57,13 +57,15 @@ int cmd_probe(const struct opts *o)
     struct err e = {{0}};
     int ret;
 
+    /* Until the URL has been checked it is not shown: it may carry a
+     * password (url_parse's messages quote it only when it cannot). */
     ret = cmd_load_config(o, &cfg, &e);
     if (ret < 0)
-        return setup_failure(o, o->url ? o->url : "", e.msg);
+        return setup_failure(o, "", e.msg);
     /* The probe's parameters as the daemon's cycles get them. */
     ret = cmd_fill(&cfg, &t, &e);
     if (ret < 0)
-        return setup_failure(o, cfg.probe.url, e.msg);
+        return setup_failure(o, "", e.msg);
     /* The daemon's own share (no url) is served by its shadow smbds only,
      * during a cycle: there is nothing to measure on its own. */
     if (t.own_share)

@@ -123,13 +123,19 @@ int url_parse(const char *url, struct url *u, struct err *e)
     int r;
 
     memset(u, 0, sizeof(*u));
+    /* First, and without quoting the URL: an '@' anywhere may end a user
+     * and password ("smb://admin:pa/ss@host/share" has its first '/' in
+     * the password, so looking only before that '/' let such a URL reach
+     * a message that quotes it). '@' is reserved in every part of the
+     * grammar, so no valid URL is refused by this. */
+    if (strchr(url, '@') != NULL)
+        return err_set(e, -EINVAL,
+                       "URL must not carry a user or password ('@'): use a credentials file "
+                       "(the URL is not shown)");
     if (strncasecmp(url, SCHEME, strlen(SCHEME)) != 0)
         return err_set(e, -EINVAL, "URL '%s' does not start with smb://", url);
     p = url + strlen(SCHEME);
     auth_end = p + strcspn(p, "/");
-    /* The message does not quote the URL: it holds the password. */
-    if (memchr(p, '@', (size_t)(auth_end - p)) != NULL)
-        return err_set(e, -EINVAL, "URL must not carry a user or password: use a credentials file");
     r = parse_host(url, p, auth_end, u, &host_end, e);
     if (r < 0)
         return r;

@@ -6,8 +6,9 @@
  *
  * The grammar, as url_parse() reads it:
  *   - the scheme is "smb://", in any case;
- *   - no user or password (no '@' before the first '/'): credentials come
- *     from a credentials file, never from a URL that ends up in a log;
+ *   - no user or password (no '@' anywhere; checked first, and the
+ *     message does not quote the URL): credentials come from a
+ *     credentials file, never from a URL that ends up in a log;
  *   - the host is a name or an IPv4 literal, or an IPv6 literal in
  *     brackets; it may not be empty, nor hold '[', ']' or a character that
  *     URLs reserve (see url_check_directory());

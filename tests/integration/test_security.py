@@ -174,6 +174,24 @@ def test_malformed_credentials_never_show_the_secret(smbtuned, tmp_path, line):
         assert "passw0rd" not in r.stderr
 
 
+@pytest.mark.parametrize("url", [f"smb://admin:{PASSWORD}@127.0.0.1/share",
+                                 f"smb://admin:{PASSWORD}/x@127.0.0.1/share",
+                                 f"smb://admin:1/{PASSWORD}@127.0.0.1/share",
+                                 f"admin:{PASSWORD}@127.0.0.1/share"])
+def test_a_url_with_a_password_is_never_shown(smbtuned, tmp_path, url):
+    """A user and password in a URL are refused without the URL being
+    shown, wherever it comes from and whatever the password holds (a '/'
+    in it once made the rest parse as a port or share name, quoted)."""
+    with_url = conf(tmp_path, name="url.conf", url=url)
+    for args in (["-t", "-c", with_url], ["--status", "-c", with_url],
+                 ["--probe", "-c", conf(tmp_path), "--url", url],
+                 ["--probe", "--json", "-c", conf(tmp_path), "--url", url]):
+        r = run(smbtuned, *args)
+        assert r.returncode != 0, (args, r.stdout, r.stderr)
+        assert "credentials file" in r.stderr, (args, r.stderr)
+        assert PASSWORD not in r.stdout + r.stderr, (args, r.stdout, r.stderr)
+
+
 def test_fifo_as_credentials_file_is_refused_at_once(smbtuned, tmp_path):
     fifo = tmp_path / "cred"
     os.mkfifo(fifo, 0o600)

@@ -79,10 +79,26 @@ static void test_no_user_or_password(void **state)
     /* The message never quotes the URL: it holds the password. */
     assert_int_equal(url_parse("smb://me:hunter2@fs/share", &u, &e), -EINVAL);
     assert_null(strstr(e.msg, "hunter2"));
-    /* After the first '/' an '@' is a reserved character of a name, not a
-     * user. */
-    check_bad_url("smb://fs/sh@re", -EINVAL, "share name");
-    check_bad_url("smb://fs/share/d@y", -EINVAL, "reserve");
+    /* Nor when the password holds a '/', which once made the rest look
+     * like a port or a share name that the message quoted; nor when the
+     * scheme is missing. */
+    static const char *const hidden[] = {
+        "smb://admin:S3cret/PW@fs/share",
+        "smb://admin:123/x@fs/share",
+        "admin:S3cret@fs/share",
+        "smb://fs:S3cret/x@y/share",
+    };
+    for (size_t i = 0; i < sizeof(hidden) / sizeof(hidden[0]); i++) {
+        memset(&e, 0, sizeof(e));
+        assert_int_equal(url_parse(hidden[i], &u, &e), -EINVAL);
+        assert_non_null(strstr(e.msg, "credentials file"));
+        assert_null(strstr(e.msg, "S3cret"));
+        assert_null(strstr(e.msg, "123"));
+    }
+    /* '@' is reserved everywhere else too: a share or directory with one
+     * is refused the same way. */
+    check_bad_url("smb://fs/sh@re", -EINVAL, "credentials file");
+    check_bad_url("smb://fs/share/d@y", -EINVAL, "credentials file");
 }
 
 static void test_host(void **state)
