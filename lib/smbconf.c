@@ -176,6 +176,18 @@ int smbconf_parse(struct smbconf *c, const char *path, const struct smbconf_io *
     if (r == 0 && w.risk_seq > w.hit_seq)
         r = err_set(e, -ENOTSUP, "smbtuned cannot know which socket options are in force: %s",
                     w.risk);
+    /* Samba's tokenizer (next_token) drops a double quote and keeps the
+     * blanks between two as part of one option: `"TCP_NODELAY
+     * SO_RCVBUF=65536"` is one unknown option, `SO_RCVBUF="8192"` sets
+     * 8192. smbtuned's tokens are split on blanks and commas alone, so
+     * such a line is refused rather than misread or edited into one with
+     * an unbalanced quote. */
+    if (r == 0 && c->found && strchr(c->value, '"') != NULL)
+        r = err_set(e, -ENOTSUP,
+                    "%s:%d: 'socket options' holds a double quote, which Samba reads as grouping "
+                    "words into one option; smbtuned does not read or edit such a line: remove "
+                    "the quotes",
+                    c->files[c->hit.file].path, c->hit.line);
     if (r == 0 && !c->found) {
         c->value = strdup("TCP_NODELAY");
         if (c->value == NULL)

@@ -121,6 +121,13 @@ static void test_include(void **state)
     assert_int_equal(c.hit.line, 2);
     smbconf_free(&c);
 
+    /* a quoted line that a later one overrides is not in force */
+    files[0].text = "[global]\nsocket options = \"A B\"\ninclude = /etc/inc.conf\n";
+    files[1].text = "socket options = B\n";
+    assert_int_equal(parse(files, &c, &e), 0);
+    assert_string_equal(c.value, "B");
+    smbconf_free(&c);
+
     /* an include that opens a share section leaves us in it */
     files[0].text = "[global]\ninclude = /etc/inc.conf\nsocket options = A\n";
     files[1].text = "[share]\npath = /x\n";
@@ -157,6 +164,14 @@ static void test_refusals(void **state)
     check_refused(f, "/etc/smb.conf:2: section header without ']'");
     f[0].text = "= x\n";
     check_refused(f, "without a name");
+    /* Samba groups quoted words into one option: the line in force is
+     * refused, wherever the quote sits */
+    f[0].text = "[global]\nsocket options = \"TCP_NODELAY SO_RCVBUF=65536\"\n";
+    check_refused(f, "/etc/smb.conf:2: 'socket options' holds a double quote");
+    f[0].text = "[global]\nsocket options = TCP_NODELAY \"SO_RCVBUF=8192\"\n";
+    check_refused(f, "/etc/smb.conf:2: 'socket options' holds a double quote");
+    f[0].text = "[global]\nsocket options = SO_RCVBUF=A\nsocket options = SO_RCVBUF=\"8192\"\n";
+    check_refused(f, "/etc/smb.conf:3: 'socket options' holds a double quote");
 
     /* a %-include after our line that can name a file setting it */
     f[0].text = "[global]\nsocket options = A\ninclude = /etc/smb.conf.%m\n";
