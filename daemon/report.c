@@ -96,7 +96,14 @@ void report_auto_after_restart(const struct search *s, const struct tally *t,
     /* the sizes chosen, and the rates autotuning measured */
     struct event_fields f = {.c = &w, .write_mbps = auto_rate(t, 0), .read_mbps = auto_rate(t, 1)};
 
-    if (dw < gain && dr < gain)
+    /* Worse in a direction and better in none: nothing to advise (it once
+     * said "they serve as well" of autotuning at -65%). */
+    if (dw < gain && dr < gain && (dw <= -gain || dr <= -gain))
+        journal_log(LOG_INFO,
+                    "autotuning (no explicit size) measured write %+.0f%%, read %+.0f%% against "
+                    "the sizes chosen: the sizes chosen serve better",
+                    100 * dw, 100 * dr);
+    else if (dw < gain && dr < gain)
         report_event(JOURNAL_ID_RESTART, LOG_NOTICE, &f,
                      "autotuning (no explicit size) measured write %+.0f%%, read "
                      "%+.0f%% against the sizes chosen: they serve as well; autotuning would "

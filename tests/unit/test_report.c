@@ -306,6 +306,14 @@ static void test_auto_after_restart(void **state)
     assert_non_null(strstr(log, "read +50%"));
     assert_non_null(strstr(log, "remove the sizes and restart smbd"));
     free(log);
+    /* worse in a direction, better in none: the sizes serve better, and
+     * no restart is advised */
+    log = auto_notice(35, 40, 3);
+    assert_non_null(strstr(log, "measured write -65%, read -20% against the sizes chosen: the "
+                                "sizes chosen serve better"));
+    assert_null(strstr(log, "serve as well"));
+    assert_null(strstr(log, "restart"));
+    free(log);
     /* not measured: nothing to say */
     log = auto_notice(150, 75, 0);
     assert_string_equal(log, "");
