@@ -142,11 +142,12 @@ static void move(struct search *s, struct search_dim *d, const struct search_cmp
 
     if (c->futile)
         why(s,
-            "%s %s -> %s: futile: %s %s %s over %s cannot reach min_gain %g%% in the %d "
-            "samples left (n=%d/%d); kept %s",
+            "%s %s -> %s: futile: %s %s %s over %s so far; the %d samples left would show "
+            "a gain of min_gain %g%% with a chance under %.0f%% (n=%d/%d); kept %s",
             d->name, search_size_str(from, a, sizeof(a)), search_size_str(to, b, sizeof(b)), a,
-            rate_names[d->rank], gain_str(-c->d, g, sizeof(g)), b, 100 * s->p.min_gain, c->left,
-            c->kc, c->ki, to == SEARCH_AUTO ? "auto" : "the smaller size");
+            rate_names[d->rank], gain_str(-c->d, g, sizeof(g)), b, c->left, 100 * s->p.min_gain,
+            100 * SEARCH_FUTILE_CHANCE, c->kc, c->ki,
+            to == SEARCH_AUTO ? "auto" : "the smaller size");
     else
         why(s, "%s %s -> %s: %s %s (p=%.2g, n=%d/%d)", d->name, search_size_str(from, a, sizeof(a)),
             search_size_str(to, b, sizeof(b)), rate_names[d->rank], gain_str(c->d, g, sizeof(g)),
@@ -175,12 +176,12 @@ static void reject(struct search *s, struct search_dim *d, const struct search_c
 
     if (c->futile)
         why(s,
-            "%s stays %s: futile: %s %s %s cannot reach min_gain %g%% in the %d samples left "
-            "(n=%d/%d); kept %s",
+            "%s stays %s: futile: %s %s %s so far; the %d samples left would show a gain of "
+            "min_gain %g%% with a chance under %.0f%% (n=%d/%d); kept %s",
             d->name, search_size_str(d->lv[d->inc].size, a, sizeof(a)),
             search_size_str(d->lv[cand].size, b, sizeof(b)), rate_names[d->rank],
-            gain_str(c->d, g, sizeof(g)), 100 * s->p.min_gain, c->left, c->kc, c->ki,
-            d->lv[d->inc].size == SEARCH_AUTO ? "auto" : "the smaller size");
+            gain_str(c->d, g, sizeof(g)), c->left, 100 * s->p.min_gain, 100 * SEARCH_FUTILE_CHANCE,
+            c->kc, c->ki, d->lv[d->inc].size == SEARCH_AUTO ? "auto" : "the smaller size");
     else
         why(s, "%s stays %s: %s %s %s (p=%.2g, n=%d/%d)%s", d->name,
             search_size_str(d->lv[d->inc].size, a, sizeof(a)),

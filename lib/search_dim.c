@@ -63,7 +63,7 @@
  * gets a floor of 20%: from AUTO the sizes worth taking gain 35% and more
  * in FACTS.md, and a floor of 25% lost wan-1g's 52% gain in runs at sigma
  * 0.25. The candidate needs FUT_MIN samples first. */
-#define FUT_POWER_MIN 0.10
+#define FUT_POWER_MIN SEARCH_FUTILE_CHANCE
 #define FUT_POWER_DET 0.80
 #define FUT_SAFE_GAIN 0.20
 #define FUT_SAFE_MOVE 0.15

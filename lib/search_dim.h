@@ -28,6 +28,11 @@ struct search_level {
 };
 
 /* One buffer (or, tied, both). */
+/* The futility rule's bar on the dearer side's chance of showing a gain
+ * of min_gain in the samples left (FUT_POWER_MIN in search_dim.c); the
+ * why lines quote it. */
+#define SEARCH_FUTILE_CHANCE 0.10
+
 struct search_dim {
     const char *name; /* "SO_RCVBUF", "SO_SNDBUF", "SO_RCVBUF/SO_SNDBUF" */
     int rank;         /* enum search_rate: 0 the write rate ranks it, 1 the read rate, 2 both */
