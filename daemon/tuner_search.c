@@ -122,13 +122,17 @@ static void tell(struct tuner *t, const struct probe_result *r)
             journal_log(LOG_INFO, "trial of %s ended early: far below the incumbent", cs);
         {
             double iw, ir;
+            char rd[32] = "not measured";
 
-            /* what `systemctl status` shows while the search runs */
+            /* what `systemctl status` shows while the search runs; a read
+             * not reached (the write ran out of time) is not a rate */
+            if (x.read >= 0)
+                snprintf(rd, sizeof(rd), "%.1f", x.read);
             report_rates(t->s, &t->tally, search_incumbent(t->s), &iw, &ir);
             tuner_set_status(t,
-                             "searching: sample %d, trial %s write %.1f read %.1f MB/s vs "
+                             "searching: sample %d, trial %s write %.1f read %s MB/s vs "
                              "%.1f %.1f",
-                             t->tally.samples, cs, x.write, x.read, iw, ir);
+                             t->tally.samples, cs, x.write, rd, iw, ir);
         }
         break;
     }

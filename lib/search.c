@@ -497,9 +497,9 @@ static bool trial_aborted(struct search *s, struct search_dim *d, double w, doub
         if (d->rank != dir && d->rank != 2)
             continue;
         if (timeout[dir] || (!isnan(thr[dir]) && !isnan(v[dir]) && v[dir] < thr[dir])) {
-            why(s, "%s %s trial ended: %s %.3g%s, %.0f%% of the incumbent's %.3g", d->name,
-                search_size_str(d->lv[d->cand].size, a, sizeof(a)), rate_names[dir], exp(v[dir]),
-                timeout[dir] ? " (timeout)" : "",
+            why(s, "%s %s trial ended: %s %.1f MB/s%s, %.0f%% of the incumbent's %.1f MB/s",
+                d->name, search_size_str(d->lv[d->cand].size, a, sizeof(a)), rate_names[dir],
+                exp(v[dir]), timeout[dir] ? " (timeout)" : "",
                 100 * exp(v[dir] - search_dim_dir_mean(d, d->inc, dir)),
                 exp(search_dim_dir_mean(d, d->inc, dir)));
             return true;
