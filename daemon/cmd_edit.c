@@ -111,6 +111,17 @@ static int print_show_json(const struct smbconf *c, const char *file, struct soc
     return 0;
 }
 
+/* --show refused (smb.conf refused, out of memory): the line on stderr,
+ * and with --json one object on stdout all the same, so that a script
+ * always has a line to read: result "error" (as --once's and --probe's
+ * refusals say) and error, the line's message. */
+static int show_failed(const struct opts *o, const char *msg)
+{
+    if (o->json)
+        jsonw_print(stdout, json_pack("{s:s, s:o}", "result", "error", "error", jsonw_text(msg)));
+    return fail(msg);
+}
+
 int cmd_show(const struct opts *o)
 {
     struct smbconf c;
@@ -121,10 +132,10 @@ int cmd_show(const struct opts *o)
     const char *file = NULL;
 
     if (smbconf_load(&c, o->smb_conf, &e) < 0)
-        return fail(e.msg);
+        return show_failed(o, e.msg);
     if (sockopts_parse(c.value, &so) < 0) {
         smbconf_free(&c);
-        return fail("out of memory");
+        return show_failed(o, "out of memory");
     }
     rcv = sockopts_get(&so, SOCKOPTS_RCVBUF);
     snd = sockopts_get(&so, SOCKOPTS_SNDBUF);
@@ -140,7 +151,7 @@ int cmd_show(const struct opts *o)
         if (print_show_json(&c, file, rcv, snd) < 0) {
             sockopts_free(&so);
             smbconf_free(&c);
-            return fail("out of memory");
+            return show_failed(o, "out of memory");
         }
     } else {
         printf("socket options = %s\n", c.value);
@@ -156,6 +167,9 @@ int cmd_show(const struct opts *o)
     smbconf_free(&c);
     return 0;
 }
+
+/* The smallest size --set-buffers writes. */
+#define SET_BUFFERS_MIN 4096
 
 /* "RCV,SND": each a size or `auto`. */
 static int parse_pair(const char *s, struct smbconf_change *ch, struct err *e)
@@ -174,6 +188,21 @@ static int parse_pair(const char *s, struct smbconf_change *ch, struct err *e)
     r = sockopts_parse_size(rcv, &ch->rcvbuf, e);
     if (r == 0)
         r = sockopts_parse_size(comma + 1, &ch->sndbuf, e);
+    /* A size of a few bytes is a typo far more often than a wish (`1` for
+     * `1M`): it gives the kernel's minimum buffer and a server that
+     * crawls. The search never goes below 4096 either; a hand edit still
+     * can. */
+    for (int i = 0; r == 0 && i < 2; i++) {
+        long z = i == 0 ? ch->rcvbuf : ch->sndbuf;
+
+        if (z != SOCKOPTS_AUTO && z < SET_BUFFERS_MIN)
+            r = err_set(e, -ERANGE,
+                        "%s=%ld is below %d bytes, where the kernel's smallest buffer makes "
+                        "Samba crawl (a unit left out? %ldK is %ld bytes); write such a line "
+                        "by hand if it is meant",
+                        sockopts_name(i == 0 ? SOCKOPTS_RCVBUF : SOCKOPTS_SNDBUF), z,
+                        SET_BUFFERS_MIN, z, 1024 * z);
+    }
     if (r < 0) {
         char m[sizeof(e->msg)];
 
@@ -211,10 +240,13 @@ int cmd_set_buffers(const struct opts *o)
     struct err e = {{0}};
     int r;
 
-    if (parse_pair(o->set_buffers, &ch, &e) < 0)
-        return fail(e.msg);
-    if (o->apply != NULL && apply_parse(o->apply, &m, &e) < 0)
-        return fail(e.msg);
+    /* Bad values on the command line are a bad command line (64), as
+     * smbtuned(8) files them, not a refused edit (1). */
+    if (parse_pair(o->set_buffers, &ch, &e) < 0 ||
+        (o->apply != NULL && apply_parse(o->apply, &m, &e) < 0)) {
+        fail(e.msg);
+        return CMD_EXIT_USAGE;
+    }
     r = smbconf_set_buffers(o->smb_conf, o->state_dir, &ch, &res, &e);
     if (r < 0) {
         smbconf_result_free(&res);

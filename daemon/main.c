@@ -22,8 +22,9 @@ static void usage(FILE *f)
             "                                  next cycle, a hold\n"
             "       smbtuned --probe [-c FILE] [--url URL] [--credentials FILE] [--json]\n"
             "       smbtuned --clients [--json] [--smb-conf FILE] [--seconds N]\n"
-            "       smbtuned --smb-conf FILE --show [--json]\n"
-            "       smbtuned --smb-conf FILE --set-buffers RCV,SND [--expect VALUE]\n"
+            "       smbtuned [--smb-conf FILE] --show [--json]\n"
+            "       smbtuned [--smb-conf FILE] --set-buffers RCV,SND [--expect VALUE]\n"
+            "                (FILE: %s unless given)\n"
             "\n"
             "Without a command: the daemon, one tuning cycle every `interval'.\n"
             "\n"
@@ -77,7 +78,7 @@ static void usage(FILE *f)
             "Exit status: 0 ok, 1 a failure (a cycle, a measurement, an edit; a hold),\n"
             "2 --probe's timeout, 64 a bad command line, 78 a bad configuration.\n"
             "See smbtuned(8) and smbtuned.conf(5).\n",
-            SMBTUNED_CONF, DEFAULT_SMB_CONF, SMBTUNED_STATE_DIR);
+            DEFAULT_SMB_CONF, SMBTUNED_CONF, DEFAULT_SMB_CONF, SMBTUNED_STATE_DIR);
 }
 
 enum {
