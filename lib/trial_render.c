@@ -32,7 +32,15 @@ static int own_share_lines(const char *run_dir, const struct trial_share *own, c
      * role of its own: production may be a domain member, whose logons
      * need production's secrets; ours are guests only, mapped from any
      * name (map to guest), also where production restricts anonymous
-     * sessions. Usershares are production's to offer, not ours. */
+     * sessions. Usershares are production's to offer, not ours. A guest
+     * session has no key to encrypt with, so production's `server smb
+     * encrypt = required` (or its synonym `smb encrypt`) would refuse
+     * every probe: the shadow has Samba's default, if_required, under
+     * which a client that does not ask for encryption gets none ("desired"
+     * sets the share's encrypt flag, and libsmbclient, unable to encrypt
+     * as a guest, then fails the tree connect). Its share holds only probe
+     * files and only 127.0.0.1 reaches it; the rates are those of
+     * unencrypted transfers (see smbtuned.conf(5), url). */
     if (asprintf(glob,
                  "\tstate directory = %s/state\n"
                  "\tprivate dir = %s/private\n"
@@ -41,7 +49,8 @@ static int own_share_lines(const char *run_dir, const struct trial_share *own, c
                  "\tpassdb backend = tdbsam:%s/private/passdb.tdb\n"
                  "\tmap to guest = bad user\n"
                  "\trestrict anonymous = 0\n"
-                 "\tusershare max shares = 0\n",
+                 "\tusershare max shares = 0\n"
+                 "\tserver smb encrypt = if_required\n",
                  run_dir, run_dir, run_dir) < 0) {
         *glob = NULL;
         return -ENOMEM;

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from conftest import REPO, run_editor, samba_value
-from daemon_util import (PROBE_FILE_GLOB, SMALL_PROBE, SMALL_TUNE, conf_text, q,
+from daemon_util import (PROBE_FILE_GLOB, SMALL_PROBE, SMALL_TUNE, DaemonEnv, conf_text, q,
                          only_socket_line_changed)
 
 SHIPPED = REPO / "conf" / "smbtuned.conf"
@@ -120,3 +120,35 @@ def test_once_without_url_tunes_on_the_own_share(make_env):
     left = env.leftovers()
     assert not left, "left behind:\n" + "\n".join(left)
     assert env.srv.alive()
+
+
+@pytest.mark.smbd
+@pytest.mark.parametrize("extra", ["server smb encrypt = required", "smb encrypt = mandatory",
+                                   "server signing = mandatory"])
+def test_own_share_works_where_production_requires_encryption(smbtuned, smbd_factory, tmp_path,
+                                                              extra):
+    """The own share's logons are guests, which can neither encrypt nor
+    sign: a production smb.conf that requires either must not make every
+    cycle fail (it once did, blaming guest access)."""
+    srv = smbd_factory(socket_options=ON_LATTICE)
+    # Added after the fixture's own readiness check, which logs on as a
+    # guest too; the shadows read it from the file they include.
+    text = srv.conf.read_text()
+    assert text.count("[global]\n") == 1
+    srv.conf.write_text(text.replace("[global]\n", f"[global]\n   {extra}\n"))
+    env = DaemonEnv(smbtuned, srv, tmp_path)
+    try:
+        env.conf.write_text(conf_text(
+            {**SMALL_PROBE},
+            {"smb_conf": q(srv.conf), "state_dir": q(env.state_dir), **SMALL_TUNE,
+             "mode": q("tune")}))
+        before = srv.conf.read_bytes()
+        d = env.start("--once", "--dry-run", "--json")
+        rc = d.wait(timeout=300)
+        assert rc == 0, d.stderr
+        obj = json.loads(d.stdout.splitlines()[0])
+        assert obj["samples"] >= 1, obj
+        assert srv.conf.read_bytes() == before
+        assert not env.leftovers()
+    finally:
+        env.cleanup()
