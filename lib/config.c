@@ -213,6 +213,9 @@ struct parse_ctx {
 
 static __thread struct parse_ctx *parse_ctx;
 
+#define NO_SUCH "no such option "
+_Static_assert(NSECTIONS == 2, "on_error names the sections");
+
 /* The attribute lets clang check the vsnprintf below (-Wformat-nonliteral). */
 __attribute__((format(printf, 2, 0))) static void on_error(cfg_t *cfg, const char *fmt, va_list ap)
 {
@@ -224,7 +227,16 @@ __attribute__((format(printf, 2, 0))) static void on_error(cfg_t *cfg, const cha
     /* Keep the first error: later ones are usually its consequences. */
     if (parse_ctx->e->msg[0] != '\0')
         return;
-    if (cfg != NULL && cfg->line > 0)
+    /* At the top level only sections may stand: libconfuse's word for an
+     * unknown one is "no such option 'NAME'". */
+    if (cfg != NULL && cfg->line > 0 && strcmp(cfg_name(cfg), "root") == 0 &&
+        strncmp(msg, NO_SUCH, strlen(NO_SUCH)) == 0)
+        err_set(parse_ctx->e, -EINVAL,
+                "%s:%d: no such section %s: the sections are %s and %s, and options go "
+                "inside them",
+                parse_ctx->name, cfg->line, msg + strlen(NO_SUCH), sections[0]->name,
+                sections[1]->name);
+    else if (cfg != NULL && cfg->line > 0)
         err_set(parse_ctx->e, -EINVAL, "%s:%d: %s", parse_ctx->name, cfg->line, msg);
     else
         err_set(parse_ctx->e, -EINVAL, "%s: %s", parse_ctx->name, msg);
@@ -327,8 +339,22 @@ int config_parse_string(const char *text, const char *name, struct config *c, st
                 err_set(e, r, "%s: %s: %s", name, sections[i]->name, fe.msg);
         }
     }
-    if (r == 0 && c->tune.min_size > c->tune.max_size)
-        r = err_set(e, -EINVAL, "%s: tune: min_size is above max_size", name);
+    if (r == 0 && c->tune.min_size > c->tune.max_size) {
+        /* named at the line of the later of the two (a default has none) */
+        int line = 0;
+
+        for (size_t i = 0; i < ctx.nset; i++)
+            if ((ctx.set[i] == find_field("tune", "min_size") ||
+                 ctx.set[i] == find_field("tune", "max_size")) &&
+                ctx.set_line[i] > line)
+                line = ctx.set_line[i];
+        if (line > 0)
+            r = err_set(e, -EINVAL, "%s:%d: tune: min_size %lld is above max_size %lld", name, line,
+                        c->tune.min_size, c->tune.max_size);
+        else
+            r = err_set(e, -EINVAL, "%s: tune: min_size %lld is above max_size %lld", name,
+                        c->tune.min_size, c->tune.max_size);
+    }
     for (size_t i = 0; r == 0 && i < ctx.nset; i++)
         if (ctx.set[i] == find_field("tune", "trials"))
             snprintf(c->tune.trials_where, sizeof(c->tune.trials_where), "%s:%d", name,

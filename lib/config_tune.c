@@ -201,8 +201,13 @@ static int parse_window(const char *s, struct config *c, struct err *e)
         return 0;
     }
     if (strlen(s) != 11 || s[5] != '-' || parse_hhmm(s, &c->tune.window_start) < 0 ||
-        parse_hhmm(s + 6, &c->tune.window_end) < 0 || c->tune.window_start == c->tune.window_end)
+        parse_hhmm(s + 6, &c->tune.window_end) < 0)
         return err_set(e, -EINVAL, "window '%s' is not HH:MM-HH:MM (e.g. 01:00-05:00)", s);
+    if (c->tune.window_start == c->tune.window_end)
+        return err_set(e, -EINVAL,
+                       "window '%s' starts where it ends: give a window of some length, or "
+                       "\"\" for any time",
+                       s);
     return 0;
 }
 

@@ -99,14 +99,19 @@ static void test_errors_name_file_and_line(void **state)
     check_error("probe {\n  socket_options = \"TCP_NODELAY\\ninclude = /x\"\n}\n",
                 ":2: probe: socket options");
     check_error("probe {\n  colour = blue\n}\n", ":2: no such option 'colour'");
-    check_error("prob {\n}\n", ":1: no such option 'prob'");
+    check_error("prob {\n}\n", ":1: no such section 'prob': the sections are probe and tune");
+    check_error("\nsize = 1M\n", ":2: no such section 'size': the sections are probe and tune, "
+                                 "and options go inside them");
     check_error("probe {\n  size = 1M\n}\n}\n", "/etc/smbtuned.conf:4:");
     /* Comment lines above count once (libconfuse alone counted each twice). */
     check_error("# a\n// b\n/* c\n*/\nprobe {\n  # d\n  size = 12Q # e\n}\n",
                 "/etc/smbtuned.conf:7: probe: size '12Q'");
     /* the two bounds, once the whole file is read */
     check_error("tune {\n  min_size = 2M\n  max_size = 1M\n}\n",
-                "/etc/smbtuned.conf: tune: min_size is above max_size");
+                "/etc/smbtuned.conf:3: tune: min_size 2097152 is above max_size 1048576");
+    /* against the default maximum: the line of the one given */
+    check_error("tune {\n\n  min_size = 1G\n}\n",
+                "/etc/smbtuned.conf:3: tune: min_size 1073741824 is above max_size ");
 }
 
 /* What libconfuse accepts without a word (issue 9, defect 6) is refused

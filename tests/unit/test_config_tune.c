@@ -149,8 +149,8 @@ static void test_shares(void **state)
 /* HH:MM-HH:MM, 24:00 as the end of the day; "" is any time. */
 static void test_window(void **state)
 {
-    static const char *const bad[] = {"1:00-05:00",  "01:00-01:00", "24:01-05:00", "01:60-02:00",
-                                      "01:00 05:00", "01:00-5:00x", "25:00-01:00", "-1:00-02:00"};
+    static const char *const bad[] = {"1:00-05:00",  "24:01-05:00", "01:60-02:00", "01:00 05:00",
+                                      "01:00-5:00x", "25:00-01:00", "-1:00-02:00"};
     struct config c;
 
     (void)state;
@@ -165,6 +165,8 @@ static void test_window(void **state)
     assert_int_equal(c.tune.window_end, -1);
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         set_refused("window", bad[i], -EINVAL, "is not HH:MM-HH:MM");
+    /* well formed, but empty: said as such, not as a bad form */
+    set_refused("window", "01:00-01:00", -EINVAL, "window '01:00-01:00' starts where it ends");
 }
 
 /* Sizes, counts and booleans with their ranges; paths absolute and
