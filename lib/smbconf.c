@@ -159,7 +159,7 @@ int smbconf_parse(struct smbconf *c, const char *path, const struct smbconf_io *
     c->insert_header = true;
     r = smbconf_add_file(&w, path, &idx, &re);
     if (r < 0) {
-        err_set(e, r, "cannot read the configuration: %s", re.msg);
+        err_set(e, r, "cannot read the Samba configuration (smb.conf): %s", re.msg);
         smbconf_free(c);
         return r;
     }

@@ -427,6 +427,8 @@ def test_missing_file(smbtuned, tmp_path):
                    "--state-dir", tmp_path / "state")
     assert r.returncode == 1
     assert str(path) in r.stderr, r.stderr
+    # which configuration: smbtuned has one of its own
+    assert "cannot read the Samba configuration (smb.conf)" in r.stderr, r.stderr
     assert list((tmp_path / "nope").iterdir()) == [], "the editor created something"
 
 
