@@ -259,6 +259,14 @@ int cmd_set_buffers(const struct opts *o)
         printf("%s:%d: socket options = %s (was %s)\n", res.file ? res.file : o->smb_conf, res.line,
                res.new_value, res.old_value);
     print_notes(res.notes, res.nnotes);
+    /* An empty value would set no option at all, so a line of sizes
+     * alone becomes Samba's default (sockopts.h): say so, it is an
+     * option the line did not have. */
+    if (res.changed && strcmp(res.new_value, SOCKOPTS_DEFAULT) == 0 &&
+        strstr(res.old_value, SOCKOPTS_DEFAULT) == NULL)
+        printf("note: no option but the sizes was left, and an empty line would set none: "
+               "Samba's default, %s, is written in their place\n",
+               SOCKOPTS_DEFAULT);
     if (res.changed && autotuning_back(res.old_value, res.new_value))
         printf("note: connections made before smbd restarts keep explicit buffers: only a "
                "restart of smbd gives autotuning back (its listening socket keeps them)\n");

@@ -420,6 +420,22 @@ def test_bad_set_buffers_changes_nothing(smbtuned, tmp_path, setting, word):
     assert word in msg or (setting and setting in msg), f"{setting!r}: message {msg!r}"
 
 
+@pytest.mark.parametrize("old,note", [("SO_RCVBUF=8192 SO_SNDBUF=8192", True),
+                                      ("TCP_NODELAY SO_RCVBUF=8192", False),
+                                      ("SO_KEEPALIVE SO_RCVBUF=8192", False)])
+def test_sizes_alone_removed_says_what_takes_their_place(smbtuned, tmp_path, old, note):
+    """A line of sizes alone, with both removed, would be empty (no option
+    at all): Samba's default is written instead, and said."""
+    conf = tmp_path / "smb.conf"
+    conf.write_text(f"[global]\n   socket options = {old}\n")
+    r = run_editor(smbtuned, "--smb-conf", conf, "--set-buffers", "auto,auto",
+                   "--state-dir", tmp_path / "state")
+    assert r.returncode == 0, r.stderr
+    said = "Samba's default, TCP_NODELAY, is written in their place" in r.stdout
+    assert said == note, r.stdout
+    assert samba_value(conf) == ("TCP_NODELAY" if note else old.split()[0])
+
+
 def test_missing_file(smbtuned, tmp_path):
     path = tmp_path / "nope" / "smb.conf"
     (tmp_path / "nope").mkdir()
