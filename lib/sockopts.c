@@ -214,7 +214,8 @@ int sockopts_set(struct sockopts *so, enum sockopts_buf which, long size)
 {
     const char *name = names[which];
     size_t nlen = strlen(name);
-    size_t first = so->n;
+    size_t first = 0;
+    bool found = false;
     char buf[64];
 
     if (size < 0 || size > SOCKOPTS_MAX_SIZE)
@@ -227,13 +228,24 @@ int sockopts_set(struct sockopts *so, enum sockopts_buf which, long size)
             continue;
         }
         span = option_span(so, i, nlen);
-        if (first == so->n)
+        if (!found)
             first = i;
+        found = true;
         while (span-- > 0)
             remove_at(so, i);
     }
     if (size == SOCKOPTS_AUTO)
         return 0;
+    /* A new token goes right after the last option Samba knows, not after
+     * words it ignores: in `SO_SNDBUF=8192 ; tuned 2019` (Samba has no
+     * inline comments, so those are three unknown options) a size at the
+     * end would read as commented out. */
+    if (!found) {
+        first = 0;
+        for (size_t i = 0; i < so->n; i++)
+            if (is_known_option(so->tok[i]))
+                first = i + 1;
+    }
 
     snprintf(buf, sizeof(buf), "%s=%ld", name, size);
     {

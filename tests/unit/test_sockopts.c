@@ -221,6 +221,15 @@ static void test_set_keeps_others(void **state)
                "SO_SNDBUF=4 TCP_NODELAY SO_RCVBUF=3 SO_KEEPALIVE");
     /* absent: appended */
     check_edit("TCP_NODELAY", 65536, SOCKOPTS_AUTO, "TCP_NODELAY SO_RCVBUF=65536");
+    /* ... after the last option Samba knows, not after words it ignores
+     * (a would-be inline comment); absent with none known: first */
+    check_edit("SO_SNDBUF=8192 ; tuned 2019", 65536, 65536,
+               "SO_SNDBUF=65536 SO_RCVBUF=65536 ; tuned 2019");
+    check_edit("TCP_NODELAY # old SO_KEEPALIVE x", 65536, SOCKOPTS_AUTO,
+               "TCP_NODELAY # old SO_KEEPALIVE SO_RCVBUF=65536 x");
+    check_edit("; tuned 2019", 65536, SOCKOPTS_AUTO, "SO_RCVBUF=65536 ; tuned 2019");
+    /* the option last: replaced in its place */
+    check_edit("TCP_NODELAY x SO_RCVBUF=1", 65536, SOCKOPTS_AUTO, "TCP_NODELAY x SO_RCVBUF=65536");
     /* duplicates collapse into one */
     check_edit("SO_RCVBUF=1 TCP_NODELAY SO_RCVBUF=2", 5, SOCKOPTS_AUTO, "SO_RCVBUF=5 TCP_NODELAY");
 }
