@@ -1,12 +1,11 @@
 /* creds: the credentials file reader (see creds.h). */
 #include "creds.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -15,69 +14,204 @@
 
 #include "child.h"
 
-static char *trim(char *s)
-{
-    char *end;
+/* The rules are smbclient's: Samba's cli_credentials_parse_file() and
+ * cli_credentials_parse_string() (auth/credentials/credentials.c) and the
+ * line splitting of file_lines_load() (lib/util/util_file.c), as in Samba
+ * 4.17, which Debian 12 ships (unchanged up to 4.24 and master). What
+ * smbclient reads, this reads alike; where smbclient silently skips a line
+ * that is almost surely a mistake (no '=', an unknown key such as a
+ * misspelt `pasword`, which would log on with no password), this refuses
+ * the file and says why. What this accepts, it reads as smbclient does,
+ * but for one corner case said in set_username(). */
 
-    while (isspace((unsigned char)*s))
-        s++;
-    end = s + strlen(s);
-    while (end > s && isspace((unsigned char)end[-1]))
-        *--end = '\0';
-    return s;
+/* Samba's key comparison, strwicmp(), skips isspace() bytes; smbclient runs
+ * it on single bytes, where only these ASCII ones are spaces. */
+static bool is_space(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\v' || ch == '\f' || ch == '\r';
 }
 
-/* Where the value of key goes, and its size; NULL for an unknown key. */
-static char *field_of(struct creds *c, const char *key, size_t *len)
+/* Whether key, the text before the line's first '=', names name (lower
+ * case): smbclient ignores ASCII case and every space anywhere in the
+ * key, so ` User Name ` is username. No byte beyond ASCII can match (its
+ * upper case is never an ASCII letter), and toupper() would depend on the
+ * locale: the folding is by hand. */
+static bool key_is(const char *key, const char *name)
 {
-    if (strcasecmp(key, "username") == 0) {
-        *len = sizeof(c->username);
-        return c->username;
+    for (;;) {
+        char k;
+
+        while (is_space(*key))
+            key++;
+        k = (*key >= 'A' && *key <= 'Z') ? (char)(*key - 'A' + 'a') : *key;
+        if (k != *name)
+            return false;
+        if (k == '\0')
+            return true;
+        key++;
+        name++;
     }
-    if (strcasecmp(key, "password") == 0) {
-        *len = sizeof(c->password);
-        return c->password;
-    }
-    if (strcasecmp(key, "domain") == 0) {
-        *len = sizeof(c->domain);
-        return c->domain;
-    }
-    return NULL;
 }
+
+/* Copy val into a field of size len, or say that it does not fit. */
+static int set_field(char *dst, size_t len, const char *val, const char *what, const char *path,
+                     int lineno, struct err *e)
+{
+    size_t n = strlen(val);
+
+    if (n >= len)
+        return err_set(e, -EINVAL, "%s:%d: %s is too long (at most %zu bytes)", path, lineno, what,
+                       len - 1);
+    memcpy(dst, val, n + 1);
+    return 0;
+}
+
+/* The parse so far: the fields, and the last username line, kept raw,
+ * because smbclient interprets it only after the whole file (it may
+ * carry a domain and a password that win over the other lines). */
+struct parse {
+    const char *path;
+    struct creds *c;
+    char user[1024]; /* a line's rest: it fits */
+    int user_line;   /* 0: no username line */
+};
 
 /* One line (its copy in buf, which the caller wipes). */
-static int parse_line(char *buf, const char *path, int lineno, struct creds *c, struct err *e)
+static int parse_line(char *buf, int lineno, struct parse *ps, struct err *e)
 {
-    char *key = trim(buf), *val, *eq, *dst;
-    size_t dstlen = 0;
+    struct creds *c = ps->c;
+    size_t n = strlen(buf);
+    char *key = buf, *eq, *val;
 
+    /* smbclient ends a line at any CR, so CRLF files read as LF ones. */
+    while (n > 0 && buf[n - 1] == '\r')
+        buf[--n] = '\0';
+    /* smbclient does not skip a byte order mark: to it the first key is
+     * "\xEF\xBB\xBFusername", unknown, and the line is lost. */
+    if (lineno == 1 && strncmp(buf, "\xEF\xBB\xBF", 3) == 0)
+        return err_set(e, -EINVAL,
+                       "%s:1: the file starts with a UTF-8 byte order mark, which smbclient "
+                       "does not skip (it would ignore the line): remove it",
+                       ps->path);
+    while (is_space(*key))
+        key++;
+    /* Blank and comment lines: smbclient ignores them too (a comment's
+     * "key" starts with '#' or ';', so it never names a key). */
     if (*key == '\0' || *key == '#' || *key == ';')
         return 0;
+    /* A CR inside a line ends it for smbclient, which reads what follows
+     * as nothing at all: a password can hold no CR, and an old Mac file
+     * (CR only) is one line to it. Refused rather than cut. */
+    if (strchr(key, '\r') != NULL)
+        return err_set(e, -EINVAL,
+                       "%s:%d: a carriage return inside the line (smbclient would ignore what "
+                       "follows it): expected lines ending in LF or CRLF",
+                       ps->path, lineno);
     eq = strchr(key, '=');
+    /* smbclient skips a line with no '=' without a word; it is nearly
+     * always `password secret`, which would log on with no password. */
     if (eq == NULL)
-        return err_set(e, -EINVAL, "%s:%d: expected 'key = value'", path, lineno);
+        return err_set(e, -EINVAL, "%s:%d: expected 'key = value'", ps->path, lineno);
     *eq = '\0';
-    val = trim(eq + 1);
-    key = trim(key);
-    dst = field_of(c, key, &dstlen);
+    /* The value: everything after the '=' but the spaces and tabs right
+     * after it. Nothing is cut at its end: smbclient keeps trailing
+     * blanks, in a password they are part of it. */
+    val = eq + 1;
+    while (*val == ' ' || *val == '\t')
+        val++;
+    /* For each key, the last line wins, as in smbclient. */
+    if (key_is(key, "username")) {
+        memcpy(ps->user, val, strlen(val) + 1);
+        ps->user_line = lineno;
+        return 0;
+    }
+    /* An empty password is one ("password =" logs on with ""). */
+    if (key_is(key, "password"))
+        return set_field(c->password, sizeof(c->password), val, "the value", ps->path, lineno, e);
+    /* An empty domain is none: smbclient then keeps its default, the
+     * workgroup of smb.conf, and so does libsmbclient. */
+    if (key_is(key, "domain"))
+        return set_field(c->domain, sizeof(c->domain), val, "the value", ps->path, lineno, e);
+    /* smbclient uses the realm for Kerberos only. The probe logs on with
+     * NTLM (probe_child.c turns Kerberos off) and libsmbclient's logon
+     * callback has no realm: accepted, so that a file made for smbclient
+     * works, and ignored. */
+    if (key_is(key, "realm"))
+        return 0;
     /* Nothing of the line is shown, not even the key: in `password
      * S3cr3t=` the "key" is the password. */
-    if (dst == NULL)
-        return err_set(e, -EINVAL, "%s:%d: unknown key (the keys are username, password, domain)",
-                       path, lineno);
-    if (strlen(val) >= dstlen)
-        return err_set(e, -EINVAL, "%s:%d: the value is too long (at most %zu bytes)", path, lineno,
-                       dstlen - 1);
-    memcpy(dst, val, strlen(val) + 1);
-    return 0;
+    return err_set(e, -EINVAL,
+                   "%s:%d: unknown key (the keys are username, password, domain, realm)", ps->path,
+                   lineno);
+}
+
+/* The username line's value, as smbclient reads it (its -U syntax):
+ * [DOMAIN\]NAME[%PASSWORD] or NAME@REALM[%PASSWORD]; '/' may stand for
+ * '\'. What it holds wins over the password and domain lines. */
+static int set_username(struct parse *ps, struct err *e)
+{
+    struct creds *c = ps->c;
+    char *user = ps->user, *pct, *sep;
+    int r;
+
+    if (ps->user_line == 0)
+        return err_set(e, -EINVAL, "%s: no 'username = ...' line", ps->path);
+    /* smbclient's anonymous logon: the probe's own without a file. */
+    if (strcmp(user, "%") == 0)
+        return err_set(e, -EINVAL,
+                       "%s:%d: 'username = %%' is an anonymous logon: leave the credentials "
+                       "unset instead",
+                       ps->path, ps->user_line);
+    /* The first '%' ends the name; the rest, '%'s included, is the
+     * password, even empty. */
+    pct = strchr(user, '%');
+    if (pct != NULL) {
+        *pct = '\0';
+        r = set_field(c->password, sizeof(c->password), pct + 1,
+                      "the password after the user name's '%'", ps->path, ps->user_line, e);
+        if (r < 0)
+            return r;
+    }
+    if (strchr(user, '@') != NULL) {
+        /* NAME@REALM: smbclient keeps the whole as the user name (a
+         * principal, which NTLM sends as is) and clears the domain;
+         * libsmbclient reads the name alike. A '\' is then no separator. */
+        c->domain[0] = '\0';
+    } else {
+        /* DOMAIN\NAME, else DOMAIN/NAME: the first '\' wins over any '/'.
+         * smbclient also splits at smb.conf's `winbind separator`; that
+         * one is left in the name, where libsmbclient, which reads the
+         * same smb.conf, splits it alike. "\NAME" gives an empty domain:
+         * smbclient sends an empty one, the probe none, that is
+         * libsmbclient's default (smb.conf's workgroup). */
+        sep = strchr(user, '\\');
+        if (sep == NULL)
+            sep = strchr(user, '/');
+        if (sep != NULL) {
+            *sep = '\0';
+            r = set_field(c->domain, sizeof(c->domain), user, "the user name's domain", ps->path,
+                          ps->user_line, e);
+            if (r < 0)
+                return r;
+            user = sep + 1;
+        }
+    }
+    /* An empty name is an anonymous logon to smbclient: not a mistake we
+     * let pass (see above). */
+    if (*user == '\0')
+        return err_set(e, -EINVAL, "%s:%d: the user name is empty", ps->path, ps->user_line);
+    return set_field(c->username, sizeof(c->username), user, "the user name", ps->path,
+                     ps->user_line, e);
 }
 
 int creds_parse(const char *text, const char *path, struct creds *c, struct err *e)
 {
+    struct parse ps = {.path = path, .c = c};
     const char *line = text;
     int lineno = 0, r = 0;
 
     memset(c, 0, sizeof(*c));
+    /* Lines end at LF only (a CR is dealt with in the line). */
     while (*line != '\0' && r == 0) {
         size_t n = strcspn(line, "\n");
         char buf[1024];
@@ -90,11 +224,13 @@ int creds_parse(const char *text, const char *path, struct creds *c, struct err 
         memcpy(buf, line, n);
         buf[n] = '\0';
         line += n + (line[n] == '\n');
-        r = parse_line(buf, path, lineno, c, e);
+        r = parse_line(buf, lineno, &ps, e);
         explicit_bzero(buf, sizeof(buf));
     }
-    if (r == 0 && c->username[0] == '\0')
-        r = err_set(e, -EINVAL, "%s: no 'username = ...' line", path);
+    if (r == 0)
+        r = set_username(&ps, e);
+    /* The raw username line may hold a password. */
+    explicit_bzero(&ps, sizeof(ps));
     if (r < 0)
         creds_clear(c);
     return r;

@@ -1,6 +1,14 @@
-/* creds: the credentials file the probe logs on with, in smbclient's -A
- * format: `username = NAME`, `password = SECRET`, `domain = NAME`, blank
- * lines and `#` or `;` comments.
+/* creds: the credentials file the probe logs on with, read as `smbclient
+ * -A` reads it (Samba 4.17's cli_credentials_parse_file()): lines
+ * `username = [DOMAIN\]NAME[%PASSWORD]` (or NAME@REALM), `password =
+ * SECRET`, `domain = NAME`, `realm = REALM` (accepted, unused: the probe
+ * does no Kerberos); keys in any case, spaces anywhere in them ignored;
+ * the value is the rest of the line after the '=' and the spaces and tabs
+ * that follow it, trailing blanks kept; the last line of a key wins; blank
+ * lines and `#` or `;` comments. Stricter than smbclient, which skips them
+ * silently: a line without '=', an unknown key, a CR inside a line, a
+ * byte order mark, and a username that is missing, empty or `%`, are
+ * refused.
  *
  * The file holds a password, so: it must be a regular file owned by root
  * with mode 0600 or stricter; errors name the file and the line number,

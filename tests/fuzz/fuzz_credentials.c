@@ -1,5 +1,6 @@
 /* A credentials file's text (lib/creds.c: creds_parse). Errors carry the
- * file name first. */
+ * file name first; an accepted file has a user name, with no '%' (the
+ * username line's first '%' starts the password). */
 #include "fuzz.h"
 
 #include "creds.h"
@@ -13,6 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&c, 0, sizeof(c));
     if (creds_parse(text, "fuzz.cred", &c, &e) == 0) {
         FUZZ_CHECK(strlen(c.username) < sizeof(c.username));
+        FUZZ_CHECK(c.username[0] != '\0' && strchr(c.username, '%') == NULL);
         FUZZ_CHECK(strlen(c.password) < sizeof(c.password));
         FUZZ_CHECK(strlen(c.domain) < sizeof(c.domain));
     } else {

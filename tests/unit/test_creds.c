@@ -1,6 +1,9 @@
-/* Unit tests for lib/creds: the credentials file's text, and the checks of
- * the file itself (owner, mode, type, size). Every refusal names the file,
- * and the line when there is one; none shows what the file holds. */
+/* Unit tests for lib/creds: the credentials file's text, read as `smbclient
+ * -A` reads it (Samba 4.17's cli_credentials_parse_file(); the expected
+ * values of test_parse_smbclient are what python3-samba 4.17.12's
+ * Credentials.parse_file() gives for the same text), and the checks of the
+ * file itself (owner, mode, type, size). Every refusal names the file, and
+ * the line when there is one; none shows what the file holds. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -48,11 +51,12 @@ static void test_parse(void **state)
 
     (void)state;
     check_creds("username = alice\npassword = p=ss word \n# comment\n\n  domain=WORK\n", "alice",
-                "p=ss word", "WORK");
+                "p=ss word ", "WORK");
     /* CRLF and no final newline. */
     check_creds("username=bob\r\npassword=x", "bob", "x", "");
-    /* ';' comments too, blanks anywhere, keys in any case. */
-    check_creds("; smbclient -A\n\t\n USERNAME\t=\tcarol \nPassWord = y\nDOMAIN = D\n", "carol",
+    /* ';' comments too, blanks anywhere, keys in any case; the blanks
+     * after the '=' go, those at the end stay. */
+    check_creds("; smbclient -A\n\t\n USERNAME\t=\tcarol \nPassWord = y\nDOMAIN = D\n", "carol ",
                 "y", "D");
     /* A password may be empty, and the last line of a key wins. */
     check_creds("username = a\npassword =\n", "a", "", "");
@@ -61,6 +65,47 @@ static void test_parse(void **state)
     snprintf(text, sizeof(text), "username = %0255d\n", 0);
     assert_int_equal(creds_parse(text, "f", &c, &e), 0);
     assert_int_equal(strlen(c.username), 255);
+}
+
+/* What smbclient -A reads differently from a plain `key = value` file
+ * with both ends of the value trimmed (smbtuned's reading until then):
+ * each of these failed with it, but the last three, which pin down what
+ * stayed the same. */
+static void test_parse_smbclient(void **state)
+{
+    (void)state;
+    /* Trailing blanks are the password's: smbclient logs on with them. */
+    check_creds("username = daemon\npassword = pw trail \n", "daemon", "pw trail ", "");
+    check_creds("username = daemon\npassword = x \t\r\n", "daemon", "x \t", "");
+    /* Only spaces and tabs after the '=' are skipped, not other blanks. */
+    check_creds("username = a\npassword =\t \vx\n", "a", "\vx", "");
+    /* realm is a key of smbclient's: accepted, and unused (no Kerberos). */
+    check_creds("username = bob\npassword = x\nrealm = EXAMPLE.COM\n", "bob", "x", "");
+    check_creds("REALM=\nusername = bob\n", "bob", "", "");
+    /* A key's spaces are ignored wherever they are. */
+    check_creds("user name = bob\n Pass Word \t=\t\tx y\n\vDo Main\f= D\n", "bob", "x y", "D");
+    /* The username line is read as smbclient's -U: NAME%PASSWORD (from
+     * the first '%'), whatever the order of the lines. */
+    check_creds("username = bob%se%cret\npassword = other\n", "bob", "se%cret", "");
+    check_creds("password = other\nusername = bob%sec\npassword = later\n", "bob", "sec", "");
+    check_creds("username = bob%\npassword = other\n", "bob", "", "");
+    /* DOMAIN\NAME or DOMAIN/NAME: the first '\' is the separator if there
+     * is one; the domain wins over the domain line. */
+    check_creds("username = DOM\\bob\ndomain = OTHER\npassword = p\n", "bob", "p", "DOM");
+    check_creds("username = DOM/bob%p\n", "bob", "p", "DOM");
+    check_creds("username = a/b\\c\n", "c", "", "a/b");
+    check_creds("domain = D\nusername = \\bob\n", "bob", "", "");
+    /* NAME@REALM stays whole (a principal) and clears the domain; a '\'
+     * before the '@' is then part of the name. */
+    check_creds("username = bob@EXAMPLE.COM\ndomain = D\n", "bob@EXAMPLE.COM", "", "");
+    check_creds("username = DOM\\bob@R.COM%pw\n", "DOM\\bob@R.COM", "pw", "");
+    /* The last domain line wins even when empty: no domain. */
+    check_creds("username = a\ndomain = D\ndomain =\n", "a", "", "");
+    /* A value of blanks only is empty. */
+    check_creds("username = a\npassword = x\npassword =  \t \n", "a", "", "");
+    /* A CR in a comment is harmless: smbclient ignores the line either
+     * way. */
+    check_creds("# a\rb = c\nusername = a\n", "a", "", "");
 }
 
 static void check_bad_creds(const char *text, const char *want)
@@ -98,7 +143,7 @@ static void test_parse_errors(void **state)
     snprintf(text, sizeof(text), "username = a\npassword = S3cr3t%0300d\n", 0);
     check_bad_creds(text, "/etc/cred:2: the value is too long (at most 255 bytes)");
     snprintf(text, sizeof(text), "username = %0256d\n", 0);
-    check_bad_creds(text, "/etc/cred:1: the value is too long");
+    check_bad_creds(text, "/etc/cred:1: the user name is too long (at most 255 bytes)");
     snprintf(text, sizeof(text), "\n\n\ndomain = %0256d\n", 0);
     check_bad_creds(text, "/etc/cred:4: the value is too long");
     /* A line of 1024 bytes or more, whatever it holds. */
@@ -114,9 +159,46 @@ static void test_parse_errors(void **state)
     /* No username: the file, without a line. */
     check_bad_creds("password = s3cret\n", "/etc/cred: no 'username");
     check_bad_creds("", "/etc/cred: no 'username");
-    check_bad_creds("username =\n", "/etc/cred: no 'username");
+    check_bad_creds("username =\n", "/etc/cred:1: the user name is empty");
     /* The error stops the parse: what came before is wiped too. */
     check_bad_creds("username = a\npassword = s3cret\ndomain\n", "/etc/cred:3: expected");
+}
+
+/* What smbclient skips or cuts without a word, and the username forms
+ * that are no logon of a user: refused, naming the line. */
+static void test_parse_errors_smbclient(void **state)
+{
+    char text[2048];
+
+    (void)state;
+    /* smbclient ends a line at a CR: it would log on with "ab". */
+    check_bad_creds("username = a\npassword = ab\rs3cret\n",
+                    "/etc/cred:2: a carriage return inside the line");
+    /* A CR-only (old Mac) file is one line to smbclient. */
+    check_bad_creds("username = a\rpassword = s3cret\r",
+                    "/etc/cred:1: a carriage return inside the line");
+    /* smbclient would take "\xEF\xBB\xBFusername" for an unknown key. */
+    check_bad_creds("\xEF\xBB\xBFusername = a\npassword = s3cret\n",
+                    "/etc/cred:1: the file starts with a UTF-8 byte order mark");
+    /* A misspelt key, which smbclient ignores, and one it does not know. */
+    check_bad_creds("username = a\npasword = s3cret\n",
+                    "/etc/cred:2: unknown key (the keys are username, password, domain, realm)");
+    check_bad_creds("username = a\nworkgroup = W\n", "/etc/cred:2: unknown key");
+    /* Anonymous or empty names, at the (last) username line. */
+    check_bad_creds("password = s3cret\nusername = %\n",
+                    "/etc/cred:2: 'username = %' is an anonymous logon");
+    check_bad_creds("username = %s3cret\n", "/etc/cred:1: the user name is empty");
+    check_bad_creds("username = DOM\\%s3cret\n", "/etc/cred:1: the user name is empty");
+    check_bad_creds("username = a\n\nusername = DOM/\npassword = s3cret\n",
+                    "/etc/cred:3: the user name is empty");
+    /* Each part of the username line has the room of its field. */
+    snprintf(text, sizeof(text), "username = a%%s3cret%0300d\n", 0);
+    check_bad_creds(text, "/etc/cred:1: the password after the user name's '%' is too long (at "
+                          "most 255 bytes)");
+    snprintf(text, sizeof(text), "username = %0256d\\a\n", 0);
+    check_bad_creds(text, "/etc/cred:1: the user name's domain is too long (at most 255 bytes)");
+    snprintf(text, sizeof(text), "username = %0256d@R%%s3cret\n", 0);
+    check_bad_creds(text, "/etc/cred:1: the user name is too long");
 }
 
 /* A credentials file in a private temporary directory: dir and path. */
@@ -188,6 +270,16 @@ static void test_load(void **state)
     if (me == 0) /* root reads a mode 0 file; others cannot */
         check_load(f.path, me, 0, NULL);
     remove_cred(&f);
+
+    /* A file made for smbclient -A, with a realm and a password ending in
+     * a blank: the checking child (the config's check) accepts it too. */
+    text = "username = u\r\npassword = s3cret \r\nrealm = EXAMPLE.COM\r\n";
+    make_cred(&f, text, strlen(text), 0600);
+    assert_int_equal(creds_load(f.path, me, &c, &e), 0);
+    assert_string_equal(c.password, "s3cret ");
+    creds_clear(&c);
+    check_load(f.path, me, 0, NULL);
+    remove_cred(&f);
 }
 
 /* Each refusal of the file itself, naming it. */
@@ -258,6 +350,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),
         cmocka_unit_test(test_parse_errors),
+        cmocka_unit_test(test_parse_smbclient),
+        cmocka_unit_test(test_parse_errors_smbclient),
         cmocka_unit_test(test_load),
         cmocka_unit_test(test_load_refusals),
     };
