@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "journal.h"
 #include "place.h"
 #include "probe.h"
+#include "report.h"
 #include "smbconf.h"
 #include "state.h"
 #include "tuner.h"
@@ -251,23 +253,40 @@ int cmd_resume(const struct opts *o)
     return 0;
 }
 
+/* A run refused before its cycle: the line on stderr, and with --once
+ * --json one object on stdout all the same (report_print_failure), result
+ * "error"; mode NULL when the config was refused. Returns code. */
+static int refused(const struct opts *o, int code, const char *mode, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int refused(const struct opts *o, int code, const char *mode, const char *fmt, ...)
+{
+    char msg[PATH_MAX + 1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "smbtuned: %s\n", msg);
+    if (o->once && o->json)
+        report_print_failure(stdout, NULL, "error", msg, mode, 0);
+    return code;
+}
+
 int cmd_run(const struct opts *o)
 {
     struct daemon d = {.o = o};
     struct err e = {{0}};
     char target[PATH_MAX + 64];
+    const char *mode;
     sigset_t ss;
     int r;
 
-    if (cmd_load_config(o, &d.cfg, &e) < 0 || make_opts(&d, &e) < 0) {
-        fprintf(stderr, "smbtuned: %s\n", e.msg);
-        return CMD_EXIT_CONFIG;
-    }
+    if (cmd_load_config(o, &d.cfg, &e) < 0 || make_opts(&d, &e) < 0)
+        return refused(o, CMD_EXIT_CONFIG, NULL, "%s", e.msg);
+    mode = d.topts.mode == TUNER_ADVISE ? "advise" : "tune";
     r = files_mkdir_p(d.topts.state_dir);
-    if (r < 0) {
-        fprintf(stderr, "smbtuned: cannot create %s: %s\n", d.topts.state_dir, strerror(-r));
-        return 1;
-    }
+    if (r < 0)
+        return refused(o, 1, mode, "cannot create %s: %s", d.topts.state_dir, strerror(-r));
     /* Signals arrive as events; block them for the default handlers.
      * SIGCHLD too: the jobs' child sources (lib/job.h) need it blocked. */
     sigemptyset(&ss);
@@ -277,10 +296,8 @@ int cmd_run(const struct opts *o)
     sigaddset(&ss, SIGCHLD);
     sigprocmask(SIG_BLOCK, &ss, NULL);
     r = sd_event_default(&d.ev);
-    if (r < 0) {
-        fprintf(stderr, "smbtuned: sd-event: %s\n", strerror(-r));
-        return 1;
-    }
+    if (r < 0)
+        return refused(o, 1, mode, "sd-event: %s", strerror(-r));
     sd_event_add_signal(d.ev, NULL, SIGTERM, on_term, &d);
     sd_event_add_signal(d.ev, NULL, SIGINT, on_term, &d);
     if (!o->once) {
@@ -290,10 +307,10 @@ int cmd_run(const struct opts *o)
     sd_event_set_watchdog(d.ev, true);
 
     if (tuner_new(d.ev, &d.topts, &d.tuner, &e) < 0 || tuner_recover(d.tuner, &e) < 0) {
-        fprintf(stderr, "smbtuned: %s\n", e.msg);
+        r = refused(o, 1, mode, "%s", e.msg);
         tuner_free(d.tuner);
         sd_event_unref(d.ev);
-        return 1;
+        return r;
     }
     /* STATUS with READY: `systemctl status` says what it does from the
      * first moment; then each change of it (on_status). */

@@ -11,9 +11,15 @@
 #include "state.h"
 #include "stats.h"
 
+/* report_first_error(): the one piece of state of its own here, since
+ * report_error is called from every room of the tuner, none of which
+ * holds the tally. Cut at its size (it is a line of the log, whole). */
+static char first_error[2048];
+
 void tally_begin(struct tally *t, double now)
 {
     *t = (struct tally){.started = now};
+    first_error[0] = '\0';
 }
 
 void tally_add(struct tally *t, struct search_config c, const struct search_sample *x,
@@ -180,12 +186,13 @@ static void print_json(FILE *f, const struct tally *t, const struct report_in *i
     json_decref(o);
 }
 
-void report_print(FILE *f, bool json, const struct search *s, const struct tally *t,
+void report_print(FILE *f, bool json, const struct search *s, struct tally *t,
                   const struct report_in *in)
 {
     double w0, r0, w1, r1;
     char a[32], b[32];
 
+    t->reported = true;
     report_rates(s, t, in->inc0, &w0, &r0);
     report_rates(s, t, in->rated, &w1, &r1);
     if (json) {
@@ -205,6 +212,23 @@ void report_print(FILE *f, bool json, const struct search *s, const struct tally
     fprintf(f, "%-12s %12.2f %12.2f\n", "read MB/s", r0, r1);
     fprintf(f, "\n%s\n%d samples, %.1f MB moved, %.0f s\n", in->what, t->samples, t->bytes / 1e6,
             in->now - t->started);
+}
+
+void report_print_failure(FILE *f, struct tally *t, const char *result, const char *error,
+                          const char *mode, double now)
+{
+    json_t *o;
+
+    if (t != NULL && t->reported)
+        return;
+    if (t != NULL)
+        t->reported = true;
+    o = json_pack("{s:s, s:o, s:o, s:i, s:I, s:f}", "result", result, "error", jsonw_text(error),
+                  "mode", mode ? json_string(mode) : json_null(), "samples", t ? t->samples : 0,
+                  "bytes", (json_int_t)(t ? t->bytes : 0), "seconds",
+                  t ? round((now - t->started) * 10) / 10 : 0.0);
+    if (jsonw_print(f, o) < 0)
+        report_error("report", NULL, "the report: out of memory");
 }
 
 void report_progress(FILE *f, int n, const char *cfg, double write_mbps, double read_mbps,
@@ -308,6 +332,11 @@ void report_error(const char *what, const char *smb_conf, const char *fmt, ...)
 
     if (asprintf(&field, "SMBTUNED_ERROR=%s", what) < 0)
         field = NULL;
+    if (first_error[0] == '\0') {
+        va_start(ap, fmt);
+        vsnprintf(first_error, sizeof(first_error), fmt, ap);
+        va_end(ap);
+    }
     va_start(ap, fmt);
     event_v(
         JOURNAL_ID_ERROR, LOG_ERR,
@@ -315,4 +344,9 @@ void report_error(const char *what, const char *smb_conf, const char *fmt, ...)
         fmt, ap);
     va_end(ap);
     free(field);
+}
+
+const char *report_first_error(void)
+{
+    return first_error;
 }

@@ -29,8 +29,10 @@ struct tally {
     int ntried;
     double auto_log[2][REPORT_MAX_AUTO]; /* [0] write, [1] read: log rates */
     int nauto[2];
+    bool reported; /* the cycle's --once report (or failure object) is out */
 };
 
+/* A cycle's start; report_first_error() forgets the last cycle's too. */
 void tally_begin(struct tally *t, double now);
 
 /* One sample of c (auto_check: an AUTO sample the search is not told). */
@@ -85,6 +87,11 @@ void report_event(const char *message_id, int prio, const struct event_fields *f
 void report_error(const char *what, const char *smb_conf, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The message of the first report_error since tally_begin, "" when none:
+ * the cause (what follows from it is told after it), which --once's
+ * failure object gives as its error. */
+const char *report_first_error(void);
+
 struct report_in {
     const char *before;               /* socket options when the cycle began */
     const char *after;                /* what it ends with, or would (advise) */
@@ -95,8 +102,20 @@ struct report_in {
     double now;       /* child_now() */
 };
 
-/* The --once report: a table, or with json one object on a line. */
-void report_print(FILE *f, bool json, const struct search *s, const struct tally *t,
+/* The --once report: a table, or with json one object on a line. Marks
+ * t reported. */
+void report_print(FILE *f, bool json, const struct search *s, struct tally *t,
                   const struct report_in *in);
+
+/* --once --json when no report came (a hold, a failed or stopped cycle,
+ * a run refused before its cycle: t NULL): one object on a line all the
+ * same, so that a script always has one to read, with the keys in this
+ * order: result ("held", "failed" or "error"), error (why, in words),
+ * mode ("tune", "advise", null when not known), and what the cycle's
+ * probes did, as in the report (samples, bytes, seconds; 0 without t).
+ * Nothing when t is reported already (the report said it all); marks t
+ * reported. */
+void report_print_failure(FILE *f, struct tally *t, const char *result, const char *error,
+                          const char *mode, double now);
 
 #endif

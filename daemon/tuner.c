@@ -14,6 +14,7 @@
 
 #include "child.h"
 #include "journal.h"
+#include "smbconf.h"
 #include "tuner_int.h"
 
 /* How long the busy check watches the clients' traffic. */
@@ -313,6 +314,34 @@ static void cycle_told(const struct tuner *t)
                  t->failed ? "failed" : "done", t->tally.samples, t->status);
 }
 
+/* --once --json: a cycle that ends without its report (a hold, a
+ * failure; stop: a signal cut it short) still gives one object, saying
+ * why: the hold's reason, the first failure told, or (told only as a
+ * line) smb.conf refused, or what the cycle was doing. */
+static void once_failed(struct tuner *t, const char *stop)
+{
+    const char *why = report_first_error();
+    char during[sizeof(t->status) + 32];
+    struct smbconf c;
+    struct err e;
+
+    if (!t->o.once || !t->o.json || t->tally.reported)
+        return;
+    if (t->st.hold) {
+        why = t->st.hold_reason ? t->st.hold_reason : "by request";
+    } else if (stop != NULL) {
+        why = stop;
+    } else if (why[0] == '\0' && smbconf_load(&c, t->o.smb_conf, &e) < 0) {
+        why = e.msg;
+    } else if (why[0] == '\0') {
+        smbconf_free(&c);
+        snprintf(during, sizeof(during), "failed during: %s", t->status);
+        why = during;
+    }
+    report_print_failure(stdout, &t->tally, t->st.hold ? "held" : "failed", why,
+                         t->o.mode == TUNER_ADVISE ? "advise" : "tune", child_now());
+}
+
 static void cycle_done(struct tuner *t)
 {
     /* --once leaves right after: no job may be left to finish it. */
@@ -336,6 +365,8 @@ static void cycle_done(struct tuner *t)
     t->state = T_IDLE;
     cycle_told(t);
     if (t->o.once) {
+        if (t->failed || t->st.hold)
+            once_failed(t, NULL);
         sd_event_exit(t->ev, t->failed ? 1 : 0);
         return;
     }
@@ -402,6 +433,8 @@ int tuner_recover(struct tuner *t, struct err *e)
 
 void tuner_stop(struct tuner *t)
 {
+    bool cut = t->state != T_IDLE;
+
     t->w.ops->cancel(t->w.ctx);
     t->w.ops->measure_kill(t->w.ctx);
     t->w.ops->place_down(t->w.ctx);
@@ -412,6 +445,8 @@ void tuner_stop(struct tuner *t)
     t->w.ops->measure_tidy(t->w.ctx, true);
     t->timer = sd_event_source_disable_unref(t->timer);
     t->state = T_IDLE;
+    if (cut)
+        once_failed(t, "stopped by a signal before the cycle ended");
 }
 
 int tuner_new_in(sd_event *ev, const struct tuner_opts *o, const struct world *w, struct tuner **tp,

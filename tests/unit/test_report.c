@@ -439,7 +439,7 @@ static void test_progress(void **state)
 struct printing {
     bool json;
     const struct search *s;
-    const struct tally *t;
+    struct tally *t;
     const struct report_in *in;
 };
 
@@ -475,10 +475,9 @@ static void cycle_init(struct cycle *c)
                                .now = 1012.34};
 }
 
-static json_t *print_json(const struct search *s, const struct tally *t, const struct report_in *in)
+/* out as one JSON object on one line (freed). */
+static json_t *one_object(char *out)
 {
-    struct printing p = {true, s, t, in};
-    char *out = printed(print_report, &p);
     json_error_t err;
     json_t *o;
 
@@ -491,6 +490,13 @@ static json_t *print_json(const struct search *s, const struct tally *t, const s
     assert_true(json_is_object(o));
     free(out);
     return o;
+}
+
+static json_t *print_json(const struct search *s, struct tally *t, const struct report_in *in)
+{
+    struct printing p = {true, s, t, in};
+
+    return one_object(printed(print_report, &p));
 }
 
 static json_t *member(const json_t *o, const char *key)
@@ -560,6 +566,7 @@ static void test_print_json(void **state)
     assert_near(json_real_value(member(o, "seconds")), 12.3); /* to the tenth */
     assert_true(json_is_string(member(o, "result")));
     assert_string_equal(json_string_value(member(o, "result")), c.in.what);
+    assert_true(c.t.reported);
     json_decref(o);
     search_free(c.s);
 }
@@ -652,6 +659,118 @@ static void test_print_table(void **state)
     search_free(c.s);
 }
 
+/* ---- report_print_failure ---- */
+
+struct failing {
+    struct tally *t;
+    const char *result, *error, *mode;
+    double now;
+};
+
+static void print_failure(FILE *f, const void *arg)
+{
+    const struct failing *p = arg;
+
+    report_print_failure(f, p->t, p->result, p->error, p->mode, p->now);
+}
+
+/* A cycle that failed after some samples: one object, its keys in order,
+ * what the probes did as the report gives it; the tally is reported, and
+ * a second call prints nothing. */
+static void test_print_failure(void **state)
+{
+    static const char *const keys[] = {"result", "error", "mode", "samples", "bytes", "seconds"};
+    struct tally t;
+    struct failing p = {&t, "failed", "probe of smb://h/s failed: connect_refused", "tune",
+                        1012.34};
+    struct search_sample x = {10, 20, false, false};
+    const char *key;
+    json_t *o, *v;
+    size_t i = 0;
+    char *out;
+
+    tally_begin(&t, 1000.0);
+    tally_add(&t, C(8192, 8192), &x, 3000000000LL, false);
+    tally_add(&t, C(8192, 8192), &x, 3000000000LL, false);
+    o = one_object(printed(print_failure, &p));
+    assert_int_equal(json_object_size(o), 6);
+    json_object_foreach(o, key, v)
+    {
+        assert_true(i < 6);
+        assert_string_equal(key, keys[i++]);
+    }
+    assert_string_equal(json_string_value(member(o, "result")), "failed");
+    assert_string_equal(json_string_value(member(o, "error")),
+                        "probe of smb://h/s failed: connect_refused");
+    assert_string_equal(json_string_value(member(o, "mode")), "tune");
+    assert_true(json_is_integer(member(o, "samples")));
+    assert_int_equal(json_integer_value(member(o, "samples")), 2);
+    assert_true(json_integer_value(member(o, "bytes")) == 6000000000LL); /* past 32 bits */
+    assert_true(json_is_real(member(o, "seconds")));
+    assert_near(json_real_value(member(o, "seconds")), 12.3); /* to the tenth */
+    json_decref(o);
+    assert_true(t.reported);
+    out = printed(print_failure, &p);
+    assert_string_equal(out, "");
+    free(out);
+}
+
+/* After the report, nothing more: one object per run. */
+static void test_print_failure_after_report(void **state)
+{
+    struct cycle c;
+    struct failing p = {&c.t, "failed", "commit: the lock is held", "tune", 1012.34};
+    json_t *o;
+    char *out;
+
+    cycle_init(&c);
+    assert_false(c.t.reported);
+    o = print_json(c.s, &c.t, &c.in);
+    json_decref(o);
+    out = printed(print_failure, &p);
+    assert_string_equal(out, "");
+    free(out);
+    search_free(c.s);
+}
+
+/* A run refused before its cycle (no tally): nothing was done, the mode
+ * may not be known; an error with bytes that are not UTF-8 (a path) comes
+ * out as U+FFFD. */
+static void test_print_failure_before_the_cycle(void **state)
+{
+    struct failing p = {NULL, "error", "/etc/smbtuned/\xff.conf:3: unknown option", NULL, 99};
+    json_t *o;
+
+    o = one_object(printed(print_failure, &p));
+    assert_string_equal(json_string_value(member(o, "result")), "error");
+    assert_string_equal(json_string_value(member(o, "error")),
+                        "/etc/smbtuned/\xef\xbf\xbd.conf:3: unknown option");
+    assert_true(json_is_null(member(o, "mode")));
+    assert_int_equal(json_integer_value(member(o, "samples")), 0);
+    assert_int_equal(json_integer_value(member(o, "bytes")), 0);
+    assert_near(json_real_value(member(o, "seconds")) + 1, 1);
+    json_decref(o);
+}
+
+/* The first failure of a cycle is kept, not what follows from it; a new
+ * cycle forgets it. */
+static void test_first_error(void **state)
+{
+    struct tally t;
+    char *log;
+
+    tally_begin(&t, 0);
+    assert_string_equal(report_first_error(), "");
+    logcap_begin();
+    report_error("shadow", NULL, "shadow smbd: %s", "no port");
+    report_error("probe", NULL, "probe of %s failed: %s", "smb://h/s", "EIO");
+    log = logcap_end();
+    free(log);
+    assert_string_equal(report_first_error(), "shadow smbd: no port");
+    tally_begin(&t, 0);
+    assert_string_equal(report_first_error(), "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -672,6 +791,10 @@ int main(void)
         cmocka_unit_test(test_print_json_unmeasured),
         cmocka_unit_test(test_print_json_invalid_utf8),
         cmocka_unit_test(test_print_table),
+        cmocka_unit_test(test_print_failure),
+        cmocka_unit_test(test_print_failure_after_report),
+        cmocka_unit_test(test_print_failure_before_the_cycle),
+        cmocka_unit_test(test_first_error),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
