@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
@@ -211,6 +212,15 @@ int cmd_check(const struct opts *o)
         fprintf(stderr, "smbtuned: %s\n", e.msg);
         return CMD_EXIT_CONFIG;
     }
+    /* Silence would leave the admin to guess which files were read (the
+     * default config file may be absent: the built-in defaults). */
+    printf("configuration OK: %s%s, and %s ", o->config_file,
+           access(o->config_file, F_OK) == 0 ? "" : " (absent: the built-in defaults)",
+           d.topts.smb_conf);
+    if (c.found)
+        printf("(socket options at %s:%d)\n", c.files[c.hit.file].path, c.hit.line);
+    else
+        printf("(no socket options line: Samba's default)\n");
     smbconf_free(&c);
     return 0;
 }

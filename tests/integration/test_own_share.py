@@ -35,6 +35,9 @@ def test_check_passes_on_the_shipped_config(smbtuned, tmp_path):
                    "--state-dir", tmp_path / "state")
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stderr == ""
+    # it says what it read
+    assert r.stdout == (f"configuration OK: {SHIPPED}, and {smb_conf} (socket options at "
+                        f"{smb_conf}:2)\n"), r.stdout
 
 
 def test_probe_without_url_says_so(smbtuned, tmp_path):
