@@ -28,10 +28,19 @@ void tuner_set_status(struct tuner *t, const char *fmt, ...)
     char was[sizeof(t->status)];
     va_list ap;
 
+    int n;
+
     memcpy(was, t->status, sizeof(was));
     va_start(ap, fmt);
-    vsnprintf(t->status, sizeof(t->status), fmt, ap);
+    n = vsnprintf(t->status, sizeof(t->status), fmt, ap);
     va_end(ap);
+    /* Too long (a commit's reasons): cut at a word and say so, rather
+     * than mid-word; the journal has the whole of it. */
+    if (n >= (int)sizeof(t->status)) {
+        char *sp = memrchr(t->status, ' ', sizeof(t->status) - 5);
+
+        strcpy(sp != NULL ? sp : t->status + sizeof(t->status) - 5, " ...");
+    }
     if (t->status_fn != NULL && strcmp(was, t->status) != 0)
         t->status_fn(t->status_ud, t->status);
 }

@@ -28,6 +28,7 @@
 #include "sockopts.h"
 #include "state.h"
 #include "tuner.h"
+#include "tuner_int.h"
 #include "world.h"
 
 #define LEGACY "TCP_NODELAY SO_RCVBUF=8192 SO_SNDBUF=8192"
@@ -694,6 +695,39 @@ static void test_once_one_decision_an_entry(void **state)
     seen_end(&sn);
 }
 
+static void keep_status(void *ud, const char *status)
+{
+    snprintf(ud, 512, "%s", status);
+}
+
+/* A status longer than its buffer (a commit's reasons) is cut at a word,
+ * and says so, not mid-word. */
+static void test_long_status_cut_at_a_word(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+    struct world w = {&sim_ops, &s};
+    struct tuner *t;
+    struct err e;
+    char got[512], words[1024] = "";
+
+    sim_init(&s, &f->o);
+    s.ev = new_loop();
+    assert_int_equal(tuner_new_in(s.ev, &f->o, &w, &t, &e), 0);
+    tuner_on_status(t, keep_status, got);
+    while (strlen(words) < 600)
+        strcat(words, "autotuning cannot take effect before smbd restarts; ");
+    tuner_set_status(t, "%s", words);
+    size_t n = strlen(got);
+    assert_true(n > 200 && n < sizeof(t->status));
+    assert_string_equal(got + n - 4, " ...");
+    /* what precedes is whole words of the text, up to a space in it */
+    assert_memory_equal(got, words, n - 4);
+    assert_int_equal(words[n - 4], ' ');
+    tuner_free(t);
+    s.ev = sd_event_unref(s.ev);
+}
+
 /* A cycle on another kernel than the state's tells the upgrade with the
  * versions before and after. */
 static void test_upgrade_tells_before_after(void **state)
@@ -1220,6 +1254,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_once_commits_the_knee, setup, teardown),
         cmocka_unit_test_setup_teardown(test_once_tells_its_events, setup, teardown),
         cmocka_unit_test_setup_teardown(test_once_one_decision_an_entry, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_long_status_cut_at_a_word, setup, teardown),
         cmocka_unit_test_setup_teardown(test_upgrade_tells_before_after, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_probe_tells_an_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auto_check_ends_far_below, setup, teardown),
