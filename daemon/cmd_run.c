@@ -153,11 +153,12 @@ static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *u
      * trial, a commit) must finish on the file, state directory and trial
      * mode it began with, so the reload waits for it. */
     if (tuner_busy(d->tuner)) {
-        if (d->hup_retry == NULL) {
+        /* said once per SIGHUP, not at every retry (s is NULL on one) */
+        if (s != NULL && d->hup_retry == NULL)
             journal_log(LOG_INFO, "SIGHUP: reloading once the cycle under way ends");
+        if (d->hup_retry == NULL)
             sd_event_add_time_relative(d->ev, &d->hup_retry, CLOCK_MONOTONIC, 1000000, 100000,
                                        on_hup_retry, d);
-        }
         return 0;
     }
     sd_notify(0, "RELOADING=1");
