@@ -240,6 +240,7 @@ static void on_settled(void *ud, int r)
 static void cycle_begin(struct tuner *t)
 {
     struct err e;
+    bool held = t->st.hold; /* the last cycle's, taken or found */
 
     tally_begin(&t->tally, child_now());
     t->failed = false;
@@ -249,6 +250,13 @@ static void cycle_begin(struct tuner *t)
         report_error("state", t->o.smb_conf, "%s", e.msg);
         tuner_cycle_end(t, false);
         return;
+    }
+    /* The hold was ended (`smbtuned --resume`) while we ran: the line in
+     * force is the admin's now, and the search starts from it, as
+     * smbtuned(8) says; the winner of before is no longer what to verify. */
+    if (held && !t->st.hold && t->converged) {
+        journal_log(LOG_INFO, "hold ended: searching again from the line in force");
+        t->converged = false;
     }
     if (t->st.hold) {
         /* The reason says why: an edit by hand, a damaged state file. */

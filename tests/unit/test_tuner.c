@@ -57,6 +57,9 @@ struct sim {
     const char *kernel;  /* the facts' kernel release; NULL: "6.1.0-sim" */
     int measure_fail;    /* > 0: that measure (1 the first) fails */
     int measures_at[64]; /* measures when each cycle began */
+    /* called at each facts call (the count so far), when set */
+    void (*on_facts)(struct sim *s, int call, void *ud);
+    void *on_facts_ud;
     struct search_config probed[512];
     int nprobed;
     /* a delivery under way */
@@ -225,6 +228,8 @@ static int sim_facts(void *ctx, world_facts_fn done, void *ud)
     if (s->facts_calls < 64)
         s->measures_at[s->facts_calls] = s->measures;
     s->facts_calls++;
+    if (s->on_facts != NULL)
+        s->on_facts(s, s->facts_calls, s->on_facts_ud);
     if (s->drift_at > 0 && s->facts_calls == s->drift_at)
         s->knee = s->drift_knee;
     s->facts_done = done;
@@ -1187,6 +1192,83 @@ static void test_hand_edit_holds(void **state)
     free(after);
 }
 
+#define HAND "TCP_NODELAY SO_RCVBUF=131072 SO_SNDBUF=131072"
+
+struct resume_ctx {
+    const struct fix *f;
+    bool edited, resumed;
+};
+
+/* The admin's edit, in the third cycle (a verification) after a search. */
+static void edit_at_third(struct sim *s, int call, void *ud)
+{
+    struct resume_ctx *r = ud;
+
+    (void)s;
+    if (call == 3 && !r->edited) {
+        write_conf(r->f, HAND);
+        r->edited = true;
+    }
+}
+
+/* `smbtuned --resume` (cmd_resume) once the daemon holds off. */
+static void resume_when_held(void *ud, const char *status)
+{
+    struct resume_ctx *r = ud;
+    struct state st;
+
+    if (r->resumed || strncmp(status, "holding off", 11) != 0)
+        return;
+    load_state(r->f, &st);
+    assert_true(st.hold);
+    st.hold = false;
+    state_set_str(&st.hold_reason, NULL);
+    state_set_str(&st.last_written, NULL);
+    st.written_at = 0;
+    assert_int_equal(state_save(r->f->state_dir, &st, NULL), 0);
+    state_free(&st);
+    r->resumed = true;
+}
+
+/* A running daemon holds off after a hand edit; --resume hands control
+ * back, and its next cycle searches from the admin's line, as smbtuned(8)
+ * says, instead of verifying the winner of before. */
+static void test_resume_searches_from_the_line_in_force(void **state)
+{
+    struct fix *f = *state;
+    struct resume_ctx r = {.f = f};
+    struct sim s;
+    struct seen sn;
+    struct world w = {&sim_ops, &s};
+    struct tuner *t;
+    struct err e;
+    int first, again;
+
+    f->o.once = false;
+    sim_init(&s, &f->o);
+    s.cycles_wanted = 6;
+    s.on_facts = edit_at_third;
+    s.on_facts_ud = &r;
+    seen_begin(&sn);
+    s.ev = new_loop();
+    assert_int_equal(tuner_new_in(s.ev, &f->o, &w, &t, &e), 0);
+    tuner_on_status(t, resume_when_held, &r);
+    assert_int_equal(tuner_recover(t, &e), 0);
+    tuner_kick(t);
+    assert_int_equal(sd_event_loop(s.ev), 0);
+    tuner_free(t);
+    s.ev = sd_event_unref(s.ev);
+    assert_true(r.edited && r.resumed);
+    first = seen_find(&sn, 0, JOURNAL_ID_SEARCH_START, NULL);
+    assert_true(first >= 0);
+    again =
+        seen_find(&sn, first + 1, JOURNAL_ID_SEARCH_START,
+                  (const char *const[]){"SMBTUNED_RCVBUF=131072", "SMBTUNED_SNDBUF=131072", NULL});
+    if (again < 0)
+        fail_msg("no search from the admin's line after --resume");
+    seen_end(&sn);
+}
+
 /* After a search the daemon verifies the winner, one sample a cycle; when
  * the rates drift (the knee moves four times further out) it searches
  * again and commits the new knee. One run, many cycles. */
@@ -1268,6 +1350,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_advise_writes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill_between_any_two_steps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hand_edit_holds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_searches_from_the_line_in_force, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_drift_searches_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_facts_skip_the_cycle, setup, teardown),
     };
