@@ -318,17 +318,21 @@ static void cycle_told(const struct tuner *t)
     char bytes[48];
     /* what the cycle's probes moved, write+read: the price of the cycle */
     snprintf(bytes, sizeof(bytes), "SMBTUNED_BYTES=%lld", t->tally.bytes);
-    const char *more[] = {t->failed ? "SMBTUNED_RESULT=failed" : "SMBTUNED_RESULT=done", bytes,
-                          NULL};
+    /* A hold is no failure (nothing failed: the admin's line is left
+     * alone), and what is in force is then the admin's, not our record. */
+    const char *result = t->st.hold ? "held" : t->failed ? "failed" : "done";
+    char res[32];
+    snprintf(res, sizeof(res), "SMBTUNED_RESULT=%s", result);
+    const char *more[] = {res, bytes, NULL};
     struct event_fields f = {.smb_conf = t->o.smb_conf,
-                             .c = t->st.have_incumbent ? &c : NULL,
+                             .c = t->st.have_incumbent && !t->st.hold ? &c : NULL,
                              .samples = t->tally.samples,
                              .write_mbps = t->st.write_mbps,
                              .read_mbps = t->st.read_mbps,
                              .more = more};
 
-    report_event(JOURNAL_ID_CYCLE, LOG_INFO, &f, "cycle %s after %d samples: %s",
-                 t->failed ? "failed" : "done", t->tally.samples, t->status);
+    report_event(JOURNAL_ID_CYCLE, LOG_INFO, &f, "cycle %s after %d samples: %s", result,
+                 t->tally.samples, t->status);
 }
 
 /* --once --json: a cycle that ends without its report (a hold, a
@@ -363,6 +367,10 @@ static void cycle_done(struct tuner *t)
 {
     /* --once leaves right after: no job may be left to finish it. */
     t->w.ops->measure_tidy(t->w.ctx, t->o.once);
+    /* a hold taken in this cycle: its words, not the last cycle's */
+    if (t->st.hold)
+        tuner_set_status(t, "holding off: %s",
+                         t->st.hold_reason ? t->st.hold_reason : "by request");
     /* The state file always tells how the last cycle left things, and
      * when (what `smbtuned --status` shows; next_at 0: --once, none). */
     t->st.cycle_at = (long)time(NULL);

@@ -1172,6 +1172,7 @@ static void test_hand_edit_holds(void **state)
 {
     struct fix *f = *state;
     struct sim s;
+    struct seen sn;
     struct state st;
     char *before, *after;
 
@@ -1180,7 +1181,17 @@ static void test_hand_edit_holds(void **state)
     write_conf(f, "TCP_NODELAY SO_RCVBUF=65536");
     before = read_all(f->conf);
     sim_init(&s, &f->o);
+    seen_begin(&sn);
     assert_int_equal(run(&f->o, &s), 1);
+    /* the cycle's end is a hold, in its own words, with no sizes claimed
+     * in force (the admin's line is) */
+    int end =
+        seen_find(&sn, 0, JOURNAL_ID_CYCLE, (const char *const[]){"SMBTUNED_RESULT=held", NULL});
+    assert_true(end >= 0);
+    assert_non_null(strstr(sn.line[end], "cycle held after 0 samples: holding off: "));
+    assert_non_null(strstr(sn.line[end], "socket options edited by hand"));
+    assert_null(strstr(sn.fields[end], "SMBTUNED_RCVBUF="));
+    seen_end(&sn);
     after = read_all(f->conf);
     assert_string_equal(before, after);
     assert_int_equal(s.measures, 0);
@@ -1217,7 +1228,9 @@ static void resume_when_held(void *ud, const char *status)
     struct resume_ctx *r = ud;
     struct state st;
 
-    if (r->resumed || strncmp(status, "holding off", 11) != 0)
+    /* between cycles, as an admin would: the idle words of a hold */
+    if (r->resumed || strncmp(status, "holding off", 11) != 0 ||
+        strstr(status, "(checked again at ") == NULL)
         return;
     load_state(r->f, &st);
     assert_true(st.hold);
@@ -1298,6 +1311,12 @@ static void test_drift_searches_again(void **state)
     assert_true(seen_count(&sn, JOURNAL_ID_VERIFY) >= s.drift_at - 3);
     assert_true(seen_find(&sn, first, JOURNAL_ID_DRIFT,
                           (const char *const[]){"SMBTUNED_RCVBUF=262144", NULL}) > first);
+    /* a verification cycle ends in its own words, not the idle ones of
+     * the cycle before */
+    int end = seen_find(&sn, first, JOURNAL_ID_CYCLE, NULL);
+    assert_true(end > first);
+    assert_non_null(strstr(sn.line[end], "cycle done after 1 samples: verified SO_RCVBUF 262144 "
+                                         "SO_SNDBUF 262144: write "));
     seen_end(&sn);
     /* the first cycle searched; the next ones took one sample each */
     assert_true(s.measures_at[1] > 5);
