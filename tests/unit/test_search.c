@@ -324,6 +324,16 @@ static void equal_wobbling(struct search_config c, struct search_sample *x)
     x->read = 50 * wobble_of(1, c.sndbuf);
 }
 
+/* Each doubling of a buffer 2% faster, wobbling as above. */
+static void larger_a_little(struct search_config c, struct search_sample *x)
+{
+    double w = c.rcvbuf == SEARCH_AUTO ? 1 : 1 + 0.02 * log2((double)c.rcvbuf / 8192);
+    double r = c.sndbuf == SEARCH_AUTO ? 1 : 1 + 0.02 * log2((double)c.sndbuf / 8192);
+
+    x->write = 100 * w * wobble_of(0, c.rcvbuf);
+    x->read = 50 * r * wobble_of(1, c.sndbuf);
+}
+
 /* Ask and tell until the why lines hold `want` (or the search ends, or n
  * samples); the samples it took, 0 when never. The why lines go to why. */
 static int drive_until(struct search *s, rate_fn *f, int n, const char *want, char *why, size_t len)
@@ -367,6 +377,32 @@ static void test_futile_keeps_auto(void **state)
     assert_true(search_config_eq(search_incumbent(s), AUTO));
     assert_true(search_samples(s) < 4 * p.max_samples);
     search_free(s);
+}
+
+/* At a small sample cap the futility rule may end a comparison with no
+ * sample left: it says so, not "the 0 samples left would show". */
+static void test_futile_at_the_cap_says_so(void **state)
+{
+    struct search_params p;
+    char why[SEARCH_WHY_LEN];
+    struct search *s;
+    int found, zero;
+
+    (void)state;
+    search_params_default(&p);
+    p.max_samples = 3;
+    wobble_amp = 1.12;
+    memset(wobble, 0, sizeof(wobble));
+    s = new_search(&p, AUTO);
+    found = drive_until(s, larger_a_little, 400, "no sample is left", why, sizeof(why));
+    /* and, to its end, never the other words with 0 */
+    zero = drive_until(s, larger_a_little, 400, "the 0 samples left", why + 0, 0);
+    search_free(s);
+    wobble_amp = 1.05;
+    assert_true(found > 0);
+    assert_non_null(strstr(why, "futile: "));
+    assert_non_null(strstr(why, " so far; no sample is left to show a gain of min_gain 3% (n="));
+    assert_int_equal(zero, 0);
 }
 
 /* Without AUTO, from the largest size, the first size of the walk down
@@ -714,6 +750,7 @@ int main(void)
         cmocka_unit_test(test_walk_from_cap),
         cmocka_unit_test(test_why),
         cmocka_unit_test(test_futile_keeps_auto),
+        cmocka_unit_test(test_futile_at_the_cap_says_so),
         cmocka_unit_test(test_futile_keeps_smaller),
         cmocka_unit_test(test_futile_spares_a_gain),
         cmocka_unit_test(test_futile_waits_for_evidence),
