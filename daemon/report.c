@@ -16,6 +16,9 @@
  * holds the tally. Cut at its size (it is a line of the log, whole). */
 static char first_error[2048];
 
+/* How sure a restart advice must be that autotuning is apart (one-sided). */
+#define AUTO_CONFIDENCE 0.95
+
 void tally_begin(struct tally *t, double now)
 {
     *t = (struct tally){.started = now};
@@ -89,27 +92,64 @@ bool report_buffers_do_not_matter(const struct search *s, const struct tally *t)
     return n >= 3 && hi[0] <= lo[0] * (1 + gain) && hi[1] <= lo[1] * (1 + gain);
 }
 
+/* Autotuning's few samples of direction d against the winner's rate win
+ * (MB/s): +1 better by min_gain or more beyond their noise, -1 worse
+ * alike, 0 neither. Their own spread is the noise (one-sided 95%, t with
+ * n-1 degrees of freedom): three loopback samples may spread 25%, and an
+ * admin must not restart a production smbd over that. One sample has no
+ * spread: only a loss to half (an ended check) counts. */
+static int auto_apart(const struct tally *t, int d, double win, double gain)
+{
+    struct stats_summary sum;
+    int n = t->nauto[d];
+    double diff, half;
+
+    if (n < 1 || !(win > 0) || stats_summarize(t->auto_log[d], n, 0, &sum) < 0)
+        return 0;
+    diff = sum.mean - log(win);
+    if (n < 2)
+        return diff <= -log(2.0) ? -1 : 0;
+    half = stats_t_quantile(AUTO_CONFIDENCE, n - 1) * sqrt(sum.ss / (n - 1) / n);
+    if (diff - half > 0 && diff >= log1p(gain))
+        return 1;
+    if (diff + half < 0 && diff <= -log1p(gain))
+        return -1;
+    return 0;
+}
+
 void report_auto_after_restart(const struct search *s, const struct tally *t,
                                struct search_config w)
 {
     double ww, wr, dw, dr, gain = search_params_of(s)->min_gain;
+    int aw, ar, n;
 
     report_rates(s, t, w, &ww, &wr);
     dw = auto_rate(t, 0) / ww - 1;
     dr = auto_rate(t, 1) / wr - 1;
     if (isnan(dw) || isnan(dr))
         return;
+    aw = auto_apart(t, 0, ww, gain);
+    ar = auto_apart(t, 1, wr, gain);
+    n = t->nauto[0] > t->nauto[1] ? t->nauto[0] : t->nauto[1];
     /* the sizes chosen, and the rates autotuning measured */
     struct event_fields f = {.c = &w, .write_mbps = auto_rate(t, 0), .read_mbps = auto_rate(t, 1)};
 
+    /* Apart from the sizes chosen in no direction beyond the samples'
+     * noise: nothing to advise either way (three noisy samples once made
+     * +28% a reason to restart smbd). */
+    if (aw == 0 && ar == 0 && (fabs(dw) >= gain || fabs(dr) >= gain))
+        journal_log(LOG_INFO,
+                    "autotuning (no explicit size) measured write %+.0f%%, read %+.0f%% against "
+                    "the sizes chosen, within the noise of its %d sample%s: nothing to advise",
+                    100 * dw, 100 * dr, n, n == 1 ? "" : "s");
     /* Worse in a direction and better in none: nothing to advise (it once
      * said "they serve as well" of autotuning at -65%). */
-    if (dw < gain && dr < gain && (dw <= -gain || dr <= -gain))
+    else if (aw <= 0 && ar <= 0 && (aw < 0 || ar < 0))
         journal_log(LOG_INFO,
                     "autotuning (no explicit size) measured write %+.0f%%, read %+.0f%% against "
                     "the sizes chosen: the sizes chosen serve better",
                     100 * dw, 100 * dr);
-    else if (dw < gain && dr < gain)
+    else if (aw <= 0 && ar <= 0)
         report_event(JOURNAL_ID_RESTART, LOG_NOTICE, &f,
                      "autotuning (no explicit size) measured write %+.0f%%, read "
                      "%+.0f%% against the sizes chosen: they serve as well; autotuning would "

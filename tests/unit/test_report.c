@@ -314,6 +314,34 @@ static void test_auto_after_restart(void **state)
     assert_null(strstr(log, "serve as well"));
     assert_null(strstr(log, "restart"));
     free(log);
+    /* +28% on three samples that spread 25% (as loopback's did): within
+     * their noise, so no advice to restart smbd either way */
+    {
+        struct search *s = new_search(false, C(262144, 262144));
+        struct tally t;
+
+        tally_begin(&t, 0);
+        tell(s, &t, C(262144, 262144), 100, 50, 3);
+        auto_check(&t, 100, 50);
+        auto_check(&t, 164, 66);
+        auto_check(&t, 119, 76);
+        logcap_begin();
+        report_auto_after_restart(s, &t, C(262144, 262144));
+        search_free(s);
+        log = logcap_end();
+        assert_non_null(strstr(log, "against the sizes chosen, within the noise of its 3 samples: "
+                                    "nothing to advise"));
+        assert_null(strstr(log, "restart"));
+        assert_string_equal(logcap_events(), "");
+        free(log);
+    }
+    /* one sample: only a loss to half counts */
+    log = auto_notice(40, 50, 1);
+    assert_non_null(strstr(log, "the sizes chosen serve better"));
+    free(log);
+    log = auto_notice(130, 50, 1);
+    assert_non_null(strstr(log, "within the noise of its 1 sample: nothing to advise"));
+    free(log);
     /* not measured: nothing to say */
     log = auto_notice(150, 75, 0);
     assert_string_equal(log, "");
