@@ -125,7 +125,9 @@ static void print_text(const struct status *s)
         printf("Written         : a step in flight (see Pending); smbtuned last wrote '%s'\n",
                st->last_written);
     else if (strcmp(s->line_word, "not_written") == 0)
-        printf("Written         : not by smbtuned (it starts from this line)\n");
+        /* during a hold it starts from nothing until --resume */
+        printf("Written         : not by smbtuned (%s)\n",
+               st->hold ? "it holds off: see Hold" : "it starts from this line");
     if (strcmp(s->state_word, "ok") != 0)
         return;
     if (st->have_incumbent) {

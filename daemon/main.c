@@ -17,8 +17,9 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: smbtuned [-c FILE] [--once [--dry-run] [--json]] [options]\n"
             "       smbtuned -t [-c FILE]      check the configuration files and exit\n"
-            "       smbtuned --resume          tune again after an edit by hand\n"
-            "       smbtuned --status [--json] what is in force, since when, the last and\n"
+            "       smbtuned --resume [-c FILE]  tune again after an edit by hand\n"
+            "       smbtuned --status [-c FILE] [--json]\n"
+            "                                  what is in force, since when, the last and\n"
             "                                  next cycle, a hold\n"
             "       smbtuned --probe [-c FILE] [--url URL] [--credentials FILE] [--json]\n"
             "       smbtuned --clients [--json] [--smb-conf FILE] [--seconds N]\n"
@@ -75,7 +76,7 @@ static void usage(FILE *f)
             "  -h, --help          print this and exit\n"
             "\n"
             "\n"
-            "Exit status: 0 ok, 1 a failure (a cycle, a measurement, an edit; a hold),\n"
+            "Exit status: 0 ok, 1 a failure (a cycle, a measurement, an edit; --once: a hold),\n"
             "2 --probe's timeout, 64 a bad command line, 78 a bad configuration.\n"
             "See smbtuned(8) and smbtuned.conf(5).\n",
             DEFAULT_SMB_CONF, SMBTUNED_CONF, DEFAULT_SMB_CONF, SMBTUNED_STATE_DIR);
