@@ -133,8 +133,13 @@ static void print_text(const struct status *s)
     if (st->have_incumbent) {
         printf("Incumbent       : %s\n",
                search_config_str((struct search_config){st->rcvbuf, st->sndbuf}, cs, sizeof(cs)));
-        printf("Rates           : write %.2f MB/s, read %.2f MB/s\n", st->write_mbps,
-               st->read_mbps);
+        /* 0: the line in force was chosen without a sample of its own
+         * (outcome.c: autotuning for a buffer trials cannot rank) */
+        if (st->write_mbps > 0 || st->read_mbps > 0)
+            printf("Rates           : write %.2f MB/s, read %.2f MB/s\n", st->write_mbps,
+                   st->read_mbps);
+        else
+            printf("Rates           : not measured (chosen without a sample of its own)\n");
     } else {
         printf("Incumbent       : none measured yet\n");
     }
@@ -234,8 +239,10 @@ static int print_json(const struct status *s)
     SET("have_incumbent", json_boolean(st->have_incumbent));
     SET("rcvbuf", size_json(st->have_incumbent, st->rcvbuf));
     SET("sndbuf", size_json(st->have_incumbent, st->sndbuf));
-    SET("write_mbps", json_real(st->write_mbps));
-    SET("read_mbps", json_real(st->read_mbps));
+    SET("write_mbps",
+        st->write_mbps > 0 || st->read_mbps > 0 ? json_real(st->write_mbps) : json_null());
+    SET("read_mbps",
+        st->write_mbps > 0 || st->read_mbps > 0 ? json_real(st->read_mbps) : json_null());
     SET("cycles", json_integer(st->cycles));
     SET("cycle_at", time_json(st->cycle_at));
     SET("cycle_result", jsonw_text(st->cycle_result));

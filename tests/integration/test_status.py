@@ -32,7 +32,8 @@ KEYS = {
     "smb_conf_error": STR_OR_NULL, "socket_options": STR_OR_NULL, "file": STR_OR_NULL,
     "line": INT_OR_NULL, "written_by": str, "last_written": STR_OR_NULL,
     "written_at": INT_OR_NULL, "have_incumbent": bool, "rcvbuf": INT_OR_NULL,
-    "sndbuf": INT_OR_NULL, "write_mbps": (int, float), "read_mbps": (int, float),
+    "sndbuf": INT_OR_NULL, "write_mbps": (int, float, type(None)),
+    "read_mbps": (int, float, type(None)),
     "cycles": int, "cycle_at": INT_OR_NULL, "cycle_result": STR_OR_NULL,
     "next_at": INT_OR_NULL, "hold": bool, "hold_reason": STR_OR_NULL, "pending": str,
     "pending_file": STR_OR_NULL, "samba": STR_OR_NULL, "kernel": STR_OR_NULL,
@@ -89,6 +90,8 @@ def test_status_after_commit_hand_edit_and_hold(make_env):
     rc, obj = status_json(env)
     assert rc == 0 and obj["state"] == "missing", obj
     assert obj["socket_options"] == LEGACY and obj["written_by"] == "not_written", obj
+    # nothing measured: no rate, not a rate of 0
+    assert obj["write_mbps"] is None and obj["read_mbps"] is None, obj
     assert not (env.state_dir / "state").exists()
 
     # 1. A cycle that commits (8192 stalls on loopback: any neighbour wins).
