@@ -264,7 +264,6 @@ bool outcome_record(const struct outcome *out, const struct search *s, const str
      * damaged, which holds the tuner off. */
     st->write_mbps = isnan(wr) ? 0 : wr;
     st->read_mbps = isnan(rr) ? 0 : rr;
-    st->cycles++;
     return in_force;
 }
 

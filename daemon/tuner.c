@@ -372,8 +372,11 @@ static void cycle_done(struct tuner *t)
         tuner_set_status(t, "holding off: %s",
                          t->st.hold_reason ? t->st.hold_reason : "by request");
     /* The state file always tells how the last cycle left things, and
-     * when (what `smbtuned --status` shows; next_at 0: --once, none). */
+     * when (what `smbtuned --status` shows; next_at 0: --once, none),
+     * and how many cycles ended, whatever their end (a verification, a
+     * hold, a failure: not only the searches). */
     t->st.cycle_at = (long)time(NULL);
+    t->st.cycles++;
     {
         /* a hold taken in the cycle (an edit by hand) says why; a failure
          * says what the cycle was doing (the journal says why) */

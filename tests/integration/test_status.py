@@ -164,6 +164,8 @@ def test_status_after_commit_hand_edit_and_hold(make_env):
         obj["cycle_result"], obj
     rc, f, err = status_text(env)
     assert rc == 0 and f["Hold"].startswith("yes: ") and "edited by hand" in f["Hold"], f
+    # the held cycle counts: two cycles ended, one of them a search
+    assert obj["cycles"] == 2, obj
 
     # 4. The daemon's cycle (held again) schedules the next: interval 1h.
     held_at = obj["cycle_at"]
