@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "journal.h"
+
 /* Where the descriptors to be placed at 0-3 are parked first, so that a
  * source that is itself one of 0-3 is not overwritten before it is used. */
 #define PARK_FD 10
@@ -244,6 +246,11 @@ static int run(char *const argv[], double timeout_s, struct sink *ko, struct sin
         *status = -1;
     else
         *status = WEXITSTATUS(ws);
+    /* -d: every program run, how it ended and how long it took (argv
+     * holds paths and options, never a secret) */
+    journal_log(LOG_DEBUG, "ran %s%s (pid %d): %s %d after %.3f s", argv[0], argv[1] ? " ..." : "",
+                (int)pid, killed ? "killed at its deadline, status" : "status", *status,
+                child_now() - (deadline - timeout_s));
     return 0;
 }
 

@@ -19,6 +19,7 @@
 
 #include "child.h"
 #include "files.h"
+#include "journal.h"
 #include "kernel.h"
 #include "parse.h"
 #include "rmtree.h"
@@ -305,6 +306,8 @@ int trial_shadow_spawn(const char *prod_conf, const char *base_dir, const char *
     if (pid == 0)
         child_exec(t, parent);
     t->pid = pid;
+    journal_log(LOG_DEBUG, "shadow smbd (pid %d) on 127.0.0.1:%d: socket options = %s", (int)pid,
+                t->port, sockopts_value);
     /* Recorded after the fork: if we are killed in between, PDEATHSIG
      * ends smbd and the sweep finds a directory with a dead owner. The
      * child's start time is final once fork returned. */

@@ -545,6 +545,22 @@ def test_sighup_mid_live_cycle_waits_for_its_end(make_env):
 
 # ---------------------------------------------------------------------- -t
 
+def test_debug_tells_the_programs_and_shadows(make_env):
+    """-d adds what an admin debugging it wants: each program run (testparm,
+    smbcontrol) with its status and time, and each shadow smbd with its
+    pid, port and the line it tries; without -d none of it."""
+    env = make_env(ON_LATTICE)
+    env.write_config(tune={"trials": q("shadow"), "mode": q("advise")})
+    rc, out, err = env.run("--once", "-d")
+    assert rc == 0, err
+    assert re.search(r"^<7>ran testparm \.\.\. \(pid \d+\): status 0 after [\d.]+ s$", err, re.M), err
+    assert re.search(r"^<7>shadow smbd \(pid \d+\) on 127\.0\.0\.1:\d+: socket options = ", err,
+                     re.M), err
+    rc, out, err = env.run("--once")
+    assert rc == 0, err
+    assert "<7>" not in err, err
+
+
 def test_check_good_config(make_env):
     env = make_env(ON_LATTICE)
     env.write_config(tune={"trials": q("shadow"), "interval": "6h", "window": q("01:00-05:00"),
