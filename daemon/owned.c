@@ -406,6 +406,17 @@ static int back_settled_here(struct owned *w, bool keep)
     if (!w->st->pending)
         return 1;
     if (keep && w->st->pending_commit && pending_on_disk(w)) {
+        const struct smbconf_edit *ed = &w->st->pending_edit;
+        char conf[PATH_MAX + 32];
+
+        /* Stopped between the write and its announcement (a SIGTERM while
+         * smbcontrol ran): the commit stays, and is told here, or the
+         * journal would never say that the line changed. */
+        snprintf(conf, sizeof(conf), "SMBTUNED_SMB_CONF=%s", ed->file);
+        journal_event(JOURNAL_ID_COMMIT, LOG_NOTICE, (const char *const[]){conf, NULL},
+                      "%s: %.*s: written and kept, but smbtuned stopped before smbd was told: "
+                      "new connections get it after smbd's next reload-config or restart",
+                      ed->file, (int)ed->line_len, ed->written + ed->line_off);
         owned_pending_clear(w->st);
         owned_save(w->o, w->st);
         return 1;

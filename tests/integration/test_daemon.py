@@ -497,6 +497,9 @@ def test_sigterm_during_a_commit_keeps_it(make_env, tmp_path):
     assert d.wait(timeout=60) == 0, d.stderr
     after = conf.read_bytes()
     assert socket_value(after) == written, f"the commit was taken back:\n{d.stderr}"
+    # and the journal says so: the line changed, smbd was not told
+    assert re.search(r"^<5>.*socket options = " + re.escape(written) + r": written and kept, "
+                     r"but smbtuned stopped before smbd was told", d.stderr, re.M), d.stderr
     assert only_socket_line_changed(before, after) is None
     st = env.state()
     assert st.get("pending") == "no", st
