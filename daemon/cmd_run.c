@@ -23,6 +23,7 @@
 #include "place.h"
 #include "probe.h"
 #include "report.h"
+#include "runlock.h"
 #include "smbconf.h"
 #include "state.h"
 #include "tuner.h"
@@ -283,6 +284,32 @@ static int refused(const struct opts *o, int code, const char *mode, const char 
     return code;
 }
 
+/* One cycle runner per state directory (lib/runlock.h): a second daemon,
+ * or an admin's --once while the service runs, would search beside the
+ * first, and on its commit put the shared state file on hold. The lock's
+ * descriptor, or -1 once refused() has said why. */
+static int run_lock(const struct opts *o, const char *mode, const char *state_dir)
+{
+    struct err e = {{0}};
+    char who[32] = "";
+    pid_t holder;
+    int fd = runlock_take(state_dir, &holder, &e);
+
+    if (fd >= 0)
+        return fd;
+    if (fd != -EBUSY) {
+        refused(o, 1, mode, "%s", e.msg);
+        return -1;
+    }
+    if (holder > 0)
+        snprintf(who, sizeof(who), " (pid %ld)", (long)holder);
+    refused(o, 1, mode,
+            "another smbtuned%s is tuning with state directory %s: stop it first (systemctl "
+            "stop smbtuned) or use another --state-dir",
+            who, state_dir);
+    return -1;
+}
+
 int cmd_run(const struct opts *o)
 {
     struct daemon d = {.o = o};
@@ -290,7 +317,7 @@ int cmd_run(const struct opts *o)
     char target[PATH_MAX + 64];
     const char *mode;
     sigset_t ss;
-    int r;
+    int r, lock;
 
     if (cmd_load_config(o, &d.cfg, &e) < 0 || make_opts(&d, &e) < 0)
         return refused(o, CMD_EXIT_CONFIG, NULL, "%s", e.msg);
@@ -298,6 +325,11 @@ int cmd_run(const struct opts *o)
     r = files_mkdir_p(d.topts.state_dir);
     if (r < 0)
         return refused(o, 1, mode, "cannot create %s: %s", d.topts.state_dir, strerror(-r));
+    /* Before anything reads or writes the state file or smb.conf
+     * (tuner_recover does both); held until the process ends. */
+    lock = run_lock(o, mode, d.topts.state_dir);
+    if (lock < 0)
+        return 1;
     /* Signals arrive as events; block them for the default handlers.
      * SIGCHLD too: the jobs' child sources (lib/job.h) need it blocked. */
     sigemptyset(&ss);
@@ -307,8 +339,10 @@ int cmd_run(const struct opts *o)
     sigaddset(&ss, SIGCHLD);
     sigprocmask(SIG_BLOCK, &ss, NULL);
     r = sd_event_default(&d.ev);
-    if (r < 0)
+    if (r < 0) {
+        close(lock);
         return refused(o, 1, mode, "sd-event: %s", strerror(-r));
+    }
     sd_event_add_signal(d.ev, NULL, SIGTERM, on_term, &d);
     sd_event_add_signal(d.ev, NULL, SIGINT, on_term, &d);
     if (!o->once) {
@@ -321,6 +355,7 @@ int cmd_run(const struct opts *o)
         r = refused(o, 1, mode, "%s", e.msg);
         tuner_free(d.tuner);
         sd_event_unref(d.ev);
+        close(lock);
         return r;
     }
     /* STATUS with READY: `systemctl status` says what it does from the
@@ -351,5 +386,7 @@ int cmd_run(const struct opts *o)
     sd_event_source_disable_unref(d.hup_retry);
     tuner_free(d.tuner);
     sd_event_unref(d.ev);
+    /* Last: a trial taken back at the stop (tuner_free) is still ours. */
+    close(lock);
     return r < 0 ? 1 : r;
 }

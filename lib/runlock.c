@@ -1,0 +1,157 @@
+/* runlock: one cycle runner per state directory (see runlock.h). */
+#include "runlock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "parse.h"
+
+int runlock_format_pid(pid_t pid, char *buf, size_t size)
+{
+    int n;
+
+    if (pid < 1)
+        return -EINVAL;
+    n = snprintf(buf, size, "%ld\n", (long)pid);
+    if (n < 0 || (size_t)n >= size)
+        return -ENOSPC;
+    return n;
+}
+
+int runlock_parse_pid(const char *text, size_t len, pid_t *pid)
+{
+    char buf[RUNLOCK_PID_TEXT];
+    long long v;
+    int r;
+
+    if (len > 0 && text[len - 1] == '\n')
+        len--;
+    if (len == 0 || len >= sizeof(buf))
+        return -EINVAL;
+    /* A NUL inside would end the copy early and hide what follows it. */
+    if (memchr(text, '\0', len) != NULL)
+        return -EINVAL;
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    r = parse_long(buf, 1, INT_MAX, &v);
+    if (r < 0)
+        return r;
+    *pid = (pid_t)v;
+    return 0;
+}
+
+/* The file open as fd must be one smbtuned made: a regular file of ours,
+ * that no one else can write (its text is the pid we name), with no other
+ * name (we truncate it: a hard link to some other file of root's would
+ * lose that file's bytes). */
+static int check_file(int fd, const char *path, struct err *e)
+{
+    struct stat st;
+
+    if (fstat(fd, &st) < 0)
+        return err_set(e, -errno, "%s: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return err_set(e, -EINVAL, "%s is not a regular file: refused, left as it is", path);
+    if (st.st_uid != geteuid())
+        return err_set(e, -EPERM, "%s is owned by uid %u, not %u: refused, left as it is", path,
+                       (unsigned)st.st_uid, (unsigned)geteuid());
+    if ((st.st_mode & 022) != 0)
+        return err_set(e, -EPERM,
+                       "%s has mode %04o: refused, it must be writable by uid %u only "
+                       "(smbtuned makes it 0600)",
+                       path, (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
+    if (st.st_nlink != 1)
+        return err_set(e, -EPERM, "%s has %lu names (hard links): refused, left as it is", path,
+                       (unsigned long)st.st_nlink);
+    return 0;
+}
+
+/* The pid the holder wrote, 0 when there is none (yet). */
+static pid_t read_holder(int fd)
+{
+    char text[RUNLOCK_PID_TEXT];
+    ssize_t n;
+    pid_t pid;
+
+    do
+        n = pread(fd, text, sizeof(text), 0);
+    while (n < 0 && errno == EINTR);
+    if (n <= 0 || runlock_parse_pid(text, (size_t)n, &pid) < 0)
+        return 0;
+    return pid;
+}
+
+/* Our pid, in place of whatever text a runner before us left. Only for the
+ * next runner's message: the lock is the flock, so a failure here (a full
+ * disk) does not stop us; that runner then says it does not know the pid. */
+static void write_pid(int fd)
+{
+    char text[RUNLOCK_PID_TEXT];
+    int n = runlock_format_pid(getpid(), text, sizeof(text));
+
+    if (n < 0 || ftruncate(fd, 0) < 0)
+        return;
+    while (pwrite(fd, text, (size_t)n, 0) < 0 && errno == EINTR)
+        ;
+}
+
+int runlock_take(const char *state_dir, pid_t *holder, struct err *e)
+{
+    char path[PATH_MAX];
+    int fd, r;
+
+    *holder = 0;
+    if ((size_t)snprintf(path, sizeof(path), "%s/" RUNLOCK_NAME, state_dir) >= sizeof(path))
+        return err_set(e, -ENAMETOOLONG, "state directory %s: name too long", state_dir);
+    /* O_NOFOLLOW: a symlink planted at the name is refused, not followed,
+     * and O_CREAT makes nothing at its target. O_NONBLOCK: opening a FIFO
+     * or a device put there must not hang; it is refused after fstat. */
+    fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0600);
+    if (fd < 0) {
+        r = -errno;
+        if (r == -ELOOP)
+            return err_set(e, r, "%s is a symlink: refused, not followed", path);
+        return err_set(e, r, "cannot open %s: %s", path, strerror(-r));
+    }
+    r = check_file(fd, path, e);
+    if (r < 0) {
+        close(fd);
+        return r;
+    }
+    /* Started with stdin, stdout or stderr closed, the lock would take its
+     * number: our messages would go into it, and a child given that
+     * stream would hold the lock. */
+    if (fd < 3) {
+        int high = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+
+        if (high < 0) {
+            r = -errno;
+            close(fd);
+            return err_set(e, r, "%s: %s", path, strerror(-r));
+        }
+        close(fd);
+        fd = high;
+    }
+    while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        r = -errno;
+        if (r == -EINTR)
+            continue;
+        if (r == -EWOULDBLOCK) {
+            *holder = read_holder(fd);
+            close(fd);
+            if (*holder > 0)
+                return err_set(e, -EBUSY, "%s is held by pid %ld", path, (long)*holder);
+            return err_set(e, -EBUSY, "%s is held by another process", path);
+        }
+        close(fd);
+        return err_set(e, r, "cannot lock %s: %s", path, strerror(-r));
+    }
+    write_pid(fd);
+    return fd;
+}
