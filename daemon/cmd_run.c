@@ -122,7 +122,9 @@ static int make_opts(struct daemon *d, struct err *e)
                     t->trials == TUNER_SHADOW ? "shadow smbds" : "the probe's client socket");
     t->once = d->o->once;
     t->json = d->o->json;
-    t->progress = d->o->once && !d->o->json;
+    /* A line per sample on stderr, unless the journal's "tried ..." lines
+     * go there already (a terminal or a pipe: the same sample twice). */
+    t->progress = d->o->once && !d->o->json && journal_init() == JOURNAL_NATIVE;
     return 0;
 }
 

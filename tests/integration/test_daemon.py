@@ -562,6 +562,9 @@ def test_debug_tells_the_programs_and_shadows(make_env):
     rc, out, err = env.run("--once")
     assert rc == 0, err
     assert "<7>" not in err, err
+    # each sample once: the journal's "tried" line, no progress line too
+    assert re.search(r"^<6>tried ", err, re.M), err
+    assert not re.search(r"^sample +\d", err, re.M), err
 
 
 def test_check_good_config(make_env):

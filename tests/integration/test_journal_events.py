@@ -54,6 +54,7 @@ def test_once_cycle_events(make_env, tmp_path):
     # every line went to the journal, none to the stream (--once's
     # progress lines are no journal lines: they stay on stderr)
     assert not re.search(r"^<\d>", err, re.M), err
+    assert re.search(r"^sample +1  SO_RCVBUF 8192 SO_SNDBUF 8192 +write ", err, re.M), err
     assert all(e["SYSLOG_IDENTIFIER"] == "smbtuned" for e in entries)
     conf = str(env.srv.conf)
 
