@@ -260,7 +260,7 @@ def test_admin_replaces_conf_mid_probe(make_env, faults):
     hand = "TCP_NODELAY SO_RCVBUF=32768 SO_SNDBUF=32768"
     admin = with_socket_value(conf.read_bytes(), hand) + b"# the admin's own file\n"
     d = env.start("--once")
-    d.wait_line(r"^sample\s+1\s")
+    d.wait_samples(1)
     admin_replace(conf, admin)
     rc = d.wait()
     err = d.stderr

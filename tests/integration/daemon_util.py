@@ -183,6 +183,13 @@ class Daemon:
         self.wait_for(lambda: rx.search(self.stderr) is not None, timeout,
                       what=f"stderr line matching {regex!r}")
 
+    def wait_samples(self, n, timeout=RUN_TIMEOUT):
+        """Wait until n samples were told: the journal's "tried ..." lines
+        (--once prints no progress lines beside them)."""
+        rx = re.compile(r"^<\d>tried ", re.M)
+        self.wait_for(lambda: len(rx.findall(self.stderr)) >= n, timeout,
+                      what=f"{n} 'tried' lines on stderr")
+
     def signal(self, sig):
         if self.proc.poll() is None:
             os.kill(self.proc.pid, sig)

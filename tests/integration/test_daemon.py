@@ -228,7 +228,7 @@ def test_kill9_mid_live_trial_recovered(make_env, point, n):
 
     d = env.start("--once")
     if point == "sample":
-        d.wait_line(rf"^sample\s+{n}\s")
+        d.wait_samples(n)
     else:
         d.wait_for(lambda: conf.read_bytes() != before, what="a live trial in smb.conf",
                    poll=0.005)
@@ -335,7 +335,7 @@ def test_kill9_mid_shadow_trial_swept(make_env):
     shadow = env.state_dir / "shadow"
 
     d = env.start("--once")
-    d.wait_line(r"^sample\s+2\s")
+    d.wait_samples(2)
     assert shadow.exists() and any(p.name.startswith("shadow-") for p in shadow.iterdir()), \
         f"no shadow run dir while sampling\n{d.stderr}"
     d.proc.kill()
@@ -378,7 +378,7 @@ def test_hand_edit_holds_until_resume(make_env):
     rc, out, err = env.run("--once")
     assert rc == 1, f"{out}\n{err}"
     assert "edited by hand" in err, err
-    assert not re.search(r"^sample\s", err, re.M), f"measured while holding off:\n{err}"
+    assert not re.search(r"^<\d>tried ", err, re.M), f"measured while holding off:\n{err}"
     assert conf.read_bytes() == hand
     assert env.state().get("hold") == "yes", env.state()
     # It keeps holding on later runs.
@@ -688,7 +688,7 @@ def test_damaged_state_held_until_resume(make_env, form):
     st = env.state()
     assert st.get("version") == "3" and st.get("hold") == "yes", st
     assert str(kept[0]) in st.get("hold_reason", ""), st
-    assert not re.search(r"^<\d>sample\s", err, re.M), f"measured while holding off:\n{err}"
+    assert not re.search(r"^<\d>tried ", err, re.M), f"measured while holding off:\n{err}"
     assert "holding off" in err, err
 
     # A restart keeps holding, and keeps nothing more aside.

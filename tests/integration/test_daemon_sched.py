@@ -139,7 +139,7 @@ def test_sigterm_mid_probe_leaves_no_probe_file(make_env):
     env.write_config(probe={"size": "512M", "request_size": "1M", "deadline": "60"},
                      tune={"mode": q("advise")})
     d = env.start("--once")
-    d.wait_line(r"^sample\s+1\s")
+    d.wait_samples(1)
     d.wait_for(lambda: any(env.srv.share_dir.glob(".smbtuned-probe-*")),
                what="a probe file being written", poll=0.005)
     d.signal(signal.SIGTERM)
