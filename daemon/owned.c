@@ -47,6 +47,7 @@ struct owned {
     owned_put_fn put_done;
     owned_back_fn back_done;
     void *ud;
+    bool hold_on_disk; /* st->hold was saved by us or read from the file */
 };
 
 int owned_new(sd_event *ev, const struct tuner_opts *o, struct state *st, struct owned **op)
@@ -90,12 +91,15 @@ void owned_pending_clear(struct state *st)
     smbconf_edit_free(&st->pending_edit);
 }
 
-void owned_save(const struct tuner_opts *o, const struct state *st)
+int owned_save(const struct tuner_opts *o, const struct state *st)
 {
     struct err e;
 
-    if (state_save(o->state_dir, st, &e) < 0)
+    if (state_save(o->state_dir, st, &e) < 0) {
         journal_log(LOG_ERR, "%s", e.msg);
+        return -1;
+    }
+    return 0;
 }
 
 void owned_hold(struct owned *w, const char *why)
@@ -110,7 +114,39 @@ void owned_hold(struct owned *w, const char *why)
     w->st->hold = true;
     state_set_str(&w->st->hold_reason, why);
     owned_pending_clear(w->st);
-    owned_save(w->o, w->st);
+    w->hold_on_disk = owned_save(w->o, w->st) == 0;
+}
+
+void owned_hold_read(struct owned *w)
+{
+    w->hold_on_disk = w->st->hold;
+}
+
+/* A hold that never reached the file (its save failed) is not ended by a
+ * file without one: only a hold the file held can have been resumed. */
+bool owned_resumed(struct owned *w)
+{
+    struct state disk = {0};
+    struct err e;
+    bool resumed;
+
+    if (!w->st->hold || !w->hold_on_disk)
+        return false;
+    if (state_load(w->o->state_dir, &disk, &e) < 0) {
+        journal_log(LOG_ERR, "%s", e.msg);
+        return false;
+    }
+    resumed = !disk.hold;
+    state_free(&disk);
+    if (!resumed)
+        return false;
+    /* what cmd_resume writes */
+    w->st->hold = false;
+    state_set_str(&w->st->hold_reason, NULL);
+    state_set_str(&w->st->last_written, NULL);
+    w->st->written_at = 0;
+    w->hold_on_disk = false;
+    return true;
 }
 
 /* How smbd is told of a trial or a take-back: at once, whatever the
@@ -144,6 +180,7 @@ static void reload(struct owned *w)
         /* the file could not be read (kept aside as damaged): hold */
         w->st->hold = true;
         state_set_str(&w->st->hold_reason, disk.hold_reason);
+        w->hold_on_disk = true;
     }
     state_free(&disk);
 }

@@ -73,6 +73,15 @@ int owned_read(struct owned *w, char **value);
 /* Our line was changed by someone else: theirs stands, we hold off. */
 void owned_hold(struct owned *w, const char *why);
 
+/* The cycle read st from the state file: a hold in it is on disk. */
+void owned_hold_read(struct owned *w);
+
+/* Before the tuner saves st with a hold in it: `smbtuned --resume` may
+ * have ended that hold on disk since it was saved or read, and the save
+ * would take it again without a word. If so, st gets what --resume wrote
+ * (no hold, the line the admin's) and true is returned. */
+bool owned_resumed(struct owned *w);
+
 /* The value a live trial put in smb.conf now, or NULL. */
 const char *owned_live_value(const struct owned *w);
 
@@ -82,7 +91,7 @@ bool owned_busy(const struct owned *w);
 /* Nothing left to undo or confirm (and the state saved by the caller). */
 void owned_pending_clear(struct state *st);
 
-/* Save st; a failure is logged (the next save tries again). */
-void owned_save(const struct tuner_opts *o, const struct state *st);
+/* Save st; a failure is logged (the next save tries again) and is -1. */
+int owned_save(const struct tuner_opts *o, const struct state *st);
 
 #endif

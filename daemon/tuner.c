@@ -251,6 +251,7 @@ static void cycle_begin(struct tuner *t)
         tuner_cycle_end(t, false);
         return;
     }
+    owned_hold_read(t->line);
     /* The hold was ended (`smbtuned --resume`) while we ran: the line in
      * force is the admin's now, and the search starts from it, as
      * smbtuned(8) says; the winner of before is no longer what to verify. */
@@ -312,7 +313,7 @@ static void idle_status(struct tuner *t)
 }
 
 /* One entry per cycle: how it ended, what is in force and its rates. */
-static void cycle_told(const struct tuner *t)
+static void cycle_told(const struct tuner *t, bool held)
 {
     struct search_config c = {t->st.rcvbuf, t->st.sndbuf};
     char bytes[48];
@@ -320,12 +321,12 @@ static void cycle_told(const struct tuner *t)
     snprintf(bytes, sizeof(bytes), "SMBTUNED_BYTES=%lld", t->tally.bytes);
     /* A hold is no failure (nothing failed: the admin's line is left
      * alone), and what is in force is then the admin's, not our record. */
-    const char *result = t->st.hold ? "held" : t->failed ? "failed" : "done";
+    const char *result = held ? "held" : t->failed ? "failed" : "done";
     char res[32];
     snprintf(res, sizeof(res), "SMBTUNED_RESULT=%s", result);
     const char *more[] = {res, bytes, NULL};
     struct event_fields f = {.smb_conf = t->o.smb_conf,
-                             .c = t->st.have_incumbent && !t->st.hold ? &c : NULL,
+                             .c = t->st.have_incumbent && !held ? &c : NULL,
                              .samples = t->tally.samples,
                              .write_mbps = t->st.write_mbps,
                              .read_mbps = t->st.read_mbps,
@@ -337,9 +338,10 @@ static void cycle_told(const struct tuner *t)
 
 /* --once --json: a cycle that ends without its report (a hold, a
  * failure; stop: a signal cut it short) still gives one object, saying
- * why: the hold's reason, the first failure told, or (told only as a
- * line) smb.conf refused, or what the cycle was doing. */
-static void once_failed(struct tuner *t, const char *stop)
+ * why: the hold's reason (held, NULL without a hold), the first failure
+ * told, or (told only as a line) smb.conf refused, or what the cycle was
+ * doing. */
+static void once_failed(struct tuner *t, const char *stop, const char *held)
 {
     const char *why = report_first_error();
     char during[sizeof(t->status) + 32];
@@ -348,8 +350,8 @@ static void once_failed(struct tuner *t, const char *stop)
 
     if (!t->o.once || !t->o.json || t->tally.reported)
         return;
-    if (t->st.hold) {
-        why = t->st.hold_reason ? t->st.hold_reason : "by request";
+    if (held != NULL) {
+        why = held;
     } else if (stop != NULL) {
         why = stop;
     } else if (why[0] == '\0' && smbconf_load(&c, t->o.smb_conf, &e) < 0) {
@@ -359,18 +361,27 @@ static void once_failed(struct tuner *t, const char *stop)
         snprintf(during, sizeof(during), "failed during: %s", t->status);
         why = during;
     }
-    report_print_failure(stdout, &t->tally, t->st.hold ? "held" : "failed", why,
+    report_print_failure(stdout, &t->tally, held != NULL ? "held" : "failed", why,
                          t->o.mode == TUNER_ADVISE ? "advise" : "tune", child_now());
+}
+
+static const char *hold_why(const struct tuner *t)
+{
+    return t->st.hold_reason ? t->st.hold_reason : "by request";
 }
 
 static void cycle_done(struct tuner *t)
 {
+    /* the cycle's hold, told as its result even if --resume ends it now */
+    char *held = NULL;
+
     /* --once leaves right after: no job may be left to finish it. */
     t->w.ops->measure_tidy(t->w.ctx, t->o.once);
     /* a hold taken in this cycle: its words, not the last cycle's */
-    if (t->st.hold)
-        tuner_set_status(t, "holding off: %s",
-                         t->st.hold_reason ? t->st.hold_reason : "by request");
+    if (t->st.hold) {
+        tuner_set_status(t, "holding off: %s", hold_why(t));
+        held = strdup(hold_why(t));
+    }
     /* The state file always tells how the last cycle left things, and
      * when (what `smbtuned --status` shows; next_at 0: --once, none),
      * and how many cycles ended, whatever their end (a verification, a
@@ -380,24 +391,33 @@ static void cycle_done(struct tuner *t)
     {
         /* a hold taken in the cycle (an edit by hand) says why; a failure
          * says what the cycle was doing (the journal says why) */
-        const char *why = t->st.hold_reason ? t->st.hold_reason : "by request";
         const char *pre = t->st.hold ? "holding off: " : t->failed ? "failed during: " : "";
         char *res = NULL;
 
-        if (asprintf(&res, "%s%s", pre, t->st.hold ? why : t->status) >= 0)
+        if (asprintf(&res, "%s%s", pre, t->st.hold ? hold_why(t) : t->status) >= 0)
             state_set_str(&t->st.cycle_result, res);
         free(res);
     }
     t->st.next_at = t->o.once ? 0 : t->st.cycle_at + (long)t->o.interval_s;
+    /* The admin may have run --resume since the hold was saved (or read
+     * at the cycle's start): saving ours would take the hold again. */
+    if (owned_resumed(t->line)) {
+        journal_log(LOG_INFO, "hold ended by --resume during the cycle: the next cycle "
+                              "searches from the line in force");
+        t->converged = false;
+        tuner_set_status(t, "hold ended by --resume (it held off: %s)", held ? held : "?");
+    }
     tuner_save(t);
     t->state = T_IDLE;
-    cycle_told(t);
+    cycle_told(t, held != NULL);
     if (t->o.once) {
-        if (t->failed || t->st.hold)
-            once_failed(t, NULL);
+        if (t->failed || held != NULL)
+            once_failed(t, NULL, held);
+        free(held);
         sd_event_exit(t->ev, t->failed ? 1 : 0);
         return;
     }
+    free(held);
     idle_status(t);
     t->timer = sd_event_source_disable_unref(t->timer);
     /* a second's slack lets the kernel batch wake-ups, a tenth of short
@@ -474,7 +494,8 @@ void tuner_stop(struct tuner *t)
     t->timer = sd_event_source_disable_unref(t->timer);
     t->state = T_IDLE;
     if (cut)
-        once_failed(t, "stopped by a signal before the cycle ended");
+        once_failed(t, "stopped by a signal before the cycle ended",
+                    t->st.hold ? hold_why(t) : NULL);
 }
 
 int tuner_new_in(sd_event *ev, const struct tuner_opts *o, const struct world *w, struct tuner **tp,

@@ -1208,6 +1208,9 @@ static void test_hand_edit_holds(void **state)
 struct resume_ctx {
     const struct fix *f;
     bool edited, resumed;
+    bool early; /* at the cycle's first words of the hold, before its save */
+    sd_event *ev;
+    int held_after; /* cycles that still held off after the resume */
 };
 
 /* The admin's edit, in the third cycle (a verification) after a search. */
@@ -1228,9 +1231,16 @@ static void resume_when_held(void *ud, const char *status)
     struct resume_ctx *r = ud;
     struct state st;
 
-    /* between cycles, as an admin would: the idle words of a hold */
+    /* a resume lost: cycles that hold off for ever end the run, to fail */
+    if (r->resumed && strstr(status, "(checked again at ") != NULL && ++r->held_after >= 3) {
+        sd_event_exit(r->ev, 0);
+        return;
+    }
+    /* between cycles, as an admin would: the idle words of a hold; or
+     * early, in the cycle that takes the hold, right after it was saved
+     * and before the cycle's end saves the state again (a race) */
     if (r->resumed || strncmp(status, "holding off", 11) != 0 ||
-        strstr(status, "(checked again at ") == NULL)
+        (strstr(status, "(checked again at ") == NULL) != r->early)
         return;
     load_state(r->f, &st);
     assert_true(st.hold);
@@ -1246,10 +1256,9 @@ static void resume_when_held(void *ud, const char *status)
 /* A running daemon holds off after a hand edit; --resume hands control
  * back, and its next cycle searches from the admin's line, as smbtuned(8)
  * says, instead of verifying the winner of before. */
-static void test_resume_searches_from_the_line_in_force(void **state)
+static void resume_searches_again(struct fix *f, bool early)
 {
-    struct fix *f = *state;
-    struct resume_ctx r = {.f = f};
+    struct resume_ctx r = {.f = f, .early = early};
     struct sim s;
     struct seen sn;
     struct world w = {&sim_ops, &s};
@@ -1264,6 +1273,7 @@ static void test_resume_searches_from_the_line_in_force(void **state)
     s.on_facts_ud = &r;
     seen_begin(&sn);
     s.ev = new_loop();
+    r.ev = s.ev;
     assert_int_equal(tuner_new_in(s.ev, &f->o, &w, &t, &e), 0);
     tuner_on_status(t, resume_when_held, &r);
     assert_int_equal(tuner_recover(t, &e), 0);
@@ -1272,6 +1282,7 @@ static void test_resume_searches_from_the_line_in_force(void **state)
     tuner_free(t);
     s.ev = sd_event_unref(s.ev);
     assert_true(r.edited && r.resumed);
+    assert_int_equal(r.held_after, 0);
     first = seen_find(&sn, 0, JOURNAL_ID_SEARCH_START, NULL);
     assert_true(first >= 0);
     again =
@@ -1280,6 +1291,18 @@ static void test_resume_searches_from_the_line_in_force(void **state)
     if (again < 0)
         fail_msg("no search from the admin's line after --resume");
     seen_end(&sn);
+}
+
+static void test_resume_searches_from_the_line_in_force(void **state)
+{
+    resume_searches_again(*state, false);
+}
+
+/* The same --resume, run while the cycle that took the hold was ending:
+ * the daemon's save of the cycle must not take the hold again. */
+static void test_resume_during_the_holding_cycle(void **state)
+{
+    resume_searches_again(*state, true);
 }
 
 /* After a search the daemon verifies the winner, one sample a cycle; when
@@ -1369,6 +1392,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_advise_writes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill_between_any_two_steps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hand_edit_holds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_during_the_holding_cycle, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_searches_from_the_line_in_force, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_drift_searches_again, setup, teardown),
