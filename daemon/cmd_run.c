@@ -145,6 +145,26 @@ static int on_term(sd_event_source *s, const struct signalfd_siginfo *si, void *
  * is where `--resume` clears the hold. */
 static int on_hup_retry(sd_event_source *s, uint64_t usec, void *ud);
 
+/* A new state directory takes a restart, so a reload that would change it
+ * is refused (true, and said so): the run lock (lib/runlock.h) is held on
+ * the old one, taken once at the start; tuner_recover(), which settles a
+ * pending edit recorded in the state file, ran on the old one only; and
+ * the own share's files live there. The place named is the line of next's
+ * state_dir, or the file when the line is gone (the default). */
+static bool state_dir_changed(const struct daemon *d, const struct daemon *next)
+{
+    const char *where = next->cfg.tune.state_dir_where;
+
+    if (strcmp(d->topts.state_dir, next->topts.state_dir) == 0)
+        return false;
+    journal_log(LOG_ERR,
+                "SIGHUP: %s: tune: state_dir changed from '%s' to '%s': a new state directory "
+                "takes a restart (systemctl restart smbtuned); keeping the configuration in force",
+                where[0] != '\0' ? where : d->o->config_file, d->topts.state_dir,
+                next->topts.state_dir);
+    return true;
+}
+
 static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *ud)
 {
     struct daemon *d = ud;
@@ -174,6 +194,10 @@ static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *u
     tmp.cfg = fresh;
     if (make_opts(&tmp, &e) < 0) {
         journal_log(LOG_ERR, "SIGHUP: %s; keeping the configuration in force", e.msg);
+        sd_notify(0, "READY=1");
+        return 0;
+    }
+    if (state_dir_changed(d, &tmp)) {
         sd_notify(0, "READY=1");
         return 0;
     }

@@ -355,10 +355,14 @@ int config_parse_string(const char *text, const char *name, struct config *c, st
             r = err_set(e, -EINVAL, "%s: tune: min_size %lld is above max_size %lld", name,
                         c->tune.min_size, c->tune.max_size);
     }
-    for (size_t i = 0; r == 0 && i < ctx.nset; i++)
+    for (size_t i = 0; r == 0 && i < ctx.nset; i++) {
         if (ctx.set[i] == find_field("tune", "trials"))
             snprintf(c->tune.trials_where, sizeof(c->tune.trials_where), "%s:%d", name,
                      ctx.set_line[i]);
+        else if (ctx.set[i] == find_field("tune", "state_dir"))
+            snprintf(c->tune.state_dir_where, sizeof(c->tune.state_dir_where), "%s:%d", name,
+                     ctx.set_line[i]);
+    }
     cfg_free(cfg);
     free(plain);
     return r;

@@ -49,6 +49,9 @@ struct config_probe {
 struct config_tune {
     char smb_conf[4096];  /* the smb.conf tuned */
     char state_dir[4096]; /* state file, backups, lock, shadow run dirs */
+    /* "FILE:LINE" of the state_dir key, for the message that refuses a
+     * change of it on SIGHUP; "" when it did not come from a file. */
+    char state_dir_where[4160];
     enum tuner_mode mode; /* tune, or advise: measure and report, never write smb.conf */
     /* "auto": shadow for a URL on this machine or no URL, else client;
      * config_fill() decides, since --url may still change the URL after

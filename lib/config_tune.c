@@ -25,6 +25,8 @@ static int parse_smb_conf(const char *s, struct config *c, struct err *e)
 
 static int parse_state_dir(const char *s, struct config *c, struct err *e)
 {
+    /* config_parse_string() sets it again for a value from a file. */
+    c->tune.state_dir_where[0] = '\0';
     return parse_path(s, c->tune.state_dir, sizeof(c->tune.state_dir), "state_dir", e);
 }
 

@@ -14,8 +14,9 @@ What is held here is structure and safety, never which buffer size wins
   after a SIGKILL at any rename of a live cycle (a step recorded, not yet
   written);
 - an edit by hand of our line makes smbtuned hold off until --resume;
-- SIGHUP with a bad config keeps the one in force; one that arrives during
-  a cycle waits for its end;
+- SIGHUP with a bad config keeps the one in force, and so does one that
+  names another state directory (that takes a restart); one that arrives
+  during a cycle waits for its end;
 - -t names the file and line of a problem;
 - nothing outlives a run: no shadow smbd or run dir, no probe child, probe
   file or work dir, no editor temp file.
@@ -403,40 +404,92 @@ BAD_CONFIGS = {
 }
 
 
-@pytest.mark.parametrize("bad", sorted(BAD_CONFIGS))
-def test_sighup_bad_config_keeps_old(make_env, bad):
+# An advising daemon whose cycles end on their byte budget, one an hour.
+HUP_TUNE = {"mode": q("advise"), "interval": "1h", "max_bytes": "32M"}
+REFUSED = "keeping the configuration in force"
+
+
+def start_advising(make_env):
+    """(env, daemon): an advising daemon (HUP_TUNE) whose first cycle,
+    run at start, has ended."""
     env = make_env(ON_LATTICE)
-    good_tune = {"mode": q("advise"), "interval": "1h", "max_bytes": "32M"}
-    env.write_config(tune=good_tune)
+    env.write_config(tune=HUP_TUNE)
     d = env.start()
-    # The first cycle runs at start; let it finish (the budget ends it).
     d.wait_for(lambda: RESULT_RE.search(d.stderr) is not None, timeout=180,
                what="the first cycle's result line")
+    return env, d
 
-    key, value = BAD_CONFIGS[bad]
-    env.write_config(tune={**good_tune, key: value})
+
+def config_line(env, key):
+    """The number of the line of env's config that sets key."""
     text = env.conf.read_text().splitlines()
-    lineno = [i + 1 for i, l in enumerate(text) if l.strip().startswith(f"{key} =")][0]
-    n0 = d.stderr.count("keeping the configuration in force")
-    d.signal(signal.SIGHUP)
-    d.wait_for(lambda: d.stderr.count("keeping the configuration in force") > n0, timeout=60,
-               what="the refusal of the bad config")
-    line = [l for l in d.stderr.splitlines() if "keeping the configuration in force" in l][-1]
-    assert f"{env.conf}:{lineno}" in line, f"no {env.conf}:{lineno} in {line!r}"
-    assert d.alive(), d.stderr
+    return [i + 1 for i, l in enumerate(text) if l.strip().startswith(f"{key} =")][0]
 
-    # A good config again is taken.
-    env.write_config(tune=good_tune)
-    n1 = d.stderr.count("configuration reloaded")
-    d.signal(signal.SIGHUP)
-    d.wait_for(lambda: d.stderr.count("configuration reloaded") > n1, timeout=60,
-               what="the reload of the good config")
 
+def hup(d, said, what):
+    """SIGHUP d and wait for one more line containing said; that line."""
+    n = d.stderr.count(said)
+    d.signal(signal.SIGHUP)
+    d.wait_for(lambda: d.stderr.count(said) > n, timeout=60, what=what)
+    return [l for l in d.stderr.splitlines() if said in l][-1]
+
+
+def stop_advising(env, d):
+    """SIGTERM: exit 0, smb.conf untouched (advise), nothing left."""
     d.signal(signal.SIGTERM)
     rc = d.wait(timeout=120)
     assert rc == 0, d.stderr
     assert env.srv.conf.read_text().count("socket options = " + ON_LATTICE) == 1
     assert_clean(env)
+
+
+@pytest.mark.parametrize("bad", sorted(BAD_CONFIGS))
+def test_sighup_bad_config_keeps_old(make_env, bad):
+    env, d = start_advising(make_env)
+
+    key, value = BAD_CONFIGS[bad]
+    env.write_config(tune={**HUP_TUNE, key: value})
+    lineno = config_line(env, key)
+    line = hup(d, REFUSED, "the refusal of the bad config")
+    assert f"{env.conf}:{lineno}" in line, f"no {env.conf}:{lineno} in {line!r}"
+    assert d.alive(), d.stderr
+
+    # A good config again is taken.
+    env.write_config(tune=HUP_TUNE)
+    hup(d, "configuration reloaded", "the reload of the good config")
+    stop_advising(env, d)
+
+
+def test_sighup_new_state_dir_needs_restart(make_env, tmp_path):
+    """A SIGHUP whose config names another state directory is refused, and
+    the one in force stays: the run lock is held there, a pending edit was
+    recovered from there, and the own share's files live there, so a new
+    one takes a restart. The new directory is never made; the next cycle
+    writes the state file in the old one."""
+    env, d = start_advising(make_env)
+    d.wait_for(lambda: int(env.state().get("cycles", "0")) >= 1, timeout=60,
+               what="the first cycle's state file")
+    cycles = int(env.state()["cycles"])
+
+    new_dir = tmp_path / "new-state"
+    env.write_config(tune={**HUP_TUNE, "state_dir": q(new_dir)})
+    lineno = config_line(env, "state_dir")
+    line = hup(d, REFUSED, "the refusal of the new state directory")
+    want = (f"{env.conf}:{lineno}: tune: state_dir changed from '{env.state_dir}' to "
+            f"'{new_dir}': a new state directory takes a restart")
+    assert want in line, f"no {want!r} in {line!r}"
+    assert "configuration reloaded" not in d.stderr, d.stderr
+    assert d.alive(), d.stderr
+    assert not new_dir.exists(), f"{new_dir} was made: {sorted(new_dir.rglob('*'))}"
+
+    # The old directory is the one in force: the config that names it is
+    # taken again, and the cycle it starts writes the state file there.
+    env.write_config(tune=HUP_TUNE)
+    hup(d, "configuration reloaded", "the reload of the config in force")
+    d.wait_for(lambda: int(env.state().get("cycles", "0")) > cycles, timeout=180,
+               what="the next cycle's state file in the old state directory")
+    assert not new_dir.exists(), f"{new_dir} was made: {sorted(new_dir.rglob('*'))}"
+    stop_advising(env, d)
 
 
 def test_sighup_while_busy_is_said_once(make_env, tmp_path):

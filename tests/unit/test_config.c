@@ -615,6 +615,35 @@ static void test_fill_no_url_trials(void **state)
     assert_int_equal(t.trials, TUNER_CLIENT);
 }
 
+/* Where state_dir was set, for the SIGHUP that refuses a change of it
+ * (cmd_run.c): "FILE:LINE" from a file, "" for the default and for the
+ * command line's --state-dir. */
+static void test_state_dir_where(void **state)
+{
+    struct config c;
+    struct err e = {{0}};
+
+    (void)state;
+    assert_int_equal(config_parse_string("probe {\n}\ntune {\n  mode = advise\n"
+                                         "  state_dir = /srv/st\n}\n",
+                                         "x.conf", &c, &e),
+                     0);
+    assert_string_equal(c.tune.state_dir, "/srv/st");
+    assert_string_equal(c.tune.state_dir_where, "x.conf:5");
+    assert_int_equal(config_parse_string("tune {\n  mode = advise\n}\n", "y.conf", &c, &e), 0);
+    assert_string_equal(c.tune.state_dir, CONFIG_DEFAULT_STATE_DIR);
+    assert_string_equal(c.tune.state_dir_where, "");
+    config_defaults(&c);
+    assert_string_equal(c.tune.state_dir_where, "");
+    /* The command line's --state-dir overrides the file: no line then. */
+    assert_int_equal(config_parse_string("tune {\n  state_dir = /srv/st\n}\n", "z.conf", &c, &e),
+                     0);
+    assert_string_equal(c.tune.state_dir_where, "z.conf:2");
+    assert_int_equal(config_set(&c, "tune", "state_dir", "/srv/other", &e), 0);
+    assert_string_equal(c.tune.state_dir, "/srv/other");
+    assert_string_equal(c.tune.state_dir_where, "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -635,6 +664,7 @@ int main(void)
         cmocka_unit_test(test_fill_from_file),
         cmocka_unit_test(test_fill_trials),
         cmocka_unit_test(test_fill_no_url_trials),
+        cmocka_unit_test(test_state_dir_where),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
