@@ -194,6 +194,26 @@ def test_reload_keeps_it_running(box):
                   "NRestarts": "0"}
 
 
+def test_reload_of_a_bad_config_fails_and_keeps_it_running(box):
+    """`systemctl reload` checks the file first (ExecReload= smbtuned -t):
+    a bad one fails the reload itself, with the file and line, and the
+    daemon is not signalled."""
+    pid = _show(box, "MainPID")["MainPID"]
+    conf = box.run(["cat", "/etc/smbtuned.conf"]).stdout
+    lines = conf.count("\n")
+    box.put("/etc/smbtuned.conf", conf + "tune {\n    intervall = 1h\n}\n")
+    try:
+        r = box.run(["systemctl", "reload", "smbtuned"], check=False)
+        assert r.returncode != 0, (r.stdout, r.stderr)
+        j = box.run(["journalctl", "-u", "smbtuned", "--no-pager", "-n", "50"]).stdout
+        assert f"/etc/smbtuned.conf:{lines + 1}: section tune is given twice" in j, j[-3000:]
+    finally:
+        box.put("/etc/smbtuned.conf", conf)
+    st = _show(box, "ActiveState", "SubState", "MainPID")
+    assert st == {"ActiveState": "active", "SubState": "running", "MainPID": pid}, st
+    box.run(["systemctl", "reload", "smbtuned"])
+
+
 def test_watchdog_restarts_a_stopped_daemon(box):
     box.put("/etc/systemd/system/smbtuned.service.d/e2e-watchdog.conf",
             "[Service]\nWatchdogSec=10s\n")
