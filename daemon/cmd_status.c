@@ -30,6 +30,7 @@ struct status {
     const char *smb_conf;
     const char *state_word; /* "ok", "missing", "damaged", "unreadable" */
     struct err state_err;   /* damaged, unreadable: why */
+    bool denied;            /* unreadable: permission denied */
     struct state st;        /* zeros unless "ok" */
     bool conf_ok;
     struct smbconf c;
@@ -73,6 +74,7 @@ static void read_state(struct status *s, const char *dir)
     if (r < 0) {
         /* a FIFO or directory in its place is damage to state_load too */
         s->state_word = r == -EINVAL || r == -EISDIR ? "damaged" : "unreadable";
+        s->denied = r == -EACCES || r == -EPERM;
         return;
     }
     r = state_parse(text, len, s->path, &s->st, &s->state_err);
@@ -105,7 +107,7 @@ static void print_text(const struct status *s)
                "at its next cycle)\n",
                s->state_err.msg);
     else if (strcmp(s->state_word, "unreadable") == 0)
-        printf("Error           : %s\n", s->state_err.msg);
+        printf("Error           : %s%s\n", s->state_err.msg, s->denied ? " (run it as root)" : "");
     if (!s->conf_ok)
         printf("Socket options  : unknown: %s\n", s->conf_err.msg);
     else if (s->c.found)
@@ -147,10 +149,15 @@ static void print_text(const struct status *s)
     if (st->cycle_at)
         printf("Last cycle      : %s: %s\n", when(st->cycle_at, a, sizeof(a)),
                st->cycle_result ? st->cycle_result : "(no result recorded)");
+    else if (st->cycles > 0)
+        /* cycles ran, but the file's format (1) predates these fields */
+        printf("Last cycle      : not recorded (a state file from an older smbtuned)\n");
     else
         printf("Last cycle      : none recorded\n");
     if (st->next_at)
         printf("Next cycle      : %s (if the daemon runs)\n", when(st->next_at, a, sizeof(a)));
+    else if (st->cycles > 0 && !st->cycle_at)
+        printf("Next cycle      : not recorded (a state file from an older smbtuned)\n");
     else
         printf("Next cycle      : none scheduled (the last cycle was --once, or none ran)\n");
     /* what the last cycle that watched them saw of smbd's real clients */
@@ -211,6 +218,15 @@ static json_t *size_json(bool have, long v)
     return !have || v == SEARCH_AUTO ? json_null() : json_integer(v);
 }
 
+/* v when the state is known, else null (v freed) */
+static json_t *known_or_null(bool known, json_t *v)
+{
+    if (known)
+        return v;
+    json_decref(v);
+    return json_null();
+}
+
 /* One object; every key always there (null when unknown), so that a
  * script needs no key checks. The _new setters take over their value,
  * NULL included (then they fail): one check covers them. */
@@ -218,12 +234,17 @@ static int print_json(const struct status *s)
 {
     const struct state *st = &s->st;
     bool ok = strcmp(s->state_word, "ok") == 0, found = s->conf_ok && s->c.found;
-    const char *pend = !ok || !st->pending ? "none" : st->pending_commit ? "commit" : "trial";
+    /* A missing file is known: no cycle ran. A damaged or unreadable one
+     * says nothing: its keys are null, not the zeros of an empty state (a
+     * damaged file even becomes a hold at the daemon's next cycle). */
+    bool known = ok || strcmp(s->state_word, "missing") == 0;
+    const char *pend = !st->pending ? "none" : st->pending_commit ? "commit" : "trial";
     json_t *o = json_object();
     char *text;
     int bad = o == NULL;
 
 #define SET(k, v) (bad |= json_object_set_new(o, k, v) < 0)
+#define K(v) known_or_null(known, v)
     SET("state_file", jsonw_text(s->path));
     SET("state", json_string(s->state_word));
     SET("state_error",
@@ -235,26 +256,27 @@ static int print_json(const struct status *s)
     SET("line", found ? json_integer(s->c.hit.line) : json_null());
     SET("written_by", json_string(s->line_word));
     SET("last_written", jsonw_text(ok ? st->last_written : NULL));
-    SET("written_at", time_json(st->written_at));
-    SET("have_incumbent", json_boolean(st->have_incumbent));
-    SET("rcvbuf", size_json(st->have_incumbent, st->rcvbuf));
-    SET("sndbuf", size_json(st->have_incumbent, st->sndbuf));
+    SET("written_at", K(time_json(st->written_at)));
+    SET("have_incumbent", K(json_boolean(st->have_incumbent)));
+    SET("rcvbuf", K(size_json(st->have_incumbent, st->rcvbuf)));
+    SET("sndbuf", K(size_json(st->have_incumbent, st->sndbuf)));
     SET("write_mbps",
-        st->write_mbps > 0 || st->read_mbps > 0 ? json_real(st->write_mbps) : json_null());
+        K(st->write_mbps > 0 || st->read_mbps > 0 ? json_real(st->write_mbps) : json_null()));
     SET("read_mbps",
-        st->write_mbps > 0 || st->read_mbps > 0 ? json_real(st->read_mbps) : json_null());
-    SET("cycles", json_integer(st->cycles));
-    SET("cycle_at", time_json(st->cycle_at));
-    SET("cycle_result", jsonw_text(st->cycle_result));
-    SET("next_at", time_json(st->next_at));
-    SET("clients", clients_json(st));
-    SET("hold", json_boolean(st->hold));
-    SET("hold_reason", jsonw_text(st->hold_reason));
-    SET("pending", json_string(pend));
-    SET("pending_file", jsonw_text(ok && st->pending ? st->pending_edit.file : NULL));
-    SET("samba", jsonw_text(st->samba));
-    SET("kernel", jsonw_text(st->kernel));
-    SET("measured_smb_conf", jsonw_text(st->smb_conf));
+        K(st->write_mbps > 0 || st->read_mbps > 0 ? json_real(st->read_mbps) : json_null()));
+    SET("cycles", K(json_integer(st->cycles)));
+    SET("cycle_at", K(time_json(st->cycle_at)));
+    SET("cycle_result", K(jsonw_text(st->cycle_result)));
+    SET("next_at", K(time_json(st->next_at)));
+    SET("clients", K(clients_json(st)));
+    SET("hold", K(json_boolean(st->hold)));
+    SET("hold_reason", K(jsonw_text(st->hold_reason)));
+    SET("pending", K(json_string(pend)));
+    SET("pending_file", K(jsonw_text(st->pending ? st->pending_edit.file : NULL)));
+    SET("samba", K(jsonw_text(st->samba)));
+    SET("kernel", K(jsonw_text(st->kernel)));
+    SET("measured_smb_conf", K(jsonw_text(st->smb_conf)));
+#undef K
 #undef SET
     text = bad ? NULL : json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
     json_decref(o);

@@ -24,18 +24,21 @@ from daemon_util import LEGACY, q, socket_line_index, socket_value
 
 pytestmark = [pytest.mark.smbd]
 
-# Every key of --status --json (docs/man/smbtuned.8) and its types.
+# Every key of --status --json (docs/man/smbtuned.8) and its types; the
+# state file's keys are null when it is damaged or unreadable.
 INT_OR_NULL = (int, type(None))
 STR_OR_NULL = (str, type(None))
+BOOL_OR_NULL = (bool, type(None))
 KEYS = {
     "state_file": str, "state": str, "state_error": STR_OR_NULL, "smb_conf": str,
     "smb_conf_error": STR_OR_NULL, "socket_options": STR_OR_NULL, "file": STR_OR_NULL,
     "line": INT_OR_NULL, "written_by": str, "last_written": STR_OR_NULL,
-    "written_at": INT_OR_NULL, "have_incumbent": bool, "rcvbuf": INT_OR_NULL,
+    "written_at": INT_OR_NULL, "have_incumbent": BOOL_OR_NULL, "rcvbuf": INT_OR_NULL,
     "sndbuf": INT_OR_NULL, "write_mbps": (int, float, type(None)),
     "read_mbps": (int, float, type(None)),
-    "cycles": int, "cycle_at": INT_OR_NULL, "cycle_result": STR_OR_NULL,
-    "next_at": INT_OR_NULL, "hold": bool, "hold_reason": STR_OR_NULL, "pending": str,
+    "cycles": INT_OR_NULL, "cycle_at": INT_OR_NULL, "cycle_result": STR_OR_NULL,
+    "next_at": INT_OR_NULL, "hold": BOOL_OR_NULL, "hold_reason": STR_OR_NULL,
+    "pending": STR_OR_NULL,
     "pending_file": STR_OR_NULL, "samba": STR_OR_NULL, "kernel": STR_OR_NULL,
     "measured_smb_conf": STR_OR_NULL, "clients": (dict, type(None)),
 }
@@ -60,7 +63,7 @@ def status_json(env):
         v = obj[k]
         assert isinstance(v, types), (k, v)
         # a bool is an int to Python: only the bool keys may hold one
-        assert not isinstance(v, bool) or types is bool, (k, v)
+        assert not isinstance(v, bool) or types is BOOL_OR_NULL, (k, v)
     if obj["clients"] is not None:
         assert set(obj["clients"]) == set(CLIENT_KEYS), set(obj["clients"]) ^ set(CLIENT_KEYS)
         for k, types in CLIENT_KEYS.items():
@@ -92,6 +95,8 @@ def test_status_after_commit_hand_edit_and_hold(make_env):
     assert obj["socket_options"] == LEGACY and obj["written_by"] == "not_written", obj
     # nothing measured: no rate, not a rate of 0
     assert obj["write_mbps"] is None and obj["read_mbps"] is None, obj
+    # no file is known to mean no cycle and no hold
+    assert obj["cycles"] == 0 and obj["hold"] is False and obj["pending"] == "none", obj
     assert not (env.state_dir / "state").exists()
 
     # 1. A cycle that commits (8192 stalls on loopback: any neighbour wins).
@@ -199,8 +204,12 @@ def test_damaged_state_is_reported_and_left_alone(make_env, damage):
         assert rc == 1, f"{args}: exit {rc}\n{out}\n{err}"
         assert f"smbtuned: {path}" in err, err
         if "--json" in args:
-            obj = json.loads(out)
+            rc, obj = status_json(env)
             assert obj["state"] == "damaged", obj
+            # what the file would say is unknown: null, not an empty state's
+            # zeros (no hold, no cycle), which a script would take as facts
+            for k in ("have_incumbent", "cycles", "hold", "pending", "cycle_at", "next_at"):
+                assert obj[k] is None, (k, obj)
             assert obj["state_error"].startswith(str(path)), obj
             assert obj["socket_options"] == LEGACY and obj["written_by"] == "unknown", obj
         else:
@@ -213,6 +222,45 @@ def test_damaged_state_is_reported_and_left_alone(make_env, damage):
         if data is not None:
             assert path.read_bytes() == data
         assert sorted(p.name for p in env.state_dir.iterdir()) == ["state"]
+
+
+# A state file of format 1 (no version line), as the first smbtuned wrote
+# it: the scalars it had, cycles last; none of the times later formats keep.
+STATE_V1 = ("have_incumbent yes\nrcvbuf 65536\nsndbuf 65536\nwrite_mbps 100.5\n"
+            "read_mbps 90.25\nhold no\npending no\npending_commit no\n"
+            "pending_line_off 0\npending_line_len 0\ncycles 12\n")
+
+
+def test_old_state_format_says_not_recorded(make_env):
+    """Twelve cycles ran, but the format predates their times: that is
+    said, not "none recorded" or "none ran"."""
+    env = make_env(LEGACY)
+    env.write_config()
+    (env.state_dir / "state").write_text(STATE_V1)
+    rc, f, err = status_text(env)
+    assert rc == 0, err
+    assert f["Cycles"] == "12", f
+    for key in ("Last cycle", "Next cycle"):
+        assert f[key] == "not recorded (a state file from an older smbtuned)", f
+
+
+def test_state_not_readable_says_run_as_root(make_env):
+    """An admin's --status without root: the state file's error says so."""
+    env = make_env(LEGACY)
+    path = env.state_dir / "state"
+    path.write_text(STATE_V1)
+    path.chmod(0o600)
+    # Only the test's own directories are opened to nobody (the config in
+    # one of them); the state file stays root's.
+    for d in (env.state_dir, env.tmpdir):
+        d.chmod(0o711)
+    conf = env.write_config(path=env.tmpdir / "status.conf")
+    conf.chmod(0o644)
+    r = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                        *env.cmd("--status", conf=conf)],
+                       capture_output=True, text=True, timeout=30, env=env.env())
+    assert r.returncode == 1, r
+    assert f"Error           : {path}: Permission denied (run it as root)" in r.stdout, r
 
 
 def test_status_bad_config_is_a_config_error(make_env):
