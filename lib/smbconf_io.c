@@ -167,15 +167,18 @@ char *smbconf_backup_name(const char *real)
 }
 
 /* The previous bytes of a file, kept in the state directory under a name
- * made from the file's path. */
+ * made from the file's path: in backup/ those before our last write, and
+ * in backup/first/ those before our first, never overwritten (the last
+ * alone would lose the admin's own line at our second write). */
 static int backup(const char *state_dir, const char *real, const struct smbconf_file *f,
                   struct err *e)
 {
-    char path[PATH_MAX], *name;
+    char path[PATH_MAX], first[PATH_MAX], *name;
+    struct stat sb;
     size_t n;
     int r;
 
-    n = (size_t)snprintf(path, sizeof(path), "%s/backup", state_dir);
+    n = (size_t)snprintf(path, sizeof(path), "%s/backup/first", state_dir);
     r = files_mkdir_p(path);
     if (r < 0)
         return err_set(e, r, "cannot create %s: %s", path, strerror(-r));
@@ -189,11 +192,22 @@ static int backup(const char *state_dir, const char *real, const struct smbconf_
                        "name in %s",
                        real, path);
     }
+    if (snprintf(first, sizeof(first), "%s/%s", path, name) >= (int)sizeof(first)) {
+        free(name); /* not reached: checked above */
+        return err_set(e, -ENAMETOOLONG, "cannot back up %s: its path is too long", real);
+    }
+    n -= strlen("/first");
     snprintf(path + n, sizeof(path) - n, "/%s", name);
     free(name);
     r = files_write_atomic(path, f->buf, f->len, NULL);
     if (r < 0)
         return err_set(e, r, "cannot write backup %s: %s", path, strerror(-r));
+    /* Anything already there (even a link: not followed) is the first. */
+    if (lstat(first, &sb) < 0 && errno == ENOENT) {
+        r = files_write_atomic(first, f->buf, f->len, NULL);
+        if (r < 0)
+            return err_set(e, r, "cannot write backup %s: %s", first, strerror(-r));
+    }
     return 0;
 }
 

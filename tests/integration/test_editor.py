@@ -972,8 +972,28 @@ def test_take_back_keeps_the_original_in_the_backup(smbtuned, tmp_path):
     assert r.returncode == 1, r.stderr
     assert "restored" in r.stderr, r.stderr
     assert conf.read_bytes() == original
-    backups = [p for p in (tmp_path / "state" / "backup").iterdir() if p.is_file()]
-    assert [p.read_bytes() for p in backups] == [original], backups
+    backups = [p for p in (tmp_path / "state" / "backup").rglob("*") if p.is_file()]
+    # the last write's backup and the first's, both the admin's bytes
+    assert [p.read_bytes() for p in backups] == [original, original], backups
+
+
+def test_first_backup_keeps_the_admins_bytes(smbtuned, tmp_path):
+    """Two writes: backup/ holds the bytes before the second (ours), and
+    backup/first/ still the admin's, before the first."""
+    state = tmp_path / "state"
+    conf = conf_with(tmp_path / "c", "[global]\nsocket options = TCP_NODELAY SO_RCVBUF=8192\n")
+    original = conf.read_bytes()
+    for size in ("1M,1M", "2M,2M"):
+        between = conf.read_bytes()
+        r = run_editor(smbtuned, "--smb-conf", conf, "--set-buffers", size,
+                       "--state-dir", state, timeout=HANG_S)
+        assert r.returncode == 0, r.stderr
+    assert between != original
+    last = [p for p in (state / "backup").iterdir() if p.is_file()]
+    first = list((state / "backup" / "first").iterdir())
+    assert [p.read_bytes() for p in last] == [between], last
+    assert [p.read_bytes() for p in first] == [original], first
+    assert [p.name for p in first] == [p.name for p in last]
 
 
 @pytest.mark.parametrize("written", [False, True], ids=["read-only-include", "edited-include"])
