@@ -36,6 +36,7 @@ struct status {
     struct smbconf c;
     struct err conf_err;
     const char *line_word; /* who put the line in force (see line_of) */
+    const struct tuner_opts *t;
 };
 
 /* Who put the value in force there, as far as the state file knows. */
@@ -138,8 +139,13 @@ static void print_text(const struct status *s)
         /* 0: the line in force was chosen without a sample of its own
          * (outcome.c: autotuning for a buffer trials cannot rank) */
         if (st->write_mbps > 0 || st->read_mbps > 0)
-            printf("Rates           : write %.2f MB/s, read %.2f MB/s\n", st->write_mbps,
-                   st->read_mbps);
+            /* whose rates: loopback's are no client's over the network */
+            printf("Rates           : write %.2f MB/s, read %.2f MB/s (the probe's, %s%s)\n",
+                   st->write_mbps, st->read_mbps,
+                   s->t->own_share ? "on loopback to shadow smbds: not what a client "
+                                     "over the network gets"
+                                   : "to ",
+                   s->t->own_share ? "" : s->t->probe.url);
         else
             printf("Rates           : not measured (chosen without a sample of its own)\n");
     } else {
@@ -302,6 +308,7 @@ int cmd_status(const struct opts *o)
         return CMD_EXIT_CONFIG;
     }
     s.smb_conf = t.smb_conf;
+    s.t = &t;
     read_state(&s, t.state_dir);
     s.conf_ok = smbconf_load(&s.c, t.smb_conf, &s.conf_err) == 0;
     s.line_word = line_of(&s);

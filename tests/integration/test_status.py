@@ -137,7 +137,9 @@ def test_status_after_commit_hand_edit_and_hold(make_env):
     assert f["Socket options"] == value, f
     assert f["Where"] == f"{conf}:{obj['line']}", f
     assert f["Written"].startswith("by smbtuned at "), f
-    assert re.fullmatch(r"write \d+\.\d\d MB/s, read \d+\.\d\d MB/s", f["Rates"]), f
+    # whose rates they are: the probe's, to its URL
+    assert re.fullmatch(r"write \d+\.\d\d MB/s, read \d+\.\d\d MB/s \(the probe's, to " +
+                        re.escape(env.srv.url) + r"\)", f["Rates"]), f
     assert f["Last cycle"].endswith(": " + obj["cycle_result"]), f
     assert f["Next cycle"].startswith("none scheduled"), f
     assert f["Hold"] == "no" and f["Pending"] == "none", f
