@@ -193,9 +193,9 @@ void clients_watch_tell(const struct clients_watch_summary *sum,
                         const struct clients_watch_compare *cmp, const char *smb_conf)
 {
     const struct clients_summary *c = &sum->s;
-    char f[12][64], words[256];
-    const char *more[] = {f[0], f[1], f[2], f[3],  f[4],  f[5], f[6],
-                          f[7], f[8], f[9], f[10], f[11], NULL};
+    char f[13][64], words[256];
+    const char *more[] = {f[0], f[1], f[2], f[3],  f[4],  f[5],  f[6],
+                          f[7], f[8], f[9], f[10], f[11], f[12], NULL};
 
     snprintf(f[0], sizeof(f[0]), "SMBTUNED_CLIENTS=%d", c->connections);
     snprintf(f[1], sizeof(f[1]), "SMBTUNED_CLIENTS_SNDBUF_LIMITED=%d", c->by[CLIENTS_SNDBUF]);
@@ -206,13 +206,16 @@ void clients_watch_tell(const struct clients_watch_summary *sum,
     snprintf(f[6], sizeof(f[6]), "SMBTUNED_RTT_MEDIAN_MS=%.1f", c->rtt_median_ms);
     snprintf(f[7], sizeof(f[7]), "SMBTUNED_RTT_MAX_MS=%.1f", c->rtt_max_ms);
     snprintf(f[8], sizeof(f[8]), "SMBTUNED_BDP_MAX=%.0f", sum->bdp_max);
+    /* held back by smbd's own reading (disk, CPU), not by a buffer: no
+     * buffer size helps them, and none is asked for them */
+    snprintf(f[9], sizeof(f[9]), "SMBTUNED_CLIENTS_SMBD=%d", c->by[CLIENTS_SMBD]);
     if (cmp != NULL) {
-        snprintf(f[9], sizeof(f[9]), "SMBTUNED_CLIENTS_SINCE_COMMIT=%s",
+        snprintf(f[10], sizeof(f[10]), "SMBTUNED_CLIENTS_SINCE_COMMIT=%s",
                  clients_watch_verdict_name(cmp->verdict));
-        snprintf(f[10], sizeof(f[10]), "SMBTUNED_CLIENTS_NEW=%d", cmp->new_busy);
-        snprintf(f[11], sizeof(f[11]), "SMBTUNED_CLIENTS_NEW_HELD=%d", cmp->new_held);
+        snprintf(f[11], sizeof(f[11]), "SMBTUNED_CLIENTS_NEW=%d", cmp->new_busy);
+        snprintf(f[12], sizeof(f[12]), "SMBTUNED_CLIENTS_NEW_HELD=%d", cmp->new_held);
     } else {
-        more[9] = NULL;
+        more[10] = NULL;
     }
     compare_words(cmp, words, sizeof(words));
     if (c->connections == 0) {
@@ -224,12 +227,13 @@ void clients_watch_tell(const struct clients_watch_summary *sum,
     report_event(JOURNAL_ID_CLIENTS, LOG_INFO,
                  &(struct event_fields){.smb_conf = smb_conf, .more = more},
                  "real clients: %d connection%s, held back by the server's send buffer %d, by "
-                 "its receive buffer %d, by the client's window %d, by the network %d, idle %d; "
-                 "round trip median %.1f ms, max %.1f ms; largest bandwidth-delay product of a "
-                 "buffer-limited one %.0f bytes%s",
+                 "its receive buffer %d, by smbd itself (reading slowly) %d, by the client's "
+                 "window %d, by the network %d, idle %d; round trip median %.1f ms, max %.1f ms; "
+                 "largest bandwidth-delay product of a buffer-limited one %.0f bytes%s",
                  c->connections, c->connections == 1 ? "" : "s", c->by[CLIENTS_SNDBUF],
-                 c->by[CLIENTS_RCVBUF], c->by[CLIENTS_CLIENT_WINDOW], c->by[CLIENTS_NETWORK],
-                 c->by[CLIENTS_IDLE], c->rtt_median_ms, c->rtt_max_ms, sum->bdp_max, words);
+                 c->by[CLIENTS_RCVBUF], c->by[CLIENTS_SMBD], c->by[CLIENTS_CLIENT_WINDOW],
+                 c->by[CLIENTS_NETWORK], c->by[CLIENTS_IDLE], c->rtt_median_ms, c->rtt_max_ms,
+                 sum->bdp_max, words);
 }
 
 bool clients_watch_asks_more(const struct clients_watch_summary *sum, long in_rcvbuf,

@@ -74,7 +74,7 @@ void clients_watch_summarize(const struct clients_conn *v, size_t n,
 
 /* The summary's journal entry (JOURNAL_ID_CLIENTS), with its fields
  * SMBTUNED_CLIENTS, SMBTUNED_CLIENTS_SNDBUF_LIMITED, _RCVBUF_LIMITED,
- * _CLIENT_WINDOW, _NETWORK, _IDLE, SMBTUNED_RTT_MEDIAN_MS, _MAX_MS and
+ * _CLIENT_WINDOW, _SMBD, _NETWORK, _IDLE, SMBTUNED_RTT_MEDIAN_MS, _MAX_MS and
  * SMBTUNED_BDP_MAX; no client address. With cmp (after a commit; NULL
  * before any): SMBTUNED_CLIENTS_SINCE_COMMIT (the verdict),
  * SMBTUNED_CLIENTS_NEW and SMBTUNED_CLIENTS_NEW_HELD, and the words. */

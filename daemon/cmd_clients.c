@@ -102,13 +102,19 @@ static void print_text(const struct clients_conn *v, size_t n, const struct clie
         printf("  Receive window  : %.0f bytes%s: at most %.2f MB/s over this round trip; "
                "%s\n",
                c->window, c->window_estimated ? " (estimated: no tcpi_rcv_wnd)" : "", cap,
-               c->rcvbuf_limited ? "the client writes at that rate" : "not the limit");
+               c->rcvbuf_limited                   ? "the client writes at that rate"
+               : cap > 0 && c->received_mbps > cap ? "not the limit (more came: the round trip "
+                                                     "of smbd's replies overstates the client's)"
+                                                   : "not the limit");
+        printf("  Unread by smbd  : %.0f bytes on average; more than half the window in %.0f%% "
+               "of the samples\n",
+               c->unread, 100 * c->unread_backlog);
     }
     printf("\nSummary: %d connection%s, %d limited by the server's buffers (send %d, receive "
-           "%d), %d by the client's window, %d by the network, %d idle\n",
+           "%d), %d by smbd itself, %d by the client's window, %d by the network, %d idle\n",
            s->connections, s->connections == 1 ? "" : "s", s->limited_by_buffers,
-           s->by[CLIENTS_SNDBUF], s->by[CLIENTS_RCVBUF], s->by[CLIENTS_CLIENT_WINDOW],
-           s->by[CLIENTS_NETWORK], s->by[CLIENTS_IDLE]);
+           s->by[CLIENTS_SNDBUF], s->by[CLIENTS_RCVBUF], s->by[CLIENTS_SMBD],
+           s->by[CLIENTS_CLIENT_WINDOW], s->by[CLIENTS_NETWORK], s->by[CLIENTS_IDLE]);
 }
 
 /* Rounded for people; the JSON carries no more digits than the figures
@@ -141,6 +147,8 @@ static int print_json(const struct clients_conn *v, size_t n, const struct clien
         SET("sndbuf_limited", real(c->sndbuf_limited, 0.001));
         SET("rwnd_limited", real(c->rwnd_limited, 0.001));
         SET("rcvbuf_limited", json_boolean(c->rcvbuf_limited));
+        SET("unread_bytes", real(c->unread, 1));
+        SET("unread_backlog", real(c->unread_backlog, 0.001));
         SET("limited_by", json_string(clients_limit_name(c->limited_by)));
 #undef SET
         bad |= json_array_append_new(a, x) < 0;

@@ -25,6 +25,32 @@
  * client's writes (issue 13; measured 1.0-1.04 for a put into
  * SO_RCVBUF=65536, FACTS.md). */
 #define RCVBUF_SHARE 0.8
+/* ... and at most this share: a window cannot carry more than itself per
+ * round trip, so a rate well above window / rtt says the rtt is not the
+ * one the client's data sees (tcpi_rtt times smbd's own replies, whose
+ * ACKs can wait: 19.1 ms on loopback for a put smbd read slowly, at 25
+ * times window / rtt) and the arithmetic says nothing about the window.
+ * 1.25 leaves room above the 1.0-1.04 measured for a real limit (the
+ * window is a mean, the rtt a smoothed one). */
+#define RCVBUF_OVER 1.25
+/* A sample's receive queue is backlogged when smbd has left more than
+ * half the window unread. smbd reading as fast as data comes leaves what
+ * arrived since its last read, a segment or a burst caught in passing,
+ * and usually nothing; smbd reading behind (a slow disk, a busy CPU)
+ * lets the queue grow until it closes the window, and the queue is then
+ * as large as the window it took away. Half the window lies between the
+ * two, each sample against its own window (the one the kernel last
+ * advertised; 0 once the queue closed it). */
+#define BACKLOG_DEN 2
+/* smbd keeps up unless this share of the samples is backlogged. Not a
+ * majority: a stalled smbd leaves the queue full for only part of a stall,
+ * since the client, waiting for smbd's replies to its writes, soon has
+ * nothing more to send (tests/integration/test_clients.py: 46-76% of the
+ * samples with smbd stopped 80% of the time), while smbd keeping up shows
+ * a backlog in almost none (0 of 41 for a put into SO_RCVBUF=65536 over
+ * 40 ms, 106 bytes unread on average). A quarter keeps a margin of about
+ * two both ways. */
+#define BACKLOG_SHARE 0.25
 /* A majority: of the samples in flight (sndbuf), of the busy time
  * (client_window), of the intervals (network against idle). */
 #define MAJORITY 0.5
@@ -34,8 +60,8 @@ struct track {
     double t_first, t_last;
     unsigned long epoch; /* the snapshot it was last seen in */
     size_t order;        /* its position in that snapshot */
-    int samples, in_flight, full, intervals, active;
-    double sum_rtt_us, sum_wnd;
+    int samples, in_flight, full, intervals, active, backlog;
+    double sum_rtt_us, sum_wnd, sum_unread;
     int n_rtt, n_wnd;
     bool wnd_estimated;
 };
@@ -97,6 +123,13 @@ static bool full(const struct clients_sock *s)
            (uint64_t)s->notsent_bytes * UNSENT_DEN <= s->wmem_queued;
 }
 
+/* smbd has left more than half the window unread (see BACKLOG_DEN); with
+ * the window closed, anything unread. */
+static bool backlogged(const struct clients_sock *s)
+{
+    return s->unread > 0 && (uint64_t)s->unread * BACKLOG_DEN > s->rcv_wnd;
+}
+
 /* Bytes moved between two samples, or data in flight now. */
 static bool active(const struct clients_sock *p, const struct clients_sock *s)
 {
@@ -113,6 +146,8 @@ static void observe(struct track *k, const struct clients_sock *s)
         k->in_flight++;
         k->full += full(s);
     }
+    k->backlog += backlogged(s);
+    k->sum_unread += s->unread;
     if (s->rtt_us > 0) {
         k->sum_rtt_us += s->rtt_us;
         k->n_rtt++;
@@ -173,6 +208,12 @@ static enum clients_limit limit_of(const struct track *k, const struct clients_c
 {
     if (k->in_flight >= MIN_IN_FLIGHT && o->sndbuf_limited >= MAJORITY)
         return CLIENTS_SNDBUF;
+    /* What came waits unread: smbd itself (its disk, its CPU) holds the
+     * client back, whatever the rate says; a larger buffer would only
+     * hold more of it unread. Before the receive buffer: a window that
+     * smbd keeps closed looks like one too small. */
+    if (o->unread_backlog >= BACKLOG_SHARE)
+        return CLIENTS_SMBD;
     if (o->rcvbuf_limited)
         return CLIENTS_RCVBUF;
     if (o->rwnd_limited >= MAJORITY)
@@ -211,14 +252,23 @@ static void conclude(const struct track *k, struct clients_conn *o)
     }
     o->window = k->n_wnd ? k->sum_wnd / k->n_wnd : 0;
     o->window_estimated = k->wnd_estimated;
+    o->unread = k->samples ? k->sum_unread / k->samples : 0;
+    o->unread_backlog = k->samples ? (double)k->backlog / k->samples : 0;
     /* window / rtt is the most the client can send through our window;
      * received at (nearly) that rate, the window is what caps it. The
      * smoothed rtt of our own sends, not tcpi_rcv_rtt: on a put into
      * SO_RCVBUF=65536 over 40 ms (tests/integration/test_clients.py) the
      * rate was 0.91-0.95 of window / rtt (45-47 ms) but only 0.8 of
-     * window / rcv_rtt (40 ms), too close to the line. */
-    o->rcvbuf_limited = o->received_mbps > 0 && o->rtt_ms > 0 && o->window > 0 &&
-                        o->received_mbps * 1e6 >= RCVBUF_SHARE * o->window / (o->rtt_ms / 1000);
+     * window / rcv_rtt (40 ms), too close to the line. Only while smbd
+     * keeps up (BACKLOG_SHARE): a window it keeps closed is not one too
+     * small; and not far above window / rtt (RCVBUF_OVER). */
+    if (o->received_mbps > 0 && o->rtt_ms > 0 && o->window > 0 &&
+        o->unread_backlog < BACKLOG_SHARE) {
+        double ceiling = o->window / (o->rtt_ms / 1000);
+
+        o->rcvbuf_limited = o->received_mbps * 1e6 >= RCVBUF_SHARE * ceiling &&
+                            o->received_mbps * 1e6 <= RCVBUF_OVER * ceiling;
+    }
     o->limited_by = limit_of(k, o);
 }
 
@@ -289,7 +339,7 @@ const char *clients_limit_name(enum clients_limit l)
     static const char *const names[CLIENTS_NLIMITS] = {
         [CLIENTS_IDLE] = "idle",       [CLIENTS_SNDBUF] = "sndbuf",
         [CLIENTS_RCVBUF] = "rcvbuf",   [CLIENTS_CLIENT_WINDOW] = "client_window",
-        [CLIENTS_NETWORK] = "network",
+        [CLIENTS_NETWORK] = "network", [CLIENTS_SMBD] = "smbd",
     };
 
     return (unsigned)l < CLIENTS_NLIMITS ? names[l] : "?";
@@ -305,7 +355,10 @@ const char *clients_limit_words(enum clients_limit l)
                            "fast as the window the server advertises lets it",
         [CLIENTS_CLIENT_WINDOW] = "the client's receive window: the client reads or "
                                   "advertises too little",
-        [CLIENTS_NETWORK] = "the network (the path or congestion), not the buffers",
+        [CLIENTS_NETWORK] = "the network (the path or congestion), the client, or smbd's disk "
+                            "or CPU: not the buffers",
+        [CLIENTS_SMBD] = "smbd itself (reading slowly: disk or CPU), not the buffers: what "
+                         "the client sent waits unread in the server's receive queue",
     };
 
     return (unsigned)l < CLIENTS_NLIMITS ? words[l] : "?";

@@ -45,6 +45,7 @@ struct clients_sock {
     uint32_t rcv_wnd;         /* the window we advertise (or the fallback, see conns.c) */
     uint32_t rcvbuf, sndbuf;  /* the socket's buffers now (sk_rcvbuf, sk_sndbuf) */
     uint32_t wmem_queued;     /* bytes queued for sending, sent or not (sk_wmem_queued) */
+    uint32_t unread;          /* received, not yet read by smbd (idiag_rqueue) */
 };
 
 enum clients_limit {
@@ -52,7 +53,9 @@ enum clients_limit {
     CLIENTS_SNDBUF,        /* the server's send buffer */
     CLIENTS_RCVBUF,        /* the server's receive buffer (the window it advertises) */
     CLIENTS_CLIENT_WINDOW, /* the client's receive window */
-    CLIENTS_NETWORK,       /* busy and limited by none of those: the path or congestion */
+    CLIENTS_NETWORK,       /* busy and limited by none of those: the path, congestion, the
+                            * client, or smbd's disk or CPU where nothing shows it */
+    CLIENTS_SMBD,          /* smbd reads slowly (disk or CPU): what came waits unread */
     CLIENTS_NLIMITS
 };
 
@@ -66,8 +69,10 @@ struct clients_conn {
     double received_mbps;  /* 10^6 bytes/s received from it */
     double sndbuf_limited; /* share of samples in flight with the send buffer full */
     double rwnd_limited;   /* share of busy time limited by the client's window */
-    bool rcvbuf_limited;   /* received at >= 80% of our window / rtt */
+    bool rcvbuf_limited;   /* received at 80-125% of our window / rtt, smbd keeping up */
     double window;         /* mean window we advertised (bytes) */
+    double unread;         /* mean bytes received but not yet read by smbd */
+    double unread_backlog; /* share of samples with more than half the window unread */
     bool window_estimated; /* no tcpi_rcv_wnd: the fallback of conns.c */
     enum clients_limit limited_by;
     double seconds;         /* the span it was observed over */
@@ -98,7 +103,7 @@ int clients_result(const struct clients *c, struct clients_conn **v, size_t *n);
 
 void clients_summarize(const struct clients_conn *v, size_t n, struct clients_summary *s);
 
-/* "sndbuf", "rcvbuf", "client_window", "network", "idle" */
+/* "sndbuf", "rcvbuf", "client_window", "network", "idle", "smbd" */
 const char *clients_limit_name(enum clients_limit l);
 
 /* What that means, in words, for the text output. */

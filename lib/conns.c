@@ -107,6 +107,10 @@ int conns_parse(const struct inet_diag_msg *m, size_t len, struct clients_sock *
     s->cookie = (uint64_t)m->id.idiag_cookie[0] | (uint64_t)m->id.idiag_cookie[1] << 32;
     addr_str(m->idiag_family, m->id.idiag_src, m->id.idiag_sport, s->local, sizeof(s->local));
     addr_str(m->idiag_family, m->id.idiag_dst, m->id.idiag_dport, s->peer, sizeof(s->peer));
+    /* For an established TCP socket the kernel's rcv_nxt - copied_seq
+     * (tcp_diag_get_info): bytes in order, received, not yet read by smbd;
+     * in every kernel's inet_diag_msg, no attribute needed. */
+    s->unread = m->idiag_rqueue;
     alen = (unsigned)(len - NLMSG_ALIGN(sizeof(*m)));
     for (a = (const struct rtattr *)(m + 1); RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
         if (a->rta_type == INET_DIAG_INFO) {

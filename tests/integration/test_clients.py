@@ -12,6 +12,13 @@ does, so that sock_diag there sees smbd's end of the transfer:
 - smbd with autotuning (TCP_NODELAY only): the same get is held by the
   path, not by the buffer (limited_by network).
 
+And on loopback, a put into smbd with `SO_RCVBUF=65536` while smbd is
+made slow to read (the connection's smbd child stopped most of the time,
+as a disk stall or a starved CPU would leave it): what the client sent
+waits unread, and that is smbd's doing, not the receive buffer's
+(limited_by smbd, rcvbuf_limited false), though the rate is far above
+what the window allows over the inflated round trip of smbd's replies.
+
 Also: nothing connected gives an empty list and exit 0; a user that is not
 root, or a kernel without sock_diag, gets a clear error and exit status 1.
 
@@ -20,10 +27,13 @@ with -s to see the figures each run measured.
 """
 
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -126,7 +136,7 @@ def during(smbd_factory, smbtuned, tmp_path, socket_options, direction):
     c = ours[0]
     assert set(c) == {"peer", "local", "rtt_ms", "rcvbuf", "sndbuf", "sent_mbps",
                       "received_mbps", "sndbuf_limited", "rwnd_limited", "rcvbuf_limited",
-                      "limited_by"}, c
+                      "unread_bytes", "unread_backlog", "limited_by"}, c
     assert c["local"] == f"{w.server_addr}:{srv.port}", c
     assert obj["summary"]["connections"] == len(obj["connections"]), obj
     # The bytes crossed the emulated link (a bound, not a threshold).
@@ -171,6 +181,117 @@ def test_get_under_autotuning_is_network_limited(smbd_factory, smbtuned, tmp_pat
     assert c["sndbuf_limited"] <= 0.5, c
     assert c["sent_mbps"] > 0, c
     assert "Limited by      : the network" in text, text
+
+
+# The slow smbd: its connection's child stopped for STOP_S, then let run
+# for RUN_S, over and over: it reads (and writes the file) a fifth of the
+# time. SIGSTOP stands for a disk stall or a starved CPU (a slow disk under
+# the test's own directory would need a device of its own); the pauses are
+# far below any SMB timeout.
+STOP_S = 0.040
+RUN_S = 0.010
+
+
+def conn_child(srv, port):
+    """The PID of the smbd child that serves the one established
+    connection on port: ss names it; it must be a child of the smbd this
+    test started (only that one is ever signalled)."""
+    for _ in range(50):
+        ss = subprocess.run(["ss", "-tnpH", "state", "established", f"( sport = :{port} )"],
+                            capture_output=True, text=True, timeout=10).stdout
+        pids = {int(p) for p in re.findall(r"pid=(\d+)", ss)}
+        if len(pids) == 1:
+            pid = pids.pop()
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            assert ppid == srv.pid, (pid, ppid, srv.pid)
+            return pid
+        time.sleep(0.1)
+    raise AssertionError(f"no single smbd child on port {port}: {ss}")
+
+
+class Throttle:
+    """Stops and continues one PID (an smbd child of ours) until stopped;
+    it is always left running."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        try:
+            while not self.done.is_set():
+                os.kill(self.pid, signal.SIGSTOP)
+                self.done.wait(STOP_S)
+                os.kill(self.pid, signal.SIGCONT)
+                self.done.wait(RUN_S)
+        except ProcessLookupError:
+            pass
+        finally:
+            try:
+                os.kill(self.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+
+    def stop(self):
+        self.done.set()
+        self.thread.join(timeout=10)
+
+
+def test_put_into_slow_smbd_is_smbd_limited(smbd_factory, smbtuned, tmp_path):
+    """The reviewer's case: `Limited by: the server's receive buffer` at 25
+    times what the window allows, for a loopback put that smbd itself was
+    slow to read (writing the file to disk), after which the daemon raised
+    SO_RCVBUF to the kernel's cap. First as it comes (smbd writes to the
+    test's directory, on whatever disk that is: never the receive buffer,
+    whatever else), then with smbd made slower still (smbd's)."""
+    srv = smbd_factory(socket_options=SMALL)
+    src = tmp_path / "upload"
+    with open(src, "wb") as f:
+        f.truncate(BIG)
+    argv = [SMBCLIENT, "-s", str(srv.client_conf), "-N", "-p", str(srv.port), srv.unc(),
+            "-c", f"put {src} up"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, env=srv.env(), text=True)
+    throttle = None
+    try:
+        time.sleep(1)
+        assert proc.poll() is None, f"smbclient ended early: {proc.stdout.read()}"
+        r, plain = clients(smbtuned, tmp_path, srv)
+        assert r.returncode == 0, r.stderr
+        throttle = Throttle(conn_child(srv, srv.port))
+        time.sleep(1)
+        r, obj = clients(smbtuned, tmp_path, srv)
+        assert r.returncode == 0, r.stderr
+        text = clients(smbtuned, tmp_path, srv, text=True)[0]
+        assert text.returncode == 0, text.stderr
+        assert proc.poll() is None, f"smbclient ended early: {proc.stdout.read()}"
+    finally:
+        if throttle is not None:
+            throttle.stop()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+        proc.stdout.close()
+        (srv.share_dir / "up").unlink(missing_ok=True)
+    print(f"\nput: {json.dumps(plain)}\nslow smbd put: {json.dumps(obj)}\n{text.stdout}")
+    local = f"127.0.0.1:{srv.port}"
+    ours = [c for c in plain["connections"] if c["local"] == local]
+    assert len(ours) == 1, plain
+    assert ours[0]["limited_by"] != "rcvbuf" and ours[0]["rcvbuf_limited"] is False, ours
+    ours = [c for c in obj["connections"] if c["local"] == local]
+    assert len(ours) == 1, obj
+    c = ours[0]
+    assert c["received_mbps"] > 0, c
+    assert c["limited_by"] == "smbd", c
+    assert c["rcvbuf_limited"] is False, c
+    # what the verdict stands on: smbd left more than half the window
+    # unread in a quarter of the samples or more
+    assert c["unread_backlog"] >= 0.25, c
+    assert obj["summary"]["limited_by_buffers"] == 0, obj
+    assert "Limited by      : smbd itself (reading slowly: disk or CPU)" in text.stdout, text.stdout
 
 
 def test_nothing_connected(smbd, smbtuned, tmp_path):

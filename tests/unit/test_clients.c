@@ -1,7 +1,8 @@
 /* Unit tests for lib/clients: what holds back a connection, from
  * synthetic snapshots 50 ms apart, each scenario as issue 13 describes
  * it (a get held by the send buffer, one held by the path, a put held by
- * the receive buffer, a client with a small window, an idle session). */
+ * the receive buffer, a put that smbd reads slowly, a client with a small
+ * window, an idle session). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -80,6 +81,15 @@ static struct clients_conn one(struct flow f)
     o = v[0];
     free(v);
     return o;
+}
+
+/* f's verdict, and whether the window / rtt test held. */
+static void expect(struct flow f, bool rcvbuf_limited, enum clients_limit l)
+{
+    struct clients_conn o = one(f);
+
+    assert_int_equal(o.rcvbuf_limited, rcvbuf_limited);
+    assert_int_equal(o.limited_by, l);
 }
 
 /* A get into SO_SNDBUF=65536: the queue at its send buffer, all of it in
@@ -223,9 +233,7 @@ static void test_rcvbuf_limited_put(void **state)
     f.recv_mbps = 0.8 * 78000 / 0.040 / 1e6 + 0.001;
     assert_true(one(f).rcvbuf_limited);
     f.recv_mbps = 0.7 * 78000 / 0.040 / 1e6;
-    o = one(f);
-    assert_false(o.rcvbuf_limited);
-    assert_int_equal(o.limited_by, CLIENTS_NETWORK);
+    expect(f, false, CLIENTS_NETWORK);
 
     /* autotuning: a window of megabytes, the put at the link's rate */
     f = put_rcvbuf();
@@ -239,6 +247,115 @@ static void test_rcvbuf_limited_put(void **state)
     o = one(f);
     assert_true(o.window_estimated);
     assert_int_equal(o.limited_by, CLIENTS_RCVBUF);
+}
+
+/* The reviewer's put into smbd with SO_RCVBUF=65536 on loopback, smbd
+ * slow to write the file (disk or CPU): the receive queue full of what
+ * smbd has not read yet, the rtt of smbd's replies inflated to 19.1 ms
+ * (the client, its window closed, has no data to carry their ACKs and
+ * delays them), and 136.82 MB/s received, 25 times the 5.45 MB/s that a
+ * window of 103964 bytes allows over 19.1 ms. The window does not hold
+ * it back, smbd does: a larger SO_RCVBUF changes nothing (autotuning got
+ * the same 70-180 MB/s). */
+static struct flow put_slow_smbd(void)
+{
+    struct flow f = put_rcvbuf();
+
+    f.s.cookie = 4;
+    f.s.rtt_us = 19100;
+    f.s.rcv_wnd = 103964;
+    f.s.unread = 98000; /* the queue near full: smbd reads behind */
+    f.recv_mbps = 136.82;
+    return f;
+}
+
+static void test_slow_smbd_is_not_rcvbuf(void **state)
+{
+    struct clients_conn o = one(put_slow_smbd());
+    struct flow f;
+
+    (void)state;
+    assert_false(o.rcvbuf_limited);
+    assert_int_equal(o.limited_by, CLIENTS_SMBD);
+    assert_string_equal(clients_limit_name(o.limited_by), "smbd");
+    /* what the verdict stands on: the whole window unread in every sample */
+    assert_true(o.unread == 98000 && o.unread_backlog == 1.0);
+
+    /* The same backlog at a rate the window allows (0.9 of window / rtt):
+     * still smbd, which leaves the window closed, not the buffer. */
+    f = put_slow_smbd();
+    f.recv_mbps = 0.9 * 103964 / 0.0191 / 1e6;
+    expect(f, false, CLIENTS_SMBD);
+
+    /* Read at once (nothing unread) but 25 times window / rtt: the rtt
+     * is not the one the client's data sees, so the window / rtt
+     * arithmetic does not apply; not the receive buffer either. */
+    f = put_slow_smbd();
+    f.s.unread = 0;
+    expect(f, false, CLIENTS_NETWORK);
+
+    /* The summary does not count it among the buffers. */
+    {
+        struct clients_conn v[2] = {one(put_slow_smbd()), one(put_rcvbuf())};
+        struct clients_summary sum;
+
+        clients_summarize(v, 2, &sum);
+        assert_int_equal(sum.by[CLIENTS_SMBD], 1);
+        assert_int_equal(sum.by[CLIENTS_RCVBUF], 1);
+        assert_int_equal(sum.limited_by_buffers, 1);
+    }
+}
+
+/* A real receive-buffer limit (rate 0.9 of window / rtt, smbd drains the
+ * queue: a segment or nothing unread) stays one; the bounds of the rate
+ * (at most 1.25 of window / rtt) and of the backlog (above half the
+ * window in a quarter of the samples) hold. */
+static void test_rcvbuf_limit_with_smbd_keeping_up(void **state)
+{
+    struct flow f = put_rcvbuf();
+    struct clients *c;
+    struct clients_conn *v;
+    size_t n;
+
+    (void)state;
+    f.recv_mbps = 0.9 * 78000 / 0.040 / 1e6;
+    f.s.unread = 1448;
+    expect(f, true, CLIENTS_RCVBUF);
+    assert_true(one(f).unread_backlog == 0);
+
+    /* at 1.25 of window / rtt still (rtt a little high); above, not */
+    f.recv_mbps = 1.25 * 78000 / 0.040 / 1e6 - 0.001;
+    assert_int_equal(one(f).limited_by, CLIENTS_RCVBUF);
+    f.recv_mbps = 1.3 * 78000 / 0.040 / 1e6;
+    expect(f, false, CLIENTS_NETWORK);
+
+    /* exactly half the window unread is not above it */
+    f = put_rcvbuf();
+    f.s.unread = 78000 / 2;
+    assert_int_equal(one(f).limited_by, CLIENTS_RCVBUF);
+    f.s.unread = 78000 / 2 + 1;
+    assert_int_equal(one(f).limited_by, CLIENTS_SMBD);
+
+    /* Backlogged in 4 of 20 samples (bursts caught before smbd read
+     * them): below a quarter, the window still the limit; in 5 of 20
+     * (a stalled smbd leaves the queue full for part of each stall), smbd. */
+    for (int want = 0; want < 2; want++) {
+        c = clients_new();
+        f = put_rcvbuf();
+        for (int i = 0; i < 20; i++) {
+            struct clients_sock s = f.s;
+
+            s.unread = i < (want ? 5 : 4) ? 70000 : 0;
+            assert_int_equal(clients_add(c, i * STEP, &s, 1), 0);
+            step(&f);
+        }
+        assert_int_equal(clients_result(c, &v, &n), 0);
+        assert_int_equal(n, 1);
+        assert_true(v[0].unread_backlog == (want ? 0.25 : 0.2));
+        assert_int_equal(v[0].limited_by, want ? CLIENTS_SMBD : CLIENTS_RCVBUF);
+        free(v);
+        clients_free(c);
+    }
 }
 
 static void test_client_window(void **state)
@@ -380,6 +497,8 @@ int main(void)
         cmocka_unit_test(test_path_limited_get),
         cmocka_unit_test(test_sndbuf_share),
         cmocka_unit_test(test_rcvbuf_limited_put),
+        cmocka_unit_test(test_slow_smbd_is_not_rcvbuf),
+        cmocka_unit_test(test_rcvbuf_limit_with_smbd_keeping_up),
         cmocka_unit_test(test_client_window),
         cmocka_unit_test(test_idle),
         cmocka_unit_test(test_comings_and_goings),

@@ -111,6 +111,50 @@ static void test_asks_more(void **state)
     assert_false(clients_watch_asks_more(&sum, 65536, 65536, cap, tcp_max, why, sizeof(why)));
 }
 
+/* A put that smbd reads slowly (disk, CPU; lib/clients' CLIENTS_SMBD):
+ * fast, with a small receive buffer, but no buffer holds it back. It
+ * counts apart, gives no bandwidth-delay product, asks for no larger
+ * SO_RCVBUF (the reviewer's loopback put at 137 MB/s into
+ * SO_RCVBUF=65536 had the daemon raise it to the kernel's cap), and after
+ * a commit it is busy, not held back. */
+static void test_slow_smbd_asks_nothing(void **state)
+{
+    const long cap[2] = {4194304, 4194304}, tcp_max[2] = {6291456, 4194304};
+    struct clients_conn v[] = {
+        conn(CLIENTS_SMBD, 19.1, 0.01, 136.82, 131072, 131072),
+        conn(CLIENTS_SMBD, 19.1, 0.01, 136.82, 131072, 131072),
+        conn(CLIENTS_SMBD, 19.1, 0.01, 136.82, 131072, 131072),
+    };
+    struct clients_watch_summary sum, before;
+    struct clients_watch_compare cmp;
+    char why[512];
+
+    (void)state;
+    for (int i = 0; i < 3; i++)
+        v[i].cookie = 10 + (uint64_t)i;
+    clients_watch_summarize(v, 3, &sum);
+    assert_int_equal(sum.s.connections, 3);
+    assert_int_equal(sum.s.by[CLIENTS_SMBD], 3);
+    assert_int_equal(sum.s.by[CLIENTS_RCVBUF], 0);
+    assert_int_equal(sum.s.limited_by_buffers, 0);
+    assert_true(sum.bdp_max == 0 && sum.bdp[SOCKOPTS_RCVBUF] == 0);
+    assert_int_equal(sum.buf_max[SOCKOPTS_RCVBUF], 0);
+    assert_false(clients_watch_asks_more(&sum, 65536, 65536, cap, tcp_max, why, sizeof(why)));
+    assert_string_equal(why, "");
+    assert_false(clients_watch_asks_more(&sum, 0, 0, cap, tcp_max, why, sizeof(why)));
+    /* before: three others, none held back; now these three, busy and
+     * not held back either: no worse for the buffers' share */
+    memset(&before, 0, sizeof(before));
+    before.valid = true;
+    for (int i = 0; i < 3; i++)
+        before.conns[before.nconns++] =
+            (struct clients_watch_conn){1 + (uint64_t)i, CLIENTS_NETWORK, 136.82};
+    clients_watch_compare(&before, &sum, &cmp);
+    assert_int_equal(cmp.new_busy, 3);
+    assert_int_equal(cmp.new_held, 0);
+    assert_int_equal(cmp.verdict, CLIENTS_WATCH_SAME);
+}
+
 /* A summary of connections (cookie, cause, rate). */
 static void with(struct clients_watch_summary *s, int n, const uint64_t *cookie,
                  const enum clients_limit *l, double mbps)
@@ -261,6 +305,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_summarize),
         cmocka_unit_test(test_asks_more),
+        cmocka_unit_test(test_slow_smbd_asks_nothing),
         cmocka_unit_test(test_compare),
         cmocka_unit_test(test_window),
     };
