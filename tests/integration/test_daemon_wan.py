@@ -206,7 +206,7 @@ class Host:
 def run_on_wan(smbd_factory, smbtuned, tmp_path, body, sysctls=None):
     """Build the path and the peer, run body(host), take everything down,
     and check that nothing of the path is left. Returns body's result."""
-    before = set(wanmod._ns_list())
+    before = set(wanmod.own_ns_list())
     w = WanPath(tmp_path / "wan", rtt_ms=RTT_MS, rate_mbit=RATE_MBIT,
                 sysctls={"client": sysctls} if sysctls else None)
     host = None
@@ -222,7 +222,7 @@ def run_on_wan(smbd_factory, smbtuned, tmp_path, body, sysctls=None):
             srv.stop()
             if host:
                 host.cleanup()
-    assert set(wanmod._ns_list()) == before, "a namespace of the path is left"
+    assert set(wanmod.own_ns_list()) == before, "a namespace of the path is left"
     assert not delay_lines_of(w), f"the delay line is left: {delay_lines_of(w)}"
     return result
 

@@ -91,6 +91,13 @@ def _ns_list():
     return [line.split()[0] for line in out.splitlines() if line.strip()]
 
 
+def own_ns_list():
+    """This process's namespaces: another test run's (in parallel on the
+    same machine) come and go on their own."""
+    return [ns for ns in _ns_list()
+            if (m := NS_RE.match(ns)) and int(m.group(1)) == os.getpid()]
+
+
 def _kill_ns_procs(ns):
     """Kill every process inside namespace ns (ours: only we start them there)."""
     for _ in range(50):
