@@ -288,6 +288,7 @@ void clients_watch_keep(const struct clients_watch_summary *sum, long now, struc
     st->clients_client_window = c->by[CLIENTS_CLIENT_WINDOW];
     st->clients_network = c->by[CLIENTS_NETWORK];
     st->clients_idle = c->by[CLIENTS_IDLE];
+    st->clients_smbd = c->by[CLIENTS_SMBD];
     /* the state file takes finite digits only (nan would damage it) */
     st->rtt_median_ms = isfinite(c->rtt_median_ms) ? c->rtt_median_ms : 0;
     st->rtt_max_ms = isfinite(c->rtt_max_ms) ? c->rtt_max_ms : 0;

@@ -169,13 +169,14 @@ static void print_text(const struct status *s)
     /* what the last cycle that watched them saw of smbd's real clients */
     if (st->clients_at && st->clients)
         printf("Real clients    : %s: %ld connection%s, held back by the server's send buffer "
-               "%ld, by its receive buffer %ld, by the client's window %ld, by the network %ld, "
-               "idle %ld; round trip median %.1f ms, max %.1f ms; largest bandwidth-delay "
+               "%ld, by its receive buffer %ld, by smbd's own reading %ld, by the client's window "
+               "%ld, by the network %ld, idle %ld; round trip median %.1f ms, max %.1f ms; largest "
+               "bandwidth-delay "
                "product of a buffer-limited one %ld bytes\n",
                when(st->clients_at, a, sizeof(a)), st->clients, st->clients == 1 ? "" : "s",
-               st->clients_sndbuf_limited, st->clients_rcvbuf_limited, st->clients_client_window,
-               st->clients_network, st->clients_idle, st->rtt_median_ms, st->rtt_max_ms,
-               st->bdp_max);
+               st->clients_sndbuf_limited, st->clients_rcvbuf_limited, st->clients_smbd,
+               st->clients_client_window, st->clients_network, st->clients_idle, st->rtt_median_ms,
+               st->rtt_max_ms, st->bdp_max);
     else if (st->clients_at)
         printf("Real clients    : %s: no connection to smbd\n", when(st->clients_at, a, sizeof(a)));
     else
@@ -203,13 +204,14 @@ static json_t *clients_json(const struct state *st)
 
     if (st->clients_at == 0)
         return json_null();
-    o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:I}", "at",
+    o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:I}", "at",
                   (json_int_t)st->clients_at, "connections", (json_int_t)st->clients,
                   "sndbuf_limited", (json_int_t)st->clients_sndbuf_limited, "rcvbuf_limited",
-                  (json_int_t)st->clients_rcvbuf_limited, "client_window",
-                  (json_int_t)st->clients_client_window, "network", (json_int_t)st->clients_network,
-                  "idle", (json_int_t)st->clients_idle, "rtt_median_ms", st->rtt_median_ms,
-                  "rtt_max_ms", st->rtt_max_ms, "bdp_max", (json_int_t)st->bdp_max);
+                  (json_int_t)st->clients_rcvbuf_limited, "smbd", (json_int_t)st->clients_smbd,
+                  "client_window", (json_int_t)st->clients_client_window, "network",
+                  (json_int_t)st->clients_network, "idle", (json_int_t)st->clients_idle,
+                  "rtt_median_ms", st->rtt_median_ms, "rtt_max_ms", st->rtt_max_ms, "bdp_max",
+                  (json_int_t)st->bdp_max);
     /* out of memory: the key still has a value of its type */
     return o ? o : json_null();
 }

@@ -74,6 +74,7 @@ static const struct field fields[] = {
     FV("rtt_median_ms", K_DOUBLE, rtt_median_ms, 0, 3),
     FV("rtt_max_ms", K_DOUBLE, rtt_max_ms, 0, 3),
     FV("bdp_max", K_LONG, bdp_max, LONG_MAX, 3),
+    FV("clients_smbd", K_LONG, clients_smbd, INT_MAX, 4),
     F("cycles", K_LONG, cycles, LONG_MAX),
 };
 

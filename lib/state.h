@@ -56,6 +56,7 @@ struct state {
     long clients;
     long clients_sndbuf_limited, clients_rcvbuf_limited, clients_client_window;
     long clients_network, clients_idle;
+    long clients_smbd; /* held back by smbd's own reading (format 4) */
     double rtt_median_ms, rtt_max_ms;
     long bdp_max;
     long cycles;
@@ -63,10 +64,11 @@ struct state {
 
 /* The format this smbtuned writes, and the newest it reads. Version 2
  * added written_at, cycle_at, cycle_result and next_at; version 3 the
- * real connections' summary (clients_at ... bdp_max). A file of an older
+ * real connections' summary (clients_at ... bdp_max); version 4 its
+ * count of connections smbd itself held back (clients_smbd). A file of an older
  * version is read without the newer keys, and one that has them is
  * damaged (no smbtuned of that version wrote them). */
-#define STATE_VERSION 3
+#define STATE_VERSION 4
 /* The largest time a state file holds: 9999-12-31T23:59:59Z. */
 #define STATE_TIME_MAX 253402300799L
 

@@ -34,6 +34,7 @@ import signal
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -668,6 +669,12 @@ def test_check_registry_smb_conf(make_env, tmp_path):
 
 # ------------------------------------------------------ a damaged state file
 
+# The state file format this smbtuned writes (lib/state.h).
+STATE_VERSION = int(re.search(r"^#define STATE_VERSION (\d+)$",
+                              (Path(__file__).parents[2] / "lib" / "state.h").read_text(),
+                              re.M).group(1))
+
+
 def legacy_state(conf, **changes):
     """A state file as smbtuned wrote it before the format had a version
     line, with keys replaced (a value) or removed (None)."""
@@ -706,8 +713,8 @@ def damaged_states(conf):
         "pending-alone": (b"pending yes\n", 1, "the file ends without"),
         "written-without-original": (no_original, line_of(no_original, b"pending yes"),
                                      "a pending edit without pending_original"),
-        "newer-version": (b"version 4\n" + legacy_state(conf), 1,
-                          "format version 4, written by a newer smbtuned"),
+        "newer-version": (f"version {STATE_VERSION + 1}\n".encode() + legacy_state(conf), 1,
+                          f"format version {STATE_VERSION + 1}, written by a newer smbtuned"),
         "nul-inside": (legacy_state(conf).replace(b"hold no", b"hold no\0hold yes"),
                        line_of(legacy_state(conf), b"hold no"), "a NUL byte"),
     }
@@ -739,7 +746,7 @@ def test_damaged_state_held_until_resume(make_env, form):
     assert f"kept as {kept[0]}" in err, err
     assert conf.read_bytes() == before and conf.stat().st_mtime_ns == mtime
     st = env.state()
-    assert st.get("version") == "3" and st.get("hold") == "yes", st
+    assert st.get("version") == str(STATE_VERSION) and st.get("hold") == "yes", st
     assert str(kept[0]) in st.get("hold_reason", ""), st
     assert not re.search(r"^<\d>tried ", err, re.M), f"measured while holding off:\n{err}"
     assert "holding off" in err, err

@@ -44,7 +44,7 @@ KEYS = {
 }
 # The last summary of smbd's real connections (issue 13), when there is one.
 CLIENT_KEYS = {
-    "at": int, "connections": int, "sndbuf_limited": int, "rcvbuf_limited": int,
+    "at": int, "connections": int, "sndbuf_limited": int, "rcvbuf_limited": int, "smbd": int,
     "client_window": int, "network": int, "idle": int, "rtt_median_ms": (int, float),
     "rtt_max_ms": (int, float), "bdp_max": int,
 }

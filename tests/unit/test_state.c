@@ -42,6 +42,7 @@ static void test_round_trip(void **state)
     a.clients = 3;
     a.clients_sndbuf_limited = 1;
     a.clients_network = 2;
+    a.clients_smbd = 4;
     a.rtt_median_ms = 40.25;
     a.rtt_max_ms = 80.5;
     a.bdp_max = 65536;
@@ -59,7 +60,7 @@ static void test_round_trip(void **state)
 
     text = state_format(&a);
     assert_non_null(text);
-    assert_non_null(strstr(text, "\nversion 3\n"));
+    assert_non_null(strstr(text, "\nversion 4\n"));
     /* cycles stays last: a file cut after a whole line lacks it */
     assert_non_null(strstr(text, "\ncycles 7\n"));
     assert_string_equal(strstr(text, "\ncycles 7\n"), "\ncycles 7\n");
@@ -78,6 +79,7 @@ static void test_round_trip(void **state)
     assert_int_equal(b.clients_sndbuf_limited, 1);
     assert_int_equal(b.clients_rcvbuf_limited, 0);
     assert_int_equal(b.clients_network, 2);
+    assert_int_equal(b.clients_smbd, 4);
     assert_true(b.rtt_median_ms == 40.25 && b.rtt_max_ms == 80.5);
     assert_int_equal(b.bdp_max, 65536);
     assert_string_equal(b.cycle_result, a.cycle_result);
@@ -174,9 +176,9 @@ static void test_legacy_and_version(void **state)
     assert_int_equal(parse(t, &s, &e), 0);
     state_free(&s);
     free(t);
-    assert_legacy_damaged(1, "version 4",
-                          "state:1: format version 4, written by a newer smbtuned (expected "
-                          "version 3 or older)");
+    assert_legacy_damaged(1, "version 5",
+                          "state:1: format version 5, written by a newer smbtuned (expected "
+                          "version 4 or older)");
     assert_legacy_damaged(1, "version 99999999999999999999", "state:1: bad value for version");
     assert_legacy_damaged(3, "version 1", "state:3: 'version' after other entries");
 }
@@ -351,6 +353,42 @@ static void test_version3_clients(void **state)
     free(v);
 }
 
+/* Version 4's key (connections smbd itself held back): a version 3 file
+ * reads without it, as 0; in a version 3 file it is damage; a version 4
+ * file must have it. */
+static void test_version4_clients_smbd(void **state)
+{
+    struct state a = {0}, s;
+    struct err e = {{0}};
+    char *text, *w;
+
+    (void)state;
+    a.clients_at = 1764593598;
+    a.clients = 1;
+    a.clients_smbd = 1;
+    text = state_format(&a);
+    assert_non_null(text);
+    w = strstr(text, "clients_smbd 1\n");
+    if (w == NULL) {
+        fail();
+        return;
+    }
+    /* damaged as version 3 */
+    memcpy(strstr(text, "version 4"), "version 3", 9);
+    assert_damaged_str(text, "'clients_smbd' in a file of format version 3 (expected it from "
+                             "version 4");
+    /* a version 3 file as version 3 wrote it: read, 0 */
+    memmove(w, strchr(w, '\n') + 1, strlen(strchr(w, '\n') + 1) + 1);
+    assert_int_equal(parse(text, &s, &e), 0);
+    assert_int_equal(s.clients_smbd, 0);
+    assert_int_equal(s.clients, 1);
+    state_free(&s);
+    /* version 4 without it: incomplete */
+    memcpy(strstr(text, "version 3"), "version 4", 9);
+    assert_damaged_str(text, "the file ends without 'clients_smbd'");
+    free(text);
+}
+
 static void test_pending_incomplete(void **state)
 {
     char *t;
@@ -436,7 +474,7 @@ static void test_unknown_duplicate_nul(void **state)
     (void)state;
     assert_legacy_damaged(13, "cycles 3\nfuture_key whatever",
                           "state:14: unknown key 'future_key' (expected a key of format version "
-                          "3)");
+                          "4)");
     assert_legacy_damaged(13, "cycles 3\nrcvbuf 5",
                           "state:14: 'rcvbuf' given twice (first at line 3; expected each key "
                           "once)");
@@ -630,6 +668,7 @@ int main(void)
         cmocka_unit_test(test_legacy_and_version),
         cmocka_unit_test(test_version2_times),
         cmocka_unit_test(test_version3_clients),
+        cmocka_unit_test(test_version4_clients_smbd),
         cmocka_unit_test(test_pending_incomplete),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_bad_numbers),
