@@ -111,6 +111,9 @@ def killed_run(smbtuned, d, args, target, old, new, strace_opts, where):
     what it leaves, then do one normal run and check again. Returns whether
     the run was killed."""
     state = Path(args[args.index("--state-dir") + 1])
+    # Each run starts as the traced one did, from no state directory: the
+    # first write also keeps backup/first/, which a later run skips.
+    shutil.rmtree(state, ignore_errors=True)
     target.write_bytes(old)
     r = run_editor(smbtuned, *args, prefix=["strace", "-qq", "-o", "/dev/null", *strace_opts])
     killed = r.returncode != 0
