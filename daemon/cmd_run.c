@@ -343,6 +343,7 @@ int cmd_run(const struct opts *o)
     char target[PATH_MAX + 64];
     const char *mode;
     sigset_t ss;
+    bool scheduled;
     int r, lock;
 
     if (cmd_load_config(o, &d.cfg, &e) < 0 || make_opts(&d, &e) < 0)
@@ -384,11 +385,6 @@ int cmd_run(const struct opts *o)
         close(lock);
         return r;
     }
-    /* STATUS with READY: `systemctl status` says what it does from the
-     * first moment; then each change of it (on_status). */
-    sd_notifyf(0, "READY=1\nSTATUS=%s", tuner_status(d.tuner));
-    if (!o->once)
-        tuner_on_status(d.tuner, on_status, NULL);
     if (d.topts.own_share)
         snprintf(target, sizeof(target),
                  "its own share %s/" PLACE_OWN_SHARE_DIR
@@ -405,7 +401,19 @@ int cmd_run(const struct opts *o)
         journal_event(JOURNAL_ID_START, LOG_INFO, fields, "smbtuned %s: %s, target %s",
                       SMBTUNED_VERSION, d.topts.mode == TUNER_TUNE ? "tuning" : "advising", target);
     }
-    tuner_kick(d.tuner);
+    /* A restart (boot, a package upgrade, Restart=on-failure) keeps the
+     * schedule of the state file rather than search at once, moving
+     * gigabytes minutes after the last cycle. --once runs now; SIGHUP
+     * still starts a cycle at once (on_hup). Before READY, whose STATUS
+     * says it. */
+    scheduled = !o->once && tuner_keep_schedule(d.tuner);
+    /* STATUS with READY: `systemctl status` says what it does from the
+     * first moment; then each change of it (on_status). */
+    sd_notifyf(0, "READY=1\nSTATUS=%s", tuner_status(d.tuner));
+    if (!o->once)
+        tuner_on_status(d.tuner, on_status, NULL);
+    if (!scheduled)
+        tuner_kick(d.tuner);
     r = sd_event_loop(d.ev);
     if (o->once && r == 0)
         r = tuner_exit_code(d.tuner);

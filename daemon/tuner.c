@@ -94,13 +94,62 @@ static void on_busy_checked(void *ud, int r, double mbps, const char *why)
     tuner_cycle_go(t);
 }
 
-static bool in_window(const struct tuner *t)
+long tuner_window_wait(int start, int end, const struct tm *now)
 {
-    time_t now = time(NULL);
+    /* tm_sec is 60 in a leap second: as :59, so that the wait outside the
+     * window is never 0 (the minute is then not start's) */
+    long sec = now->tm_hour * 3600L + now->tm_min * 60L + (now->tm_sec > 59 ? 59 : now->tm_sec);
+
+    if (facts_in_window(start, end, now->tm_hour * 60 + now->tm_min))
+        return 0;
+    /* start may be 24:00, which is the next midnight */
+    return ((long)start * 60 - sec + 2 * 86400L) % 86400L;
+}
+
+static int minute_of(time_t at, struct tm *tm)
+{
+    localtime_r(&at, tm);
+    return tm->tm_hour * 60 + tm->tm_min;
+}
+
+long tuner_window_opens_in(int start, int end, time_t now)
+{
+    struct tm tm, then;
+    long w, real;
+
+    minute_of(now, &tm);
+    w = tuner_window_wait(start, end, &tm);
+    if (w == 0)
+        return 0;
+    /* The wall clock jumps at a DST change: an hour ahead in spring, so
+     * that the wall-clock wait reaches the start an hour late, an hour
+     * back in autumn (an hour early). The offset at the end of the wait
+     * against now's corrects it, unless that lands outside the window:
+     * in spring, when the start is in the hour that does not exist, the
+     * wall-clock wait ends inside the window (up to an hour after it
+     * opened). The next cycle checks the window anyway, recomputed from
+     * localtime. */
+    minute_of(now + w, &then);
+    real = w - (then.tm_gmtoff - tm.tm_gmtoff);
+    if (real != w && real >= 1 && facts_in_window(start, end, minute_of(now + real, &then)))
+        w = real;
+    return w;
+}
+
+/* Seconds until the window opens, 0 while it is open or without one. */
+static long window_wait_now(const struct tuner *t)
+{
+    return tuner_window_opens_in(t->o.window_start, t->o.window_end, time(NULL));
+}
+
+/* A time as the status and the journal say it: the hour within a day of
+ * now, the date too further off. */
+static void when_str(time_t at, time_t now, char *buf, size_t len)
+{
     struct tm tm;
 
-    localtime_r(&now, &tm);
-    return facts_in_window(t->o.window_start, t->o.window_end, tm.tm_hour * 60 + tm.tm_min);
+    localtime_r(&at, &tm);
+    strftime(buf, len, labs((long)(at - now)) < 86400 ? "%H:%M" : "%Y-%m-%d %H:%M", &tm);
 }
 
 /* What was measured before was measured on something else: say what
@@ -192,12 +241,21 @@ static void on_facts(void *ud, int r, const struct facts *f)
 static void cycle_checks(struct tuner *t)
 {
     const struct facts *f = &t->facts;
+    long wait;
 
-    if (!t->o.once && !in_window(t)) {
-        journal_log(LOG_INFO, "outside the time window %02d:%02d-%02d:%02d: cycle deferred",
-                    t->o.window_start / 60, t->o.window_start % 60, t->o.window_end / 60,
-                    t->o.window_end % 60);
-        tuner_set_status(t, "waiting for the time window");
+    if (!t->o.once && (wait = window_wait_now(t)) > 0) {
+        char win[48], at[32];
+
+        snprintf(win, sizeof(win), "%02d:%02d-%02d:%02d", t->o.window_start / 60,
+                 t->o.window_start % 60, t->o.window_end / 60, t->o.window_end % 60);
+        when_str(time(NULL) + wait, time(NULL), at, sizeof(at));
+        /* the next try at the window's start (cycle_done), not an interval
+         * later: that could miss the window for ever (6h, 01:00-05:00,
+         * from 11:30) */
+        t->window_deferred = true;
+        journal_log(LOG_INFO, "outside the time window %s: cycle deferred to its start at %s", win,
+                    at);
+        tuner_set_status(t, "waiting for the time window %s", win);
         tuner_cycle_end(t, true);
         return;
     }
@@ -244,6 +302,7 @@ static void cycle_begin(struct tuner *t)
 
     tally_begin(&t->tally, child_now());
     t->failed = false;
+    t->window_deferred = false;
     t->fp_change[0] = '\0';
     state_free(&t->st);
     if (state_load(t->o.state_dir, &t->st, &e) < 0) {
@@ -289,17 +348,14 @@ static int on_timer(sd_event_source *src, uint64_t usec, void *ud)
 }
 
 /* Nothing of the cycle is left: wait for the next one. */
-/* Between cycles `systemctl status` says when the next one is and what is
- * in force, or why nothing is done. */
-static void idle_status(struct tuner *t)
+/* Between cycles `systemctl status` says when the next one is (next) and
+ * what is in force, or why nothing is done. */
+static void idle_status(struct tuner *t, time_t next)
 {
-    time_t next = time(NULL) + (time_t)t->o.interval_s;
     struct search_config c = {t->st.rcvbuf, t->st.sndbuf};
     char when[32], cs[96], last[sizeof(t->status)];
-    struct tm tm;
 
-    localtime_r(&next, &tm);
-    strftime(when, sizeof(when), t->o.interval_s < 86400 ? "%H:%M" : "%Y-%m-%d %H:%M", &tm);
+    when_str(next, time(NULL), when, sizeof(when));
     snprintf(last, sizeof(last), "%s", t->status);
     if (t->st.hold)
         tuner_set_status(t, "holding off: %s (checked again at %s)",
@@ -370,10 +426,26 @@ static const char *hold_why(const struct tuner *t)
     return t->st.hold_reason ? t->st.hold_reason : "by request";
 }
 
+/* The next cycle in wait_s seconds. A second's slack lets the kernel
+ * batch wake-ups, a tenth of short waits (tests) keeps them short. */
+static int arm(struct tuner *t, double wait_s)
+{
+    t->timer = sd_event_source_disable_unref(t->timer);
+    if (sd_event_add_time_relative(t->ev, &t->timer, CLOCK_MONOTONIC, (uint64_t)(wait_s * 1e6),
+                                   (uint64_t)fmin(1e6, wait_s * 1e5) + 1, on_timer, t) < 0) {
+        /* no later cycle would ever start: let systemd restart us */
+        journal_log(LOG_CRIT, "cannot arm the next cycle's timer: leaving");
+        sd_event_exit(t->ev, 1);
+        return -1;
+    }
+    return 0;
+}
+
 static void cycle_done(struct tuner *t)
 {
     /* the cycle's hold, told as its result even if --resume ends it now */
     char *held = NULL;
+    double wait;
 
     /* --once leaves right after: no job may be left to finish it. */
     t->w.ops->measure_tidy(t->w.ctx, t->o.once);
@@ -398,7 +470,19 @@ static void cycle_done(struct tuner *t)
             state_set_str(&t->st.cycle_result, res);
         free(res);
     }
-    t->st.next_at = t->o.once ? 0 : t->st.cycle_at + (long)t->o.interval_s;
+    /* An interval after this one, or at the window's start when this one
+     * was deferred by it; and a time outside the window moves on to its
+     * next start, where the cycle would be deferred to anyway (so that
+     * the status and --status say when it really runs). */
+    wait = t->window_deferred ? 0 : t->o.interval_s;
+    wait += (double)tuner_window_opens_in(t->o.window_start, t->o.window_end,
+                                          (time_t)t->st.cycle_at + (time_t)wait);
+    /* not at once after a deferral, should the window have opened since
+     * (at its start's second): a loop of deferrals could not be told from
+     * a busy one */
+    if (t->window_deferred && wait < 1)
+        wait = 1;
+    t->st.next_at = t->o.once ? 0 : t->st.cycle_at + (long)wait;
     /* The admin may have run --resume since the hold was saved (or read
      * at the cycle's start): saving ours would take the hold again. */
     if (owned_resumed(t->line)) {
@@ -418,17 +502,8 @@ static void cycle_done(struct tuner *t)
         return;
     }
     free(held);
-    idle_status(t);
-    t->timer = sd_event_source_disable_unref(t->timer);
-    /* a second's slack lets the kernel batch wake-ups, a tenth of short
-     * intervals (tests) keeps them short */
-    if (sd_event_add_time_relative(
-            t->ev, &t->timer, CLOCK_MONOTONIC, (uint64_t)(t->o.interval_s * 1e6),
-            (uint64_t)fmin(1e6, t->o.interval_s * 1e5) + 1, on_timer, t) < 0) {
-        /* no later cycle would ever start: let systemd restart us */
-        journal_log(LOG_CRIT, "cannot arm the next cycle's timer: leaving");
-        sd_event_exit(t->ev, 1);
-    }
+    idle_status(t, (time_t)t->st.next_at);
+    arm(t, wait);
 }
 
 static void on_ended(void *ud, int r)
@@ -454,6 +529,41 @@ void tuner_cycle_end(struct tuner *t, bool ok)
     cycle_done(t);
 }
 
+/* The latest next cycle a cycle ending now would schedule (cycle_done):
+ * an interval away, or the window's first start after that. */
+static double furthest_wait(const struct tuner *t, time_t now)
+{
+    return t->o.interval_s + (double)tuner_window_opens_in(t->o.window_start, t->o.window_end,
+                                                           now + (time_t)t->o.interval_s);
+}
+
+bool tuner_keep_schedule(struct tuner *t)
+{
+    time_t now = time(NULL), next = (time_t)t->st.next_at;
+    char last[32], when[32];
+
+    /* A pending edit (settled by tuner_recover, or not: a cycle retries
+     * it) means a cycle was cut: it starts again now. A hold: the cycle
+     * costs nothing (no probe) and says so at once. No next_at (never
+     * ran, --once), one passed (it was due while we were down), or one
+     * later than a cycle ending now would schedule (the clock went back,
+     * interval or window was changed): now. */
+    if (t->recovered || t->st.pending || t->st.hold || t->st.cycle_at <= 0 || next <= now ||
+        (double)(next - now) > furthest_wait(t, now))
+        return false;
+    if (arm(t, (double)(next - now)) < 0)
+        return false;
+    when_str((time_t)t->st.cycle_at, now, last, sizeof(last));
+    when_str(next, now, when, sizeof(when));
+    journal_log(LOG_INFO,
+                "last cycle at %s; next cycle at %s as scheduled (systemctl reload smbtuned "
+                "starts one now)",
+                last, when);
+    tuner_set_status(t, "idle: next cycle at %s as scheduled; last cycle at %s: %s", when, last,
+                     t->st.cycle_result ? t->st.cycle_result : "?");
+    return true;
+}
+
 void tuner_kick(struct tuner *t)
 {
     if (t->state != T_IDLE)
@@ -472,6 +582,7 @@ int tuner_recover(struct tuner *t, struct err *e)
     r = state_load(t->o.state_dir, &t->st, e);
     if (r < 0 || !t->st.pending)
         return r;
+    t->recovered = true;
     journal_log(LOG_NOTICE, "a run that did not finish left a %s of %s pending: settling it",
                 t->st.pending_commit ? "change" : "live trial", t->st.pending_edit.file);
     /* Before the loop runs: nothing else waits yet. */

@@ -44,6 +44,13 @@ bool tuner_busy(const struct tuner *t);
  * while our line still holds it), remove leftover shadow smbds. */
 int tuner_recover(struct tuner *t, struct err *e);
 
+/* At the daemon's start, after tuner_recover, instead of tuner_kick:
+ * when the state file says the next cycle is due later, and no more than
+ * an interval from now, and nothing was left pending or held, arm the
+ * timer for then, say so (journal and status) and return true; false:
+ * the caller starts a cycle now (tuner_kick). */
+bool tuner_keep_schedule(struct tuner *t);
+
 /* Start a cycle now (no-op when one runs). */
 void tuner_kick(struct tuner *t);
 

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <systemd/sd-event.h>
+#include <time.h>
 
 #include "clients_watch.h"
 #include "facts.h"
@@ -45,6 +46,12 @@ struct tuner {
     enum tuner_state state;
     sd_event_source *timer;
     bool failed;
+    /* the state file had an edit pending at the start (tuner_recover): the
+     * cut cycle starts again at once, whatever the schedule says */
+    bool recovered;
+    /* this cycle was deferred by the time window: the next one is at the
+     * window's start, not an interval later */
+    bool window_deferred;
     char status[256];
     void (*status_fn)(void *ud, const char *status); /* tuner_on_status */
     void *status_ud;
@@ -87,6 +94,15 @@ void tuner_save(struct tuner *t);
 /* The end of every cycle, well (ok) or not: nothing it put up (shadow,
  * live trial, probe file) outlives it. */
 void tuner_cycle_end(struct tuner *t, bool ok);
+
+/* Seconds from now (local time, as localtime_r gives it) until the
+ * window [start, end) (minutes after midnight, across midnight when end <
+ * start; start < 0: any time) next opens, on the wall clock: 0 while it is
+ * open, else at least 1 (a leap second counts as :59). Pure. */
+long tuner_window_wait(int start, int end, const struct tm *now);
+/* The same from a clock time, in real seconds: a change of the UTC offset
+ * (DST) on the way is taken off (see there). 0 while open, else >= 1. */
+long tuner_window_opens_in(int start, int end, time_t now);
 
 /* After the checks at the start of a cycle: verify the winner, or search
  * (tuner_search.c). */

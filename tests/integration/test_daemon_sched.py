@@ -63,22 +63,64 @@ def test_busy_clients_defer_the_cycle(make_env):
     assert env.leftovers() == []
 
 
-def test_outside_the_window_defers_the_cycle(make_env):
+def test_outside_the_window_defers_to_its_start(make_env):
+    """A cycle outside the window is deferred, and the next try is at the
+    window's start, not an interval later: 6h from 11:30 never meets
+    01:00-05:00 (11:30, 17:30, 23:30, 05:30, ...)."""
     env = make_env(ON_LATTICE)
     now = datetime.datetime.now()
-    # A one-hour window that starts two hours from now: never now.
-    start = (now + datetime.timedelta(hours=2)).strftime("%H:00")
-    end = (now + datetime.timedelta(hours=3)).strftime("%H:00")
-    env.write_config(tune={"window": q(f"{start}-{end}"), "interval": "1h"})
+    # A one-hour window that opens one to two hours from now: never now.
+    opens = (now + datetime.timedelta(hours=2)).replace(minute=0, second=0, microsecond=0)
+    start = opens.strftime("%H:%M")
+    end = (opens + datetime.timedelta(hours=1)).strftime("%H:%M")
+    # the default interval, which passes the window
+    env.write_config(tune={"window": q(f"{start}-{end}"), "interval": "6h"})
     before = env.srv.conf.read_bytes()
     d = env.start()
     d.wait_for(lambda: "outside the time window" in d.stderr, timeout=60,
                what="the window deferral")
     assert f"{start}-{end}" in d.stderr
+    d.wait_for(lambda: env.state().get("next_at", "0") != "0", timeout=60,
+               what="the deferred cycle's end")
     assert RESULT_RE.search(d.stderr) is None
+    # the state (what --status shows) says the window's start
+    st = env.state()
+    assert int(st["next_at"]) == int(opens.timestamp()), (st, opens)
+    line = [ln for ln in d.stderr.splitlines() if "outside the time window" in ln][0]
+    assert line.endswith(f"cycle deferred to its start at {start}"), line
     d.signal(signal.SIGTERM)
     assert d.wait(timeout=60) == 0, d.stderr
     assert env.srv.conf.read_bytes() == before
+    assert env.leftovers() == []
+
+
+def test_restart_keeps_the_schedule(make_env):
+    """A fresh state directory starts a cycle at once; a restart (boot, a
+    package upgrade, Restart=) with the next cycle due later in the state
+    file waits for it instead of searching again at once."""
+    env = make_env(ON_LATTICE)
+    env.write_config(tune={"interval": "1h", "mode": q("advise")})
+    d = env.start()
+    d.wait_for(lambda: env.state().get("next_at", "0") != "0", what="the first cycle's end")
+    assert re.search(r"^<\d>(tried|verified) ", d.stderr, re.M), d.stderr
+    assert "as scheduled" not in d.stderr
+    d.signal(signal.SIGTERM)
+    assert d.wait(timeout=60) == 0, d.stderr
+    st = env.state()
+
+    d = env.start()
+    d.wait_for(lambda: "as scheduled" in d.stderr, timeout=30, what="the schedule kept")
+    # Nothing to wait for but silence: the next cycle is an hour away.
+    time.sleep(5)
+    assert not re.search(r"^<\d>(tuning cycle|tried|verified|real clients)", d.stderr, re.M), \
+        d.stderr
+    hhmm = datetime.datetime.fromtimestamp(int(st["next_at"])).strftime("%H:%M")
+    line = [ln for ln in d.stderr.splitlines() if "as scheduled" in ln][0]
+    assert f"; next cycle at {hhmm} as scheduled" in line, line
+    d.signal(signal.SIGTERM)
+    assert d.wait(timeout=60) == 0, d.stderr
+    after = env.state()
+    assert (after["next_at"], after["cycles"]) == (st["next_at"], st["cycles"]), (st, after)
     assert env.leftovers() == []
 
 

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -399,7 +400,16 @@ static int setup(void **state)
     fprintf(sc, "#!/bin/sh\nexit 0\n");
     assert_int_equal(fclose(sc), 0);
     assert_int_equal(chmod(path, 0755), 0);
-    snprintf(path, sizeof(path), "%s:%s", f->bin, getenv("PATH") ? getenv("PATH") : "/usr/bin");
+    {
+        /* in place of the bin of the test before: a PATH grown by one
+         * directory each test would be cut at sizeof(path), and lose
+         * testparm */
+        const char *was = getenv("PATH") ? getenv("PATH") : "/usr/bin";
+
+        if (strncmp(was, "/tmp/smbtuned-test-tuner-", 25) == 0 && strchr(was, ':') != NULL)
+            was = strchr(was, ':') + 1;
+        snprintf(path, sizeof(path), "%s:%s", f->bin, was);
+    }
     setenv("PATH", path, 1);
     write_conf(f, LEGACY);
 
@@ -1089,6 +1099,29 @@ static int kill_stride(int total)
     return n > 0 && n < total ? (total + n - 1) / n : 1;
 }
 
+/* From the start (the legacy line, an empty state), one run in a child
+ * that kills itself at step `at`: its wait status (exit 3: the step was
+ * never reached). */
+static int run_killed_at(struct fix *f, struct sim *s, int at)
+{
+    pid_t pid;
+    int ws;
+
+    write_conf(f, LEGACY);
+    assert_int_equal(rmtree_path(f->state_dir, NULL), 0);
+    assert_int_equal(mkdir(f->state_dir, 0700), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        sim_init(s, &f->o);
+        s->kill_at = at;
+        run(&f->o, s);
+        _exit(3);
+    }
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    return ws;
+}
+
 /* A kill -9 between any two steps of a live cycle: the next start
  * settles it. smb.conf then holds the old bytes or the committed value,
  * never a trial, and nothing is left pending. */
@@ -1113,22 +1146,9 @@ static void test_kill_between_any_two_steps(void **state)
     for (int at = 1; at <= total; at += at + stride > total && at < total ? total - at : stride) {
         struct state st;
         char *v, *bytes;
-        pid_t pid;
         int ws;
 
-        /* back to the start: the legacy line, an empty state */
-        write_conf(f, LEGACY);
-        assert_int_equal(rmtree_path(f->state_dir, NULL), 0);
-        assert_int_equal(mkdir(f->state_dir, 0700), 0);
-        pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0) {
-            sim_init(&s, &f->o);
-            s.kill_at = at;
-            run(&f->o, &s);
-            _exit(3); /* the step was never reached */
-        }
-        assert_int_equal(waitpid(pid, &ws, 0), pid);
+        ws = run_killed_at(f, &s, at);
         tried++;
         kills += WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL;
         /* the next start: recover, nothing more */
@@ -1372,6 +1392,381 @@ static void test_failed_facts_skip_the_cycle(void **state)
     assert_int_equal(s.measures_at[5] - s.measures_at[4], 1);
 }
 
+/* ---- the schedule: the time window, a restart ---- */
+
+static struct tm at_hms(int h, int m, int sec)
+{
+    return (struct tm){.tm_hour = h, .tm_min = m, .tm_sec = sec, .tm_mday = 1, .tm_year = 124};
+}
+
+/* The wall-clock wait until the window opens: 0 inside it (its start
+ * counts, its end does not), else up to the start, across midnight too,
+ * and never 0 outside it (a leap second is :59). */
+static void test_window_wait(void **state)
+{
+    static const struct {
+        int start, end, h, m, sec;
+        long wait;
+    } cases[] = {
+        {-1, -1, 12, 0, 0, 0},            /* no window: any time */
+        {60, 300, 0, 0, 0, 3600},         /* 01:00-05:00 */
+        {60, 300, 0, 59, 59, 1},          /* a second before it opens */
+        {60, 300, 0, 59, 60, 1},          /* a leap second: not 0 */
+        {60, 300, 1, 0, 0, 0},            /* its start: open */
+        {60, 300, 4, 59, 59, 0},          /* its last second */
+        {60, 300, 5, 0, 0, 20 * 3600},    /* its end: tomorrow's start */
+        {60, 300, 11, 30, 0, 48600},      /* the reviewer's 11:30 */
+        {60, 300, 23, 59, 59, 3601},      /* across midnight to its start */
+        {1380, 60, 22, 59, 59, 1},        /* 23:00-01:00, across midnight */
+        {1380, 60, 23, 0, 0, 0},          /* its start */
+        {1380, 60, 0, 30, 0, 0},          /* after midnight, inside */
+        {1380, 60, 0, 59, 59, 0},         /* its last second */
+        {1380, 60, 1, 0, 0, 22 * 3600},   /* its end */
+        {1380, 60, 12, 0, 0, 11 * 3600},  /* midday */
+        {1440, 300, 23, 0, 0, 3600},      /* 24:00-05:00: the next midnight */
+        {1440, 300, 0, 0, 0, 0},          /* which is open */
+        {1320, 1440, 23, 59, 59, 0},      /* 22:00-24:00 */
+        {1320, 1440, 0, 0, 0, 22 * 3600}, /* its end, midnight */
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct tm tm = at_hms(cases[i].h, cases[i].m, cases[i].sec);
+        long w = tuner_window_wait(cases[i].start, cases[i].end, &tm);
+
+        if (w != cases[i].wait)
+            fail_msg("[%d, %d) at %02d:%02d:%02d: %ld s, expected %ld", cases[i].start,
+                     cases[i].end, cases[i].h, cases[i].m, cases[i].sec, w, cases[i].wait);
+    }
+    /* every second of a day: 0 exactly inside; outside, the wait ends on
+     * the start's minute, to the second, within a day */
+    for (int sec = 0; sec < 86400; sec += 7) {
+        struct tm tm = at_hms(sec / 3600, sec / 60 % 60, sec % 60);
+        long w = tuner_window_wait(1380, 60, &tm);
+
+        assert_int_equal(w == 0, facts_in_window(1380, 60, sec / 60));
+        if (w > 0) {
+            assert_true(w < 86400);
+            assert_int_equal((sec + w) % 86400, 1380 * 60);
+        }
+    }
+}
+
+/* A POSIX TZ rule (no tzdata needed): Central Europe, DST from the last
+ * Sunday of March 02:00 to the last Sunday of October 03:00. */
+#define TZ_CET "CET-1CEST,M3.5.0,M10.5.0/3"
+
+static char *tz_set(const char *tz)
+{
+    char *was = getenv("TZ") ? strdup(getenv("TZ")) : NULL;
+
+    setenv("TZ", tz, 1);
+    tzset();
+    return was;
+}
+
+static void tz_restore(char *was)
+{
+    if (was != NULL)
+        setenv("TZ", was, 1);
+    else
+        unsetenv("TZ");
+    tzset();
+    free(was);
+}
+
+/* Real seconds across a DST change: the wall clock jumps, the wait does
+ * not. UTC instants of 2024 (DST began 31 March at 01:00 UTC, ended 27
+ * October at 01:00 UTC). */
+static void test_window_opens_in_across_dst(void **state)
+{
+    static const struct {
+        long now; /* unix seconds */
+        int start, end;
+        long wait;
+    } cases[] = {
+        /* 31 Mar 00:00 CET; 04:00-05:00 opens at 04:00 CEST, 02:00 UTC:
+         * 3 h, not the wall clock's 4 */
+        {1711839600L, 240, 300, 3 * 3600},
+        /* 30 Mar 12:00 CET, the day before: 15 h, not 16 */
+        {1711796400L, 240, 300, 15 * 3600},
+        /* 31 Mar 00:00 CET; 02:30-05:00 starts in the hour that does not
+         * exist: at 03:30 CEST, inside (not at 01:30 CET, outside) */
+        {1711839600L, 150, 300, 150 * 60},
+        /* 27 Oct 00:00 CEST; 04:00-05:00 opens at 04:00 CET, 03:00 UTC:
+         * 5 h, not 4 */
+        {1729980000L, 240, 300, 5 * 3600},
+        /* 27 Oct 00:00 CEST; 02:30-03:00: the first 02:30, still CEST */
+        {1729980000L, 150, 180, 150 * 60},
+        /* a day without a change: the wall clock's wait */
+        {1718748000L, 240, 300, 4 * 3600},
+        /* inside: 0 */
+        {1711839600L, 1380, 60, 0},
+    };
+    char *was = tz_set(TZ_CET);
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        long w = tuner_window_opens_in(cases[i].start, cases[i].end, (time_t)cases[i].now);
+
+        if (w != cases[i].wait) {
+            tz_restore(was);
+            fail_msg("[%d, %d) from %ld: %ld s, expected %ld", cases[i].start, cases[i].end,
+                     cases[i].now, w, cases[i].wait);
+        }
+    }
+    tz_restore(was);
+}
+
+/* The minute of the day of now + add_min minutes, in UTC (the tests'
+ * TZ). */
+static int minute_from_now(int add_min)
+{
+    time_t now = time(NULL);
+    struct tm tm;
+
+    gmtime_r(&now, &tm);
+    return ((tm.tm_hour * 60 + tm.tm_min + add_min) % 1440 + 1440) % 1440;
+}
+
+/* Leaves the loop at the first idle words: one cycle. */
+static void exit_when_idle(void *ud, const char *status)
+{
+    struct sim *s = ud;
+
+    if (strncmp(status, "idle: ", 6) == 0)
+        sd_event_exit(s->ev, 0);
+}
+
+/* One daemon cycle (not --once) in the sim; the tuner stays for the test
+ * to look at its timer, and is freed by the caller. */
+static struct tuner *one_cycle(struct fix *f, struct sim *s)
+{
+    struct world w = {&sim_ops, s};
+    struct tuner *t;
+    struct err e;
+
+    f->o.once = false;
+    sim_init(s, &f->o);
+    s->ev = new_loop();
+    assert_int_equal(tuner_new_in(s->ev, &f->o, &w, &t, &e), 0);
+    tuner_on_status(t, exit_when_idle, s);
+    assert_int_equal(tuner_recover(t, &e), 0);
+    tuner_kick(t);
+    assert_int_equal(sd_event_loop(s->ev), 0);
+    return t;
+}
+
+/* Seconds until the tuner's timer fires. */
+static double timer_left(struct tuner *t, struct sim *s)
+{
+    uint64_t at, now;
+
+    assert_non_null(t->timer);
+    assert_int_equal(sd_event_source_get_time(t->timer, &at), 0);
+    assert_true(sd_event_now(s->ev, CLOCK_MONOTONIC, &now) >= 0);
+    return ((double)at - (double)now) / 1e6;
+}
+
+static void done_with(struct tuner *t, struct sim *s)
+{
+    tuner_free(t);
+    s->ev = sd_event_unref(s->ev);
+}
+
+/* One daemon cycle (in UTC) with the window [now + from, now + to)
+ * (minutes) and the interval: the next cycle is due at the window's
+ * start, on its minute to the second, the timer armed for then and the
+ * status saying it. st: the state after it; the wait from the cycle's
+ * end to the next. */
+static long window_cycle(struct fix *f, struct sim *s, int from, int to, double interval,
+                         struct state *st)
+{
+    char *was = tz_set("UTC0");
+    struct tuner *t;
+    struct tm tm;
+    char hhmm[48];
+
+    f->o.window_start = minute_from_now(from);
+    f->o.window_end = minute_from_now(to);
+    f->o.interval_s = interval;
+    t = one_cycle(f, s);
+    load_state(f, st);
+    gmtime_r(&(time_t){st->next_at}, &tm);
+    assert_int_equal(tm.tm_hour * 60 + tm.tm_min, f->o.window_start);
+    assert_int_equal(tm.tm_sec, 0);
+    assert_true(fabs(timer_left(t, s) - (double)(st->next_at - time(NULL))) < 2);
+    snprintf(hhmm, sizeof(hhmm), "next cycle at %02d:%02d", tm.tm_hour, tm.tm_min);
+    if (strstr(tuner_status(t), hhmm) == NULL)
+        fail_msg("status '%s' does not say '%s'", tuner_status(t), hhmm);
+    done_with(t, s);
+    tz_restore(was);
+    return st->next_at - st->cycle_at;
+}
+
+/* Outside the window the cycle is deferred to the window's start, not
+ * an interval later (6h from 11:30 never meets 01:00-05:00): the timer,
+ * the state's next_at and the status all say the start. The deferral
+ * counts as a cycle (it ended, without a sample). */
+static void test_window_defers_to_its_start(void **state)
+{
+    struct fix *f = *state;
+    struct state st;
+    struct sim s;
+    /* a window that opens in two hours, minus the seconds of this minute,
+     * for an hour; the default interval, which would pass it */
+    long wait = window_cycle(f, &s, 120, 180, 6 * 3600, &st);
+
+    if (wait < 119 * 60 || wait > 120 * 60)
+        fail_msg("next_at %ld s after the deferral, expected the window's start in 2 h", wait);
+    assert_int_equal(s.measures, 0);
+    assert_int_equal(st.cycles, 1);
+    assert_non_null(strstr(st.cycle_result, "waiting for the time window"));
+    state_free(&st);
+}
+
+/* A cycle in the window whose next one, an interval later, would fall
+ * outside it is scheduled for the window's next start instead: no
+ * deferral in between, and the status says when it runs. */
+static void test_next_cycle_outside_the_window_moves_to_its_start(void **state)
+{
+    struct state st;
+    struct sim s;
+    /* open for an hour either side of now; the next cycle in 3 h */
+    long wait = window_cycle(*state, &s, -60, 60, 3 * 3600, &st);
+
+    /* tomorrow's start: 23 h from now, give or take the minute */
+    if (wait < 22 * 3600 || wait > 24 * 3600)
+        fail_msg("next_at %ld s after the cycle, expected the window's next start", wait);
+    assert_true(s.measures > 0);
+    state_free(&st);
+}
+
+/* After tuner_recover: whether the start keeps the state file's schedule
+ * (true), with the timer then armed for next_at (*left: seconds until
+ * it fires) and the status and the journal saying so; nothing measured. */
+static bool keeps_schedule(struct fix *f, struct sim *s, double *left)
+{
+    struct world w = {&sim_ops, s};
+    struct tuner *t;
+    struct seen sn;
+    struct err e;
+    bool kept, told = false;
+
+    sim_init(s, &f->o);
+    s->ev = new_loop();
+    seen_begin(&sn);
+    assert_int_equal(tuner_new_in(s->ev, &f->o, &w, &t, &e), 0);
+    assert_int_equal(tuner_recover(t, &e), 0);
+    kept = tuner_keep_schedule(t);
+    *left = kept ? timer_left(t, s) : -1;
+    for (int i = 0; i < sn.n; i++)
+        told |= strstr(sn.line[i], "last cycle at ") != NULL &&
+                strstr(sn.line[i], "as scheduled") != NULL;
+    seen_end(&sn);
+    assert_int_equal(told, kept);
+    if (kept) {
+        assert_non_null(strstr(tuner_status(t), "as scheduled; last cycle at "));
+        assert_int_equal(strncmp(tuner_status(t), "idle: next cycle at ", 20), 0);
+    }
+    assert_int_equal(s->facts_calls, 0);
+    done_with(t, s);
+    return kept;
+}
+
+static void set_next_at(struct fix *f, long next_at, bool hold)
+{
+    struct state st;
+
+    load_state(f, &st);
+    st.next_at = next_at;
+    st.hold = hold;
+    state_set_str(&st.hold_reason, hold ? "by request" : NULL);
+    assert_int_equal(state_save(f->state_dir, &st, NULL), 0);
+    state_free(&st);
+}
+
+/* A restart (boot, upgrade, Restart=) keeps the schedule of the state
+ * file: the first cycle waits for next_at and the journal and status say
+ * so. It starts at once without a state file, with next_at passed, with
+ * one further than an interval away (the clock or the interval changed),
+ * and while holding off. */
+static void test_restart_keeps_the_schedule(void **state)
+{
+    long now = (long)time(NULL);
+    struct fix *f = *state;
+    double left;
+    struct sim s;
+
+    f->o.once = false;
+    f->o.interval_s = 3600;
+    /* a fresh state directory: now */
+    assert_false(keeps_schedule(f, &s, &left));
+    done_with(one_cycle(f, &s), &s);
+    /* the cycle just ended: the next in an hour */
+    assert_true(keeps_schedule(f, &s, &left));
+    assert_true(left > 3590 && left <= 3600);
+    set_next_at(f, now + 600, false);
+    assert_true(keeps_schedule(f, &s, &left));
+    assert_true(left > 590 && left <= 600);
+    /* passed, further than an interval, holding off: now */
+    set_next_at(f, now - 10, false);
+    assert_false(keeps_schedule(f, &s, &left));
+    set_next_at(f, now + 7200, false);
+    assert_false(keeps_schedule(f, &s, &left));
+    set_next_at(f, now + 600, true);
+    assert_false(keeps_schedule(f, &s, &left));
+    /* with a window, as far as its start after an interval (2 h away),
+     * not further */
+    {
+        char *was = tz_set("UTC0");
+        long opens = now - now % 60 + 120 * 60;
+
+        f->o.window_start = (int)(opens % 86400 / 60);
+        f->o.window_end = (f->o.window_start + 60) % 1440;
+        set_next_at(f, opens, false);
+        assert_true(keeps_schedule(f, &s, &left));
+        set_next_at(f, opens + 3600, false);
+        assert_false(keeps_schedule(f, &s, &left));
+        tz_restore(was);
+    }
+}
+
+/* A run killed with a live trial in smb.conf: the restart settles it
+ * (tuner_recover) and starts a cycle at once, whatever next_at says. */
+static void test_restart_after_a_cut_cycle_starts_at_once(void **state)
+{
+    struct fix *f = *state;
+    bool pending = false;
+    struct state st;
+    double left;
+    struct sim s;
+
+    /* the small search of test_kill_between_any_two_steps */
+    f->o.trials = TUNER_LIVE;
+    f->o.search.tied = true;
+    f->o.search.min_size = 65536;
+    f->o.search.max_rcvbuf = f->o.search.max_sndbuf = 1048576;
+    /* kill at each step until one leaves a live trial pending */
+    for (int at = 1; at < 40 && !pending; at++) {
+        run_killed_at(f, &s, at);
+        memset(&st, 0, sizeof(st));
+        if (state_load(f->state_dir, &st, NULL) == 0)
+            pending = st.pending && !st.pending_commit;
+        state_free(&st);
+    }
+    assert_true(pending);
+    f->o.once = false;
+    f->o.interval_s = 3600;
+    load_state(f, &st);
+    st.cycle_at = (long)time(NULL) - 60;
+    st.next_at = st.cycle_at + 1800;
+    assert_int_equal(state_save(f->state_dir, &st, NULL), 0);
+    state_free(&st);
+    assert_false(keeps_schedule(f, &s, &left));
+    load_state(f, &st);
+    assert_false(st.pending);
+    state_free(&st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1397,6 +1792,14 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_drift_searches_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_facts_skip_the_cycle, setup, teardown),
+        cmocka_unit_test(test_window_wait),
+        cmocka_unit_test(test_window_opens_in_across_dst),
+        cmocka_unit_test_setup_teardown(test_window_defers_to_its_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_next_cycle_outside_the_window_moves_to_its_start,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restart_keeps_the_schedule, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restart_after_a_cut_cycle_starts_at_once, setup,
+                                        teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
