@@ -362,7 +362,8 @@ static void idle_status(struct tuner *t, time_t next)
                          t->st.hold_reason ? t->st.hold_reason : "by request", when);
     else if (t->st.have_incumbent && !t->failed && strncmp(last, "deferred", 8) != 0 &&
              strncmp(last, "waiting", 7) != 0)
-        tuner_set_status(t, "idle: next cycle at %s, %s, write %.1f read %.1f MB/s", when,
+        /* the probe's rates, not smbd's clients' (`smbtuned --clients`) */
+        tuner_set_status(t, "idle: next cycle at %s, %s, probe write %.1f read %.1f MB/s", when,
                          search_config_str(c, cs, sizeof(cs)), t->st.write_mbps, t->st.read_mbps);
     else
         tuner_set_status(t, "idle: next cycle at %s; last: %s", when, last);

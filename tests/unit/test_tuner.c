@@ -1572,6 +1572,20 @@ static void done_with(struct tuner *t, struct sim *s)
     s->ev = sd_event_unref(s->ev);
 }
 
+/* Between cycles the status says the rates are the probe's, not those of
+ * smbd's clients. */
+static void test_idle_status_says_whose_rates(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+    struct tuner *t = one_cycle(f, &s);
+
+    if (strstr(tuner_status(t), ", probe write ") == NULL ||
+        strstr(tuner_status(t), " MB/s") == NULL)
+        fail_msg("status '%s' does not say the probe's rates", tuner_status(t));
+    done_with(t, &s);
+}
+
 /* One daemon cycle (in UTC) with the window [now + from, now + to)
  * (minutes) and the interval: the next cycle is due at the window's
  * start, on its minute to the second, the timer armed for then and the
@@ -1792,6 +1806,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_drift_searches_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_facts_skip_the_cycle, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idle_status_says_whose_rates, setup, teardown),
         cmocka_unit_test(test_window_wait),
         cmocka_unit_test(test_window_opens_in_across_dst),
         cmocka_unit_test_setup_teardown(test_window_defers_to_its_start, setup, teardown),
