@@ -82,10 +82,14 @@ static const char *ports_str(const int *ports, int n, char *buf, size_t len)
 }
 
 static void print_text(const struct clients_conn *v, size_t n, const struct clients_summary *s,
-                       const char *ports, double seconds, int nsnap)
+                       const char *ports, double seconds, int nsnap, int listening)
 {
     printf("smbd's connections on port %s, over %.1f s (%d samples):\n", ports, seconds, nsnap);
-    if (n == 0)
+    if (n == 0 && listening == 0)
+        printf("  none established: nothing listens on port %s in this network namespace "
+               "(is smbd running, and are these its ports?)\n",
+               ports);
+    else if (n == 0)
         printf("  none established\n");
     for (size_t i = 0; i < n; i++) {
         const struct clients_conn *c = &v[i];
@@ -126,7 +130,8 @@ static json_t *real(double x, double unit)
 
 /* The _new setters take over their value whatever happens, into a NULL
  * object too (then they fail and release it): one flag covers them. */
-static int print_json(const struct clients_conn *v, size_t n, const struct clients_summary *s)
+static int print_json(const struct clients_conn *v, size_t n, const struct clients_summary *s,
+                      int listening)
 {
     json_t *o = json_object(), *a = json_array(), *sum = json_object();
     int bad = o == NULL || a == NULL || sum == NULL;
@@ -155,6 +160,7 @@ static int print_json(const struct clients_conn *v, size_t n, const struct clien
     }
     bad |= json_object_set_new(sum, "connections", json_integer(s->connections)) < 0;
     bad |= json_object_set_new(sum, "limited_by_buffers", json_integer(s->limited_by_buffers)) < 0;
+    bad |= json_object_set_new(sum, "listening", json_boolean(listening > 0)) < 0;
     bad |= json_object_set_new(o, "connections", a) < 0;
     bad |= json_object_set_new(o, "summary", sum) < 0;
     if (bad) {
@@ -177,7 +183,7 @@ int cmd_clients(const struct opts *o)
     struct clients_conn *v = NULL;
     struct clients_summary sum;
     long long seconds = DEFAULT_SECONDS;
-    int ports[SMBD_MAX_PORTS], nports, nsnap = 0, r;
+    int ports[SMBD_MAX_PORTS], nports, nsnap = 0, listening = 0, r;
     char pbuf[128];
     size_t n = 0;
 
@@ -207,6 +213,9 @@ int cmd_clients(const struct opts *o)
     r = observe(c, ports, nports, (long)seconds, &nsnap, &e);
     if (r == 0 && (r = clients_result(c, &v, &n)) < 0)
         err_set(&e, r, "out of memory");
+    /* After the samples: "no connection" and "no smbd" read alike in them. */
+    if (r == 0)
+        r = conns_listening(ports, nports, &listening, &e);
     clients_free(c);
     if (r < 0) {
         fprintf(stderr, "smbtuned: --clients: %s\n", e.msg);
@@ -214,10 +223,10 @@ int cmd_clients(const struct opts *o)
     }
     clients_summarize(v, n, &sum);
     if (o->json)
-        r = print_json(v, n, &sum);
+        r = print_json(v, n, &sum, listening);
     else
-        print_text(v, n, &sum, ports_str(ports, nports, pbuf, sizeof(pbuf)), (double)seconds,
-                   nsnap);
+        print_text(v, n, &sum, ports_str(ports, nports, pbuf, sizeof(pbuf)), (double)seconds, nsnap,
+                   listening);
     free(v);
     fflush(stdout);
     return r < 0 ? CMD_EXIT_FAILURE : CMD_EXIT_OK;

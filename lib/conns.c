@@ -165,32 +165,57 @@ static void visit(const struct inet_diag_msg *m, size_t len, void *ctx)
         g->n++;
 }
 
-int conns_read(const int *ports, int nports, struct clients_sock **v, size_t *n, struct err *e)
+/* The IPv4 and IPv6 sockets in states on ports, to visit; the reason in e
+ * when sock_diag refuses. */
+static int dump(unsigned states, unsigned exts, const int *ports, int nports,
+                void (*fn)(const struct inet_diag_msg *m, size_t len, void *ctx), void *ctx,
+                struct err *e)
 {
-    const unsigned exts = 1U << (INET_DIAG_INFO - 1) | 1U << (INET_DIAG_SKMEMINFO - 1);
-    const unsigned states = 1U << KERNEL_TCP_ESTABLISHED;
-    struct gather g = {0};
-    int r;
+    int r = kernel_diag_dump(AF_INET, states, exts, ports, nports, fn, ctx);
 
-    r = kernel_diag_dump(AF_INET, states, exts, ports, nports, visit, &g);
     if (r == 0) {
-        r = kernel_diag_dump(AF_INET6, states, exts, ports, nports, visit, &g);
+        r = kernel_diag_dump(AF_INET6, states, exts, ports, nports, fn, ctx);
         /* A kernel without IPv6 has no AF_INET6 dump: IPv4 is all. */
         if (r == -ENOENT || r == -EAFNOSUPPORT)
             r = 0;
     }
-    if (r == 0)
-        r = g.err;
+    if (r == -EPROTONOSUPPORT || r == -EAFNOSUPPORT || r == -ENOENT)
+        return err_set(e, r,
+                       "sock_diag is not available (a kernel without NETLINK_SOCK_DIAG "
+                       "or the tcp_diag module): %s",
+                       strerror(-r));
+    if (r < 0)
+        return err_set(e, r, "sock_diag: %s", strerror(-r));
+    return 0;
+}
+
+int conns_read(const int *ports, int nports, struct clients_sock **v, size_t *n, struct err *e)
+{
+    const unsigned exts = 1U << (INET_DIAG_INFO - 1) | 1U << (INET_DIAG_SKMEMINFO - 1);
+    struct gather g = {0};
+    int r;
+
+    r = dump(1U << KERNEL_TCP_ESTABLISHED, exts, ports, nports, visit, &g, e);
+    if (r == 0 && g.err < 0)
+        r = err_set(e, g.err, "sock_diag: %s", strerror(-g.err));
     if (r < 0) {
         free(g.v);
-        if (r == -EPROTONOSUPPORT || r == -EAFNOSUPPORT || r == -ENOENT)
-            return err_set(e, r,
-                           "sock_diag is not available (a kernel without NETLINK_SOCK_DIAG "
-                           "or the tcp_diag module): %s",
-                           strerror(-r));
-        return err_set(e, r, "sock_diag: %s", strerror(-r));
+        return r;
     }
     *v = g.v;
     *n = g.n;
     return 0;
+}
+
+static void count(const struct inet_diag_msg *m, size_t len, void *ctx)
+{
+    (void)m;
+    (void)len;
+    (*(int *)ctx)++;
+}
+
+int conns_listening(const int *ports, int nports, int *n, struct err *e)
+{
+    *n = 0;
+    return dump(1U << KERNEL_TCP_LISTEN, 0, ports, nports, count, n, e);
 }

@@ -17,6 +17,11 @@ struct inet_diag_msg;
  * when sock_diag is not there or refuses. */
 int conns_read(const int *ports, int nports, struct clients_sock **v, size_t *n, struct err *e);
 
+/* How many TCP sockets (IPv4 and IPv6) listen on ports, into *n: 0 says
+ * that no smbd serves them in this network namespace, which "no
+ * connection" alone does not. */
+int conns_listening(const int *ports, int nports, int *n, struct err *e);
+
 /* Pure: one sock_diag answer (m and its attributes, len bytes in all) to
  * s. A tcp_info shorter than this build's (an older kernel) is copied
  * into a zeroed struct as far as it goes and s->have says which figures

@@ -40,7 +40,7 @@ from pathlib import Path
 import pytest
 
 from daemon_util import conf_text, q
-from smbd import SMBCLIENT
+from smbd import SMBCLIENT, free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "netem"))
 from wan import SMBD_GLOBAL, WanPath  # noqa: E402
@@ -297,10 +297,26 @@ def test_put_into_slow_smbd_is_smbd_limited(smbd_factory, smbtuned, tmp_path):
 def test_nothing_connected(smbd, smbtuned, tmp_path):
     r, obj = clients(smbtuned, tmp_path, smbd, seconds=1)
     assert r.returncode == 0, r.stderr
-    assert obj == {"connections": [], "summary": {"connections": 0, "limited_by_buffers": 0}}
+    assert obj == {"connections": [], "summary": {"connections": 0, "limited_by_buffers": 0,
+                                                  "listening": True}}
     r, _ = clients(smbtuned, tmp_path, smbd, text=True, seconds=1)
     assert r.returncode == 0, r.stderr
-    assert "none established" in r.stdout, r.stdout
+    assert "  none established\n" in r.stdout, r.stdout
+
+
+def test_no_smbd_listening(smbtuned, tmp_path):
+    """No connection because nothing listens on smbd's ports (smbd down, or
+    smb ports names others) is told apart from an idle smbd."""
+    conf = tmp_path / "down.conf"
+    port = free_port()
+    conf.write_text(f"[global]\n\tsmb ports = {port}\n")
+    down = type("Down", (), {"conf": conf})
+    r, obj = clients(smbtuned, tmp_path, down, seconds=1)
+    assert r.returncode == 0, r.stderr
+    assert obj["connections"] == [] and obj["summary"]["listening"] is False, obj
+    r, _ = clients(smbtuned, tmp_path, down, text=True, seconds=1)
+    assert r.returncode == 0, r.stderr
+    assert f"nothing listens on port {port} in this network namespace" in r.stdout, r.stdout
 
 
 def test_no_sock_diag(smbd, smbtuned, tmp_path):
