@@ -8,8 +8,10 @@ itself. With live trials many kills land while a trial value is in
 smb.conf; with shadow trials, while a shadow smbd serves.
 
 To recover without a cycle of its own, each round's daemon starts with a
-time window that excludes now: it recovers, reads the state, defers its
-cycle (a journal line) and waits. That is where smb.conf is checked. Then
+time window that excludes now: it recovers, reads the state, and either
+keeps the state file's schedule (no edit was left pending: "as
+scheduled") or starts a cycle that the window defers (a journal line
+either way) and waits. That is where smb.conf is checked. Then
 the config without the window is put in place and SIGHUP starts a cycle
 at once (cmd_run.c: a reload kicks the tuner).
 
@@ -54,6 +56,9 @@ START_WAIT = 60  # bound on a start's recovery (seconds; a healthy one takes < 2
 CYCLE_WAIT = 240  # bound on the measured cycle
 EARLY = 0.15  # share of the kills that land in the start-up (the recovery itself)
 DEFERRED = "cycle deferred"
+# A start waits without a cycle: the window defers it, or the start keeps
+# the schedule of the state file (no edit left pending).
+WAITING = r"(cycle deferred|next cycle at .* as scheduled)"
 
 
 def window_excluding_now():
@@ -96,7 +101,7 @@ class Rounds:
         self.write(window=True, size=size)
         t0 = time.monotonic()
         d = self.env.start()
-        d.wait_line(rf"^<\d>.*{DEFERRED}", timeout=START_WAIT)
+        d.wait_line(rf"^<\d>.*{WAITING}", timeout=START_WAIT)
         if self.startup_s is None:
             self.startup_s = time.monotonic() - t0
         self.check_recovered(d)
@@ -114,7 +119,7 @@ class Rounds:
             f"after {self.prev_kill}: socket options {got!r}, the incumbent is {inc!r}\n{err}"
         why = only_socket_line_changed(self.original, now)
         assert why is None, f"after {self.prev_kill}: {why}"
-        pattern = DEFERRED
+        pattern = WAITING
         if self.prev_kill in ("live trial", "commit"):
             # what the recovery says it settled
             pattern = r"did not finish left a .* pending: settling it"
