@@ -205,11 +205,17 @@ static int parse_window(const char *s, struct config *c, struct err *e)
     if (strlen(s) != 11 || s[5] != '-' || parse_hhmm(s, &c->tune.window_start) < 0 ||
         parse_hhmm(s + 6, &c->tune.window_end) < 0)
         return err_set(e, -EINVAL, "window '%s' is not HH:MM-HH:MM (e.g. 01:00-05:00)", s);
-    if (c->tune.window_start == c->tune.window_end)
+    /* 24:00 and 00:00 are the same moment: 24:00-00:00 would never open
+     * (start > end: across midnight, from minute 1440 on). Only
+     * 00:00-24:00, the whole day, keeps both. */
+    if (c->tune.window_start % 1440 == c->tune.window_end % 1440 &&
+        !(c->tune.window_start == 0 && c->tune.window_end == 1440))
         return err_set(e, -EINVAL,
                        "window '%s' starts where it ends: give a window of some length, or "
                        "\"\" for any time",
                        s);
+    /* a start at 24:00 is the one at 00:00 */
+    c->tune.window_start %= 1440;
     return 0;
 }
 

@@ -157,6 +157,12 @@ static void test_window(void **state)
     set_ok(&c, "window", "22:00-24:00");
     assert_int_equal(c.tune.window_start, 22 * 60);
     assert_int_equal(c.tune.window_end, 24 * 60);
+    set_ok(&c, "window", "00:00-24:00"); /* the whole day */
+    assert_int_equal(c.tune.window_start, 0);
+    assert_int_equal(c.tune.window_end, 24 * 60);
+    set_ok(&c, "window", "24:00-05:00"); /* from midnight */
+    assert_int_equal(c.tune.window_start, 0);
+    assert_int_equal(c.tune.window_end, 5 * 60);
     set_ok(&c, "window", "00:00-00:01");
     assert_int_equal(c.tune.window_start, 0);
     assert_int_equal(c.tune.window_end, 1);
@@ -167,6 +173,9 @@ static void test_window(void **state)
         set_refused("window", bad[i], -EINVAL, "is not HH:MM-HH:MM");
     /* well formed, but empty: said as such, not as a bad form */
     set_refused("window", "01:00-01:00", -EINVAL, "window '01:00-01:00' starts where it ends");
+    /* 24:00 is 00:00: this window would never open */
+    set_refused("window", "24:00-00:00", -EINVAL, "window '24:00-00:00' starts where it ends");
+    set_refused("window", "00:00-00:00", -EINVAL, "window '00:00-00:00' starts where it ends");
 }
 
 /* Sizes, counts and booleans with their ranges; paths absolute and
