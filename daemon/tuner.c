@@ -112,7 +112,9 @@ static int minute_of(time_t at, struct tm *tm)
     return tm->tm_hour * 60 + tm->tm_min;
 }
 
-long tuner_window_opens_in(int start, int end, time_t now)
+/* tuner_window_opens_in for one wall-clock wait, corrected by the
+ * offset change on the way; its end may still be outside the window. */
+static long opens_once(int start, int end, time_t now)
 {
     struct tm tm, then;
     long w, real;
@@ -134,6 +136,27 @@ long tuner_window_opens_in(int start, int end, time_t now)
     if (real != w && real >= 1 && facts_in_window(start, end, minute_of(now + real, &then)))
         w = real;
     return w;
+}
+
+long tuner_window_opens_in(int start, int end, time_t now)
+{
+    struct tm tm;
+    long total = 0;
+
+    /* A window wholly in the hour that does not exist (02:00-03:00 on
+     * the spring day, in Europe) is missed by the wait to its start:
+     * from there, wait again, for the next day's. Twice is enough: a
+     * day has at most one change. */
+    for (int i = 0; i < 3; i++) {
+        long w = opens_once(start, end, now + total);
+
+        if (w == 0)
+            break;
+        total += w;
+        if (facts_in_window(start, end, minute_of(now + total, &tm)))
+            break;
+    }
+    return total;
 }
 
 /* Seconds until the window opens, 0 while it is open or without one. */

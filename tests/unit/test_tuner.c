@@ -1492,6 +1492,9 @@ static void test_window_opens_in_across_dst(void **state)
         /* 31 Mar 00:00 CET; 02:30-05:00 starts in the hour that does not
          * exist: at 03:30 CEST, inside (not at 01:30 CET, outside) */
         {1711839600L, 150, 300, 150 * 60},
+        /* 30 Mar 12:00 CET; 02:00-03:00 does not exist on 31 Mar: the
+         * next day's, 1 Apr 02:00 CEST (00:00 UTC), 37 h */
+        {1711796400L, 120, 180, 37 * 3600},
         /* 27 Oct 00:00 CEST; 04:00-05:00 opens at 04:00 CET, 03:00 UTC:
          * 5 h, not 4 */
         {1729980000L, 240, 300, 5 * 3600},
