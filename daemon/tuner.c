@@ -451,11 +451,14 @@ static const char *hold_why(const struct tuner *t)
 }
 
 /* The next cycle in wait_s seconds. A second's slack lets the kernel
- * batch wake-ups, a tenth of short waits (tests) keeps them short. */
+ * batch wake-ups, a tenth of short waits (tests) keeps them short. On the
+ * wall clock, as next_at and the window are: after a suspend, or a clock
+ * set right by NTP after boot, the cycle comes when the state file and
+ * the status say, not an interval of the monotonic clock later. */
 static int arm(struct tuner *t, double wait_s)
 {
     t->timer = sd_event_source_disable_unref(t->timer);
-    if (sd_event_add_time_relative(t->ev, &t->timer, CLOCK_MONOTONIC, (uint64_t)(wait_s * 1e6),
+    if (sd_event_add_time_relative(t->ev, &t->timer, CLOCK_REALTIME, (uint64_t)(wait_s * 1e6),
                                    (uint64_t)fmin(1e6, wait_s * 1e5) + 1, on_timer, t) < 0) {
         /* no later cycle would ever start: let systemd restart us */
         journal_log(LOG_CRIT, "cannot arm the next cycle's timer: leaving");
