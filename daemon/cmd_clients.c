@@ -73,9 +73,9 @@ static int observe(struct clients *c, const int *ports, int nports, long seconds
 
 static const char *ports_str(const int *ports, int n, char *buf, size_t len)
 {
-    size_t at = 0;
+    size_t at;
 
-    buf[0] = '\0';
+    at = (size_t)snprintf(buf, len, "%s ", n == 1 ? "port" : "ports");
     for (int i = 0; i < n && at < len; i++)
         at += (size_t)snprintf(buf + at, len - at, "%s%d", i ? ", " : "", ports[i]);
     return buf;
@@ -84,10 +84,10 @@ static const char *ports_str(const int *ports, int n, char *buf, size_t len)
 static void print_text(const struct clients_conn *v, size_t n, const struct clients_summary *s,
                        const char *ports, double seconds, int nsnap, int listening)
 {
-    printf("smbd's connections on port %s, over %.1f s (%d samples):\n", ports, seconds, nsnap);
+    printf("smbd's connections on %s, over %.1f s (%d samples):\n", ports, seconds, nsnap);
     if (n == 0 && listening == 0)
-        printf("  none established: nothing listens on port %s in this network namespace "
-               "(is smbd running, and are these its ports?)\n",
+        printf("  none established: nothing listens on %s in this network namespace "
+               "(is smbd running, and does smb.conf name its ports?)\n",
                ports);
     else if (n == 0)
         printf("  none established\n");
