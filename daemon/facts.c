@@ -78,11 +78,13 @@ void facts_gather(const char *smb_conf, struct facts *f)
      * included. */
     f->smbd_running = smbd_pid(smb_conf, &f->smbd_pid, &e) == 0;
     if (f->smbd_running && f->smb_port > 0) {
-        bool r, s;
+        struct smbd_listener l;
 
-        if (smbd_listener_explicit(f->smb_port, &r, &s, &e) == 0) {
-            f->listener_rcv = r;
-            f->listener_snd = s;
+        if (smbd_listener_explicit(f->smb_port, &l, &e) == 0) {
+            f->listener_rcv = l.rcv;
+            f->listener_snd = l.snd;
+            f->listener_size[SOCKOPTS_RCVBUF] = l.rcvbuf;
+            f->listener_size[SOCKOPTS_SNDBUF] = l.sndbuf;
         }
     }
     f->cmdline_override = f->smbd_running &&
@@ -166,6 +168,20 @@ void facts_search_bounds(const struct facts *f, const struct tuner_opts *o,
 
     *p = o->search;
     *auto_blocked = false;
+    /* The file says autotuning, the running smbd does not: it started
+     * with a size (a hand edit, or a line taken out without a restart),
+     * and its new connections get that size until it restarts. */
+    for (int b = 0; b < 2; b++) {
+        bool rcv = b == SOCKOPTS_RCVBUF;
+
+        if (f->smbd_running && (rcv ? f->listener_rcv : f->listener_snd) &&
+            (rcv ? inc0.rcvbuf : inc0.sndbuf) == SEARCH_AUTO)
+            journal_log(LOG_NOTICE,
+                        "smb.conf names no %s, but smbd's listener holds an explicit one (%ld "
+                        "bytes in the kernel, twice the size asked for): its new connections "
+                        "get that, not autotuning, until smbd restarts",
+                        rcv ? "SO_RCVBUF" : "SO_SNDBUF", f->listener_size[b]);
+    }
     if (!f->caps_known) {
         journal_log(LOG_WARNING, "%s: keeping the configured maximum", f->why);
     } else {

@@ -33,6 +33,7 @@ struct facts {
     bool smbd_running; /* its pid file names a live smbd */
     pid_t smbd_pid;
     bool listener_rcv, listener_snd; /* sock_diag: its listener has explicit sizes */
+    long listener_size[2];           /* and its sizes, by enum sockopts_buf (kernel's) */
     bool cmdline_override;           /* it runs with --option 'socket options=...' */
     char why[1024];                  /* the first fact that could not be read, or "" */
 };

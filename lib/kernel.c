@@ -10,6 +10,7 @@
 #include <linux/rtnetlink.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <linux/tcp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -355,6 +356,8 @@ static int diag_dump(int family, int port, unsigned states, int ext,
 struct listener {
     long rcvbuf, sndbuf;
     bool found;
+    int family;       /* of the first one found */
+    uint32_t addr[4]; /* its address, network order */
 };
 
 static void visit_meminfo(const struct inet_diag_msg *m, struct rtattr *a, void *ctx)
@@ -366,24 +369,129 @@ static void visit_meminfo(const struct inet_diag_msg *m, struct rtattr *a, void 
         return;
     l->rcvbuf = mem[SK_MEMINFO_RCVBUF];
     l->sndbuf = mem[SK_MEMINFO_SNDBUF];
+    l->family = m->idiag_family;
+    memcpy(l->addr, m->id.idiag_src, sizeof(l->addr));
     l->found = true;
+}
+
+static int find_listener(int port, struct listener *l, struct err *e)
+{
+    int r = diag_dump(AF_INET, port, 1 << KERNEL_TCP_LISTEN, INET_DIAG_SKMEMINFO, visit_meminfo, l);
+
+    if (r == 0 && !l->found)
+        r = diag_dump(AF_INET6, port, 1 << KERNEL_TCP_LISTEN, INET_DIAG_SKMEMINFO, visit_meminfo,
+                      l);
+    if (r < 0)
+        return err_set(e, r, "sock_diag: %s", strerror(-r));
+    if (!l->found)
+        return err_set(e, -ENOENT, "nothing listens on TCP port %d", port);
+    return 0;
 }
 
 int kernel_listener_buffers(int port, long *rcvbuf, long *sndbuf, struct err *e)
 {
     struct listener l = {0};
-    int r =
-        diag_dump(AF_INET, port, 1 << KERNEL_TCP_LISTEN, INET_DIAG_SKMEMINFO, visit_meminfo, &l);
+    int r = find_listener(port, &l, e);
 
-    if (r == 0 && !l.found)
-        r = diag_dump(AF_INET6, port, 1 << KERNEL_TCP_LISTEN, INET_DIAG_SKMEMINFO, visit_meminfo,
-                      &l);
     if (r < 0)
-        return err_set(e, r, "sock_diag: %s", strerror(-r));
-    if (!l.found)
-        return err_set(e, -ENOENT, "nothing listens on TCP port %d", port);
+        return r;
     *rcvbuf = l.rcvbuf;
     *sndbuf = l.sndbuf;
+    return 0;
+}
+
+/* The server side of our connection: local port port (the dump's
+ * filter), remote port ours. */
+struct accepted {
+    int ours;
+    long sndbuf;
+    bool found;
+};
+
+static void visit_accepted(const struct inet_diag_msg *m, struct rtattr *a, void *ctx)
+{
+    struct accepted *c = ctx;
+    const unsigned *mem = RTA_DATA(a);
+
+    if (c->found || ntohs(m->id.idiag_dport) != c->ours ||
+        RTA_PAYLOAD(a) < sizeof(unsigned) * SK_MEMINFO_VARS)
+        return;
+    c->sndbuf = mem[SK_MEMINFO_SNDBUF];
+    c->found = true;
+}
+
+/* Connect fd to addr within CONNECT_MS. */
+#define CONNECT_MS 2000
+static int connect_within(int fd, const struct sockaddr *addr, socklen_t len)
+{
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    int err = 0;
+    socklen_t elen = sizeof(err);
+
+    if (connect(fd, addr, len) == 0)
+        return 0;
+    if (errno != EINPROGRESS)
+        return -errno;
+    if (poll(&p, 1, CONNECT_MS) != 1)
+        return -ETIMEDOUT;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0)
+        return -errno;
+    return -err;
+}
+
+int kernel_accepted_sndbuf(int port, long *sndbuf, struct err *e)
+{
+    struct listener l = {0};
+    struct accepted c = {0};
+    struct sockaddr_storage ss = {0};
+    socklen_t len;
+    int fd, r;
+
+    r = find_listener(port, &l, e);
+    if (r < 0)
+        return r;
+    /* The listener's own address, loopback for a wildcard one. */
+    if (l.family == AF_INET) {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+
+        a->sin_family = AF_INET;
+        a->sin_port = htons((uint16_t)port);
+        a->sin_addr.s_addr = l.addr[0] ? l.addr[0] : htonl(INADDR_LOOPBACK);
+        len = sizeof(*a);
+    } else {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons((uint16_t)port);
+        memcpy(&a->sin6_addr, l.addr, sizeof(a->sin6_addr));
+        if (IN6_IS_ADDR_UNSPECIFIED(&a->sin6_addr))
+            a->sin6_addr = in6addr_loopback;
+        len = sizeof(*a);
+    }
+    fd = socket(l.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return err_set(e, -errno, "socket: %s", strerror(errno));
+    r = connect_within(fd, (struct sockaddr *)&ss, len);
+    if (r == 0) {
+        len = sizeof(ss);
+        r = getsockname(fd, (struct sockaddr *)&ss, &len) < 0 ? -errno : 0;
+        c.ours = ntohs(l.family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+                                           : ((struct sockaddr_in6 *)&ss)->sin6_port);
+    }
+    /* The server side is established once our connect returns on
+     * loopback; a few tries cover a busy machine. */
+    for (int i = 0; r == 0 && !c.found && i < 50; i++) {
+        r = diag_dump(l.family, port, 1 << KERNEL_TCP_ESTABLISHED, INET_DIAG_SKMEMINFO,
+                      visit_accepted, &c);
+        if (r == 0 && !c.found)
+            usleep(2000);
+    }
+    close(fd);
+    if (r < 0)
+        return err_set(e, r, "a test connection to port %d: %s", port, strerror(-r));
+    if (!c.found)
+        return err_set(e, -ENOENT, "a test connection to port %d: not seen by sock_diag", port);
+    *sndbuf = c.sndbuf;
     return 0;
 }
 

@@ -82,6 +82,16 @@ int kernel_diag_dump(int family, unsigned states, unsigned exts, const int *port
  * what an accepted connection inherits. -ENOENT when nothing listens. */
 int kernel_listener_buffers(int port, long *rcvbuf, long *sndbuf, struct err *e);
 
+/* The send buffer a connection accepted by the listener on port has once
+ * established: a connection of ours to the listener's address (loopback
+ * for a wildcard one), its server side read through sock_diag, then
+ * closed. Linux grows an autotuned socket's buffer at once (on loopback,
+ * its large segments take it to tcp_wmem's maximum), and leaves one with
+ * an explicit size (SOCK_SNDBUF_LOCK, inherited from the listener) as it
+ * was: what the listener's own size cannot tell for SO_SNDBUF=8192, which
+ * the kernel doubles to autotuning's start size, 16384. */
+int kernel_accepted_sndbuf(int port, long *sndbuf, struct err *e);
+
 /* The inode of the socket listening on 127.0.0.1:port (sock_diag);
  * -ENOENT when nothing listens there. */
 int kernel_loopback_listener(int port, unsigned long *inode);

@@ -91,12 +91,13 @@ bool smbd_cmdline_overrides(const char *cmdline)
     return false;
 }
 
-int smbd_listener_explicit(int port, bool *rcv, bool *snd, struct err *e)
+int smbd_listener_explicit(int port, struct smbd_listener *l, struct err *e)
 {
-    long rb, sb, rmem[3], wmem[3];
+    long rmem[3], wmem[3], accepted;
+    struct err ignored;
     int r;
 
-    r = kernel_listener_buffers(port, &rb, &sb, e);
+    r = kernel_listener_buffers(port, &l->rcvbuf, &l->sndbuf, e);
     if (r < 0)
         return r;
     r = kernel_sysctl_triple("net/ipv4/tcp_rmem", rmem, e);
@@ -105,9 +106,15 @@ int smbd_listener_explicit(int port, bool *rcv, bool *snd, struct err *e)
     if (r < 0)
         return r;
     /* An explicit size that happens to equal half the start size would
-     * pass for autotuning: rare, and then AUTO is merely assumed to work
-     * one restart too early. */
-    *rcv = rb != rmem[1];
-    *snd = sb != wmem[1];
+     * pass for autotuning: for SO_RCVBUF (65536 against tcp_rmem[1] of
+     * 131072) it does, and then AUTO is merely assumed to work one
+     * restart too early. */
+    l->rcv = l->rcvbuf != rmem[1];
+    l->snd = l->sndbuf != wmem[1];
+    /* SO_SNDBUF=8192, the tuning guides' size, is the one that does: a
+     * connection of ours tells them apart, when autotuning can grow at
+     * all. A failed test leaves the guess. */
+    if (!l->snd && wmem[2] > wmem[1] && kernel_accepted_sndbuf(port, &accepted, &ignored) == 0)
+        l->snd = accepted == l->sndbuf;
     return 0;
 }

@@ -22,9 +22,17 @@ int smbd_ports(const char *smb_conf, int *ports, int *n, struct err *e);
  * overrides smb.conf: then nothing smbtuned writes takes effect. */
 bool smbd_cmdline_overrides(const char *cmdline);
 
+/* What smbd's listener on port hands to new connections. */
+struct smbd_listener {
+    bool rcv, snd;       /* an explicit size, not autotuning */
+    long rcvbuf, sndbuf; /* the kernel's sizes (twice those requested) */
+};
+
 /* Whether the listener on port hands explicit buffer sizes to new
  * connections, judged against the autotuning start sizes (tcp_rmem[1],
- * tcp_wmem[1]) that a listener without an explicit size has. */
-int smbd_listener_explicit(int port, bool *rcv, bool *snd, struct err *e);
+ * tcp_wmem[1]) that a listener without an explicit size has; at
+ * tcp_wmem[1] (SO_SNDBUF=8192 doubled, or autotuning), by a test
+ * connection (kernel_accepted_sndbuf). */
+int smbd_listener_explicit(int port, struct smbd_listener *l, struct err *e);
 
 #endif

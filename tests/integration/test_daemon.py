@@ -897,3 +897,29 @@ def test_show_sizes_as_samba_passes_them(smbtuned, tmp_path, tokens):
     assert ("warning:" in r.stdout) == (not clean), r.stdout
     if not clean:
         assert f"passes {want}" in r.stdout, r.stdout
+
+
+LISTENER_NOTICE = ("smb.conf names no SO_SNDBUF, but smbd's listener holds an explicit one "
+                   "(16384 bytes in the kernel")
+
+
+@pytest.mark.parametrize("started_with,told", [("TCP_NODELAY SO_SNDBUF=8192", True),
+                                               ("TCP_NODELAY", False)],
+                         ids=["sndbuf-8192", "autotuning"])
+def test_listener_with_sndbuf_8192_is_told_from_autotuning(make_env, started_with, told):
+    """SO_SNDBUF=8192 gives smbd's listener 16384 bytes, autotuning's start
+    size too: with the size taken out of smb.conf by hand and smbd not
+    restarted, the file says autotuning while every new connection still
+    gets 8192. A test connection to the listener tells them apart (an
+    autotuned one grows at once), and the cycle says so."""
+    env = make_env(started_with)
+    conf = env.srv.conf
+    text = conf.read_text()
+    line = f"socket options = {started_with}\n"
+    assert line in text, text
+    conf.write_text(text.replace(line, "socket options = TCP_NODELAY\n"))
+    env.write_config(tune={"trials": q("shadow"), "mode": q("advise"), "max_bytes": "64M"})
+    rc, obj, err = env.run_json("--dry-run")
+    assert rc == 0, err
+    assert (LISTENER_NOTICE in err) == told, err
+    assert_clean(env)
