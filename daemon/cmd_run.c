@@ -278,7 +278,8 @@ int cmd_resume(const struct opts *o)
     st.hold = false;
     state_set_str(&st.hold_reason, NULL);
     state_set_str(&st.last_written, NULL);
-    st.written_at = 0; /* the line is the admin's now: not written by us */
+    st.written_at = 0;    /* the line is the admin's now: not written by us */
+    st.converged = false; /* and the next cycle searches from it */
     if (state_save(d.cfg.tune.state_dir, &st, &e) < 0) {
         fprintf(stderr, "smbtuned: %s\n", e.msg);
         state_free(&st);

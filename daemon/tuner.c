@@ -195,7 +195,7 @@ static void fingerprint(struct tuner *t)
                      "%s: searching again", msg);
         if (t->st.have_incumbent)
             snprintf(t->fp_change, sizeof(t->fp_change), "%s", msg);
-        t->converged = false;
+        tuner_unconverge(t);
     }
 }
 
@@ -339,7 +339,7 @@ static void cycle_begin(struct tuner *t)
      * smbtuned(8) says; the winner of before is no longer what to verify. */
     if (held && !t->st.hold && t->converged) {
         journal_log(LOG_INFO, "hold ended: searching again from the line in force");
-        t->converged = false;
+        tuner_unconverge(t);
     }
     if (t->st.hold) {
         /* The reason says why: an edit by hand, a damaged state file. */
@@ -515,7 +515,7 @@ static void cycle_done(struct tuner *t)
     if (owned_resumed(t->line)) {
         journal_log(LOG_INFO, "hold ended by --resume during the cycle: the next cycle "
                               "searches from the line in force");
-        t->converged = false;
+        tuner_unconverge(t);
         tuner_set_status(t, "hold ended by --resume (it held off: %s)", held ? held : "?");
     }
     tuner_save(t);

@@ -104,6 +104,12 @@ long tuner_window_wait(int start, int end, const struct tm *now);
  * (DST) on the way is taken off (see there). 0 while open, else >= 1. */
 long tuner_window_opens_in(int start, int end, time_t now);
 
+/* The search converged no longer (a drift, a change of Samba or the
+ * kernel, a hold ended): in memory and in the state file's reference
+ * (tuner_search.c). */
+void tuner_unconverge(struct tuner *t);
+void tuner_unconverge_state(struct state *st);
+
 /* After the checks at the start of a cycle: verify the winner, or search
  * (tuner_search.c). */
 void tuner_cycle_go(struct tuner *t);

@@ -1,6 +1,7 @@
 /* tuner_search: the samples of a search or of a verification, and what a
  * search comes to (see tuner_int.h). */
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,7 +89,7 @@ static void tell(struct tuner *t, const struct probe_result *r)
             report_event(JOURNAL_ID_DRIFT, LOG_NOTICE,
                          &(struct event_fields){.smb_conf = t->o.smb_conf, .c = &t->probe_cfg},
                          "the rates at %s drifted: searching again", cs);
-            t->converged = false;
+            tuner_unconverge(t);
         } else {
             /* One line per cycle, so that the journal shows the winner
              * being watched, not only when it fails; and the cycle's end
@@ -249,6 +250,76 @@ static void sample(struct tuner *t, enum sample_kind kind, struct search_config 
 
 /* ---- the end of a search ---- */
 
+/* The converged search's reference into the state file (saved at the
+ * cycle's end), so that a restart goes on verifying its winner
+ * (restore_verify) instead of searching again; nothing when it did not
+ * converge. */
+static void keep_reference(struct tuner *t)
+{
+    struct search_reference ref;
+    struct state *st = &t->st;
+
+    tuner_unconverge_state(st);
+    if (!t->converged || search_reference(t->s, &ref) < 0)
+        return;
+    st->converged = true;
+    st->ref_channels = ref.nch;
+    for (int i = 0; i < ref.nch; i++) {
+        st->ref_rate[i] = ref.ch[i].rate;
+        st->ref_mbps[i] = exp(ref.ch[i].mean);
+        st->ref_n[i] = ref.ch[i].n;
+        st->ref_ss[i] = ref.ch[i].ss;
+        st->ref_df[i] = ref.ch[i].df;
+        st->ref_reject[i] = ref.ch[i].reject;
+    }
+}
+
+void tuner_unconverge_state(struct state *st)
+{
+    st->converged = false;
+    st->ref_channels = 0;
+    for (int i = 0; i < 2; i++) {
+        st->ref_rate[i] = st->ref_n[i] = 0;
+        st->ref_mbps[i] = st->ref_ss[i] = st->ref_df[i] = st->ref_reject[i] = 0;
+    }
+}
+
+void tuner_unconverge(struct tuner *t)
+{
+    t->converged = false;
+    tuner_unconverge_state(&t->st);
+}
+
+/* After a restart (no search in memory): the state file's converged
+ * search, when its winner is the line in force, is verified as before
+ * the restart; true when the watch on it is set up. Not for --once,
+ * which always searches. */
+static bool restore_verify(struct tuner *t)
+{
+    const struct state *st = &t->st;
+    struct search_reference ref = {.nch = (int)st->ref_channels};
+    struct search_config won = {st->rcvbuf, st->sndbuf};
+
+    if (t->o.once || t->s != NULL || t->v != NULL || !st->converged || !st->have_incumbent ||
+        !search_config_eq(won, t->inc0) || ref.nch < 1 || ref.nch > 2)
+        return false;
+    for (int i = 0; i < ref.nch; i++) {
+        if (!(st->ref_mbps[i] > 0))
+            return false;
+        ref.ch[i] = (struct search_channel){.rate = (enum search_rate)st->ref_rate[i],
+                                            .mean = log(st->ref_mbps[i]),
+                                            .n = (int)st->ref_n[i],
+                                            .ss = st->ref_ss[i],
+                                            .df = st->ref_df[i],
+                                            .reject = st->ref_reject[i]};
+    }
+    if (verify_new(&ref, t->o.search.drift_min, &t->v) < 0)
+        return false;
+    journal_log(LOG_INFO, "the search before the restart converged on the line in force: "
+                          "verifying it");
+    return true;
+}
+
 /* Record and tell what the search came to, then end the cycle. */
 static void search_done(struct tuner *t)
 {
@@ -256,8 +327,10 @@ static void search_done(struct tuner *t)
     bool committed = out->kind == OUTCOME_COMMIT && !t->failed;
 
     /* saved at the cycle's end, with whatever the end takes back */
-    if (!t->failed && out->kind != OUTCOME_BUDGET)
+    if (!t->failed && out->kind != OUTCOME_BUDGET) {
         t->converged = outcome_record(out, t->s, &t->tally, t->inc0, &t->st);
+        keep_reference(t);
+    }
     tuner_set_status(t, "%s", out->what);
     if (t->o.once) {
         struct report_in in = {.before = t->value0,
@@ -445,8 +518,10 @@ static bool steer(struct tuner *t)
 /* After the checks: verify the winner, or search. */
 void tuner_cycle_go(struct tuner *t)
 {
+    if (!t->converged && restore_verify(t))
+        t->converged = true;
     if (t->converged && steer(t))
-        t->converged = false;
+        tuner_unconverge(t);
     if (!t->converged) {
         cycle_search(t);
         return;
@@ -456,5 +531,6 @@ void tuner_cycle_go(struct tuner *t)
         tuner_cycle_end(t, false);
         return;
     }
-    sample(t, S_VERIFY, search_incumbent(t->s));
+    /* restored (no search in memory): the winner is the line in force */
+    sample(t, S_VERIFY, t->s != NULL ? search_incumbent(t->s) : t->inc0);
 }

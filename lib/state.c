@@ -37,6 +37,13 @@ struct field {
     }
 #define F(k, kind, member, max) FV(k, kind, member, max, 1)
 
+/* One channel's keys of the converged search's reference (format 5). */
+#define REF_FIELDS(i)                                                                              \
+    FV("ref_rate" #i, K_LONG, ref_rate[i], 2, 5), FV("ref_mbps" #i, K_DOUBLE, ref_mbps[i], 0, 5),  \
+        FV("ref_n" #i, K_LONG, ref_n[i], INT_MAX, 5), FV("ref_ss" #i, K_DOUBLE, ref_ss[i], 0, 5),  \
+        FV("ref_df" #i, K_DOUBLE, ref_df[i], 0, 5),                                                \
+        FV("ref_reject" #i, K_DOUBLE, ref_reject[i], 0, 5)
+
 /* Buffer sizes: Samba passes an int. Offsets and lengths into smb.conf's
  * bytes are checked against the bytes themselves (check_records). */
 static const struct field fields[] = {
@@ -75,6 +82,10 @@ static const struct field fields[] = {
     FV("rtt_max_ms", K_DOUBLE, rtt_max_ms, 0, 3),
     FV("bdp_max", K_LONG, bdp_max, LONG_MAX, 3),
     FV("clients_smbd", K_LONG, clients_smbd, INT_MAX, 4),
+    FV("converged", K_BOOL, converged, 0, 5),
+    FV("ref_channels", K_LONG, ref_channels, 2, 5),
+    REF_FIELDS(0),
+    REF_FIELDS(1),
     F("cycles", K_LONG, cycles, LONG_MAX),
 };
 

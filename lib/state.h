@@ -59,16 +59,27 @@ struct state {
     long clients_smbd; /* held back by smbd's own reading (format 4) */
     double rtt_median_ms, rtt_max_ms;
     long bdp_max;
+    /* the search that chose the incumbent converged (format 5): what a
+     * restart needs to go on verifying its winner rather than search
+     * again, the verification's reference (struct search_reference) per
+     * channel: its ranked rate (enum search_rate), the winner's rate
+     * (the exp of its mean log rate), the samples it rests on, the pooled
+     * squares and degrees of freedom of the spread, the stall bound */
+    bool converged;
+    long ref_channels; /* 0 to 2 */
+    long ref_rate[2], ref_n[2];
+    double ref_mbps[2], ref_ss[2], ref_df[2], ref_reject[2];
     long cycles;
 };
 
 /* The format this smbtuned writes, and the newest it reads. Version 2
  * added written_at, cycle_at, cycle_result and next_at; version 3 the
  * real connections' summary (clients_at ... bdp_max); version 4 its
- * count of connections smbd itself held back (clients_smbd). A file of an older
+ * count of connections smbd itself held back (clients_smbd); version 5 the
+ * converged search's reference (converged ... ref_reject1). A file of an older
  * version is read without the newer keys, and one that has them is
  * damaged (no smbtuned of that version wrote them). */
-#define STATE_VERSION 4
+#define STATE_VERSION 5
 /* The largest time a state file holds: 9999-12-31T23:59:59Z. */
 #define STATE_TIME_MAX 253402300799L
 

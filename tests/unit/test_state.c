@@ -46,6 +46,14 @@ static void test_round_trip(void **state)
     a.rtt_median_ms = 40.25;
     a.rtt_max_ms = 80.5;
     a.bdp_max = 65536;
+    a.converged = true;
+    a.ref_channels = 2;
+    a.ref_rate[1] = 1;
+    a.ref_mbps[0] = 1126.25;
+    a.ref_n[0] = 5;
+    a.ref_ss[1] = 0.125;
+    a.ref_df[1] = 41;
+    a.ref_reject[0] = 0.6875;
     assert_int_equal(state_set_str(&a.cycle_result, "committed SO_RCVBUF=262144\n(2 lines)"), 0);
     assert_int_equal(state_set_str(&a.last_written, "TCP_NODELAY SO_RCVBUF=262144"), 0);
     assert_int_equal(state_set_str(&a.hold_reason, "edited by hand\\ at line 3"), 0);
@@ -60,7 +68,7 @@ static void test_round_trip(void **state)
 
     text = state_format(&a);
     assert_non_null(text);
-    assert_non_null(strstr(text, "\nversion 4\n"));
+    assert_non_null(strstr(text, "\nversion 5\n"));
     /* cycles stays last: a file cut after a whole line lacks it */
     assert_non_null(strstr(text, "\ncycles 7\n"));
     assert_string_equal(strstr(text, "\ncycles 7\n"), "\ncycles 7\n");
@@ -82,6 +90,12 @@ static void test_round_trip(void **state)
     assert_int_equal(b.clients_smbd, 4);
     assert_true(b.rtt_median_ms == 40.25 && b.rtt_max_ms == 80.5);
     assert_int_equal(b.bdp_max, 65536);
+    assert_true(b.converged);
+    assert_int_equal(b.ref_channels, 2);
+    assert_int_equal(b.ref_rate[0], 0);
+    assert_int_equal(b.ref_rate[1], 1);
+    assert_true(b.ref_mbps[0] == 1126.25 && b.ref_n[0] == 5 && b.ref_ss[1] == 0.125);
+    assert_true(b.ref_df[1] == 41 && b.ref_reject[0] == 0.6875);
     assert_string_equal(b.cycle_result, a.cycle_result);
     assert_string_equal(b.last_written, a.last_written);
     assert_string_equal(b.hold_reason, a.hold_reason);
@@ -176,9 +190,9 @@ static void test_legacy_and_version(void **state)
     assert_int_equal(parse(t, &s, &e), 0);
     state_free(&s);
     free(t);
-    assert_legacy_damaged(1, "version 5",
-                          "state:1: format version 5, written by a newer smbtuned (expected "
-                          "version 4 or older)");
+    assert_legacy_damaged(1, "version 6",
+                          "state:1: format version 6, written by a newer smbtuned (expected "
+                          "version 5 or older)");
     assert_legacy_damaged(1, "version 99999999999999999999", "state:1: bad value for version");
     assert_legacy_damaged(3, "version 1", "state:3: 'version' after other entries");
 }
@@ -356,6 +370,18 @@ static void test_version3_clients(void **state)
 /* Version 4's key (connections smbd itself held back): a version 3 file
  * reads without it, as 0; in a version 3 file it is damage; a version 4
  * file must have it. */
+/* text (state_format's) as version 4 wrote it: without version 5's keys,
+ * which run from converged to cycles. */
+static void as_version4(char *text)
+{
+    char *from = strstr(text, "\nconverged "), *to = strstr(text, "\ncycles ");
+
+    assert_non_null(from);
+    assert_non_null(to);
+    memmove(from, to, strlen(to) + 1);
+    memcpy(strstr(text, "version 5"), "version 4", 9);
+}
+
 static void test_version4_clients_smbd(void **state)
 {
     struct state a = {0}, s;
@@ -368,6 +394,7 @@ static void test_version4_clients_smbd(void **state)
     a.clients_smbd = 1;
     text = state_format(&a);
     assert_non_null(text);
+    as_version4(text);
     w = strstr(text, "clients_smbd 1\n");
     if (w == NULL) {
         fail();
@@ -386,6 +413,39 @@ static void test_version4_clients_smbd(void **state)
     /* version 4 without it: incomplete */
     memcpy(strstr(text, "version 3"), "version 4", 9);
     assert_damaged_str(text, "the file ends without 'clients_smbd'");
+    free(text);
+}
+
+static void test_version5_reference(void **state)
+{
+    struct state a = {0}, s;
+    struct err e = {{0}};
+    char *text, *w, *end;
+
+    (void)state;
+    a.converged = true;
+    a.ref_channels = 1;
+    text = state_format(&a);
+    assert_non_null(text);
+    w = strstr(text, "converged yes\n");
+    end = strstr(text, "\ncycles ");
+    if (w == NULL || end == NULL) {
+        fail();
+        return;
+    }
+    /* damaged as version 4 */
+    memcpy(strstr(text, "version 5"), "version 4", 9);
+    assert_damaged_str(text, "'converged' in a file of format version 4 (expected it from "
+                             "version 5");
+    /* a version 4 file as version 4 wrote it: read, not converged */
+    memmove(w, end + 1, strlen(end + 1) + 1);
+    assert_int_equal(parse(text, &s, &e), 0);
+    assert_false(s.converged);
+    assert_int_equal(s.ref_channels, 0);
+    state_free(&s);
+    /* version 5 without them: incomplete */
+    memcpy(strstr(text, "version 4"), "version 5", 9);
+    assert_damaged_str(text, "the file ends without 'converged'");
     free(text);
 }
 
@@ -474,7 +534,7 @@ static void test_unknown_duplicate_nul(void **state)
     (void)state;
     assert_legacy_damaged(13, "cycles 3\nfuture_key whatever",
                           "state:14: unknown key 'future_key' (expected a key of format version "
-                          "4)");
+                          "5)");
     assert_legacy_damaged(13, "cycles 3\nrcvbuf 5",
                           "state:14: 'rcvbuf' given twice (first at line 3; expected each key "
                           "once)");
@@ -669,6 +729,7 @@ int main(void)
         cmocka_unit_test(test_version2_times),
         cmocka_unit_test(test_version3_clients),
         cmocka_unit_test(test_version4_clients_smbd),
+        cmocka_unit_test(test_version5_reference),
         cmocka_unit_test(test_pending_incomplete),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_bad_numbers),

@@ -1372,6 +1372,38 @@ static void test_drift_searches_again(void **state)
     free(v);
 }
 
+/* A restart goes on verifying the winner of a search that converged
+ * before it (the state file keeps the reference), one sample a cycle;
+ * after a change of the kernel it searches again. */
+static void test_restart_keeps_verifying(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+    struct seen sn;
+
+    f->o.once = false;
+    sim_init(&s, &f->o);
+    s.cycles_wanted = 3;
+    assert_int_equal(run(&f->o, &s), 0);
+    assert_true(s.measures_at[1] > 5);
+    assert_int_equal(s.measures_at[2] - s.measures_at[1], 1);
+    /* the restart: a new tuner on the same state directory */
+    sim_init(&s, &f->o);
+    s.cycles_wanted = 3;
+    seen_begin(&sn);
+    assert_int_equal(run(&f->o, &s), 0);
+    assert_int_equal(seen_count(&sn, JOURNAL_ID_VERIFY), 3);
+    seen_end(&sn);
+    assert_int_equal(s.measures_at[1], 1);
+    assert_int_equal(s.measures_at[2] - s.measures_at[1], 1);
+    /* a new kernel: the reference is of another machine */
+    sim_init(&s, &f->o);
+    s.cycles_wanted = 2;
+    s.kernel = "6.2.0-sim";
+    assert_int_equal(run(&f->o, &s), 0);
+    assert_true(s.measures_at[1] > 5);
+}
+
 /* A cycle whose facts cannot be had (the job failed) is skipped: it
  * neither searches from guesses nor takes the next good facts for a new
  * machine; the cycles around it verify, one sample each. */
@@ -1809,6 +1841,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_drift_searches_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_facts_skip_the_cycle, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restart_keeps_verifying, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_status_says_whose_rates, setup, teardown),
         cmocka_unit_test(test_window_wait),
         cmocka_unit_test(test_window_opens_in_across_dst),
