@@ -95,9 +95,21 @@ class Rounds:
         st = self.env.state()
         return st.get("last_written") or socket_value(self.original)
 
+    def forget_convergence(self):
+        """A search that converged would make every later cycle one
+        verification sample of its winner (the state file keeps its
+        reference across restarts), with no trial to kill: the rounds
+        want searches, so the reference is dropped, as --resume does."""
+        path = self.env.state_dir / "state"
+        if path.exists():
+            text = path.read_text()
+            if "\nconverged yes\n" in text:
+                path.write_text(text.replace("\nconverged yes\n", "\nconverged no\n"))
+
     def start_recovered(self, size):
         """Start a daemon that recovers and defers; check what the last
         kill left. Returns the running daemon."""
+        self.forget_convergence()
         self.write(window=True, size=size)
         t0 = time.monotonic()
         d = self.env.start()
