@@ -259,16 +259,27 @@ int cmd_resume(const struct opts *o)
     struct state st;
     struct err e = {{0}};
     char conf[sizeof(d.cfg.tune.smb_conf) + 32];
+    int r;
 
     if (cmd_load_config(o, &d.cfg, &e) < 0) {
         fprintf(stderr, "smbtuned: %s\n", e.msg);
         return CMD_EXIT_CONFIG;
     }
-    if (state_load(d.cfg.tune.state_dir, &st, &e) < 0) {
+    /* No save of the daemon's may come between our load and our save:
+     * the counters and the schedule it saved would be lost. No state
+     * directory: smbtuned never ran, so it holds nothing. */
+    r = state_lock(d.cfg.tune.state_dir, &e);
+    if (r == -ENOENT) {
+        printf("smbtuned was not holding off\n");
+        return 0;
+    }
+    if (r < 0 || state_load(d.cfg.tune.state_dir, &st, &e) < 0) {
         fprintf(stderr, "smbtuned: %s\n", e.msg);
+        state_unlock();
         return CMD_EXIT_FAILURE;
     }
     if (!st.hold) {
+        state_unlock();
         printf("smbtuned was not holding off\n");
         state_free(&st);
         return 0;
@@ -280,12 +291,13 @@ int cmd_resume(const struct opts *o)
     state_set_str(&st.last_written, NULL);
     st.written_at = 0;    /* the line is the admin's now: not written by us */
     st.converged = false; /* and the next cycle searches from it */
-    if (state_save(d.cfg.tune.state_dir, &st, &e) < 0) {
+    r = state_save(d.cfg.tune.state_dir, &st, &e);
+    state_unlock();
+    state_free(&st);
+    if (r < 0) {
         fprintf(stderr, "smbtuned: %s\n", e.msg);
-        state_free(&st);
         return 1;
     }
-    state_free(&st);
     journal_event(JOURNAL_ID_RESUME, LOG_NOTICE, (const char *const[]){conf, NULL},
                   "hold ended by --resume: smb.conf is tuned again from the next cycle");
     printf("smbtuned tunes smb.conf again from its next cycle (SIGHUP to start it now)\n");

@@ -13,9 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/magic.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char *file_kind(mode_t m)
@@ -568,6 +570,24 @@ int files_write_all(int fd, const void *buf, size_t len)
             return -errno;
         p += w;
         len -= (size_t)w;
+    }
+    return 0;
+}
+
+int files_flock_wait(int fd, double wait_s)
+{
+    struct timespec now;
+    double until;
+
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    until = (double)now.tv_sec + (double)now.tv_nsec / 1e9 + wait_s;
+    while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        if (errno != EWOULDBLOCK && errno != EINTR)
+            return -errno;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((double)now.tv_sec + (double)now.tv_nsec / 1e9 > until)
+            return -EBUSY;
+        usleep(20000);
     }
     return 0;
 }

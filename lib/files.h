@@ -91,4 +91,9 @@ int files_mkdir_p(const char *dir);
  * writes and EINTR. 0 or -errno. */
 int files_write_all(int fd, const void *buf, size_t len);
 
+/* flock(fd, LOCK_EX), trying every 20 ms for at most wait_s seconds, so
+ * that a holder that hangs cannot hang us: 0, -EBUSY when still held at
+ * the end, or -errno. */
+int files_flock_wait(int fd, double wait_s);
+
 #endif

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -112,7 +111,6 @@ int smbconf_testparm(const char *path, const char *param, char **value, struct e
 static int take_lock(const char *state_dir, struct err *e)
 {
     char path[PATH_MAX];
-    double until = child_now() + LOCK_WAIT_S;
     int fd, r;
 
     r = files_mkdir_p(state_dir);
@@ -122,18 +120,13 @@ static int take_lock(const char *state_dir, struct err *e)
     fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
         return err_set(e, -errno, "cannot open lock file %s: %s", path, strerror(errno));
-    while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-        if (errno != EWOULDBLOCK && errno != EINTR) {
-            r = -errno;
-            close(fd);
-            return err_set(e, r, "cannot lock %s: %s", path, strerror(-r));
-        }
-        if (child_now() > until) {
-            close(fd);
-            return err_set(e, -EBUSY, "%s is held by another smbtuned for over %.0f s", path,
+    r = files_flock_wait(fd, LOCK_WAIT_S);
+    if (r < 0) {
+        close(fd);
+        if (r == -EBUSY)
+            return err_set(e, r, "%s is held by another smbtuned for over %.0f s", path,
                            LOCK_WAIT_S);
-        }
-        usleep(50000);
+        return err_set(e, r, "cannot lock %s: %s", path, strerror(-r));
     }
     return fd;
 }

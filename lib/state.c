@@ -18,6 +18,10 @@
 #include "parse.h"
 
 #define STATE_FILE "state"
+/* How long a save waits for a --resume (or a daemon's end of cycle) that
+ * holds the state lock: both hold it for a load and a save, milliseconds
+ * (state_lock). */
+#define STATE_LOCK_WAIT_S 10.0
 /* Copies of damaged files kept aside in one second before we give up. */
 #define ASIDE_TRIES 1000
 
@@ -561,17 +565,71 @@ int state_load(const char *dir, struct state *s, struct err *e)
     return r;
 }
 
+/* Held by this process (state_lock): a save inside does not lock again,
+ * as a second flock through an open of its own would wait for ours. A
+ * child forked meanwhile is not the holder: it locks for itself. */
+static int held_fd = -1;
+static pid_t held_pid;
+
+static bool holding(void)
+{
+    return held_fd >= 0 && held_pid == getpid();
+}
+
+int state_lock(const char *dir, struct err *e)
+{
+    int fd, r;
+
+    if (holding())
+        return err_set(e, -EDEADLK, "the state lock is taken twice");
+    /* The directory itself: no file of ours to make (or to delete at a
+     * purge), and smbconf_io's edit lock cannot serve, since a job saves
+     * the state while it holds that one. */
+    fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return err_set(e, -errno, "cannot open the state directory %s: %s", dir, strerror(errno));
+    r = files_flock_wait(fd, STATE_LOCK_WAIT_S);
+    if (r < 0) {
+        close(fd);
+        if (r == -EBUSY)
+            return err_set(e, r,
+                           "the state directory %s is locked by another smbtuned for over "
+                           "%.0f s: the state file not written",
+                           dir, STATE_LOCK_WAIT_S);
+        return err_set(e, r, "cannot lock the state directory %s: %s", dir, strerror(-r));
+    }
+    held_fd = fd;
+    held_pid = getpid();
+    return 0;
+}
+
+void state_unlock(void)
+{
+    if (holding())
+        close(held_fd);
+    held_fd = -1;
+}
+
 int state_save(const char *dir, const struct state *s, struct err *e)
 {
-    char path[PATH_MAX], *text = state_format(s);
+    char path[PATH_MAX], *text;
+    bool mine = !holding();
     int r;
 
-    if (text == NULL)
-        return err_set(e, -ENOMEM, "out of memory");
+    if (mine && (r = state_lock(dir, e)) < 0)
+        return r;
+    text = state_format(s);
+    if (text == NULL) {
+        r = err_set(e, -ENOMEM, "out of memory");
+        goto out;
+    }
     snprintf(path, sizeof(path), "%s/" STATE_FILE, dir);
     r = files_write_atomic(path, text, strlen(text), NULL);
     free(text);
     if (r < 0)
-        return err_set(e, r, "cannot write %s: %s", path, strerror(-r));
-    return 0;
+        err_set(e, r, "cannot write %s: %s", path, strerror(-r));
+out:
+    if (mine)
+        state_unlock();
+    return r < 0 ? r : 0;
 }

@@ -6,9 +6,11 @@ A real smbd from the fixture serves the share, but nothing here measures:
 every run stops before the first probe.
 """
 
+import fcntl
 import os
 import re
 import stat
+import time
 
 import pytest
 
@@ -119,3 +121,33 @@ def test_runtime_failure_is_not_a_config_error(shadow_env):
     rc, out, err = env.run("--once", timeout=60)
     assert rc == EXIT_FAILURE, f"exit {rc}\n{out}\n{err}"
     assert "holding off: by the test" in err, err
+
+
+def test_resume_takes_turns_with_the_daemons_saves(shadow_env):
+    """--resume holds the state directory's lock from its load to its save,
+    so no save of the daemon's (a cycle's counters, its schedule) can come
+    between them and be lost. Here the test holds the lock and saves, as a
+    daemon's end of cycle does: --resume waits, then keeps that save's
+    count and ends the hold."""
+    env = shadow_env(WRITTEN)
+    held = state_text(WRITTEN).replace("hold no\n", "hold yes\nhold_reason by hand\n")
+    path = env.state_dir / "state"
+    path.write_text(held)
+    fd = os.open(env.state_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        d = env.start("--resume")
+        time.sleep(1.0)
+        assert d.alive(), f"--resume did not wait for the lock:\n{d.stdout}\n{d.stderr}"
+        assert env.state().get("hold") == "yes"
+        # the daemon's save, atomic as state_save's
+        tmp = env.state_dir / "state.test-tmp"
+        tmp.write_text(held.replace("cycles 1\n", "cycles 5\n"))
+        os.rename(tmp, path)
+    finally:
+        os.close(fd)
+    assert d.wait() == 0, d.stderr
+    assert "tunes smb.conf again" in d.stdout, d.stdout
+    st = env.state()
+    assert st.get("hold") == "no", st
+    assert st.get("cycles") == "5", f"--resume lost the save made while it waited: {st}"

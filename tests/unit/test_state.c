@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -721,6 +723,57 @@ static void test_load_non_regular(void **state)
     check_non_regular_held(make_dir, "a directory", S_IFDIR);
 }
 
+/* A save waits while another process holds the lock (`--resume` between
+ * its load and its save), and writes once it is let go; the holder's own
+ * saves do not wait for themselves. */
+static void test_save_waits_for_the_lock(void **state)
+{
+    char *dir = tmpdir(), path[PATH_MAX], go;
+    struct state s = {0}, back;
+    struct err e = {{0}};
+    struct timespec pause = {0, 300 * 1000 * 1000};
+    int p[2], status;
+    pid_t pid;
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/state", dir);
+    assert_int_equal(pipe(p), 0);
+    /* forked before the lock is taken: a child is never the holder */
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(p[1]);
+        if (read(p[0], &go, 1) != 1)
+            _exit(2);
+        s.cycles = 7;
+        _exit(state_save(dir, &s, &e) == 0 ? 0 : 1);
+    }
+    close(p[0]);
+    assert_int_equal(state_lock(dir, &e), 0);
+    assert_int_equal(state_lock(dir, &e), -EDEADLK);
+    assert_int_equal(write(p[1], "g", 1), 1);
+    nanosleep(&pause, NULL);
+    /* still waiting: no file yet */
+    assert_int_equal(waitpid(pid, &status, WNOHANG), 0);
+    assert_int_equal(access(path, F_OK), -1);
+    /* the holder's own load and save go through */
+    s.cycles = 3;
+    assert_int_equal(state_save(dir, &s, &e), 0);
+    assert_int_equal(state_load(dir, &back, &e), 0);
+    assert_int_equal(back.cycles, 3);
+    state_free(&back);
+    state_unlock();
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(state_load(dir, &back, &e), 0);
+    assert_int_equal(back.cycles, 7);
+    state_free(&back);
+    close(p[1]);
+    rm_rf(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -736,6 +789,7 @@ int main(void)
         cmocka_unit_test(test_unknown_duplicate_nul),
         cmocka_unit_test(test_load_keeps_damaged_aside),
         cmocka_unit_test(test_load_non_regular),
+        cmocka_unit_test(test_save_waits_for_the_lock),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
