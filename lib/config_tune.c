@@ -10,6 +10,7 @@
 #include "apply.h"
 #include "config_int.h"
 #include "parse.h"
+#include "search.h"
 
 static int parse_path(const char *s, char *dst, size_t len, const char *what, struct err *e)
 {
@@ -149,8 +150,9 @@ static int parse_ratio(const char *s, double lo, double hi, double *out)
 
 static int parse_min_gain(const char *s, struct config *c, struct err *e)
 {
-    if (parse_ratio(s, 0.001, 1.0, &c->tune.min_gain) < 0)
-        return err_set(e, -EINVAL, "min_gain '%s' is not a share from 0.1%% to 100%%", s);
+    /* below 100%: a gain of all the rate, or more, no sample can show */
+    if (parse_ratio(s, 0.001, 0.99, &c->tune.min_gain) < 0)
+        return err_set(e, -EINVAL, "min_gain '%s' is not a share from 0.1%% to 99%%", s);
     return 0;
 }
 
@@ -165,8 +167,10 @@ static int parse_max_samples(const char *s, struct config *c, struct err *e)
 {
     long long v;
 
-    if (parse_long(s, 3, 1000, &v) < 0)
-        return err_set(e, -EINVAL, "max_samples '%s' is not a number from 3 to 1000", s);
+    /* the search keeps at most SEARCH_LEVEL_CAP samples a configuration */
+    if (parse_long(s, 3, SEARCH_LEVEL_CAP, &v) < 0)
+        return err_set(e, -EINVAL, "max_samples '%s' is not a number from 3 to %d", s,
+                       SEARCH_LEVEL_CAP);
     c->tune.max_samples = (int)v;
     return 0;
 }

@@ -304,9 +304,6 @@ static int search_init(struct search *s, const struct search_params *p,
         incumbent.sndbuf < 0 ||
         (p->mapping != SEARCH_RANK_SERVER && p->mapping != SEARCH_RANK_CLIENT))
         return -EINVAL;
-    if (p->tied && incumbent.rcvbuf != incumbent.sndbuf &&
-        (incumbent.rcvbuf == SEARCH_AUTO || incumbent.sndbuf == SEARCH_AUTO))
-        return -EINVAL;
     s->p = *p;
 
     int rc;
@@ -317,6 +314,14 @@ static int search_init(struct search *s, const struct search_params *p,
         s->dim[0].rank = 2;
         long cap = p->max_rcvbuf > p->max_sndbuf ? p->max_rcvbuf : p->max_sndbuf;
         long start = incumbent.rcvbuf > incumbent.sndbuf ? incumbent.rcvbuf : incumbent.sndbuf;
+        /* A line that names one size and leaves the other to autotuning
+         * is no tied configuration: the search starts from the size it
+         * names, for both (the line in force is not measured as such). */
+        if ((incumbent.rcvbuf == SEARCH_AUTO) != (incumbent.sndbuf == SEARCH_AUTO))
+            why(s,
+                "tied: the line in force names one size, %s; searching one size for both "
+                "from %ld",
+                incumbent.rcvbuf == SEARCH_AUTO ? "SO_SNDBUF" : "SO_RCVBUF", start);
         if ((rc = dim_init(s, &s->dim[0], cap, start)) < 0)
             return rc;
     } else {

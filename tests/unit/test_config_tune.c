@@ -14,6 +14,8 @@
 #include <errno.h>
 
 #include "config.h"
+#include "search.h"
+#include "tuner_opts.h"
 
 /* tune's name = value through config_set on the defaults: 0 and c, or
  * refused with want in the message. */
@@ -133,12 +135,13 @@ static void test_shares(void **state)
     (void)state;
     set_ok(&c, "min_gain", "0.1%");
     assert_true(c.tune.min_gain == 0.001);
-    set_ok(&c, "min_gain", "100%");
-    assert_true(c.tune.min_gain == 1.0);
+    set_ok(&c, "min_gain", "99%");
+    assert_true(c.tune.min_gain == 0.99);
+    set_refused("min_gain", "100%", -EINVAL, "is not a share from 0.1% to 99%");
     set_ok(&c, "abort_ratio", "0.99");
     assert_true(c.tune.abort_ratio == 0.99);
     set_refused("min_gain", "0.0009", -EINVAL, "min_gain '0.0009' is not a share");
-    set_refused("min_gain", "101%", -EINVAL, "is not a share from 0.1% to 100%");
+    set_refused("min_gain", "101%", -EINVAL, "is not a share from 0.1% to 99%");
     set_refused("min_gain", "5%%", -EINVAL, "min_gain");
     set_refused("min_gain", "nan", -EINVAL, "min_gain");
     set_refused("min_gain", "", -EINVAL, "min_gain");
@@ -195,8 +198,8 @@ static void test_ranges_and_paths(void **state)
     set_refused("max_size", "2G", -EINVAL, "max_size '2G'");
     set_ok(&c, "max_samples", "3");
     assert_int_equal(c.tune.max_samples, 3);
-    set_ok(&c, "max_samples", "1000");
-    set_refused("max_samples", "1001", -EINVAL, "from 3 to 1000");
+    set_ok(&c, "max_samples", "128");
+    set_refused("max_samples", "129", -EINVAL, "from 3 to 128");
     set_ok(&c, "max_bytes", "0");
     assert_int_equal(c.tune.max_bytes, 0);
     set_ok(&c, "busy_rate", "0");
@@ -216,11 +219,50 @@ static void test_ranges_and_paths(void **state)
     set_refused("colour", "blue", -ENOENT, "no option colour in section tune");
 }
 
+/* Whatever the parsers accept, a search can be made from, with any line
+ * in force (none, both sizes, one named and one left to autotuning): a
+ * value -t accepts must never make every cycle fail. Each option at
+ * each end of its range, the others at their defaults. */
+static void test_accepted_values_make_a_search(void **state)
+{
+    static const char *const ends[][3] = {
+        {"min_size", "1K", "1G"},     {"max_size", "1K", "1G"},    {"min_gain", "0.1%", "99%"},
+        {"abort_ratio", "1%", "99%"}, {"max_samples", "3", "128"}, {"tied", "no", "yes"},
+    };
+    static const struct search_config lines[] = {
+        {SEARCH_AUTO, SEARCH_AUTO}, {65536, 131072}, {65536, SEARCH_AUTO}, {SEARCH_AUTO, 8192}};
+    (void)state;
+    for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++)
+        for (int end = 1; end <= 2; end++)
+            for (int tied = 0; tied < 2; tied++)
+                for (size_t l = 0; l < sizeof(lines) / sizeof(lines[0]); l++) {
+                    struct config c;
+                    struct tuner_opts t;
+                    struct search *s = NULL;
+                    struct err e = {{0}};
+                    int r;
+
+                    set_ok(&c, ends[i][0], ends[i][end]);
+                    if (tied)
+                        assert_int_equal(config_set(&c, "tune", "tied", "yes", &e), 0);
+                    if (config_fill(&c, &t, &e) < 0)
+                        continue; /* refused with a reason: -t says so */
+                    r = search_new(&t.search, lines[l], &s);
+                    if (r < 0)
+                        fail_msg("%s = %s%s, line %ld/%ld: search_new %d", ends[i][0], ends[i][end],
+                                 tied ? ", tied" : "", lines[l].rcvbuf, lines[l].sndbuf, r);
+                    search_free(s);
+                }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_typed_values),     cmocka_unit_test(test_interval),
-        cmocka_unit_test(test_shares),           cmocka_unit_test(test_window),
+        cmocka_unit_test(test_accepted_values_make_a_search),
+        cmocka_unit_test(test_typed_values),
+        cmocka_unit_test(test_interval),
+        cmocka_unit_test(test_shares),
+        cmocka_unit_test(test_window),
         cmocka_unit_test(test_ranges_and_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -77,6 +77,7 @@ static int try_new(const struct search_params *p, struct search_config inc)
 static void test_params(void **state)
 {
     struct search_params p, q;
+    struct search *s;
 
     search_params_default(&p);
     assert_true(fabs(p.min_gain - 0.03) < 1e-12);
@@ -97,8 +98,13 @@ static void test_params(void **state)
     q = p, q.max_rcvbuf = 0;
     assert_int_equal(try_new(&q, LEGACY), -EINVAL);
     assert_int_equal(try_new(&p, (struct search_config){-1, 8192}), -EINVAL);
+    /* tied, with a line naming one size: one size for both, from it */
     q = p, q.tied = true;
-    assert_int_equal(try_new(&q, (struct search_config){SEARCH_AUTO, 8192}), -EINVAL);
+    assert_int_equal(search_new(&q, (struct search_config){SEARCH_AUTO, 8192}, &s), 0);
+    assert_int_equal(search_incumbent(s).rcvbuf, 8192);
+    assert_int_equal(search_incumbent(s).sndbuf, 8192);
+    assert_non_null(strstr(search_why(s), "names one size"));
+    search_free(s);
     q = p, q.min_size = 1, q.max_rcvbuf = 1L << 40; /* 41 sizes: too many */
     assert_int_equal(try_new(&q, LEGACY), -ERANGE);
     search_free(NULL);
