@@ -238,6 +238,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "smbtuned: --dry-run goes with --once\n");
         return CMD_EXIT_USAGE;
     }
+    /* An option its command does not read is a mistake to say, not to
+     * pass over: `--expect` left on a --show would read as checked. */
+    if (o.expect && !o.set_buffers) {
+        fprintf(stderr, "smbtuned: --expect goes with --set-buffers\n");
+        return CMD_EXIT_USAGE;
+    }
+    if (o.json && !(o.once || o.status || o.probe || o.clients || o.show)) {
+        fprintf(stderr,
+                "smbtuned: --json goes with --once, --status, --probe, --clients or --show\n");
+        return CMD_EXIT_USAGE;
+    }
     journal_log(LOG_DEBUG, "smbtuned %s, config file %s%s", SMBTUNED_VERSION, o.config_file,
                 o.config_given ? "" : " (the default; its absence means the built-in defaults)");
     if (o.show)

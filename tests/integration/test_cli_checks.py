@@ -85,7 +85,8 @@ EXIT_FAILURE, EXIT_USAGE, EXIT_CONFIG = 1, 64, 78
 
 
 @pytest.mark.parametrize("args", [["--no-such-option"], ["--once", "extra"], ["--show", "-t"],
-                                  ["--status", "--resume"], ["--dry-run"], ["-c"]])
+                                  ["--status", "--resume"], ["--dry-run"], ["-c"],
+                                  ["--show", "--expect", "x"], ["--json"], ["-t", "--json"]])
 def test_bad_command_line_is_a_usage_error(shadow_env, args):
     env = shadow_env(WRITTEN)
     r = env.run(*args, timeout=30)
