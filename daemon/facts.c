@@ -1,7 +1,6 @@
 /* facts: see facts.h. */
 #include "facts.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -214,7 +213,6 @@ void facts_search_bounds(const struct facts *f, const struct tuner_opts *o,
 
 bool facts_trials_on_loopback(const struct tuner_opts *o)
 {
-    struct in_addr a4;
     struct url u;
     struct err e;
 
@@ -223,12 +221,7 @@ bool facts_trials_on_loopback(const struct tuner_opts *o)
     /* no url: the own share, on the shadow's port of this machine */
     if (o->probe.url == NULL || o->probe.url[0] == '\0')
         return true;
-    if (url_parse(o->probe.url, &u, &e) < 0)
-        return false;
-    /* the whole of 127.0.0.0/8 is loopback, not only 127.0.0.1 */
-    if (inet_pton(AF_INET, u.host, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127)
-        return true;
-    return url_is_loopback(&u);
+    return url_parse(o->probe.url, &u, &e) == 0 && url_is_loopback(&u);
 }
 
 bool facts_in_window(int start, int end, int m)

@@ -1,6 +1,7 @@
 /* url: the SMB URL grammar (see url.h). */
 #include "url.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -182,6 +183,14 @@ int url_format(const struct url *u, const char *extra, char *out, size_t outlen)
 
 bool url_is_loopback(const struct url *u)
 {
-    return strcmp(u->host, "127.0.0.1") == 0 || strcmp(u->host, "localhost") == 0 ||
-           strcmp(u->host, "::1") == 0;
+    struct in_addr a4;
+    struct in6_addr a6;
+
+    /* the whole of 127.0.0.0/8 is loopback, not only 127.0.0.1; a host
+     * name is not case-sensitive */
+    if (inet_pton(AF_INET, u->host, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, u->host, &a6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+    return strcasecmp(u->host, "localhost") == 0;
 }

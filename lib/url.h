@@ -47,8 +47,9 @@ int url_format(const struct url *u, const char *extra, char *out, size_t outlen)
  * non-printable ones). "" is valid (none). */
 int url_check_directory(const char *s, struct err *e);
 
-/* Whether the host is this machine's loopback (127.0.0.1, ::1,
- * localhost), as written: no name is resolved. */
+/* Whether the host is this machine's loopback (127.0.0.0/8, ::1, an
+ * IPv4-mapped 127.x, localhost in any case), as written: no name is
+ * resolved. */
 bool url_is_loopback(const struct url *u);
 
 #endif

@@ -242,9 +242,15 @@ static void test_loopback(void **state)
         {"smb://localhost:4455/s", true},
         {"smb://[::1]/s", true},
         {"smb://peer/s", false},
-        {"smb://127.0.0.2/s", false},
-        {"smb://LOCALHOST/s", false},
-        {"smb://[::ffff:127.0.0.1]/s", false},
+        {"smb://127.0.0.2/s", true},
+        {"smb://127.255.0.1/s", true},
+        {"smb://128.0.0.1/s", false},
+        {"smb://10.127.0.1/s", false},
+        {"smb://LOCALHOST/s", true},
+        {"smb://localhost.example/s", false},
+        {"smb://[::ffff:127.0.0.1]/s", true},
+        {"smb://[::ffff:10.0.0.1]/s", false},
+        {"smb://[::2]/s", false},
     };
     struct err e = {{0}};
 
