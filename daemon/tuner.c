@@ -285,7 +285,8 @@ static void cycle_checks(struct tuner *t)
     if (!t->o.once && t->o.busy_mbps > 0 && f->smb_port > 0) {
         /* Watch the clients' traffic for a moment before adding ours. */
         t->state = T_BUSY_CHECK;
-        if (t->w.ops->busy(t->w.ctx, f->smb_port, BUSY_SAMPLE_S, on_busy_checked, t) == 0)
+        if (t->w.ops->busy(t->w.ctx, f->smb_ports, f->n_smb_ports, BUSY_SAMPLE_S, on_busy_checked,
+                           t) == 0)
             return;
         journal_log(LOG_WARNING, "cannot watch client traffic");
     }

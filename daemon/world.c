@@ -27,7 +27,7 @@ struct real {
     /* the busy check: the connections at its start */
     struct kernel_sock_bytes *busy0;
     size_t nbusy0;
-    int busy_port;
+    int busy_ports[SMBD_MAX_PORTS], nbusy_ports;
     double busy_s;
     sd_event_source *busy_timer;
     world_busy_fn busy_done;
@@ -121,13 +121,14 @@ static void busy_stop(struct real *w)
     w->busy0 = NULL;
 }
 
-/* The bytes each of smbd's connections on port has moved so far, for the
+/* The bytes each of smbd's connections on ports has moved so far, for the
  * busy check: lib/conns reads them (one reader of smbd's connections). */
-static int port_bytes(int port, struct kernel_sock_bytes **v, size_t *n, struct err *e)
+static int port_bytes(const int *ports, int nports, struct kernel_sock_bytes **v, size_t *n,
+                      struct err *e)
 {
     struct clients_sock *c;
     size_t nc;
-    int r = conns_read(&port, 1, &c, &nc, e);
+    int r = conns_read(ports, nports, &c, &nc, e);
 
     if (r < 0)
         return r;
@@ -152,7 +153,7 @@ static int on_busy_sampled(sd_event_source *src, uint64_t usec, void *ud)
     double mbps;
     int r;
 
-    r = port_bytes(w->busy_port, &now, &n, &e);
+    r = port_bytes(w->busy_ports, w->nbusy_ports, &now, &n, &e);
     if (r == 0) {
         mbps = (double)kernel_bytes_since(w->busy0, w->nbusy0, now, n) / 1e6 / w->busy_s;
         free(now);
@@ -162,19 +163,23 @@ static int on_busy_sampled(sd_event_source *src, uint64_t usec, void *ud)
     return 0;
 }
 
-static int real_busy(void *ctx, int port, double seconds, world_busy_fn done, void *ud)
+static int real_busy(void *ctx, const int *ports, int nports, double seconds, world_busy_fn done,
+                     void *ud)
 {
     struct real *w = ctx;
     struct err e;
     int r;
 
     busy_stop(w);
-    r = port_bytes(port, &w->busy0, &w->nbusy0, &e);
+    if (nports < 1 || nports > SMBD_MAX_PORTS)
+        return -EINVAL;
+    r = port_bytes(ports, nports, &w->busy0, &w->nbusy0, &e);
     if (r < 0) {
         journal_log(LOG_WARNING, "cannot watch client traffic: %s", e.msg);
         return r;
     }
-    w->busy_port = port;
+    memcpy(w->busy_ports, ports, sizeof(*ports) * (size_t)nports);
+    w->nbusy_ports = nports;
     w->busy_s = seconds;
     w->busy_done = done;
     w->busy_ud = ud;

@@ -44,9 +44,10 @@ struct world_ops {
     int (*measure)(void *ctx, const struct probe_params *p, measure_fn done, void *ud);
     void (*measure_kill)(void *ctx);
     void (*measure_tidy)(void *ctx, bool wait);
-    /* the MB/s the TCP connections on a local port (the clients') move
-     * over the next seconds */
-    int (*busy)(void *ctx, int port, double seconds, world_busy_fn done, void *ud);
+    /* the MB/s the TCP connections on local ports (smbd's `smb ports`:
+     * the clients') move over the next seconds */
+    int (*busy)(void *ctx, const int *ports, int nports, double seconds, world_busy_fn done,
+                void *ud);
     /* what smbd's real connections on ports (its `smb ports`) get over the
      * next seconds (daemon/clients_watch) */
     int (*clients)(void *ctx, const int *ports, int nports, double seconds, world_clients_fn done,

@@ -111,12 +111,13 @@ def smbtuned():
 
 @pytest.fixture
 def make_env(smbtuned, smbd_factory, tmp_path):
-    """make_env(socket_options) -> DaemonEnv around a fresh fixture smbd
-    whose smb.conf has that socket options line."""
+    """make_env(socket_options, **smbd_args) -> DaemonEnv around a fresh
+    fixture smbd whose smb.conf has that socket options line (smbd_args go
+    to smbd_factory)."""
     envs = []
 
-    def make(socket_options):
-        srv = smbd_factory(socket_options=socket_options)
+    def make(socket_options, **smbd_args):
+        srv = smbd_factory(socket_options=socket_options, **smbd_args)
         env = DaemonEnv(smbtuned, srv, tmp_path)
         envs.append(env)
         return env

@@ -115,6 +115,7 @@ class Smbd:
     share_dir: Path
     port: int
     bind_addr: str
+    port2: int = None  # second_port: the second of `smb ports`
     proc: subprocess.Popen = None
     stdout_path: Path = None
     shares: dict = field(default_factory=dict)  # name -> path
@@ -142,13 +143,14 @@ class Smbd:
         e["HOME"] = str(self.base / "client")
         return e
 
-    def smbclient(self, *args, share="share", timeout=60, check=False, user=None):
+    def smbclient(self, *args, share="share", timeout=60, check=False, user=None, port=None):
         """Run smbclient against a share of this smbd (guest unless user
-        ("name", "password") is given). Returns the CompletedProcess."""
+        ("name", "password") is given), on its first port unless port is
+        given. Returns the CompletedProcess."""
         auth = ["-N"] if user is None else ["-U", f"{user[0]}%{user[1]}"]
         cmd = self.prefix_cmd + [
             SMBCLIENT, "-s", str(self.client_conf), *auth,
-            "-p", str(self.port), self.unc(share), *args,
+            "-p", str(port or self.port), self.unc(share), *args,
         ]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                               check=check, env=self.env(), stdin=subprocess.DEVNULL)
@@ -244,7 +246,7 @@ class SmbdFactory:
 
     def __call__(self, *, socket_options=None, extra_global="", shares=None,
                  prefix_cmd=None, bind_addr="127.0.0.1", extra_args=None,
-                 start_timeout=START_TIMEOUT, name=None, users=None):
+                 start_timeout=START_TIMEOUT, name=None, users=None, second_port=False):
         """Start one smbd and wait until it serves its share.
 
         socket_options: value for `socket options` in [global], or None to
@@ -260,6 +262,8 @@ class SmbdFactory:
         users: {name: password} added to this smbd's private passdb with
             smbpasswd (password on stdin, never on a command line); each
             name must be an existing Unix account (e.g. "daemon").
+        second_port: `smb ports` names a second free port after the first
+            (srv.port2), as `smb ports = 445 139` does.
         """
         idx = len(self.servers)
         base = self.base_dir / (name or f"smbd{idx}")
@@ -289,11 +293,15 @@ class SmbdFactory:
         last_err = None
         for _ in range(PORT_ATTEMPTS):
             port = free_port(bind_addr) if not prefix_cmd else free_port_in(prefix_cmd, bind_addr)
+            port2 = None
+            while second_port and port2 in (None, port):
+                port2 = (free_port(bind_addr) if not prefix_cmd
+                         else free_port_in(prefix_cmd, bind_addr))
             conf = base / "smb.conf"
             so = f"   socket options = {socket_options}\n" if socket_options is not None else ""
             conf.write_text(
                 "[global]\n"
-                f"   smb ports = {port}\n"
+                f"   smb ports = {port}{f' {port2}' if port2 else ''}\n"
                 f"   interfaces = {bind_addr}\n"
                 "   bind interfaces only = yes\n"
                 "   server role = standalone server\n"
@@ -321,7 +329,8 @@ class SmbdFactory:
                                input=f"{pw}\n{pw}\n", capture_output=True, text=True,
                                check=True, timeout=60)
             srv = Smbd(base=base, conf=conf, client_conf=cconf,
-                       share_dir=share_paths["share"], port=port, bind_addr=bind_addr,
+                       share_dir=share_paths["share"], port=port, port2=port2,
+                       bind_addr=bind_addr,
                        stdout_path=base / "smbd.stdout", shares=share_paths,
                        prefix_cmd=prefix_cmd)
             self._spawn(srv, extra_args or [])

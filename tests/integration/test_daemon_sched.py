@@ -17,25 +17,28 @@ from daemon_util import RESULT_RE, q
 ON_LATTICE = "TCP_NODELAY SO_RCVBUF=131072 SO_SNDBUF=131072"
 
 
-def busy_clients(srv, stop, i=0):
+def busy_clients(srv, stop, i=0, port=None):
     """Keep smbd busy the way a real client does: one long session that
     fetches a 64 MiB file (big.I.bin) over and over, until stop is set."""
     name = f"big.{i}.bin"
     with open(srv.share_dir / name, "wb") as f:
         f.write(b"\xa5" * (64 << 20))
     while not stop.is_set():
-        srv.smbclient("-c", "; ".join([f"get {name} /dev/null"] * 40), timeout=120)
+        srv.smbclient("-c", "; ".join([f"get {name} /dev/null"] * 40), timeout=120, port=port)
 
 
-def test_busy_clients_defer_the_cycle(make_env):
-    env = make_env(ON_LATTICE)
+@pytest.mark.parametrize("on", ["first", "second"])
+def test_busy_clients_defer_the_cycle(make_env, on):
+    """Clients on any of `smb ports` count, not only on the first."""
+    env = make_env(ON_LATTICE, second_port=True)
+    port = env.srv.port if on == "first" else env.srv.port2
     env.write_config(tune={"busy_rate": "1M", "interval": "1h", "mode": q("tune")})
     before = env.srv.conf.read_bytes()
     stop = threading.Event()
     # Two clients: the daemon looks for 1 s, and one client alone may move
     # nothing for that long between its sessions (a new smbclient starting
     # on a loaded machine; CI once saw the cycle go ahead).
-    ts = [threading.Thread(target=busy_clients, args=(env.srv, stop, i)) for i in range(2)]
+    ts = [threading.Thread(target=busy_clients, args=(env.srv, stop, i, port)) for i in range(2)]
     for t in ts:
         t.start()
     try:

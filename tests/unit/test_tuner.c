@@ -284,11 +284,17 @@ static void sim_measure_tidy(void *ctx, bool wait)
     step(ctx);
 }
 
-static int sim_busy(void *ctx, int port, double seconds, world_busy_fn done, void *ud)
+static int sim_busy(void *ctx, const int *ports, int nports, double seconds, world_busy_fn done,
+                    void *ud)
 {
     struct sim *s = ctx;
 
     step(s);
+    /* the traffic on all of smbd's ports */
+    assert_int_equal(nports, 2);
+    assert_int_equal(ports[0], 445);
+    assert_int_equal(ports[1], 139);
+    assert_true(seconds > 0);
     s->busy_done = done;
     s->ud = ud;
     return later(s);
