@@ -63,7 +63,18 @@ int tuner_exit_code(const struct tuner *t)
 
 void tuner_set_opts(struct tuner *t, const struct tuner_opts *o)
 {
+    char was[STATE_SETTINGS_LEN], now[STATE_SETTINGS_LEN];
+
+    /* A reload that changes what the probe measures, or the sizes the
+     * search may take: the winner's reference no longer holds. */
+    tuner_settings_words(&t->o, was, sizeof(was));
+    tuner_settings_words(o, now, sizeof(now));
     t->o = *o;
+    if (t->converged && strcmp(was, now) != 0) {
+        journal_log(LOG_INFO, "the probe or search settings changed: the next cycle searches "
+                              "again");
+        tuner_unconverge(t);
+    }
 }
 
 bool tuner_busy(const struct tuner *t)

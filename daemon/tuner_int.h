@@ -108,6 +108,9 @@ long tuner_window_opens_in(int start, int end, time_t now);
  * kernel, a hold ended): in memory and in the state file's reference
  * (tuner_search.c). */
 void tuner_unconverge(struct tuner *t);
+/* The probe and search settings a reference is measured with, in words
+ * (state.ref_settings). */
+void tuner_settings_words(const struct tuner_opts *o, char *buf, size_t len);
 void tuner_unconverge_state(struct state *st);
 
 /* After the checks at the start of a cycle: verify the winner, or search

@@ -90,6 +90,8 @@ static const struct field fields[] = {
     FV("ref_channels", K_LONG, ref_channels, 2, 5),
     REF_FIELDS(0),
     REF_FIELDS(1),
+    FV("ref_settings", K_STR, ref_settings, 0, 6),
+    FV("ref_recent", K_STR, ref_recent, 0, 6),
     F("cycles", K_LONG, cycles, LONG_MAX),
 };
 

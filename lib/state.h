@@ -69,6 +69,13 @@ struct state {
     long ref_channels; /* 0 to 2 */
     long ref_rate[2], ref_n[2];
     double ref_mbps[2], ref_ss[2], ref_df[2], ref_reject[2];
+    /* the probe and search settings the reference was measured with, in
+     * words (format 6): another url, size or trials mode measures other
+     * rates, so a reference of other settings is not verified against */
+    char *ref_settings;
+    /* the verification samples the reference does not hold yet (format
+     * 6): "W,R W,R ..." ranked log rates, oldest first (verify_recent) */
+    char *ref_recent;
     long cycles;
 };
 
@@ -76,10 +83,14 @@ struct state {
  * added written_at, cycle_at, cycle_result and next_at; version 3 the
  * real connections' summary (clients_at ... bdp_max); version 4 its
  * count of connections smbd itself held back (clients_smbd); version 5 the
- * converged search's reference (converged ... ref_reject1). A file of an older
+ * converged search's reference (converged ... ref_reject1); version 6 the
+ * settings it was measured with and verification's recent samples
+ * (ref_settings, ref_recent). A file of an older
  * version is read without the newer keys, and one that has them is
  * damaged (no smbtuned of that version wrote them). */
-#define STATE_VERSION 5
+#define STATE_VERSION 6
+/* ref_settings' words fit in this (tuner_settings_words) */
+#define STATE_SETTINGS_LEN 8192
 /* The largest time a state file holds: 9999-12-31T23:59:59Z. */
 #define STATE_TIME_MAX 253402300799L
 

@@ -21,7 +21,9 @@
  * reference keeps sharpening: an error of the reference mean or spread is
  * a bias in every score, and false alarms grow fast with it. Until it
  * holds VERIFY_MIN_REF samples the reference takes every sample at once
- * and nothing is judged. */
+ * and nothing is judged, but VERIFY_WARM_REJECTS samples in a row beyond
+ * the stall bound on one side are a drift: the reference would never take
+ * them, and so would never warm up. */
 #include "verify.h"
 
 #include <errno.h>
@@ -58,7 +60,18 @@
  *   spreads and more, so it adds few false alarms to the window's.
  * - VERIFY_SIGMA_UNKNOWN: the spread assumed while the reference has none
  *   (a winner whose search pooled no spread): about 5%, the floor of the
- *   search's outlier bound. */
+ *   search's outlier bound.
+ * - VERIFY_WARM_REJECTS: a stall is rare (2%) and lands below: four in a
+ *   row come from independent stalls once in 6 million samples (three:
+ *   once in 125000, a false alarm in about one search-sim run in 1500),
+ *   and a drift of more than the stall bound (a path that fell from
+ *   1 Gbit/s to 100 Mbit/s while the daemon was down) is caught at the
+ *   fourth sample instead of never. A reference built from stalled
+ *   samples (a winner whose samples on one channel all stalled) is left
+ *   the same way: every later sample is beyond its bound.
+ * - VERIFY_MAX_REF: past this many samples the reference mean moves by
+ *   1/VERIFY_MAX_REF of each new one (a long memory, not an unbounded
+ *   count: the count is kept in the state file and must not overflow). */
 #define VERIFY_CLIP 2.0
 #define VERIFY_STALL_SHARE 0.02
 #define VERIFY_MIN_REF 20
@@ -66,15 +79,20 @@
 #define VERIFY_KMIN 1.0
 #define VERIFY_H 4.5
 #define VERIFY_SIGMA_UNKNOWN 0.05
+#define VERIFY_WARM_REJECTS 4
 
 struct verify {
-    double drift_min;              /* the smallest drift worth a new search */
-    int nch;                       /* channels: one per dim, its ranked rate */
-    enum search_rate rank[2];      /* write, read, or both (harmonic) */
-    double mean[2];                /* reference: mean of log rates */
-    int n[2];                      /* and its samples */
-    double ss[2], df[2];           /* pooled squares and degrees of freedom of the spread */
-    double reject[2];              /* stall bound (from the search) */
+    double drift_min;         /* the smallest drift worth a new search */
+    int nch;                  /* channels: one per dim, its ranked rate */
+    enum search_rate rank[2]; /* write, read, or both (harmonic) */
+    double mean[2];           /* reference: mean of log rates */
+    int n[2];                 /* and its samples */
+    double ss[2], df[2];      /* pooled squares and degrees of freedom of the spread */
+    double reject[2];         /* stall bound (from the search) */
+    int warm_run[2];          /* warm-up: samples in a row beyond reject, + above, - below */
+    double warm_sum[2];       /* and the sum of their log distances from the mean */
+    double last[VERIFY_WARM_REJECTS][2]; /* warm-up: the last samples told (a ring) */
+    int nlast;
     double pend[2][VERIFY_WINDOW]; /* recent samples, not yet in the reference */
     int npend;
     struct stats_cusum cusum;
@@ -89,6 +107,15 @@ int verify_new(const struct search_reference *ref, double drift_min, struct veri
     *vp = NULL;
     if (ref->nch < 1 || ref->nch > 2 || !(drift_min >= 0))
         return -EINVAL;
+    /* a reference read back from the state file is checked here too */
+    for (int ch = 0; ch < ref->nch; ch++) {
+        const struct search_channel *c = &ref->ch[ch];
+        if ((c->n > 0 && !isfinite(c->mean)) || c->n < 0 || !(c->ss >= 0 && c->ss < 1e12) ||
+            !(c->df >= 0 && c->df < 1e9) || !(c->reject > 0 && c->reject < 1e3) ||
+            (c->rate != SEARCH_RATE_WRITE && c->rate != SEARCH_RATE_READ &&
+             c->rate != SEARCH_RATE_BOTH))
+            return -EINVAL;
+    }
     if ((v = calloc(1, sizeof(*v))) == NULL)
         return -ENOMEM;
     v->drift_min = drift_min;
@@ -98,7 +125,7 @@ int verify_new(const struct search_reference *ref, double drift_min, struct veri
         v->rank[ch] = c->rate;
         v->reject[ch] = c->reject;
         v->mean[ch] = c->mean;
-        v->n[ch] = c->n;
+        v->n[ch] = c->n < VERIFY_MAX_REF ? c->n : VERIFY_MAX_REF;
         v->ss[ch] = c->ss;
         v->df[ch] = c->df;
     }
@@ -145,7 +172,8 @@ static void verify_absorb(struct verify *v, int ch, double o)
     double delta = o - v->mean[ch];
     if (fabs(delta) > v->reject[ch])
         return;
-    v->n[ch]++;
+    if (v->n[ch] < VERIFY_MAX_REF)
+        v->n[ch]++;
     v->mean[ch] += delta / v->n[ch];
     v->ss[ch] += delta * (o - v->mean[ch]);
     v->df[ch]++;
@@ -237,26 +265,157 @@ static void verify_say(struct verify *v, int n, const char *test)
              test);
 }
 
+/* A warm-up sample: into the reference (unless replayed: it is in it
+ * already), unless beyond the stall bound, where it extends or starts a
+ * run on its side. True when the run is VERIFY_WARM_REJECTS long. */
+static bool warm_up(struct verify *v, int ch, double o, bool replay)
+{
+    double delta = o - v->mean[ch];
+    int side = delta > 0 ? 1 : -1;
+
+    if (isnan(o))
+        return false;
+    if (v->n[ch] == 0 || fabs(delta) <= v->reject[ch]) {
+        v->warm_run[ch] = 0;
+        v->warm_sum[ch] = 0;
+        if (!replay)
+            verify_absorb(v, ch, o);
+        return false;
+    }
+    if (v->warm_run[ch] * side <= 0) {
+        v->warm_run[ch] = 0;
+        v->warm_sum[ch] = 0;
+    }
+    v->warm_run[ch] += side;
+    v->warm_sum[ch] += delta;
+    return abs(v->warm_run[ch]) >= VERIFY_WARM_REJECTS;
+}
+
+/* The warm-up's line: each channel's run, as an alarm or as a run that
+ * has not reached VERIFY_WARM_REJECTS yet (said too: the journal's
+ * "verified" would read as all well). */
+static void warm_say(struct verify *v, bool alarm)
+{
+    char buf[VERIFY_WHY_LEN / 2] = "";
+    size_t len = 0;
+    int longest = 0;
+
+    for (int ch = 0; ch < v->nch; ch++)
+        if (v->warm_run[ch] != 0 && len < sizeof(buf))
+            len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%s %+.1f%%", len ? ", " : "",
+                                    search_rate_name(v->rank[ch]),
+                                    100 * expm1(v->warm_sum[ch] / abs(v->warm_run[ch])));
+    for (int ch = 0; ch < v->nch; ch++)
+        if (abs(v->warm_run[ch]) > longest)
+            longest = abs(v->warm_run[ch]);
+    if (alarm)
+        snprintf(v->why, sizeof(v->why),
+                 "drift %s: %d samples in a row beyond the stall bound while the reference was "
+                 "still being built: new search",
+                 buf, VERIFY_WARM_REJECTS);
+    else if (longest > 0)
+        snprintf(v->why, sizeof(v->why),
+                 "%s beyond the stall bound, %d sample%s in a row (a new search at %d) while "
+                 "the reference is still being built",
+                 buf, longest, longest == 1 ? "" : "s", VERIFY_WARM_REJECTS);
+}
+
+int verify_reference(const struct verify *v, struct search_reference *ref)
+{
+    memset(ref, 0, sizeof(*ref));
+    if (v->alarm)
+        return -EINVAL;
+    ref->nch = v->nch;
+    for (int ch = 0; ch < v->nch; ch++)
+        ref->ch[ch] = (struct search_channel){.rate = v->rank[ch],
+                                              .mean = v->mean[ch],
+                                              .n = v->n[ch],
+                                              .ss = v->ss[ch],
+                                              .df = v->df[ch],
+                                              .reject = v->reject[ch]};
+    return 0;
+}
+
+static bool verify_warm(const struct verify *v)
+{
+    bool warm = true;
+
+    for (int ch = 0; ch < v->nch; ch++)
+        warm = warm && v->n[ch] >= VERIFY_MIN_REF;
+    return warm;
+}
+
+int verify_recent(const struct verify *v, double y[][2], int *n)
+{
+    *n = 0;
+    if (v->alarm)
+        return -EINVAL;
+    if (verify_warm(v)) {
+        /* the window: every sample since the reference warmed, at most
+         * VERIFY_WINDOW, none of them in it yet */
+        int k = v->npend < VERIFY_WINDOW ? v->npend : VERIFY_WINDOW;
+        for (int j = 0; j < k; j++)
+            for (int ch = 0; ch < 2; ch++)
+                y[j][ch] = ch < v->nch ? v->pend[ch][(v->npend - k + j) % VERIFY_WINDOW] : NAN;
+        *n = k;
+        return 0;
+    }
+    /* the warm-up's runs: as many of the last samples as the longer run */
+    int k = 0;
+    for (int ch = 0; ch < v->nch; ch++)
+        if (abs(v->warm_run[ch]) > k)
+            k = abs(v->warm_run[ch]);
+    if (k > v->nlast)
+        k = v->nlast;
+    for (int j = 0; j < k; j++)
+        for (int ch = 0; ch < 2; ch++)
+            y[j][ch] = v->last[(v->nlast - k + j) % VERIFY_WARM_REJECTS][ch];
+    *n = k;
+    return 0;
+}
+
+static int tell_rates(struct verify *v, const double *y, bool replay);
+
 int verify_tell(struct verify *v, const struct search_sample *x)
 {
-    double y[2], z = 0, var = 0, drift = 0;
-    bool warm = true;
-    char test[64];
+    double y[2] = {NAN, NAN};
 
     if (isinf(x->write) || isinf(x->read))
         return -EINVAL;
+    for (int ch = 0; ch < v->nch; ch++)
+        y[ch] = search_sample_rate(x, v->rank[ch]);
+    return tell_rates(v, y, false);
+}
+
+int verify_replay(struct verify *v, const double y[2])
+{
+    for (int ch = 0; ch < v->nch; ch++)
+        if (isinf(y[ch]))
+            return -EINVAL;
+    return tell_rates(v, y, true);
+}
+
+/* One sample's ranked log rates, told or replayed. */
+static int tell_rates(struct verify *v, const double *y, bool replay)
+{
+    double z = 0, var = 0, drift = 0;
+    char test[64];
+
     v->why[0] = '\0';
     if (v->alarm)
         return VERIFY_RESEARCH;
-
-    for (int ch = 0; ch < v->nch; ch++) {
-        y[ch] = search_sample_rate(x, v->rank[ch]);
-        warm = warm && v->n[ch] >= VERIFY_MIN_REF;
-    }
-    if (!warm) {
+    if (!verify_warm(v)) {
+        bool moved = false;
+        for (int ch = 0; ch < 2; ch++)
+            v->last[v->nlast % VERIFY_WARM_REJECTS][ch] = ch < v->nch ? y[ch] : NAN;
+        v->nlast++;
         for (int ch = 0; ch < v->nch; ch++)
-            verify_absorb(v, ch, y[ch]);
-        return VERIFY_OK;
+            moved = warm_up(v, ch, y[ch], replay) || moved;
+        warm_say(v, moved);
+        if (!moved)
+            return VERIFY_OK;
+        v->alarm = true;
+        return VERIFY_RESEARCH;
     }
     for (int ch = 0; ch < v->nch; ch++) {
         double u = verify_score(v, ch, y[ch]), cv = clipped_var(verify_clip(v, ch));

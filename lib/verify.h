@@ -11,7 +11,8 @@
 
 #include "search.h"
 
-#define VERIFY_WINDOW 10 /* verification samples not yet in the reference */
+#define VERIFY_WINDOW 10    /* verification samples not yet in the reference */
+#define VERIFY_MAX_REF 1000 /* a reference's count stops growing here */
 #define VERIFY_WHY_LEN 512
 
 enum verify_verdict {
@@ -38,6 +39,23 @@ void verify_free(struct verify *v);
  * drift of at least drift_min is significant (and from then on), or
  * -EINVAL for an infinite rate. */
 int verify_tell(struct verify *v, const struct search_sample *x);
+
+/* The reference as it stands now (the search's, and the verification
+ * samples it took since), for the state file: a restart goes on from it
+ * with verify_new. The samples of the window not yet in it are not kept.
+ * -EINVAL after an alarm. */
+int verify_reference(const struct verify *v, struct search_reference *ref);
+
+/* The samples told since that the reference does not hold (a restart
+ * replays them): up to VERIFY_WINDOW of them, oldest first, as ranked log
+ * rates per channel (NAN: not measured, or no second channel). 0, or
+ * -EINVAL after an alarm. */
+int verify_recent(const struct verify *v, double y[][2], int *n);
+
+/* verify_tell for one of verify_recent's samples, on a watch made from
+ * verify_reference: it rebuilds what the watch held beside its reference
+ * (the window, a run beyond the stall bound) and is judged as a sample. */
+int verify_replay(struct verify *v, const double y[2]);
 
 /* What the last verify_tell decided, one line ("drift write -20.1%, ...:
  * new search"); empty when it decided nothing. */

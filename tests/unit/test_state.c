@@ -70,7 +70,7 @@ static void test_round_trip(void **state)
 
     text = state_format(&a);
     assert_non_null(text);
-    assert_non_null(strstr(text, "\nversion 5\n"));
+    assert_non_null(strstr(text, "\nversion 6\n"));
     /* cycles stays last: a file cut after a whole line lacks it */
     assert_non_null(strstr(text, "\ncycles 7\n"));
     assert_string_equal(strstr(text, "\ncycles 7\n"), "\ncycles 7\n");
@@ -192,9 +192,9 @@ static void test_legacy_and_version(void **state)
     assert_int_equal(parse(t, &s, &e), 0);
     state_free(&s);
     free(t);
-    assert_legacy_damaged(1, "version 6",
-                          "state:1: format version 6, written by a newer smbtuned (expected "
-                          "version 5 or older)");
+    assert_legacy_damaged(1, "version 7",
+                          "state:1: format version 7, written by a newer smbtuned (expected "
+                          "version 6 or older)");
     assert_legacy_damaged(1, "version 99999999999999999999", "state:1: bad value for version");
     assert_legacy_damaged(3, "version 1", "state:3: 'version' after other entries");
 }
@@ -381,7 +381,7 @@ static void as_version4(char *text)
     assert_non_null(from);
     assert_non_null(to);
     memmove(from, to, strlen(to) + 1);
-    memcpy(strstr(text, "version 5"), "version 4", 9);
+    memcpy(strstr(text, "version 6"), "version 4", 9);
 }
 
 static void test_version4_clients_smbd(void **state)
@@ -435,6 +435,13 @@ static void test_version5_reference(void **state)
         fail();
         return;
     }
+    /* no ref_settings (none set): a version 5 file as version 5 wrote it */
+    assert_null(strstr(text, "ref_settings"));
+    memcpy(strstr(text, "version 6"), "version 5", 9);
+    assert_int_equal(parse(text, &s, &e), 0);
+    assert_true(s.converged);
+    assert_null(s.ref_settings);
+    state_free(&s);
     /* damaged as version 4 */
     memcpy(strstr(text, "version 5"), "version 4", 9);
     assert_damaged_str(text, "'converged' in a file of format version 4 (expected it from "
@@ -449,6 +456,30 @@ static void test_version5_reference(void **state)
     memcpy(strstr(text, "version 4"), "version 5", 9);
     assert_damaged_str(text, "the file ends without 'converged'");
     free(text);
+}
+
+/* Version 6: the settings the reference was measured with, kept as
+ * written, and damage in a file of version 5. */
+static void test_version6_settings(void **state)
+{
+    struct state a = {0}, s;
+    struct err e = {{0}};
+    char *text;
+
+    (void)state;
+    a.converged = true;
+    a.ref_channels = 1;
+    assert_int_equal(state_set_str(&a.ref_settings, "url=- size=67108864 trials=shadow"), 0);
+    text = state_format(&a);
+    assert_non_null(text);
+    assert_int_equal(parse(text, &s, &e), 0);
+    assert_string_equal(s.ref_settings, a.ref_settings);
+    state_free(&s);
+    memcpy(strstr(text, "version 6"), "version 5", 9);
+    assert_damaged_str(text, "'ref_settings' in a file of format version 5 (expected it from "
+                             "version 6");
+    free(text);
+    state_free(&a);
 }
 
 static void test_pending_incomplete(void **state)
@@ -536,7 +567,7 @@ static void test_unknown_duplicate_nul(void **state)
     (void)state;
     assert_legacy_damaged(13, "cycles 3\nfuture_key whatever",
                           "state:14: unknown key 'future_key' (expected a key of format version "
-                          "5)");
+                          "6)");
     assert_legacy_damaged(13, "cycles 3\nrcvbuf 5",
                           "state:14: 'rcvbuf' given twice (first at line 3; expected each key "
                           "once)");
@@ -783,6 +814,7 @@ int main(void)
         cmocka_unit_test(test_version3_clients),
         cmocka_unit_test(test_version4_clients_smbd),
         cmocka_unit_test(test_version5_reference),
+        cmocka_unit_test(test_version6_settings),
         cmocka_unit_test(test_pending_incomplete),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_bad_numbers),

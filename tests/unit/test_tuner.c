@@ -1410,6 +1410,128 @@ static void test_restart_keeps_verifying(void **state)
     assert_true(s.measures_at[1] > 5);
 }
 
+static void halve_the_rates(struct sim *s, int call, void *ud)
+{
+    s->drift = 0.5;
+}
+
+/* The rates halved while the daemon was down (the same kernel and Samba:
+ * a path that fell from 1 Gbit/s to 100 Mbit/s). The reference a restart
+ * restores rests on the search's few samples, so every sample is beyond
+ * its stall bound and none joins it: before, it stayed unseen however
+ * many cycles ran. Restarts every two cycles, as the run beyond the bound
+ * is kept in the state file too: caught at the fourth sample. */
+static void test_restart_sees_a_drift_made_while_down(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+    struct seen sn;
+    struct state st;
+    int drifts = 0;
+
+    f->o.once = false;
+    sim_init(&s, &f->o);
+    s.cycles_wanted = 2;
+    assert_int_equal(run(&f->o, &s), 0);
+    load_state(f, &st);
+    assert_true(st.converged);
+    assert_true(st.ref_n[0] < 20); /* not warm yet */
+    assert_non_null(st.ref_settings);
+    state_free(&st);
+    for (int restart = 0; restart < 2 && drifts == 0; restart++) {
+        sim_init(&s, &f->o);
+        s.on_facts = halve_the_rates;
+        s.cycles_wanted = 2;
+        seen_begin(&sn);
+        assert_int_equal(run(&f->o, &s), 0);
+        drifts += seen_count(&sn, JOURNAL_ID_DRIFT);
+        seen_end(&sn);
+        if (restart == 0) {
+            load_state(f, &st);
+            assert_non_null(st.ref_recent); /* the run so far */
+            state_free(&st);
+        }
+    }
+    assert_int_equal(drifts, 1);
+}
+
+/* Verification refines the reference, and the state file keeps it as it
+ * stands: a restart goes on from the samples taken since the search, not
+ * from the search's few. */
+static void test_restart_keeps_the_refined_reference(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+    struct state st;
+    long n0;
+
+    f->o.once = false;
+    sim_init(&s, &f->o);
+    s.cycles_wanted = 1;
+    assert_int_equal(run(&f->o, &s), 0);
+    load_state(f, &st);
+    n0 = st.ref_n[0];
+    state_free(&st);
+    sim_init(&s, &f->o);
+    s.cycles_wanted = 6;
+    assert_int_equal(run(&f->o, &s), 0);
+    assert_int_equal(s.measures, 6); /* verified each cycle, no search */
+    load_state(f, &st);
+    assert_true(st.converged);
+    assert_true(st.ref_n[0] > n0);
+    state_free(&st);
+}
+
+/* A reference measured with other settings (another probe size here; a
+ * url or a trials mode alike) is not verified against: other rates, or
+ * another search's range. The restart searches again. */
+static void test_restart_with_other_settings_searches(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+
+    f->o.once = false;
+    sim_init(&s, &f->o);
+    s.cycles_wanted = 2;
+    assert_int_equal(run(&f->o, &s), 0);
+    f->o.probe.size *= 2;
+    sim_init(&s, &f->o);
+    s.cycles_wanted = 1;
+    assert_int_equal(run(&f->o, &s), 0);
+    assert_true(s.measures > 5);
+}
+
+/* Loopback trials that keep autotuning although the search's winner was
+ * an explicit size (outcome_decide): verification in memory samples that
+ * winner, whose reference is of no line in force; a restart must not
+ * verify autotuning against it, so none is kept, and it searches. */
+static void test_loopback_keeps_no_reference_of_another_line(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+    struct state st;
+    char *v;
+
+    f->o.once = false;
+    own_share_from(f, "TCP_NODELAY", &s);
+    s.loop_gain = 0.30;
+    s.cycles_wanted = 2;
+    assert_int_equal(run(&f->o, &s), 0);
+    v = conf_value(f);
+    assert_string_equal(v, "TCP_NODELAY");
+    free(v);
+    load_state(f, &st);
+    assert_true(st.have_incumbent);
+    assert_int_equal(st.rcvbuf, 0);
+    assert_false(st.converged);
+    state_free(&st);
+    sim_loopback(&s, &f->o);
+    s.loop_gain = 0.30;
+    s.cycles_wanted = 1;
+    assert_int_equal(run(&f->o, &s), 0);
+    assert_true(s.measures > 5);
+}
+
 /* A cycle whose facts cannot be had (the job failed) is skipped: it
  * neither searches from guesses nor takes the next good facts for a new
  * machine; the cycles around it verify, one sample each. */
@@ -1848,6 +1970,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_drift_searches_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_facts_skip_the_cycle, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_keeps_verifying, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restart_sees_a_drift_made_while_down, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restart_keeps_the_refined_reference, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restart_with_other_settings_searches, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_loopback_keeps_no_reference_of_another_line, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_idle_status_says_whose_rates, setup, teardown),
         cmocka_unit_test(test_window_wait),
         cmocka_unit_test(test_window_opens_in_across_dst),

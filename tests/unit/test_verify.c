@@ -124,16 +124,89 @@ static void test_drift_min(void **state)
 }
 
 /* Nothing is judged until the reference holds 20 samples: before, every
- * sample joins it, and a stall, which never does, cannot count. */
+ * sample joins it, and a stall, which never does, cannot count; but three
+ * in a row beyond the stall bound on one side are a drift, which the
+ * reference would never take (a restart's reference rests on few samples:
+ * a path that fell while the daemon was down went unseen for ever). */
 static void test_warm_up(void **state)
 {
     struct search_reference ref = reference(5, 0.05, false);
     struct verify *v = watch(&ref);
 
-    assert_int_equal(tell_at(v, 0.1, 30), 31); /* stalls: never warm */
-    assert_int_equal(tell_at(v, 1, 15), 16);   /* now 20 */
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(tell_at(v, 0.1, 3), 4); /* three stalls: no drift */
+        assert_int_equal(tell_at(v, 1, 1), 2);   /* and a sample taken in */
+    }
+    assert_int_equal(tell_at(v, 1, 5), 6); /* now 20 */
     assert_true(tell_at(v, 2.0 / 3, 10) <= 2);
     verify_free(v);
+
+    /* a fall, and a rise, beyond the stall bound: the fourth sample; the
+     * samples before it say so */
+    v = watch(&ref);
+    assert_int_equal(tell_at(v, 0.1, 2), 3);
+    assert_non_null(strstr(verify_why(v), "write -90.0%, read -90.0% beyond the stall bound, 2 "
+                                          "samples in a row (a new search at 4)"));
+    assert_int_equal(tell_at(v, 0.1, 30), 2);
+    assert_non_null(strstr(verify_why(v), "write -90.0%, read -90.0%: 4 samples in a row"));
+    verify_free(v);
+    v = watch(&ref);
+    assert_int_equal(tell_at(v, 3, 30), 4);
+    verify_free(v);
+    /* a run broken by a sample at the old rate, or on the other side,
+     * starts again */
+    v = watch(&ref);
+    assert_int_equal(tell_at(v, 0.1, 3), 4);
+    assert_int_equal(tell_at(v, 1, 1), 2);
+    assert_int_equal(tell_at(v, 0.1, 3), 4);
+    assert_int_equal(tell_at(v, 3, 3), 4);
+    assert_int_equal(tell_at(v, 3, 1), 1);
+    verify_free(v);
+}
+
+/* The reference goes on from where it stands (a restart reads it back
+ * from the state file): the samples taken in count, and a count past
+ * VERIFY_MAX_REF stops there; a forged one is refused. */
+static void test_reference_carried(void **state)
+{
+    struct search_reference ref = reference(5, 0.05, false), now, bad;
+    struct verify *v = watch(&ref), *w;
+
+    assert_int_equal(tell_at(v, 1.01, 15), 16);
+    assert_int_equal(verify_reference(v, &now), 0);
+    assert_int_equal(now.nch, 2);
+    assert_int_equal(now.ch[0].n, 20);
+    assert_true(now.ch[0].mean > log(100) && now.ch[0].mean < log(101));
+    /* warm already: a drift is judged at once */
+    w = watch(&now);
+    assert_true(tell_at(w, 2.0 / 3, 10) <= 2);
+    verify_free(w);
+    assert_int_equal(tell_at(v, 2.0 / 3, 10) <= 2, 1);
+    assert_int_equal(verify_reference(v, &now), -EINVAL); /* after the alarm */
+    verify_free(v);
+
+    ref.ch[0].n = ref.ch[1].n = 2147483647;
+    v = watch(&ref);
+    assert_int_equal(verify_reference(v, &now), 0);
+    assert_int_equal(now.ch[0].n, VERIFY_MAX_REF);
+    assert_int_equal(tell_at(v, 1, 30), 31); /* no overflow (UBSan) */
+    verify_free(v);
+    for (int k = 0; k < 5; k++) {
+        bad = reference(5, 0.05, false);
+        if (k == 0)
+            bad.ch[1].reject = 0;
+        else if (k == 1)
+            bad.ch[0].ss = -1;
+        else if (k == 2)
+            bad.ch[0].mean = NAN;
+        else if (k == 3)
+            bad.ch[1].rate = (enum search_rate)7;
+        else
+            bad.ch[0].n = -1;
+        w = (struct verify *)1;
+        assert_int_equal(verify_new(&bad, 0.10, &w), -EINVAL);
+        assert_null(w);
+    }
 }
 
 static void flat(struct search_config c, struct search_sample *x)
@@ -175,12 +248,74 @@ static void test_of_search(void **state)
     search_free(s);
 }
 
+/* A watch rebuilt from its reference and its recent samples (a restart)
+ * judges as the one it was made from: warm, with half a window, and
+ * warming up, two samples into a run beyond the stall bound. */
+static struct verify *rebuilt(const struct verify *v)
+{
+    struct search_reference ref;
+    double y[VERIFY_WINDOW][2];
+    struct verify *w;
+    int n;
+
+    assert_int_equal(verify_reference(v, &ref), 0);
+    assert_int_equal(verify_recent(v, y, &n), 0);
+    w = watch(&ref);
+    for (int j = 0; j < n; j++)
+        assert_int_equal(verify_replay(w, y[j]), VERIFY_OK);
+    return w;
+}
+
+static void test_rebuilt_after_a_restart(void **state)
+{
+    struct search_reference ref = reference(30, 0.15, false);
+    struct verify *v = watch(&ref), *w;
+    double y[VERIFY_WINDOW][2];
+    int n;
+
+    /* warm: five samples 14% low, in the window (the window test, not the
+     * CUSUM, sees so small a drift: at the tenth); five more alarm both */
+    assert_int_equal(tell_at(v, 0.86, 5), 6);
+    assert_int_equal(verify_recent(v, y, &n), 0);
+    assert_int_equal(n, 5);
+    w = rebuilt(v);
+    assert_int_equal(tell_at(w, 0.86, 10), 5);
+    assert_int_equal(tell_at(v, 0.86, 10), 5);
+    verify_free(w);
+    verify_free(v);
+    /* without the replay, the rebuilt watch is later: the window restarts */
+    v = watch(&ref);
+    assert_int_equal(tell_at(v, 0.86, 5), 6);
+    {
+        struct search_reference r2;
+        assert_int_equal(verify_reference(v, &r2), 0);
+        w = watch(&r2);
+    }
+    assert_true(tell_at(w, 0.86, 10) > tell_at(v, 0.86, 10));
+    verify_free(w);
+    verify_free(v);
+
+    /* warming up: three samples at a tenth, then a restart: the fourth
+     * alarms */
+    ref = reference(5, 0.05, false);
+    v = watch(&ref);
+    assert_int_equal(tell_at(v, 1, 4), 5);
+    assert_int_equal(tell_at(v, 0.1, 3), 4);
+    assert_int_equal(verify_recent(v, y, &n), 0);
+    assert_int_equal(n, 3);
+    w = rebuilt(v);
+    assert_int_equal(tell_at(w, 0.1, 1), 1);
+    verify_free(w);
+    verify_free(v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bad_input), cmocka_unit_test(test_drop),
-        cmocka_unit_test(test_rise_tied), cmocka_unit_test(test_one_stall),
-        cmocka_unit_test(test_drift_min), cmocka_unit_test(test_warm_up),
+        cmocka_unit_test(test_bad_input),         cmocka_unit_test(test_drop),
+        cmocka_unit_test(test_rise_tied),         cmocka_unit_test(test_one_stall),
+        cmocka_unit_test(test_drift_min),         cmocka_unit_test(test_warm_up),
+        cmocka_unit_test(test_reference_carried), cmocka_unit_test(test_rebuilt_after_a_restart),
         cmocka_unit_test(test_of_search),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
