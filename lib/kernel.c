@@ -401,9 +401,11 @@ int kernel_listener_buffers(int port, long *rcvbuf, long *sndbuf, struct err *e)
 }
 
 /* The server side of our connection: local port port (the dump's
- * filter), remote port ours. */
+ * filter), remote port and address ours (a client of smbd's whose port
+ * happens to be our port, from another address, is not it). */
 struct accepted {
     int ours;
+    uint32_t addr[4]; /* network order; IPv4 in [0] */
     long sndbuf;
     bool found;
 };
@@ -412,8 +414,10 @@ static void visit_accepted(const struct inet_diag_msg *m, struct rtattr *a, void
 {
     struct accepted *c = ctx;
     const unsigned *mem = RTA_DATA(a);
+    size_t alen = m->idiag_family == AF_INET ? 4 : 16;
 
     if (c->found || ntohs(m->id.idiag_dport) != c->ours ||
+        memcmp(m->id.idiag_dst, c->addr, alen) != 0 ||
         RTA_PAYLOAD(a) < sizeof(unsigned) * SK_MEMINFO_VARS)
         return;
     c->sndbuf = mem[SK_MEMINFO_SNDBUF];
@@ -425,14 +429,20 @@ static void visit_accepted(const struct inet_diag_msg *m, struct rtattr *a, void
 static int connect_within(int fd, const struct sockaddr *addr, socklen_t len)
 {
     struct pollfd p = {.fd = fd, .events = POLLOUT};
-    int err = 0;
+    int err = 0, r;
     socklen_t elen = sizeof(err);
 
     if (connect(fd, addr, len) == 0)
         return 0;
     if (errno != EINPROGRESS)
         return -errno;
-    if (poll(&p, 1, CONNECT_MS) != 1)
+    /* a signal does not end the wait early (the deadline restarts: it is
+     * a bound, not a measure) */
+    while ((r = poll(&p, 1, CONNECT_MS)) < 0 && errno == EINTR)
+        ;
+    if (r < 0)
+        return -errno;
+    if (r == 0)
         return -ETIMEDOUT;
     if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0)
         return -errno;
@@ -475,8 +485,13 @@ int kernel_accepted_sndbuf(int port, long *sndbuf, struct err *e)
     if (r == 0) {
         len = sizeof(ss);
         r = getsockname(fd, (struct sockaddr *)&ss, &len) < 0 ? -errno : 0;
-        c.ours = ntohs(l.family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
-                                           : ((struct sockaddr_in6 *)&ss)->sin6_port);
+        if (l.family == AF_INET) {
+            c.ours = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+            memcpy(c.addr, &((struct sockaddr_in *)&ss)->sin_addr, 4);
+        } else {
+            c.ours = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+            memcpy(c.addr, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+        }
     }
     /* The server side is established once our connect returns on
      * loopback; a few tries cover a busy machine. */
