@@ -29,6 +29,7 @@
 #include <stdbool.h>
 
 #include "apply.h"
+#include "build.h"
 #include "tuner_opts.h"
 #include "err.h"
 
@@ -44,7 +45,8 @@ struct config_probe {
 };
 
 #define CONFIG_DEFAULT_SMB_CONF "/etc/samba/smb.conf"
-#define CONFIG_DEFAULT_STATE_DIR "/var/lib/smbtuned"
+/* the build's statedir (meson_options.txt), as --help and the unit say */
+#define CONFIG_DEFAULT_STATE_DIR SMBTUNED_STATE_DIR
 
 struct config_tune {
     char smb_conf[4096];  /* the smb.conf tuned */
