@@ -8,6 +8,7 @@
 
 #include "apply.h"
 #include "cmd.h"
+#include "config.h"
 #include "jsonw.h"
 #include "kernel.h"
 #include "smbconf.h"
@@ -122,16 +123,35 @@ static int show_failed(const struct opts *o, const char *msg)
     return fail(msg);
 }
 
+/* The smb.conf and state directory the daemon uses: the config file's
+ * (the default one may be absent: the built-in paths), unless
+ * --smb-conf or --state-dir say otherwise. So --set-buffers takes the
+ * daemon's own edit lock, and the two never interleave. */
+static int edit_paths(const struct opts *o, struct config *cfg, const char **smb_conf,
+                      const char **state_dir, struct err *e)
+{
+    if (cmd_load_config(o, cfg, e) < 0)
+        return -1;
+    *smb_conf = cfg->tune.smb_conf;
+    *state_dir = cfg->tune.state_dir;
+    return 0;
+}
+
 int cmd_show(const struct opts *o)
 {
     struct smbconf c;
     struct sockopts so;
+    struct config cfg;
     struct err e = {{0}};
     struct sockopts_size rcv, snd;
     long cap[2] = {-1, -1}, min[2] = {0, 0};
-    const char *file = NULL;
+    const char *file = NULL, *smb_conf, *state_dir;
 
-    if (smbconf_load(&c, o->smb_conf, &e) < 0)
+    if (edit_paths(o, &cfg, &smb_conf, &state_dir, &e) < 0) {
+        show_failed(o, e.msg);
+        return CMD_EXIT_CONFIG;
+    }
+    if (smbconf_load(&c, smb_conf, &e) < 0)
         return show_failed(o, e.msg);
     if (sockopts_parse(c.value, &so) < 0) {
         smbconf_free(&c);
@@ -158,7 +178,7 @@ int cmd_show(const struct opts *o)
         if (file)
             printf("  from %s line %d\n", file, c.hit.line);
         else
-            printf("  not set in %s: Samba's default\n", o->smb_conf);
+            printf("  not set in %s: Samba's default\n", smb_conf);
         print_size(SOCKOPTS_RCVBUF, rcv, cap[0], min[0]);
         print_size(SOCKOPTS_SNDBUF, snd, cap[1], min[1]);
         print_notes(c.notes, c.nnotes);
@@ -237,7 +257,9 @@ int cmd_set_buffers(const struct opts *o)
     struct smbconf_change ch = {.expect = o->expect};
     struct smbconf_result res;
     enum apply_method m = APPLY_NONE;
+    struct config cfg;
     struct err e = {{0}};
+    const char *smb_conf, *state_dir;
     int r;
 
     /* Bad values on the command line are a bad command line (64), as
@@ -247,16 +269,20 @@ int cmd_set_buffers(const struct opts *o)
         fail(e.msg);
         return CMD_EXIT_USAGE;
     }
-    r = smbconf_set_buffers(o->smb_conf, o->state_dir, &ch, &res, &e);
+    if (edit_paths(o, &cfg, &smb_conf, &state_dir, &e) < 0) {
+        fail(e.msg);
+        return CMD_EXIT_CONFIG;
+    }
+    r = smbconf_set_buffers(smb_conf, state_dir, &ch, &res, &e);
     if (r < 0) {
         smbconf_result_free(&res);
         return fail(e.msg);
     }
     if (!res.changed)
-        printf("%s: socket options = %s (unchanged)\n", res.file ? res.file : o->smb_conf,
+        printf("%s: socket options = %s (unchanged)\n", res.file ? res.file : smb_conf,
                res.new_value);
     else
-        printf("%s:%d: socket options = %s (was %s)\n", res.file ? res.file : o->smb_conf, res.line,
+        printf("%s:%d: socket options = %s (was %s)\n", res.file ? res.file : smb_conf, res.line,
                res.new_value, res.old_value);
     print_notes(res.notes, res.nnotes);
     /* An empty value would set no option at all, so a line of sizes
@@ -271,7 +297,7 @@ int cmd_set_buffers(const struct opts *o)
         printf("note: connections made before smbd restarts keep explicit buffers: only a "
                "restart of smbd gives autotuning back (its listening socket keeps them)\n");
     smbconf_result_free(&res);
-    if (apply_run(m, o->smb_conf, &e) < 0) {
+    if (apply_run(m, smb_conf, &e) < 0) {
         fprintf(stderr, "smbtuned: written, but smbd was not told: %s\n", e.msg);
         return 1;
     }

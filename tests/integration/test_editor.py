@@ -594,6 +594,43 @@ def test_lock_is_free_after_run(smbtuned, tmp_path):
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
+def test_editor_reads_the_daemons_paths_from_the_config(smbtuned, tmp_path):
+    """--show and --set-buffers use the config file's smb_conf and state_dir
+    (as the daemon does): the edit takes the daemon's own lock, so the two
+    never interleave. The command line still wins; a bad config is 78."""
+    d = copy_fixture(CORPUS / "old-tuning-guide", tmp_path / "c")
+    state = tmp_path / "state"
+    conf = tmp_path / "smbtuned.conf"
+    conf.write_text(f'tune {{\n  smb_conf = "{d / "smb.conf"}"\n  state_dir = "{state}"\n}}\n')
+    r = run_editor(smbtuned, "-c", conf, "--show")
+    assert r.returncode == 0, r.stderr
+    assert f"from {d / 'smb.conf'} line" in r.stdout, r.stdout
+    # the daemon's lock held: the edit waits for it, and fails after its
+    # wait rather than write beside the daemon's edit
+    state.mkdir(mode=0o700)
+    with open(state / "smbconf.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        before = (d / "smb.conf").read_bytes()
+        r = run_editor(smbtuned, "-c", conf, "--set-buffers", "1M,1M", timeout=60)
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert "held by another smbtuned" in r.stderr, r.stderr
+        assert (d / "smb.conf").read_bytes() == before
+    r = run_editor(smbtuned, "-c", conf, "--set-buffers", "1M,1M")
+    assert r.returncode == 0, r.stderr
+    assert "SO_RCVBUF=1048576" in samba_value(d / "smb.conf")
+    assert (state / "backup").is_dir()
+    # --state-dir on the command line wins over the file
+    other = tmp_path / "other"
+    r = run_editor(smbtuned, "-c", conf, "--state-dir", other, "--set-buffers", "auto,auto")
+    assert r.returncode == 0, r.stderr
+    assert (other / "backup").is_dir()
+    conf.write_text("tune {\n  interval = banana\n}\n")
+    for args in (["--show"], ["--set-buffers", "1M,1M"]):
+        r = run_editor(smbtuned, "-c", conf, *args)
+        assert r.returncode == 78, f"{args}: {r.returncode}\n{r.stderr}"
+        assert f"{conf}:2" in r.stderr, r.stderr
+
+
 # ------------------------------------------------------- with a real smbd
 
 def server_rcvbuf(port, peer_port, timeout=10.0):
