@@ -1501,6 +1501,63 @@ static void test_restart_with_other_settings_searches(void **state)
     assert_true(s.measures > 5);
 }
 
+/* A reload (SIGHUP) that changes what the probe measures: the next cycle
+ * searches instead of verifying the old winner against rates of other
+ * settings; a reload that changes nothing of that goes on verifying. */
+struct reload_ctx {
+    struct tuner *t;
+    struct tuner_opts o;
+    int idle, at;
+};
+
+static void reload_when_idle(void *ud, const char *status)
+{
+    struct reload_ctx *r = ud;
+
+    if (strncmp(status, "idle", 4) == 0 && ++r->idle == r->at)
+        tuner_set_opts(r->t, &r->o);
+}
+
+static int searches_after_reload(struct fix *f, bool change)
+{
+    struct reload_ctx r = {.at = 2};
+    struct sim s;
+    struct seen sn;
+    struct world w = {&sim_ops, &s};
+    struct err e;
+    int n;
+
+    f->o.once = false;
+    sim_init(&s, &f->o);
+    s.cycles_wanted = 4;
+    r.o = f->o;
+    if (change)
+        r.o.probe.size *= 2;
+    else
+        r.o.interval_s *= 2; /* not what the probe measures */
+    seen_begin(&sn);
+    s.ev = new_loop();
+    assert_int_equal(tuner_new_in(s.ev, &f->o, &w, &r.t, &e), 0);
+    tuner_on_status(r.t, reload_when_idle, &r);
+    assert_int_equal(tuner_recover(r.t, &e), 0);
+    tuner_kick(r.t);
+    assert_int_equal(sd_event_loop(s.ev), 0);
+    tuner_free(r.t);
+    s.ev = sd_event_unref(s.ev);
+    assert_true(r.idle >= 2);
+    n = seen_count(&sn, JOURNAL_ID_SEARCH_START);
+    seen_end(&sn);
+    return n;
+}
+
+static void test_reload_with_other_settings_searches(void **state)
+{
+    assert_int_equal(searches_after_reload(*state, false), 1);
+    assert_int_equal(rmtree_path(((struct fix *)*state)->state_dir, NULL), 0);
+    assert_int_equal(mkdir(((struct fix *)*state)->state_dir, 0700), 0);
+    assert_int_equal(searches_after_reload(*state, true), 2);
+}
+
 /* Loopback trials that keep autotuning although the search's winner was
  * an explicit size (outcome_decide): verification in memory samples that
  * winner, whose reference is of no line in force; a restart must not
@@ -1975,6 +2032,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_restart_with_other_settings_searches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_loopback_keeps_no_reference_of_another_line, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_reload_with_other_settings_searches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_status_says_whose_rates, setup, teardown),
         cmocka_unit_test(test_window_wait),
         cmocka_unit_test(test_window_opens_in_across_dst),
