@@ -169,6 +169,23 @@ int outcome_decide(struct outcome *out, const struct search *s, const struct tal
     double wr, rr;
 
     memset(out, 0, sizeof(*out));
+    /* Kept too: a tied search from a line that names one size starts from
+     * that size for both (search_init), and the line itself is never
+     * measured; ending where it started, it has no evidence that the
+     * other buffer's autotuning is worse, so nothing changes. */
+    if (search_params_of(s)->tied && !kept &&
+        (inc0.rcvbuf == SEARCH_AUTO) != (inc0.sndbuf == SEARCH_AUTO)) {
+        long named = inc0.rcvbuf > inc0.sndbuf ? inc0.rcvbuf : inc0.sndbuf;
+
+        if (w.rcvbuf == named && w.sndbuf == named) {
+            why_add(out,
+                    "tied: no size beat %ld, which the line names for one buffer; the "
+                    "other's autotuning was not measured against it, so the line stays",
+                    named);
+            w = inc0;
+            kept = true;
+        }
+    }
     /* Kept too: loopback trials that keep a size holding real clients back
      * could not have told it from a larger one. */
     if (facts_trials_on_loopback(o)) {

@@ -1501,6 +1501,35 @@ static void test_restart_with_other_settings_searches(void **state)
     assert_true(s.measures > 5);
 }
 
+/* tied = yes and a line that names one size, the best there is: the
+ * search measures that size for both and nothing beats it, but the line
+ * itself (the other buffer autotuned) was never measured against it, so
+ * nothing is written; a size that does beat it is. */
+static void test_tied_from_one_size_keeps_the_line(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+    char *v;
+
+    f->o.search.tied = true;
+    write_conf(f, "TCP_NODELAY SO_SNDBUF=262144");
+    sim_init(&s, &f->o);
+    assert_int_equal(run(&f->o, &s), 0);
+    v = conf_value(f);
+    assert_string_equal(v, "TCP_NODELAY SO_SNDBUF=262144");
+    free(v);
+    /* below the knee: a larger size for both wins, and is written */
+    write_conf(f, "TCP_NODELAY SO_SNDBUF=65536");
+    assert_int_equal(rmtree_path(f->state_dir, NULL), 0);
+    assert_int_equal(mkdir(f->state_dir, 0700), 0);
+    sim_init(&s, &f->o);
+    assert_int_equal(run(&f->o, &s), 0);
+    v = conf_value(f);
+    assert_non_null(strstr(v, "SO_RCVBUF="));
+    assert_null(strstr(v, "SO_SNDBUF=65536"));
+    free(v);
+}
+
 /* A reload (SIGHUP) that changes what the probe measures: the next cycle
  * searches instead of verifying the old winner against rates of other
  * settings; a reload that changes nothing of that goes on verifying. */
@@ -2033,6 +2062,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_loopback_keeps_no_reference_of_another_line, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_reload_with_other_settings_searches, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tied_from_one_size_keeps_the_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_status_says_whose_rates, setup, teardown),
         cmocka_unit_test(test_window_wait),
         cmocka_unit_test(test_window_opens_in_across_dst),
