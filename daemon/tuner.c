@@ -485,7 +485,6 @@ static void cycle_done(struct tuner *t)
     /* the cycle's hold, told as its result even if --resume ends it now */
     char *held = NULL;
     struct err e;
-    bool locked;
     double wait;
 
     /* --once leaves right after: no job may be left to finish it. */
@@ -527,20 +526,21 @@ static void cycle_done(struct tuner *t)
     /* The admin may have run --resume since the hold was saved (or read
      * at the cycle's start): saving ours would take the hold again. The
      * lock keeps a --resume from coming between the look and the save (it
-     * holds it for a load and a save; a failure to take it is told, and
-     * tuner_save tries again). */
-    locked = state_lock(t->o.state_dir, &e) == 0;
-    if (!locked)
+     * holds it for a load and a save). */
+    if (state_lock(t->o.state_dir, &e) < 0) {
+        /* not saved: a second wait in the save would only stall the loop
+         * longer; the next cycle's end saves */
         journal_log(LOG_ERR, "%s", e.msg);
-    if (owned_resumed(t->line)) {
-        journal_log(LOG_INFO, "hold ended by --resume during the cycle: the next cycle "
-                              "searches from the line in force");
-        tuner_unconverge(t);
-        tuner_set_status(t, "hold ended by --resume (it held off: %s)", held ? held : "?");
-    }
-    tuner_save(t);
-    if (locked)
+    } else {
+        if (owned_resumed(t->line)) {
+            journal_log(LOG_INFO, "hold ended by --resume during the cycle: the next cycle "
+                                  "searches from the line in force");
+            tuner_unconverge(t);
+            tuner_set_status(t, "hold ended by --resume (it held off: %s)", held ? held : "?");
+        }
+        tuner_save(t);
         state_unlock();
+    }
     t->state = T_IDLE;
     cycle_told(t, held != NULL);
     if (t->o.once) {

@@ -303,25 +303,30 @@ static void recent_words(const struct verify *v, char *buf, size_t len)
 
 /* The state file's recent samples into a watch made from its reference:
  * words that do not read as such are left out (the reference alone is
- * still a watch). */
-static void replay_words(struct verify *v, const char *words)
+ * still a watch). True when they raise an alarm. */
+static bool replay_words(struct verify *v, const char *words)
 {
     const char *p = words;
     double y[2];
     char *end;
+    int r;
 
     for (int j = 0; p != NULL && *p != '\0' && j < VERIFY_WINDOW; j++) {
         y[0] = strtod(p, &end);
         if (end == p || *end != ',')
-            return;
+            return false;
         p = end + 1;
         y[1] = strtod(p, &end);
         if (end == p || (*end != ' ' && *end != '\0'))
-            return;
+            return false;
         p = *end ? end + 1 : end;
-        if (verify_replay(v, y) != VERIFY_OK)
-            return;
+        r = verify_replay(v, y);
+        if (r == VERIFY_RESEARCH)
+            return true;
+        if (r < 0) /* an infinite rate: the rest is not read */
+            return false;
     }
+    return false;
 }
 
 /* A reference into the state file (saved at the cycle's end), so that a
@@ -420,8 +425,14 @@ static bool restore_verify(struct tuner *t)
     }
     if (verify_new(&ref, t->o.search.drift_min, &t->v) < 0)
         return false;
-    if (st->ref_recent != NULL)
-        replay_words(t->v, st->ref_recent);
+    /* an alarm in what the last run saw (the state file may have been
+     * saved just before the sample that would have raised it) */
+    if (st->ref_recent != NULL && replay_words(t->v, st->ref_recent)) {
+        journal_log(LOG_INFO, "%s", verify_why(t->v));
+        verify_free(t->v);
+        t->v = NULL;
+        return false;
+    }
     journal_log(LOG_INFO, "the search before the restart converged on the line in force: "
                           "verifying it");
     return true;

@@ -22,6 +22,7 @@
  * holds the state lock: both hold it for a load and a save, milliseconds
  * (state_lock). */
 #define STATE_LOCK_WAIT_S 10.0
+#define STATE_LOCK_FILE "state.lock"
 /* Copies of damaged files kept aside in one second before we give up. */
 #define ASIDE_TRIES 1000
 
@@ -580,25 +581,28 @@ static bool holding(void)
 
 int state_lock(const char *dir, struct err *e)
 {
+    char path[PATH_MAX];
     int fd, r;
 
     if (holding())
         return err_set(e, -EDEADLK, "the state lock is taken twice");
-    /* The directory itself: no file of ours to make (or to delete at a
-     * purge), and smbconf_io's edit lock cannot serve, since a job saves
-     * the state while it holds that one. */
-    fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    /* A file of its own: smbconf_io's edit lock cannot serve, since a job
+     * saves the state while it holds that one; and not the directory,
+     * which NFS cannot lock (its flock wants a file open for writing). */
+    if ((size_t)snprintf(path, sizeof(path), "%s/" STATE_LOCK_FILE, dir) >= sizeof(path))
+        return err_set(e, -ENAMETOOLONG, "state directory %s: name too long", dir);
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
-        return err_set(e, -errno, "cannot open the state directory %s: %s", dir, strerror(errno));
+        return err_set(e, -errno, "cannot open %s: %s", path, strerror(errno));
     r = files_flock_wait(fd, STATE_LOCK_WAIT_S);
     if (r < 0) {
         close(fd);
         if (r == -EBUSY)
             return err_set(e, r,
-                           "the state directory %s is locked by another smbtuned for over "
-                           "%.0f s: the state file not written",
-                           dir, STATE_LOCK_WAIT_S);
-        return err_set(e, r, "cannot lock the state directory %s: %s", dir, strerror(-r));
+                           "%s is held by another smbtuned for over %.0f s: the state file not "
+                           "written",
+                           path, STATE_LOCK_WAIT_S);
+        return err_set(e, r, "cannot lock %s: %s", path, strerror(-r));
     }
     held_fd = fd;
     held_pid = getpid();

@@ -116,7 +116,7 @@ int state_save(const char *dir, const struct state *s, struct err *e);
 
 /* A load-modify-save that no other save may come between (`--resume`, the
  * daemon's end of cycle): state_lock, then state_load/state_save, then
- * state_unlock. The lock is an flock on STATE_DIR itself; every
+ * state_unlock. The lock is an flock on STATE_DIR/state.lock; every
  * state_save takes it unless this process holds it, waiting at most 10 s
  * for a holder (-EBUSY then, the file not written). 0 or <0 with e set. */
 int state_lock(const char *dir, struct err *e);

@@ -82,17 +82,18 @@
 #define VERIFY_WARM_REJECTS 4
 
 struct verify {
-    double drift_min;         /* the smallest drift worth a new search */
-    int nch;                  /* channels: one per dim, its ranked rate */
-    enum search_rate rank[2]; /* write, read, or both (harmonic) */
-    double mean[2];           /* reference: mean of log rates */
-    int n[2];                 /* and its samples */
-    double ss[2], df[2];      /* pooled squares and degrees of freedom of the spread */
-    double reject[2];         /* stall bound (from the search) */
-    int warm_run[2];          /* warm-up: samples in a row beyond reject, + above, - below */
-    double warm_sum[2];       /* and the sum of their log distances from the mean */
-    double last[VERIFY_WARM_REJECTS][2]; /* warm-up: the last samples told (a ring) */
+    double drift_min;              /* the smallest drift worth a new search */
+    int nch;                       /* channels: one per dim, its ranked rate */
+    enum search_rate rank[2];      /* write, read, or both (harmonic) */
+    double mean[2];                /* reference: mean of log rates */
+    int n[2];                      /* and its samples */
+    double ss[2], df[2];           /* pooled squares and degrees of freedom of the spread */
+    double reject[2];              /* stall bound (from the search) */
+    int warm_run[2];               /* warm-up: samples in a row beyond reject, + above, - below */
+    double warm_sum[2];            /* and the sum of their log distances from the mean */
+    double last[VERIFY_WINDOW][2]; /* warm-up: the last samples told (a ring) */
     int nlast;
+    int run_from[2];               /* warm-up: the sample (of nlast) a channel's run began at */
     double pend[2][VERIFY_WINDOW]; /* recent samples, not yet in the reference */
     int npend;
     struct stats_cusum cusum;
@@ -285,6 +286,7 @@ static bool warm_up(struct verify *v, int ch, double o, bool replay)
     if (v->warm_run[ch] * side <= 0) {
         v->warm_run[ch] = 0;
         v->warm_sum[ch] = 0;
+        v->run_from[ch] = v->nlast - 1;
     }
     v->warm_run[ch] += side;
     v->warm_sum[ch] += delta;
@@ -360,16 +362,20 @@ int verify_recent(const struct verify *v, double y[][2], int *n)
         *n = k;
         return 0;
     }
-    /* the warm-up's runs: as many of the last samples as the longer run */
+    /* the warm-up's runs: the samples since the older run began (a
+     * sample not measured on a channel leaves its run as it was, and may
+     * sit inside it) */
     int k = 0;
     for (int ch = 0; ch < v->nch; ch++)
-        if (abs(v->warm_run[ch]) > k)
-            k = abs(v->warm_run[ch]);
+        if (v->warm_run[ch] != 0 && v->nlast - v->run_from[ch] > k)
+            k = v->nlast - v->run_from[ch];
     if (k > v->nlast)
         k = v->nlast;
+    if (k > VERIFY_WINDOW)
+        k = VERIFY_WINDOW;
     for (int j = 0; j < k; j++)
         for (int ch = 0; ch < 2; ch++)
-            y[j][ch] = v->last[(v->nlast - k + j) % VERIFY_WARM_REJECTS][ch];
+            y[j][ch] = v->last[(v->nlast - k + j) % VERIFY_WINDOW][ch];
     *n = k;
     return 0;
 }
@@ -407,7 +413,7 @@ static int tell_rates(struct verify *v, const double *y, bool replay)
     if (!verify_warm(v)) {
         bool moved = false;
         for (int ch = 0; ch < 2; ch++)
-            v->last[v->nlast % VERIFY_WARM_REJECTS][ch] = ch < v->nch ? y[ch] : NAN;
+            v->last[v->nlast % VERIFY_WINDOW][ch] = ch < v->nch ? y[ch] : NAN;
         v->nlast++;
         for (int ch = 0; ch < v->nch; ch++)
             moved = warm_up(v, ch, y[ch], replay) || moved;

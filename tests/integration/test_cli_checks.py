@@ -125,7 +125,7 @@ def test_runtime_failure_is_not_a_config_error(shadow_env):
 
 
 def test_resume_takes_turns_with_the_daemons_saves(shadow_env):
-    """--resume holds the state directory's lock from its load to its save,
+    """--resume holds the state lock (STATE_DIR/state.lock) from its load to its save,
     so no save of the daemon's (a cycle's counters, its schedule) can come
     between them and be lost. Here the test holds the lock and saves, as a
     daemon's end of cycle does: --resume waits, then keeps that save's
@@ -134,7 +134,7 @@ def test_resume_takes_turns_with_the_daemons_saves(shadow_env):
     held = state_text(WRITTEN).replace("hold no\n", "hold yes\nhold_reason by hand\n")
     path = env.state_dir / "state"
     path.write_text(held)
-    fd = os.open(env.state_dir, os.O_RDONLY | os.O_DIRECTORY)
+    fd = os.open(env.state_dir / "state.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         d = env.start("--resume")

@@ -1410,6 +1410,20 @@ static void test_restart_keeps_verifying(void **state)
     assert_true(s.measures_at[1] > 5);
 }
 
+/* A daemon's first two cycles (a search, a verification), its state
+ * file loaded into st: converged. */
+static void converge_twice(struct fix *f, struct state *st)
+{
+    struct sim s;
+
+    f->o.once = false;
+    sim_init(&s, &f->o);
+    s.cycles_wanted = 2;
+    assert_int_equal(run(&f->o, &s), 0);
+    load_state(f, st);
+    assert_true(st->converged);
+}
+
 static void halve_the_rates(struct sim *s, int call, void *ud)
 {
     s->drift = 0.5;
@@ -1429,12 +1443,7 @@ static void test_restart_sees_a_drift_made_while_down(void **state)
     struct state st;
     int drifts = 0;
 
-    f->o.once = false;
-    sim_init(&s, &f->o);
-    s.cycles_wanted = 2;
-    assert_int_equal(run(&f->o, &s), 0);
-    load_state(f, &st);
-    assert_true(st.converged);
+    converge_twice(f, &st);
     assert_true(st.ref_n[0] < 20); /* not warm yet */
     assert_non_null(st.ref_settings);
     state_free(&st);
@@ -1453,6 +1462,35 @@ static void test_restart_sees_a_drift_made_while_down(void **state)
         }
     }
     assert_int_equal(drifts, 1);
+}
+
+/* The recent samples a restart replays already make an alarm (the last
+ * run saved the state before the sample that would have raised it): the
+ * restart says why and searches, with no verification sample first. */
+static void test_restart_replay_that_alarms_searches(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+    struct seen sn;
+    struct state st;
+    bool said = false;
+
+    converge_twice(f, &st);
+    /* four samples at 1 MB/s against about 100: beyond the stall bound */
+    assert_int_equal(state_set_str(&st.ref_recent, "0,0 0,0 0,0 0,0"), 0);
+    assert_int_equal(state_save(f->state_dir, &st, NULL), 0);
+    state_free(&st);
+    sim_init(&s, &f->o);
+    s.cycles_wanted = 1;
+    seen_begin(&sn);
+    assert_int_equal(run(&f->o, &s), 0);
+    for (int i = 0; i < sn.n; i++)
+        said = said || (sn.line[i] && strstr(sn.line[i], "4 samples in a row beyond the stall "
+                                                         "bound"));
+    assert_true(said);
+    assert_int_equal(seen_count(&sn, JOURNAL_ID_VERIFY), 0);
+    assert_int_equal(seen_count(&sn, JOURNAL_ID_SEARCH_START), 1);
+    seen_end(&sn);
 }
 
 /* Verification refines the reference, and the state file keeps it as it
@@ -2063,6 +2101,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_reload_with_other_settings_searches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tied_from_one_size_keeps_the_line, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restart_replay_that_alarms_searches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_status_says_whose_rates, setup, teardown),
         cmocka_unit_test(test_window_wait),
         cmocka_unit_test(test_window_opens_in_across_dst),

@@ -307,6 +307,20 @@ static void test_rebuilt_after_a_restart(void **state)
     assert_int_equal(tell_at(w, 0.1, 1), 1);
     verify_free(w);
     verify_free(v);
+
+    /* a read not measured inside the read's run: the run is carried
+     * whole (two at a tenth, one unmeasured, then a restart: two more) */
+    v = watch(&ref);
+    assert_int_equal(tell_at(v, 1, 4), 5);
+    assert_int_equal(tell_at(v, 0.1, 2), 3);
+    {
+        struct search_sample x = {100, -1, false, false};
+        assert_int_equal(verify_tell(v, &x), VERIFY_OK);
+    }
+    w = rebuilt(v);
+    assert_int_equal(tell_at(w, 0.1, 5), 2);
+    verify_free(w);
+    verify_free(v);
 }
 
 int main(void)
