@@ -159,14 +159,8 @@ void facts_cap_event(int prio, enum sockopts_buf which, long cap, const char *fm
     free(msg);
 }
 
-void facts_search_bounds(const struct facts *f, const struct tuner_opts *o,
-                         struct search_config inc0, struct search_params *p, bool *auto_blocked)
+void facts_listener_notice(const struct facts *f, struct search_config inc0)
 {
-    bool lrcv = facts_listener_explicit(f, inc0, SOCKOPTS_RCVBUF);
-    bool lsnd = facts_listener_explicit(f, inc0, SOCKOPTS_SNDBUF);
-
-    *p = o->search;
-    *auto_blocked = false;
     /* The file says autotuning, the running smbd does not: it started
      * with a size (a hand edit, or a line taken out without a restart),
      * and its new connections get that size until it restarts. */
@@ -181,6 +175,16 @@ void facts_search_bounds(const struct facts *f, const struct tuner_opts *o,
                         "get that, not autotuning, until smbd restarts",
                         rcv ? "SO_RCVBUF" : "SO_SNDBUF", f->listener_size[b]);
     }
+}
+
+void facts_search_bounds(const struct facts *f, const struct tuner_opts *o,
+                         struct search_config inc0, struct search_params *p, bool *auto_blocked)
+{
+    bool lrcv = facts_listener_explicit(f, inc0, SOCKOPTS_RCVBUF);
+    bool lsnd = facts_listener_explicit(f, inc0, SOCKOPTS_SNDBUF);
+
+    *p = o->search;
+    *auto_blocked = false;
     if (!f->caps_known) {
         journal_log(LOG_WARNING, "%s: keeping the configured maximum", f->why);
     } else {

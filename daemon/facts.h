@@ -54,6 +54,10 @@ struct search_config facts_config_of_value(const struct facts *f, const struct s
 void facts_cap_event(int prio, enum sockopts_buf which, long cap, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* A notice, every cycle, for each buffer that smb.conf leaves to
+ * autotuning while smbd's listener holds an explicit size. */
+void facts_listener_notice(const struct facts *f, struct search_config inc0);
+
 /* The search's bounds: the configured ones, capped at what the kernel
  * allows, with the rate mapping of the trials and AUTO left out while it
  * cannot take effect. *auto_blocked: AUTO is left out but can still be

@@ -636,6 +636,8 @@ static bool steer(struct tuner *t)
 /* After the checks: verify the winner, or search. */
 void tuner_cycle_go(struct tuner *t)
 {
+    /* said whether the cycle searches or verifies */
+    facts_listener_notice(&t->facts, t->inc0);
     if (!t->converged && restore_verify(t))
         t->converged = true;
     if (t->converged && steer(t))

@@ -180,6 +180,33 @@ static void test_listener_explicit(void **state)
     assert_true(facts_listener_explicit(&f, rcv, SOCKOPTS_SNDBUF));
 }
 
+/* smb.conf leaves a buffer to autotuning while the listener holds a size:
+ * said for that buffer, with the kernel's size; nothing otherwise. */
+static void test_listener_notice(void **state)
+{
+    struct facts f = machine();
+    struct search_config autos = {SEARCH_AUTO, SEARCH_AUTO}, snd = {SEARCH_AUTO, 8192};
+    char *log;
+
+    f.smbd_running = true;
+    f.listener_snd = true;
+    f.listener_size[SOCKOPTS_SNDBUF] = 16384;
+    logcap_begin();
+    facts_listener_notice(&f, autos);
+    log = logcap_end();
+    assert_non_null(strstr(log, "smb.conf names no SO_SNDBUF, but smbd's listener holds an "
+                                "explicit one (16384 bytes"));
+    assert_null(strstr(log, "SO_RCVBUF"));
+    free(log);
+    logcap_begin();
+    facts_listener_notice(&f, snd); /* the file names it: nothing to say */
+    f.smbd_running = false;
+    facts_listener_notice(&f, autos); /* no smbd */
+    log = logcap_end();
+    assert_string_equal(log, "");
+    free(log);
+}
+
 /* ---- facts_search_bounds ---- */
 
 static struct tuner_opts opts(enum tuner_trials trials, bool restart)
@@ -524,6 +551,7 @@ int main(void)
         cmocka_unit_test(test_cap_starts_from_cap),
         cmocka_unit_test(test_caps_and_minimum_per_buffer),
         cmocka_unit_test(test_listener_explicit),
+        cmocka_unit_test(test_listener_notice),
         cmocka_unit_test(test_caps_lower_maxima),
         cmocka_unit_test(test_caps_never_raise),
         cmocka_unit_test(test_mapping_per_trials),
