@@ -574,20 +574,31 @@ int files_write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
-int files_flock_wait(int fd, double wait_s)
+int files_lock(const char *path, double wait_s, struct err *e)
 {
     struct timespec now;
     double until;
+    int fd, r;
 
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return err_set(e, -errno, "cannot open lock file %s: %s", path, strerror(errno));
     clock_gettime(CLOCK_MONOTONIC, &now);
     until = (double)now.tv_sec + (double)now.tv_nsec / 1e9 + wait_s;
     while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-        if (errno != EWOULDBLOCK && errno != EINTR)
-            return -errno;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if ((double)now.tv_sec + (double)now.tv_nsec / 1e9 > until)
-            return -EBUSY;
-        usleep(20000);
+        r = -errno;
+        if (r == -EWOULDBLOCK || r == -EINTR) {
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if ((double)now.tv_sec + (double)now.tv_nsec / 1e9 <= until) {
+                usleep(20000);
+                continue;
+            }
+            r = err_set(e, -EBUSY, "%s is held by another smbtuned for over %.0f s", path, wait_s);
+        } else {
+            r = err_set(e, r, "cannot lock %s: %s", path, strerror(-r));
+        }
+        close(fd);
+        return r;
     }
-    return 0;
+    return fd;
 }

@@ -91,9 +91,10 @@ int files_mkdir_p(const char *dir);
  * writes and EINTR. 0 or -errno. */
 int files_write_all(int fd, const void *buf, size_t len);
 
-/* flock(fd, LOCK_EX), trying every 20 ms for at most wait_s seconds, so
- * that a holder that hangs cannot hang us: 0, -EBUSY when still held at
- * the end, or -errno. */
-int files_flock_wait(int fd, double wait_s);
+/* A lock file of ours at path (made 0600, never through a link), held
+ * with flock(LOCK_EX) until the fd is closed or we die. Tried every 20 ms
+ * for at most wait_s seconds, so that a holder that hangs cannot hang us:
+ * the fd, or <0 with e set (-EBUSY: still held at the end). */
+int files_lock(const char *path, double wait_s, struct err *e);
 
 #endif

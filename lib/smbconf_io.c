@@ -111,24 +111,13 @@ int smbconf_testparm(const char *path, const char *param, char **value, struct e
 static int take_lock(const char *state_dir, struct err *e)
 {
     char path[PATH_MAX];
-    int fd, r;
+    int r;
 
     r = files_mkdir_p(state_dir);
     if (r < 0)
         return err_set(e, r, "cannot create state directory %s: %s", state_dir, strerror(-r));
     snprintf(path, sizeof(path), "%s/" LOCK_NAME, state_dir);
-    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0)
-        return err_set(e, -errno, "cannot open lock file %s: %s", path, strerror(errno));
-    r = files_flock_wait(fd, LOCK_WAIT_S);
-    if (r < 0) {
-        close(fd);
-        if (r == -EBUSY)
-            return err_set(e, r, "%s is held by another smbtuned for over %.0f s", path,
-                           LOCK_WAIT_S);
-        return err_set(e, r, "cannot lock %s: %s", path, strerror(-r));
-    }
-    return fd;
+    return files_lock(path, LOCK_WAIT_S, e);
 }
 
 /* A file name for the backup of the file at real (an absolute path): the

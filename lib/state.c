@@ -582,7 +582,7 @@ static bool holding(void)
 int state_lock(const char *dir, struct err *e)
 {
     char path[PATH_MAX];
-    int fd, r;
+    int fd;
 
     if (holding())
         return err_set(e, -EDEADLK, "the state lock is taken twice");
@@ -591,19 +591,9 @@ int state_lock(const char *dir, struct err *e)
      * which NFS cannot lock (its flock wants a file open for writing). */
     if ((size_t)snprintf(path, sizeof(path), "%s/" STATE_LOCK_FILE, dir) >= sizeof(path))
         return err_set(e, -ENAMETOOLONG, "state directory %s: name too long", dir);
-    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    fd = files_lock(path, STATE_LOCK_WAIT_S, e);
     if (fd < 0)
-        return err_set(e, -errno, "cannot open %s: %s", path, strerror(errno));
-    r = files_flock_wait(fd, STATE_LOCK_WAIT_S);
-    if (r < 0) {
-        close(fd);
-        if (r == -EBUSY)
-            return err_set(e, r,
-                           "%s is held by another smbtuned for over %.0f s: the state file not "
-                           "written",
-                           path, STATE_LOCK_WAIT_S);
-        return err_set(e, r, "cannot lock %s: %s", path, strerror(-r));
-    }
+        return fd;
     held_fd = fd;
     held_pid = getpid();
     return 0;
