@@ -1,6 +1,7 @@
 /* tuner_int: what the two halves of the tuner share. tuner.c runs a
  * cycle (its start, facts, busy check, end) and the API; tuner_search.c
- * the samples of a search or a verification and the search's end. */
+ * the samples of a search or a verification and the search's end;
+ * tuner_ref.c the verification reference kept across restarts. */
 #ifndef SMBTUNED_TUNER_INT_H
 #define SMBTUNED_TUNER_INT_H
 
@@ -104,14 +105,29 @@ long tuner_window_wait(int start, int end, const struct tm *now);
  * (DST) on the way is taken off (see there). 0 while open, else >= 1. */
 long tuner_window_opens_in(int start, int end, time_t now);
 
+/* ---- the verification reference across restarts (tuner_ref.c) ---- */
+
 /* The search converged no longer (a drift, a change of Samba or the
- * kernel, a hold ended): in memory and in the state file's reference
- * (tuner_search.c). */
+ * kernel, a hold ended): in memory and in the state file's reference. */
 void tuner_unconverge(struct tuner *t);
+void tuner_unconverge_state(struct state *st);
 /* The probe and search settings a reference is measured with, in words
  * (state.ref_settings). */
 void tuner_settings_words(const struct tuner_opts *o, char *buf, size_t len);
-void tuner_unconverge_state(struct state *st);
+/* What verification samples: the search's winner, or after a restart (no
+ * search in memory) the line in force. */
+struct search_config tuner_verified(const struct tuner *t);
+/* A reference into the state file (saved at the cycle's end), with
+ * verification's recent samples (v; NULL at a search's end). */
+void tuner_ref_store(struct tuner *t, const struct search_reference *ref, const struct verify *v);
+/* The converged search's reference at its end; none when it did not
+ * converge. */
+void tuner_ref_keep(struct tuner *t);
+/* After a restart (no search in memory): the state file's converged
+ * search, when its winner is the line in force and its settings are
+ * these, is verified as before; true when the watch on it is set up. Not
+ * for --once, which always searches. */
+bool tuner_ref_restore(struct tuner *t);
 
 /* After the checks at the start of a cycle: verify the winner, or search
  * (tuner_search.c). */

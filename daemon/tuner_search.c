@@ -1,7 +1,6 @@
 /* tuner_search: the samples of a search or of a verification, and what a
  * search comes to (see tuner_int.h). */
 #include <errno.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,9 +64,6 @@ static void sample_told(struct tuner *t, const struct probe_result *r, const cha
                  r->outcome == PROBE_TIMEOUT ? " (deadline: lower bound)" : "");
 }
 
-static void store_reference(struct tuner *t, const struct search_reference *ref,
-                            const struct verify *v);
-
 static void tell(struct tuner *t, const struct probe_result *r)
 {
     struct search_sample x;
@@ -106,7 +102,7 @@ static void tell(struct tuner *t, const struct probe_result *r)
                 struct search_reference ref;
 
                 if (verify_reference(t->v, &ref) == 0)
-                    store_reference(t, &ref, t->v);
+                    tuner_ref_store(t, &ref, t->v);
             }
         }
         break;
@@ -261,183 +257,6 @@ static void sample(struct tuner *t, enum sample_kind kind, struct search_config 
 
 /* ---- the end of a search ---- */
 
-void tuner_settings_words(const struct tuner_opts *o, char *buf, size_t len)
-{
-    const struct probe_params *p = &o->probe;
-    const struct search_params *q = &o->search;
-
-    /* What the rates measured depend on, and the sizes the search may
-     * take: not the credentials (a secret's path is no rate), the
-     * deadline (it bounds a stall, not a rate) or min_gain. */
-    snprintf(buf, len,
-             "url=%s directory=%s size=%lld request_size=%lld duration=%g socket_options=%s "
-             "trials=%d tied=%d sizes=%ld-%ld/%ld",
-             p->url ? p->url : "-", p->directory ? p->directory : "-", p->size, p->request_size,
-             p->duration_s, p->socket_options ? p->socket_options : "-", (int)o->trials,
-             q->tied ? 1 : 0, q->min_size, q->max_rcvbuf, q->max_sndbuf);
-}
-
-/* What verification samples: the search's winner, or after a restart
- * (no search in memory) the line in force. */
-static struct search_config verified(const struct tuner *t)
-{
-    return t->s != NULL ? search_incumbent(t->s) : t->inc0;
-}
-
-/* verify_recent's samples in words for the state file ("" for none). */
-static void recent_words(const struct verify *v, char *buf, size_t len)
-{
-    double y[VERIFY_WINDOW][2];
-    size_t used = 0;
-    int n = 0;
-
-    buf[0] = '\0';
-    if (v == NULL || verify_recent(v, y, &n) < 0)
-        return;
-    for (int j = 0; j < n && used < len; j++)
-        used += (size_t)snprintf(buf + used, len - used, "%s%.17g,%.17g", j ? " " : "", y[j][0],
-                                 y[j][1]);
-    if (used >= len)
-        buf[0] = '\0'; /* cannot be: 10 pairs of %.17g */
-}
-
-/* The state file's recent samples into a watch made from its reference:
- * words that do not read as such are left out (the reference alone is
- * still a watch). True when they raise an alarm. */
-static bool replay_words(struct verify *v, const char *words)
-{
-    const char *p = words;
-    double y[2];
-    char *end;
-    int r;
-
-    for (int j = 0; p != NULL && *p != '\0' && j < VERIFY_WINDOW; j++) {
-        y[0] = strtod(p, &end);
-        if (end == p || *end != ',')
-            return false;
-        p = end + 1;
-        y[1] = strtod(p, &end);
-        if (end == p || (*end != ' ' && *end != '\0'))
-            return false;
-        p = *end ? end + 1 : end;
-        r = verify_replay(v, y);
-        if (r == VERIFY_RESEARCH)
-            return true;
-        if (r < 0) /* an infinite rate: the rest is not read */
-            return false;
-    }
-    return false;
-}
-
-/* A reference into the state file (saved at the cycle's end), so that a
- * restart goes on verifying from it (restore_verify) instead of searching
- * again; with verification's recent samples (v, NULL at a search's end).
- * Only when what verification samples is what the state records in force:
- * the loopback rules may keep another line than the search's winner
- * (outcome_decide), whose reference it is not. */
-static void store_reference(struct tuner *t, const struct search_reference *ref,
-                            const struct verify *v)
-{
-    struct state *st = &t->st;
-    struct search_config rec = {st->rcvbuf, st->sndbuf};
-    char words[STATE_SETTINGS_LEN];
-
-    tuner_unconverge_state(st);
-    if (!st->have_incumbent || !search_config_eq(verified(t), rec))
-        return;
-    tuner_settings_words(&t->o, words, sizeof(words));
-    if (state_set_str(&st->ref_settings, words) < 0)
-        return;
-    recent_words(v, words, sizeof(words));
-    if (state_set_str(&st->ref_recent, words[0] ? words : NULL) < 0)
-        return;
-    st->converged = true;
-    st->ref_channels = ref->nch;
-    for (int i = 0; i < ref->nch; i++) {
-        st->ref_rate[i] = ref->ch[i].rate;
-        st->ref_mbps[i] = exp(ref->ch[i].mean);
-        st->ref_n[i] = ref->ch[i].n;
-        st->ref_ss[i] = ref->ch[i].ss;
-        st->ref_df[i] = ref->ch[i].df;
-        st->ref_reject[i] = ref->ch[i].reject;
-    }
-}
-
-/* The converged search's reference; nothing when it did not converge. */
-static void keep_reference(struct tuner *t)
-{
-    struct search_reference ref;
-
-    tuner_unconverge_state(&t->st);
-    if (t->converged && search_reference(t->s, &ref) == 0)
-        store_reference(t, &ref, NULL);
-}
-
-void tuner_unconverge_state(struct state *st)
-{
-    st->converged = false;
-    st->ref_channels = 0;
-    for (int i = 0; i < 2; i++) {
-        st->ref_rate[i] = st->ref_n[i] = 0;
-        st->ref_mbps[i] = st->ref_ss[i] = st->ref_df[i] = st->ref_reject[i] = 0;
-    }
-    state_set_str(&st->ref_settings, NULL);
-    state_set_str(&st->ref_recent, NULL);
-}
-
-void tuner_unconverge(struct tuner *t)
-{
-    t->converged = false;
-    tuner_unconverge_state(&t->st);
-}
-
-/* After a restart (no search in memory): the state file's converged
- * search, when its winner is the line in force, is verified as before
- * the restart; true when the watch on it is set up. Not for --once,
- * which always searches. */
-static bool restore_verify(struct tuner *t)
-{
-    const struct state *st = &t->st;
-    struct search_reference ref = {.nch = (int)st->ref_channels};
-    struct search_config won = {st->rcvbuf, st->sndbuf};
-    char words[STATE_SETTINGS_LEN];
-
-    if (t->o.once || t->s != NULL || t->v != NULL || !st->converged || !st->have_incumbent ||
-        !search_config_eq(won, t->inc0) || ref.nch < 1 || ref.nch > 2)
-        return false;
-    /* measured with other settings (another url, size, trials mode, or
-     * other sizes allowed): other rates, or another search's range */
-    tuner_settings_words(&t->o, words, sizeof(words));
-    if (st->ref_settings == NULL || strcmp(st->ref_settings, words) != 0) {
-        journal_log(LOG_INFO, "the probe or search settings changed since the search before "
-                              "the restart: searching again");
-        return false;
-    }
-    for (int i = 0; i < ref.nch; i++) {
-        if (!(st->ref_mbps[i] > 0))
-            return false;
-        ref.ch[i] = (struct search_channel){.rate = (enum search_rate)st->ref_rate[i],
-                                            .mean = log(st->ref_mbps[i]),
-                                            .n = (int)st->ref_n[i],
-                                            .ss = st->ref_ss[i],
-                                            .df = st->ref_df[i],
-                                            .reject = st->ref_reject[i]};
-    }
-    if (verify_new(&ref, t->o.search.drift_min, &t->v) < 0)
-        return false;
-    /* an alarm in what the last run saw (the state file may have been
-     * saved just before the sample that would have raised it) */
-    if (st->ref_recent != NULL && replay_words(t->v, st->ref_recent)) {
-        journal_log(LOG_INFO, "%s", verify_why(t->v));
-        verify_free(t->v);
-        t->v = NULL;
-        return false;
-    }
-    journal_log(LOG_INFO, "the search before the restart converged on the line in force: "
-                          "verifying it");
-    return true;
-}
-
 /* Record and tell what the search came to, then end the cycle. */
 static void search_done(struct tuner *t)
 {
@@ -447,7 +266,7 @@ static void search_done(struct tuner *t)
     /* saved at the cycle's end, with whatever the end takes back */
     if (!t->failed && out->kind != OUTCOME_BUDGET) {
         t->converged = outcome_record(out, t->s, &t->tally, t->inc0, &t->st);
-        keep_reference(t);
+        tuner_ref_keep(t);
     }
     tuner_set_status(t, "%s", out->what);
     if (t->o.once) {
@@ -638,7 +457,7 @@ void tuner_cycle_go(struct tuner *t)
 {
     /* said whether the cycle searches or verifies */
     facts_listener_notice(&t->facts, t->inc0);
-    if (!t->converged && restore_verify(t))
+    if (!t->converged && tuner_ref_restore(t))
         t->converged = true;
     if (t->converged && steer(t))
         tuner_unconverge(t);
@@ -652,5 +471,5 @@ void tuner_cycle_go(struct tuner *t)
         return;
     }
     /* restored (no search in memory): the winner is the line in force */
-    sample(t, S_VERIFY, verified(t));
+    sample(t, S_VERIFY, tuner_verified(t));
 }
