@@ -302,14 +302,15 @@ static void warm_say(struct verify *v, bool alarm)
     size_t len = 0;
     int longest = 0;
 
-    for (int ch = 0; ch < v->nch; ch++)
-        if (v->warm_run[ch] != 0 && len < sizeof(buf))
-            len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%s %+.1f%%", len ? ", " : "",
-                                    search_rate_name(v->rank[ch]),
-                                    100 * expm1(v->warm_sum[ch] / abs(v->warm_run[ch])));
-    for (int ch = 0; ch < v->nch; ch++)
+    for (int ch = 0; ch < v->nch; ch++) {
+        if (v->warm_run[ch] == 0 || len >= sizeof(buf))
+            continue;
+        len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%s %+.1f%%", len ? ", " : "",
+                                search_rate_name(v->rank[ch]),
+                                100 * expm1(v->warm_sum[ch] / abs(v->warm_run[ch])));
         if (abs(v->warm_run[ch]) > longest)
             longest = abs(v->warm_run[ch]);
+    }
     if (alarm)
         snprintf(v->why, sizeof(v->why),
                  "drift %s: %d samples in a row beyond the stall bound while the reference was "
