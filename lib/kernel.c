@@ -358,6 +358,7 @@ struct listener {
     bool found;
     int family;       /* of the first one found */
     uint32_t addr[4]; /* its address, network order */
+    unsigned ifindex; /* the device it is bound to, 0 none */
 };
 
 static void visit_meminfo(const struct inet_diag_msg *m, struct rtattr *a, void *ctx)
@@ -371,6 +372,7 @@ static void visit_meminfo(const struct inet_diag_msg *m, struct rtattr *a, void 
     l->sndbuf = mem[SK_MEMINFO_SNDBUF];
     l->family = m->idiag_family;
     memcpy(l->addr, m->id.idiag_src, sizeof(l->addr));
+    l->ifindex = m->id.idiag_if;
     l->found = true;
 }
 
@@ -476,6 +478,10 @@ int kernel_accepted_sndbuf(int port, long *sndbuf, struct err *e)
         memcpy(&a->sin6_addr, l.addr, sizeof(a->sin6_addr));
         if (IN6_IS_ADDR_UNSPECIFIED(&a->sin6_addr))
             a->sin6_addr = in6addr_loopback;
+        /* A link-local address is one only with its device: connect()
+         * refuses it without (EINVAL). The listener is bound to it. */
+        if (IN6_IS_ADDR_LINKLOCAL(&a->sin6_addr))
+            a->sin6_scope_id = l.ifindex;
         len = sizeof(*a);
     }
     fd = socket(l.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
