@@ -1,5 +1,6 @@
 /* Unit tests for lib/kernel: /proc/PID/stat, whether a process is alive,
- * and the listener of a port as sock_diag and /proc/PID/fd see it. */
+ * the listener of a port as sock_diag and /proc/PID/fd see it, and the
+ * test connection to it (in network namespaces of their own). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -139,9 +140,8 @@ static void test_loopback_listener(void **state)
     assert_int_equal(kernel_loopback_listener(port, &inode), -ENOENT);
 }
 
-/* The body of test_link_local_listener, in a network namespace of its
- * own: 0 when the test connection reached the listener, 77 when this
- * process may not make a namespace, else the step that failed. */
+/* The body of test_link_local_listener: 0 when the test connection
+ * reached the listener, else the step that failed. */
 static int link_local_child(void)
 {
     struct sockaddr_in6 a = {.sin6_family = AF_INET6};
@@ -151,8 +151,6 @@ static int link_local_child(void)
     struct err e;
     int fd;
 
-    if (unshare(CLONE_NEWNET) < 0)
-        return 77;
     /* lo holds a link-local address as well as any device, in a
      * namespace no one else uses */
     if (system("ip link set lo up && ip addr add fe80::1/64 dev lo nodad") != 0)
@@ -180,31 +178,107 @@ static int link_local_child(void)
     return 0;
 }
 
-/* A listener on an IPv6 link-local address (smbd with `interfaces` naming
- * one): the test connection needs the address's device. */
-static void test_link_local_listener(void **state)
+/* Run body in a child of its own network namespace; its exit status, 77
+ * when this process may not make a namespace. */
+static int in_netns(int (*body)(void))
 {
     pid_t pid;
     int ws;
 
-    (void)state;
     pid = fork();
     assert_true(pid >= 0);
     if (pid == 0)
-        _exit(link_local_child());
+        _exit(unshare(CLONE_NEWNET) < 0 ? 77 : body());
     assert_int_equal(waitpid(pid, &ws, 0), pid);
     assert_true(WIFEXITED(ws));
     if (WEXITSTATUS(ws) == 77)
         skip();
-    assert_int_equal(WEXITSTATUS(ws), 0);
+    return WEXITSTATUS(ws);
+}
+
+/* A listener on an IPv6 link-local address (smbd with `interfaces` naming
+ * one): the test connection needs the address's device. */
+static void test_link_local_listener(void **state)
+{
+    (void)state;
+    assert_int_equal(in_netns(link_local_child), 0);
+}
+
+#define OTHERS 16
+
+/* The body of test_other_clients_on_our_port: 0 when the test connection
+ * read its own server side, else the step that failed. */
+static int other_clients_child(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(4450)};
+    int lfd, one = 1, explicit = 8192, other = 65536, fds[2 * OTHERS];
+    long rcv, snd, accepted;
+    struct err e;
+    FILE *f;
+
+    if (system("ip link set lo up") != 0)
+        return 2;
+    lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_SNDBUF, &explicit, sizeof(explicit)) < 0 ||
+        bind(lfd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(lfd, 2 * OTHERS) < 0)
+        return 3;
+    /* One local port for every connection of this namespace: the test
+     * connection gets the port the other clients have. */
+    f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "w");
+    if (f == NULL || fprintf(f, "40000 40000\n") < 0 || fclose(f) != 0)
+        return 4;
+    /* Clients of the listener from 127.0.0.2 and up, on that port, whose
+     * server sides hold another send buffer than the listener's. */
+    for (int i = 0; i < OTHERS; i++) {
+        struct sockaddr_in from = {.sin_family = AF_INET};
+        struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(4450)};
+
+        from.sin_addr.s_addr = htonl(INADDR_LOOPBACK + 2 + (unsigned)i);
+        to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        fds[2 * i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        /* the port is chosen at connect(), where a port shared by other
+         * addresses is allowed */
+        if (fds[2 * i] < 0 ||
+            setsockopt(fds[2 * i], IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one)) < 0 ||
+            bind(fds[2 * i], (struct sockaddr *)&from, sizeof(from)) < 0 ||
+            connect(fds[2 * i], (struct sockaddr *)&to, sizeof(to)) < 0)
+            return 5;
+        fds[2 * i + 1] = accept(lfd, NULL, NULL);
+        if (fds[2 * i + 1] < 0 ||
+            setsockopt(fds[2 * i + 1], SOL_SOCKET, SO_SNDBUF, &other, sizeof(other)) < 0)
+            return 6;
+    }
+    if (kernel_listener_buffers(4450, &rcv, &snd, &e) < 0)
+        return 7;
+    if (kernel_accepted_sndbuf(4450, &accepted, &e) < 0) {
+        fprintf(stderr, "kernel_accepted_sndbuf: %s\n", e.msg);
+        return 8;
+    }
+    if (accepted != snd) {
+        fprintf(stderr, "read %ld, the listener has %ld\n", accepted, snd);
+        return 9;
+    }
+    return 0;
+}
+
+/* Other clients of smbd whose local port is the test connection's, from
+ * other addresses: the test connection's server side is told from theirs
+ * by the address too. */
+static void test_other_clients_on_our_port(void **state)
+{
+    (void)state;
+    assert_int_equal(in_netns(other_clients_child), 0);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_proc_parse),          cmocka_unit_test(test_self),
-        cmocka_unit_test(test_child_gone),          cmocka_unit_test(test_loopback_listener),
+        cmocka_unit_test(test_proc_parse),
+        cmocka_unit_test(test_self),
+        cmocka_unit_test(test_child_gone),
+        cmocka_unit_test(test_loopback_listener),
         cmocka_unit_test(test_link_local_listener),
+        cmocka_unit_test(test_other_clients_on_our_port),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
