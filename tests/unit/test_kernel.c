@@ -3,6 +3,7 @@
  * test connection to it (in network namespaces of their own). */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <arpa/inet.h>
@@ -162,9 +163,24 @@ static int link_local_child(void)
     /* smbd's tuning guides' size: kept by what the listener accepts */
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size)) < 0)
         return 4;
-    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 4) < 0 ||
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 8) < 0 ||
         getsockname(fd, (struct sockaddr *)&a, &alen) < 0)
         return 5;
+    /* The address takes a moment to be reachable on a busy machine
+     * (ENETUNREACH once in a parallel run): wait for a connection of the
+     * test's own before judging kernel.c's. */
+    for (int i = 0;; i++) {
+        int c = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        bool up = c >= 0 && connect(c, (struct sockaddr *)&a, sizeof(a)) == 0;
+
+        if (c >= 0)
+            close(c);
+        if (up)
+            break;
+        if (i == 200)
+            return 9;
+        usleep(10000);
+    }
     if (kernel_listener_buffers(ntohs(a.sin6_port), &rcv, &snd, &e) < 0)
         return 6;
     if (kernel_accepted_sndbuf(ntohs(a.sin6_port), &accepted, &e) < 0) {
