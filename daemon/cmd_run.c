@@ -362,9 +362,10 @@ int cmd_run(const struct opts *o)
     if (cmd_load_config(o, &d.cfg, &e) < 0 || make_opts(&d, &e) < 0)
         return refused(o, CMD_EXIT_CONFIG, NULL, "%s", e.msg);
     mode = d.topts.mode == TUNER_ADVISE ? "advise" : "tune";
-    r = files_mkdir_p(d.topts.state_dir);
+    r = files_private_dir(d.topts.state_dir, FILES_DIR_MAKE, &e);
     if (r < 0)
-        return refused(o, 1, mode, "cannot create %s: %s", d.topts.state_dir, strerror(-r));
+        return refused(o, 1, mode, "state directory: %s", e.msg);
+    close(r);
     /* Before anything reads or writes the state file or smb.conf
      * (tuner_recover does both); held until the process ends. */
     lock = run_lock(o, mode, d.topts.state_dir);

@@ -535,28 +535,6 @@ void files_sweep_tmp(const char *path)
     close(dfd);
 }
 
-int files_mkdir_p(const char *dir)
-{
-    char buf[PATH_MAX];
-    size_t n = strlen(dir);
-
-    if (n == 0 || n >= sizeof(buf))
-        return -EINVAL;
-    memcpy(buf, dir, n + 1);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-            return -errno;
-        *p = '/';
-    }
-    /* the last one is ours: private */
-    if (mkdir(buf, 0700) < 0 && errno != EEXIST)
-        return -errno;
-    return 0;
-}
-
 int files_write_all(int fd, const void *buf, size_t len)
 {
     const char *p = buf;

@@ -4,6 +4,7 @@
 #ifndef SMBTUNE_FILES_H
 #define SMBTUNE_FILES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/stat.h>
 
@@ -86,6 +87,16 @@ void files_sweep_tmp(const char *path);
 
 /* mkdir -p; the last component gets mode 0700 when created. */
 int files_mkdir_p(const char *dir);
+
+/* dir opened and checked private: owned by our uid and writable by it
+ * alone, so that no one else can have put a link where we write. With
+ * FILES_DIR_MAKE made first (files_mkdir_p); with FILES_DIR_OWN never
+ * reached through a link (a directory smbtuned names inside a private
+ * one; the configured path may go through the admin's links). The open
+ * fd, or <0 with e set (-ENOENT: no such directory). */
+#define FILES_DIR_MAKE 1U
+#define FILES_DIR_OWN 2U
+int files_private_dir(const char *dir, unsigned flags, struct err *e);
 
 /* Write all len bytes to fd (a pipe: a job's answer), retrying short
  * writes and EINTR. 0 or -errno. */

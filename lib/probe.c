@@ -87,8 +87,7 @@ static void remove_stale_workdirs(int basefd)
 static int open_workdir_base(const struct probe_params *p, char *out, size_t len, struct err *e)
 {
     const char *tmp = getenv("TMPDIR");
-    struct stat st;
-    int fd, r;
+    int fd;
 
     if (p->workdir_base == NULL || p->workdir_base[0] == '\0') {
         if (tmp == NULL || tmp[0] == '\0')
@@ -100,28 +99,14 @@ static int open_workdir_base(const struct probe_params *p, char *out, size_t len
             return err_set(e, -errno, "%s: %s", out, strerror(errno));
         return fd;
     }
-    r = files_mkdir_p(p->workdir_base);
-    if (r < 0)
-        return err_set(e, r, "cannot create %s: %s", p->workdir_base, strerror(-r));
+    /* what the probe writes lives in the state directory: private */
+    fd = files_private_dir(p->workdir_base, FILES_DIR_MAKE, e);
+    if (fd < 0)
+        return fd;
+    close(fd);
     if ((size_t)snprintf(out, len, "%s/%s", p->workdir_base, PROBE_WORKDIR_SUBDIR) >= len)
         return err_set(e, -ENAMETOOLONG, "work directory name too long");
-    if (mkdir(out, 0700) < 0 && errno != EEXIST)
-        return err_set(e, -errno, "cannot create %s: %s", out, strerror(errno));
-    fd = open(out, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
-        r = -errno;
-        if (r == -ELOOP || r == -ENOTDIR)
-            return err_set(e, r, "%s is a symlink or not a directory: refused", out);
-        return err_set(e, r, "%s: %s", out, strerror(-r));
-    }
-    if (fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 022) != 0) {
-        r = err_set(e, -EPERM,
-                    "%s is owned by uid %u with mode %04o: refused, it must be uid %u's and "
-                    "writable by it only",
-                    out, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
-        close(fd);
-        return r;
-    }
+    fd = files_private_dir(out, FILES_DIR_MAKE | FILES_DIR_OWN, e);
     return fd;
 }
 

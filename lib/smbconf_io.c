@@ -113,9 +113,11 @@ static int take_lock(const char *state_dir, struct err *e)
     char path[PATH_MAX];
     int r;
 
-    r = files_mkdir_p(state_dir);
+    /* The backups go in it, and root writes them. */
+    r = files_private_dir(state_dir, FILES_DIR_MAKE, e);
     if (r < 0)
-        return err_set(e, r, "cannot create state directory %s: %s", state_dir, strerror(-r));
+        return r;
+    close(r);
     snprintf(path, sizeof(path), "%s/" LOCK_NAME, state_dir);
     return files_lock(path, LOCK_WAIT_S, e);
 }
@@ -160,10 +162,17 @@ static int backup(const char *state_dir, const char *real, const struct smbconf_
     size_t n;
     int r;
 
-    n = (size_t)snprintf(path, sizeof(path), "%s/backup/first", state_dir);
-    r = files_mkdir_p(path);
+    /* backup/ and backup/first/ are ours: never through a link. */
+    snprintf(path, sizeof(path), "%s/backup", state_dir);
+    r = files_private_dir(path, FILES_DIR_MAKE | FILES_DIR_OWN, e);
     if (r < 0)
-        return err_set(e, r, "cannot create %s: %s", path, strerror(-r));
+        return r;
+    close(r);
+    n = (size_t)snprintf(path, sizeof(path), "%s/backup/first", state_dir);
+    r = files_private_dir(path, FILES_DIR_MAKE | FILES_DIR_OWN, e);
+    if (r < 0)
+        return r;
+    close(r);
     name = smbconf_backup_name(real);
     if (name == NULL)
         return err_set(e, -ENOMEM, "out of memory");

@@ -591,6 +591,11 @@ int state_lock(const char *dir, struct err *e)
      * which NFS cannot lock (its flock wants a file open for writing). */
     if ((size_t)snprintf(path, sizeof(path), "%s/" STATE_LOCK_FILE, dir) >= sizeof(path))
         return err_set(e, -ENAMETOOLONG, "state directory %s: name too long", dir);
+    /* Not made here: no directory, no state (-ENOENT). */
+    fd = files_private_dir(dir, 0, e);
+    if (fd < 0)
+        return fd;
+    close(fd);
     fd = files_lock(path, STATE_LOCK_WAIT_S, e);
     if (fd < 0)
         return fd;

@@ -475,8 +475,8 @@ def test_unreadable_file(smbtuned, tmp_path):
     d.chmod(0o777)  # only the file's own mode stands in the way
     (d / "smb.conf").chmod(0o600)
     state = tmp_path / "state"
-    state.mkdir(mode=0o777)
-    state.chmod(0o777)
+    state.mkdir(mode=0o700)
+    os.chown(state, 65534, 65534)  # nobody's own, as a state directory must be
     if not _nobody_can_run(smbtuned):
         # The checkout may sit in a directory nobody cannot traverse (a
         # 0700 mktemp, a home): run a copy from the test's own directory.
@@ -517,6 +517,39 @@ def test_read_only_directory(smbtuned, tmp_path):
     assert "smb.conf" in r.stderr or str(d) in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert_unchanged(before, d, "read-only dir")
+
+
+@pytest.mark.parametrize("how", ["world-writable", "another-owner", "backup-link"])
+def test_state_directory_others_could_write_is_refused(smbtuned, tmp_path, how):
+    """Root writes backups into the state directory: one that someone else
+    owns or may write to could hold a link to anywhere, planted where a
+    backup goes. It is refused, and nothing is written, there or through
+    the link; backup/ itself is never reached through a link."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to own the state directory as another user")
+    d = copy_fixture(CORPUS / "old-tuning-guide", tmp_path / "c")
+    state, victim = tmp_path / "state", tmp_path / "victim"
+    state.mkdir(mode=0o700)
+    victim.mkdir()
+    if how == "world-writable":
+        state.chmod(0o777)
+    elif how == "another-owner":
+        os.chown(state, 65534, 65534)
+    (state / "backup").symlink_to(victim)
+    if how == "another-owner":
+        os.lchown(state / "backup", 65534, 65534)
+    before = snapshot(d)
+    r = run_editor(smbtuned, "--smb-conf", d / "smb.conf", "--set-buffers", "256K,256K",
+                   "--state-dir", state)
+    assert r.returncode == 1, r.stderr
+    if how == "backup-link":
+        assert f"{state}/backup is a symlink or not a directory: refused" in r.stderr, r.stderr
+    else:
+        mode = "0777" if how == "world-writable" else "0700"
+        uid = 0 if how == "world-writable" else 65534
+        assert f"{state} is owned by uid {uid} with mode {mode}: refused" in r.stderr, r.stderr
+    assert_unchanged(before, d, how)
+    assert list(victim.iterdir()) == []
 
 
 def test_mode_and_owner_kept(smbtuned, tmp_path):

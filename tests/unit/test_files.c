@@ -1,5 +1,6 @@
 /* Unit tests for lib/files: reads that cannot hang, a replace that keeps
- * the file's metadata, the sweep of our temporary files, mkdir -p. */
+ * the file's metadata, the sweep of our temporary files, mkdir -p, the
+ * private directory check. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -309,6 +310,50 @@ static void test_mkdir_p(void **state)
     assert_int_equal(files_mkdir_p(deep), -ENOTDIR);
 }
 
+static void test_private_dir(void **state)
+{
+    char priv[128], link[128];
+    struct err e;
+    struct stat st;
+    int fd;
+
+    (void)state;
+    snprintf(priv, sizeof(priv), "%s/state", dir);
+    /* not made without FILES_DIR_MAKE */
+    assert_int_equal(files_private_dir(priv, 0, &e), -ENOENT);
+    fd = files_private_dir(priv, FILES_DIR_MAKE, &e);
+    assert_true(fd >= 0);
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0700);
+    close(fd);
+    /* readable by others is private enough; writable is not */
+    assert_int_equal(chmod(priv, 0755), 0);
+    fd = files_private_dir(priv, 0, &e);
+    assert_true(fd >= 0);
+    close(fd);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(chmod(priv, i == 0 ? 0770 : 0703), 0);
+        assert_int_equal(files_private_dir(priv, FILES_DIR_MAKE, &e), -EPERM);
+        assert_non_null(strstr(e.msg, i == 0 ? "with mode 0770: refused" : "with mode 0703"));
+    }
+    assert_int_equal(chmod(priv, 0700), 0);
+    /* the admin's link to it is followed; none of ours is */
+    snprintf(link, sizeof(link), "%s/link", dir);
+    assert_int_equal(symlink(priv, link), 0);
+    fd = files_private_dir(link, 0, &e);
+    assert_true(fd >= 0);
+    close(fd);
+    /* ELOOP or ENOTDIR, as O_NOFOLLOW | O_DIRECTORY meets the link */
+    assert_true(files_private_dir(link, FILES_DIR_MAKE | FILES_DIR_OWN, &e) < 0);
+    assert_non_null(strstr(e.msg, "is a symlink or not a directory: refused"));
+    /* another user's */
+    if (geteuid() == 0) {
+        assert_int_equal(chown(priv, 65534, 65534), 0);
+        assert_int_equal(files_private_dir(priv, 0, &e), -EPERM);
+        assert_non_null(strstr(e.msg, "is owned by uid 65534 with mode 0700: refused"));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -316,6 +361,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_write_atomic_keeps_metadata, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep_only_ours, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mkdir_p, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_private_dir, setup, teardown),
         cmocka_unit_test_setup_teardown(test_swapped_directory_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_proc_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep_not_others, setup, teardown),
