@@ -25,7 +25,8 @@
 /* How the parser reaches files. read: whole file, -ENOENT when missing
  * (Samba skips missing includes), the reason in e (naming the file) for
  * any failure. glob: the existing paths matching a shell pattern (for
- * includes with %-substitutions). */
+ * includes with %-substitutions), '\' escaping the next character and a
+ * '*' matching a leading '.' too. */
 struct smbconf_io {
     int (*read)(void *ctx, const char *path, char **buf, size_t *len, struct err *e);
     int (*glob)(void *ctx, const char *pattern, char ***paths, size_t *n);

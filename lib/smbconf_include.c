@@ -143,43 +143,148 @@ void smbconf_finish_notes(struct smbconf_walk *w)
     c->nnotes = keep;
 }
 
+/* Characters glob() reads as pattern, which Samba reads as themselves:
+ * each is escaped with a backslash (glob() without GLOB_NOESCAPE reads
+ * "\[" as "["). */
+static const char glob_special[] = "[]*?\\";
+
+/* Components of a %-include that a macro can make "", "." or "..": each
+ * one triples the patterns globbed, so past this many the include is
+ * refused (a real per-client layout has one: /etc/samba/%m/smb.conf). */
+#define MAX_VANISHING 4
+
+/* The glob pattern for one component of a %-include (len bytes at s, no
+ * '/'): literal characters escaped, each macro a '*' (with GLOB_PERIOD,
+ * a '*' also matches a leading '.', which %m and %U can start with).
+ * out has room for 2 * len. Returns the bytes written; *can_vanish says
+ * whether Samba can make it "", "." or "..": a macro and at most two
+ * literal dots (%m is "" or ".." for a client that says so). */
+static size_t component_pattern(const char *s, size_t len, char *out, bool *can_vanish)
+{
+    size_t o = 0, dots = 0, others = 0;
+    bool macro = false;
+
+    for (size_t i = 0; i < len; i++) {
+        /* Samba reads "%%m" as a literal '%' and then %m, and a '%' last
+         * in a component as itself (there is no "%/"). Any other "%X" is
+         * a '*': it also covers a "%X" Samba does not know and leaves. */
+        if (s[i] == '%' && i + 1 < len && s[i + 1] != '%') {
+            out[o++] = '*';
+            macro = true;
+            i++;
+            continue;
+        }
+        if (strchr(glob_special, s[i]) != NULL)
+            out[o++] = '\\';
+        out[o++] = s[i];
+        if (s[i] == '.')
+            dots++;
+        else
+            others++;
+    }
+    *can_vanish = macro && others == 0 && dots <= 2;
+    return o;
+}
+
+/* Write into out (room for 2 * strlen(value) + 1) variant `variant` of
+ * the glob pattern for a %-include's path: each component that can
+ * vanish is, by the variant's base-3 digits, its wildcard, "." (for ""
+ * too: a//b is a/./b) or "..", which glob's '*' never matches. The last
+ * component is left alone: as "", "." or ".." it names a directory, not
+ * a file Samba could read. Returns how many components can vanish. */
+static int include_pattern(const char *value, unsigned variant, char *out)
+{
+    static const char *const alt[] = {NULL, ".", ".."};
+    const char *s = value;
+    size_t o = 0;
+    int k = 0;
+
+    for (;;) {
+        size_t len = strcspn(s, "/");
+        bool vanish;
+        size_t n = component_pattern(s, len, out + o, &vanish);
+
+        if (vanish && s[len] == '/') {
+            unsigned d = variant % 3;
+
+            variant /= 3;
+            k++;
+            if (d > 0) {
+                n = strlen(alt[d]); /* fits: the component is "%m" or longer */
+                memcpy(out + o, alt[d], n);
+            }
+        }
+        o += n;
+        if (s[len] == '\0')
+            break;
+        out[o++] = '/';
+        s += len + 1;
+    }
+    out[o] = '\0';
+    return k;
+}
+
+/* Check every file that pat names today: count them, and note whether
+ * one opens a section or sets what we must not miss. */
+static int check_pattern(struct smbconf_walk *w, const char *pat, const char *fpath, int line,
+                         bool *opens, bool *sets, struct err *re)
+{
+    char **paths = NULL;
+    size_t n = 0;
+    int r = w->io->glob(w->io->ctx, pat, &paths, &n);
+
+    if (r < 0)
+        err_set(re, r, "%s", strerror(-r));
+    for (size_t k = 0; r >= 0 && k < n; k++) {
+        r = count_read(w, fpath, line);
+        if (r < 0)
+            break;
+        r = include_risk(w, paths[k], opens, sets, re);
+    }
+    for (size_t k = 0; k < n; k++)
+        free(paths[k]);
+    free(paths);
+    return r;
+}
+
+/* Check the files every variant of a %-include's pattern names. */
+static int check_variants(struct smbconf_walk *w, const char *fpath, int line, const char *value,
+                          bool *opens, bool *sets, struct err *re)
+{
+    char *pat = malloc(2 * strlen(value) + 1);
+    unsigned nvariants = 1;
+    int k, r = 0;
+
+    if (pat == NULL)
+        return err_set(re, -ENOMEM, "out of memory");
+    k = include_pattern(value, 0, pat);
+    if (k > MAX_VANISHING) {
+        free(pat);
+        return err_set(re, -ENOTSUP,
+                       "more than %d parts of its path can be made \"\", \".\" or \"..\" by "
+                       "a client",
+                       MAX_VANISHING);
+    }
+    for (int i = 0; i < k; i++)
+        nvariants *= 3;
+    for (unsigned v = 0; r >= 0 && v < nvariants; v++) {
+        include_pattern(value, v, pat);
+        r = check_pattern(w, pat, fpath, line, opens, sets, re);
+    }
+    free(pat);
+    return r;
+}
+
 /* A %-include: the name depends on the client (%m, %U ...), so every
  * file the pattern can name today must be harmless; what it names later
  * is only noted. */
 static int handle_percent_include(struct smbconf_walk *w, const char *fpath, int line,
                                   const char *value)
 {
-    char *pat, **paths = NULL;
-    size_t n = 0, j = 0;
     bool opens = false, sets = false;
     struct err re = {{0}};
-    int r;
+    int r = check_variants(w, fpath, line, value, &opens, &sets, &re);
 
-    pat = malloc(strlen(value) + 1);
-    if (pat == NULL)
-        return err_set(w->e, -ENOMEM, "out of memory");
-    for (const char *s = value; *s; s++) {
-        if (*s == '%' && s[1] != '\0') {
-            pat[j++] = '*';
-            s++;
-        } else {
-            pat[j++] = *s;
-        }
-    }
-    pat[j] = '\0';
-    r = w->io->glob(w->io->ctx, pat, &paths, &n);
-    free(pat);
-    if (r < 0)
-        err_set(&re, r, "%s", strerror(-r));
-    for (size_t k = 0; r >= 0 && k < n; k++) {
-        r = count_read(w, fpath, line);
-        if (r < 0)
-            break;
-        r = include_risk(w, paths[k], &opens, &sets, &re);
-    }
-    for (size_t k = 0; k < n; k++)
-        free(paths[k]);
-    free(paths);
     if (r == -E2BIG)
         return r; /* count_read said why */
     if (r < 0)
@@ -230,13 +335,15 @@ int smbconf_handle_include(struct smbconf_walk *w, size_t fi, const struct smbco
                        "%s:%d: an include with %%$(...) names a file from smbd's environment, "
                        "which smbtuned cannot know (include = %s)",
                        fpath, ll->line, value);
-    if (strchr(value, '%') != NULL)
-        return handle_percent_include(w, fpath, ll->line, value);
+    /* Before the %-include: a relative one would be globbed against our
+     * working directory, not smbd's. */
     if (value[0] != '/')
         return err_set(w->e, -ENOTSUP,
                        "%s:%d: a relative path in an include: smbd resolves it against its working "
                        "directory, which smbtuned cannot know (include = %s)",
                        fpath, ll->line, value);
+    if (strchr(value, '%') != NULL)
+        return handle_percent_include(w, fpath, ll->line, value);
     for (int k = 0; k <= depth; k++)
         if (strcmp(w->c->files[w->stack[k]].path, value) == 0)
             return err_set(w->e, -ELOOP,

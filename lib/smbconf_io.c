@@ -34,7 +34,10 @@ static int disk_glob(void *ctx, const char *pattern, char ***paths, size_t *n)
     (void)ctx;
     *paths = NULL;
     *n = 0;
-    r = glob(pattern, GLOB_NOSORT, NULL, &g);
+    /* GLOB_PERIOD: a '*' matches a leading '.' too, as a macro can start
+     * with one (a client may call itself ".ws01"). glibc still never
+     * matches "." or "..": the caller globs those as such. */
+    r = glob(pattern, GLOB_NOSORT | GLOB_PERIOD, NULL, &g);
     if (r == GLOB_NOMATCH)
         return 0;
     if (r != 0)

@@ -193,6 +193,15 @@ static void test_refusals(void **state)
     check_refused(f, "(include = /etc/smb.conf.%$(SITE))");
     f[0].text = "[s]\ninclude = /etc/%m.%$(SITE)\n[global]\nsocket options = A\n";
     check_refused(f, "/etc/smb.conf:2: an include with %$(...)");
+
+    /* a relative %-include would be globbed in our working directory,
+     * not smbd's */
+    f[0].text = "[global]\nsocket options = A\ninclude = smb.conf.%m\n";
+    check_refused(f, "/etc/smb.conf:3: a relative path in an include");
+    /* each part a client can make "", "." or ".." triples the patterns */
+    f[0].text = "[global]\ninclude = /%m/%m/%m/%m/%U/smb.conf\n";
+    check_refused(f, "/etc/smb.conf:2: cannot check the files a client-dependent include can "
+                     "name: more than 4 parts of its path");
 }
 
 static void test_harmless_percent_include(void **state)

@@ -2,6 +2,7 @@
  * them): the two steps of a write, the undo, and the undo of a write that
  * was killed between its temp file and its rename. */
 #include <errno.h>
+#include <stdbool.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -120,11 +121,91 @@ static void test_revert_sweeps_a_killed_write(void **state)
     free(after);
 }
 
+/* A %-include and one file, both relative to a directory of their own:
+ * whether Samba could read the file for some client, so that its
+ * `socket options` must make the include refused. */
+struct percent_case {
+    const char *include, *file;
+    bool refused;
+};
+
+static const struct percent_case percent_cases[] = {
+    {"inc/%m.conf", "inc/.ws01.conf", true},        /* %m can start with '.' */
+    {"inc/[ab]%m.conf", "inc/[ab]ws01.conf", true}, /* Samba reads [ab] as is */
+    {"inc/[ab]%m.conf", "inc/aws01.conf", false},   /* ... so never this one */
+    {"inc/*%m.conf", "inc/x.conf", false},
+    {"inc/%%m.conf", "inc/%ws01.conf", true},   /* a literal '%', then %m */
+    {"inc%/%m.conf", "inc%/ws01.conf", true},   /* "%/" is no macro */
+    {"inc/%m/p.conf", "inc/p.conf", true},      /* %m = "" or "." */
+    {"inc/%m/p.conf", "p.conf", true},          /* %m = ".." */
+    {"inc/%m/p.conf", "inc/a/b/p.conf", false}, /* %m holds no '/' */
+};
+
+/* Create every directory on the way to path (not path itself). */
+static void make_parents(const char *path)
+{
+    char buf[600];
+
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *p = strchr(buf + 1, '/'); p != NULL; p = strchr(p + 1, '/')) {
+        *p = '\0';
+        assert_true(mkdir(buf, 0700) == 0 || access(buf, F_OK) == 0);
+        *p = '/';
+    }
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *c;
+
+    make_parents(path);
+    c = fopen(path, "w");
+    assert_non_null(c);
+    fputs(text, c);
+    assert_int_equal(fclose(c), 0);
+}
+
+/* Every file a %-include can name is checked on disk, named as Samba
+ * would name it: with a leading '.', through "." and "..", and with the
+ * path's own characters taken as they are. */
+static void test_percent_include_names(void **state)
+{
+    struct fix *f = *state;
+
+    for (size_t i = 0; i < sizeof(percent_cases) / sizeof(percent_cases[0]); i++) {
+        const struct percent_case *pc = &percent_cases[i];
+        char d[400], conf[500], file[500], text[600];
+        struct smbconf c;
+        struct err e = {{0}};
+        int r;
+
+        snprintf(d, sizeof(d), "%s/case%zu", f->dir, i);
+        snprintf(conf, sizeof(conf), "%s/smb.conf", d);
+        snprintf(text, sizeof(text), "[global]\nsocket options = TCP_NODELAY\ninclude = %s/%s\n", d,
+                 pc->include);
+        write_file(conf, text);
+        /* inc/.. leads somewhere only when inc is there, for Samba too */
+        snprintf(file, sizeof(file), "%s/inc/", d);
+        make_parents(file);
+        snprintf(file, sizeof(file), "%s/%s", d, pc->file);
+        write_file(file, "socket options = SO_RCVBUF=1\n");
+        r = smbconf_load(&c, conf, &e);
+        if (pc->refused && (r >= 0 || strstr(e.msg, "depends on the client") == NULL))
+            fail_msg("include = %s with %s: not refused (%d: %s)", pc->include, pc->file, r,
+                     r < 0 ? e.msg : "");
+        if (!pc->refused && r < 0)
+            fail_msg("include = %s with %s: refused: %s", pc->include, pc->file, e.msg);
+        if (r >= 0)
+            smbconf_free(&c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_prepare_write_revert, setup, teardown),
         cmocka_unit_test_setup_teardown(test_revert_sweeps_a_killed_write, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_percent_include_names, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
