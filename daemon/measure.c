@@ -18,7 +18,9 @@ struct measure {
     sd_event *ev;
     struct probe_job job;
     bool running;
-    bool dirty; /* a probe was killed or failed: its file may be in the share */
+    bool dirty;     /* a probe's file may be in the share */
+    bool ours;      /* of a probe of ours that made one, not only a predecessor's */
+    bool tidy_ours; /* ours, for the tidy job that runs */
     sd_event_source *io, *timer;
     struct job *tidy;
     struct probe_params tidy_p;
@@ -54,7 +56,8 @@ void measure_kill(struct measure *m)
     kill(m->job.pid, SIGKILL);
     probe_finish(&m->job, &r, &e);
     m->running = false;
-    m->dirty = true;
+    /* killed: whether it began its create is not worth the risk */
+    m->dirty = m->ours = true;
 }
 
 void measure_free(struct measure *m)
@@ -88,9 +91,10 @@ static int on_done(sd_event_source *src, int fd, uint32_t revents, void *ud)
     m->running = false;
     ret = probe_finish(&m->job, &r, &e);
     /* Only a probe that ended well removed its file itself (a failed
-     * delete is a failure: probe.c). */
-    if (ret < 0 || r.outcome != PROBE_OK)
-        m->dirty = true;
+     * delete is a failure: probe.c); one that failed before it sent its
+     * create (no connection, no logon, no share) made none. */
+    if (ret < 0 || (r.outcome != PROBE_OK && r.may_leave_file))
+        m->dirty = m->ours = true;
     m->done(m->ud, ret, ret < 0 ? NULL : &r, ret < 0 ? e.msg : r.cause);
     return 0;
 }
@@ -129,13 +133,30 @@ int measure_start(struct measure *m, const struct probe_params *p, measure_fn do
     return r;
 }
 
+/* A clean-up that failed, said. At a start only a killed predecessor's
+ * file may be there, if one was killed at all: a share out of reach then
+ * removed nothing and looked for nothing, and is no news (the probe that
+ * follows says so). After a probe of ours that made its file, it stays. */
+static void tidy_failed(bool ours, int r, const struct err *e)
+{
+    if (ours || r != -ENOTCONN)
+        journal_log(LOG_WARNING, "removing a killed probe's file: %s%s", e->msg,
+                    r == -ENOTCONN ? ": the file stays there until a later probe removes it" : "");
+    else
+        journal_log(LOG_INFO,
+                    "no look for a file a killed predecessor's probe may have left: %s; a later "
+                    "probe removes any",
+                    e->msg);
+}
+
 static int tidy_job(void *arg, int out_fd)
 {
     struct measure *m = arg;
     struct err e;
+    int r = probe_cleanup(&m->tidy_p, &e);
 
-    if (probe_cleanup(&m->tidy_p, &e) < 0) {
-        journal_log(LOG_WARNING, "removing a killed probe's file: %s", e.msg);
+    if (r < 0) {
+        tidy_failed(m->tidy_ours, r, &e);
         return 1;
     }
     return 0;
@@ -162,21 +183,27 @@ void measure_tidy(struct measure *m, const struct probe_params *p, bool wait)
         job_cancel(m->tidy);
         m->tidy = NULL;
         m->dirty = true;
+        m->ours = m->ours || m->tidy_ours;
     }
     if (!m->dirty)
         return;
     m->dirty = false;
     if (wait) {
-        if (probe_cleanup(p, &e) < 0)
-            journal_log(LOG_WARNING, "removing a killed probe's file: %s", e.msg);
+        int r = probe_cleanup(p, &e);
+
+        if (r < 0)
+            tidy_failed(m->ours, r, &e);
+        m->ours = false;
         return;
     }
     if (m->tidy != NULL)
         return; /* one runs: it removes every leftover of this host */
     /* The job's copy of p is its own (taken at the fork). */
     m->tidy_p = *p;
+    m->tidy_ours = m->ours;
     if (job_start(m->ev, tidy_job, m, TIDY_DEADLINE_S, tidy_done, m, &m->tidy, &e) < 0)
         journal_log(LOG_WARNING, "removing a killed probe's file: %s", e.msg);
+    m->ours = false;
 }
 
 bool measure_cut_deadline(struct probe_params *p, double write_min, double read_min)

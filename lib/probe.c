@@ -312,6 +312,7 @@ int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e)
                          &r->read_startup_bytes, &r->read_startup_s) /
         1e6;
     r->write_pace_bps = probe_shared_peek(&sh->write_pace);
+    r->may_leave_file = probe_shared_peek(&sh->creating) != 0;
     r->client_rcvbuf = sh->client_rcvbuf ? sh->client_rcvbuf : -1;
     r->client_sndbuf = sh->client_sndbuf ? sh->client_sndbuf : -1;
 
@@ -357,10 +358,7 @@ int probe_cleanup(const struct probe_params *p, struct err *e)
     /* A clean-up that never reached the share (a peer gone from the
      * network) removed nothing: the caller must be able to say so. */
     if (ret == 0 && r.outcome != PROBE_OK)
-        ret = err_set(e, -EIO,
-                      "the share could not be reached (%s): a probe file may be left "
-                      "there until a later probe removes it",
-                      r.cause);
+        ret = err_set(e, -ENOTCONN, "the share could not be reached (%s)", r.cause);
     return ret;
 }
 

@@ -121,6 +121,9 @@ struct probe_result {
     /* What getsockopt says the client socket has once connected (twice the
      * requested size when one was set), -1 when unknown. */
     int client_rcvbuf, client_sndbuf;
+    /* The probe got as far as creating its file: unless it ended ok (it
+     * removed the file then), the file may be left in the share. */
+    bool may_leave_file;
     char cause[512]; /* why, for any outcome but ok; no secret */
 };
 
@@ -144,7 +147,8 @@ int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e);
 
 /* Remove the files that killed probes from this host left in the target
  * directory (a short child of its own, at most a few seconds). For after a
- * probe was killed at its deadline or by a stop. */
+ * probe was killed at its deadline or by a stop. -ENOTCONN when the share
+ * could not be reached: nothing was removed, nor looked for. */
 int probe_cleanup(const struct probe_params *p, struct err *e);
 
 /* probe_start + wait + probe_finish. After a timeout it runs a short

@@ -239,6 +239,7 @@ static enum probe_outcome create_probe_file(struct child *c, char *file_url, siz
             return fail(c, PROBE_ERROR, "naming the probe file: %s", strerror(-r));
         if ((size_t)snprintf(file_url, len, "%s/%s", c->dir_url, name) >= len)
             return fail(c, PROBE_ERROR, "URL too long");
+        publish(&c->sh->creating, 1);
         *f = open_fn(c->ctx, file_url, O_WRONLY | O_CREAT | O_EXCL, 0600);
         if (*f != NULL)
             return PROBE_OK;
