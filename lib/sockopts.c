@@ -62,6 +62,7 @@ int sockopts_parse(const char *value, struct sockopts *so)
 
     so->tok = NULL;
     so->n = 0;
+    so->removed = false;
     while (*p) {
         const char *s;
         char **nt;
@@ -95,6 +96,7 @@ void sockopts_free(struct sockopts *so)
     free(so->tok);
     so->tok = NULL;
     so->n = 0;
+    so->removed = false;
 }
 
 /* Does token t name option `name`, with or without `=...`? */
@@ -231,6 +233,7 @@ int sockopts_set(struct sockopts *so, enum sockopts_buf which, long size)
         if (!found)
             first = i;
         found = true;
+        so->removed = true;
         while (span-- > 0)
             remove_at(so, i);
     }
@@ -273,8 +276,11 @@ char *sockopts_format(const struct sockopts *so)
     size_t len = 1;
     char *s, *p;
 
+    /* Only an emptying of ours becomes the default: an empty value as
+     * written is a choice (no TCP_NODELAY), and a request that removes
+     * nothing must leave it as it is. */
     if (so->n == 0)
-        return strdup(SOCKOPTS_DEFAULT);
+        return strdup(so->removed ? SOCKOPTS_DEFAULT : "");
     for (size_t i = 0; i < so->n; i++)
         len += strlen(so->tok[i]) + 1;
     s = malloc(len);

@@ -15,8 +15,10 @@
  * SO_RCVBUF=0 turns autotuning off like any other size. */
 #define SOCKOPTS_AUTO 0L
 
-/* Samba's compiled-in default, and what a value that would otherwise be
- * empty becomes (an empty value would silently drop TCP_NODELAY). */
+/* Samba's compiled-in default, and what a value whose sizes were all
+ * removed becomes when nothing else is left (emptying it would silently
+ * drop TCP_NODELAY). A value that was empty to begin with stays empty: an
+ * admin who wrote `socket options =` switched TCP_NODELAY off. */
 #define SOCKOPTS_DEFAULT "TCP_NODELAY"
 
 /* Samba reads the size with atoi() into an int: the largest we write. */
@@ -27,6 +29,8 @@ enum sockopts_buf { SOCKOPTS_RCVBUF, SOCKOPTS_SNDBUF };
 struct sockopts {
     char **tok;
     size_t n;
+    bool removed; /* sockopts_set took a token out: an empty list was emptied
+                   * by us, not written so (see SOCKOPTS_DEFAULT) */
 };
 
 int sockopts_parse(const char *value, struct sockopts *so);
@@ -80,8 +84,9 @@ struct sockopts_kernel sockopts_kernel(int value, long cap, long min_bytes);
  * first one, or is appended. */
 int sockopts_set(struct sockopts *so, enum sockopts_buf which, long size);
 
-/* Tokens joined by single spaces; SOCKOPTS_DEFAULT when there are none.
- * malloc'ed; NULL when out of memory. */
+/* Tokens joined by single spaces; SOCKOPTS_DEFAULT when there are none
+ * because sockopts_set removed them, "" when there were none to begin
+ * with. malloc'ed; NULL when out of memory. */
 char *sockopts_format(const struct sockopts *so);
 
 /* The value `base` with its buffers set to rcvbuf and sndbuf (sizes or

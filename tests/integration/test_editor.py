@@ -98,7 +98,9 @@ def accepts(old_value, setting, new_value):
     duplicates, one is left, at the first or the last place) or removed for
     `auto`; a missing one is added (anywhere); sizes are written NAME=VALUE
     in decimal; tokens are written separated by one blank; a created line
-    starts with TCP_NODELAY; an empty result is TCP_NODELAY."""
+    starts with TCP_NODELAY; a result emptied by removing sizes is
+    TCP_NODELAY, while an empty value that loses nothing stays empty (the
+    admin switched TCP_NODELAY off) and gains only the sizes."""
     want = dict(zip(BUFS, (size(s) for s in setting.split(","))))
     if new_value != " ".join(tokens(new_value)):
         return f"value {new_value!r} is not its tokens joined by single blanks"
@@ -133,9 +135,10 @@ def accepts(old_value, setting, new_value):
             elif keep.get(i) == n:
                 seq.append(f"{n}={want[n]}")
         candidates.append(seq)
-    if not created and not tokens(old_value):  # an empty value may gain TCP_NODELAY
-        candidates += [["TCP_NODELAY"] + c for c in candidates]
-    if not added:  # a value that would become empty becomes TCP_NODELAY
+    # A value emptied by removing its sizes becomes TCP_NODELAY; one that
+    # was empty to begin with had none to remove and stays empty.
+    removed = any(n is not None for n, _ in items)
+    if removed and not added:
         candidates = [c or ["TCP_NODELAY"] for c in candidates]
 
     def same(a, b):
@@ -434,6 +437,27 @@ def test_sizes_alone_removed_says_what_takes_their_place(smbtuned, tmp_path, old
     said = "Samba's default, TCP_NODELAY, is written in their place" in r.stdout
     assert said == note, r.stdout
     assert samba_value(conf) == ("TCP_NODELAY" if note else old.split()[0])
+
+
+@pytest.mark.parametrize("setting,want", [("auto,auto", None),
+                                          ("64K,auto", "SO_RCVBUF=65536"),
+                                          ("auto,64K", "SO_SNDBUF=65536")])
+def test_empty_line_gains_no_tcp_nodelay(smbtuned, tmp_path, setting, want):
+    """`socket options =` is an admin's choice (TCP_NODELAY off): a request
+    that changes no size leaves every byte, and one that adds a size adds
+    that token alone."""
+    conf = tmp_path / "smb.conf"
+    conf.write_text("[global]\n   socket options =\n")
+    before = conf.read_bytes()
+    r = run_editor(smbtuned, "--smb-conf", conf, "--set-buffers", setting,
+                   "--state-dir", tmp_path / "state")
+    assert r.returncode == 0, r.stderr
+    assert "TCP_NODELAY" not in r.stdout, r.stdout
+    if want is None:
+        assert conf.read_bytes() == before
+        assert "(unchanged)" in r.stdout and "note:" not in r.stdout, r.stdout
+    else:
+        assert samba_value(conf) == want
 
 
 def test_missing_file(smbtuned, tmp_path):

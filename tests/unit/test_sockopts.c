@@ -241,7 +241,23 @@ static void test_set_auto_and_empty(void **state)
                "TCP_NODELAY");
     /* a value that would become empty is Samba's default, never empty */
     check_edit("SO_RCVBUF=8192 SO_SNDBUF=8192", SOCKOPTS_AUTO, SOCKOPTS_AUTO, "TCP_NODELAY");
-    check_edit("", SOCKOPTS_AUTO, SOCKOPTS_AUTO, "TCP_NODELAY");
+}
+
+/* An empty value as written is the admin's (TCP_NODELAY off): removing
+ * nothing leaves it empty, and a size is added alone. The daemon's commit
+ * and --set-buffers both go through sockopts_with. */
+static void test_set_keeps_an_empty_value_empty(void **state)
+{
+    char *v;
+
+    (void)state;
+    check_edit("", SOCKOPTS_AUTO, SOCKOPTS_AUTO, "");
+    check_edit("", 65536, SOCKOPTS_AUTO, "SO_RCVBUF=65536");
+    check_edit("", 65536, 131072, "SO_RCVBUF=65536 SO_SNDBUF=131072");
+    v = sockopts_with("", SOCKOPTS_AUTO, SOCKOPTS_AUTO);
+    assert_non_null(v);
+    assert_string_equal(v, "");
+    free(v);
 }
 
 static void test_set_repairs_fragments(void **state)
@@ -301,6 +317,7 @@ int main(void)
         cmocka_unit_test(test_kernel_effect),
         cmocka_unit_test(test_set_keeps_others),
         cmocka_unit_test(test_set_auto_and_empty),
+        cmocka_unit_test(test_set_keeps_an_empty_value_empty),
         cmocka_unit_test(test_set_repairs_fragments),
         cmocka_unit_test(test_parse_size),
         cmocka_unit_test(test_same),
