@@ -260,6 +260,7 @@ int cmd_set_buffers(const struct opts *o)
     struct config cfg;
     struct err e = {{0}};
     const char *smb_conf, *state_dir;
+    bool changed;
     int r;
 
     /* Bad values on the command line are a bad command line (64), as
@@ -296,8 +297,12 @@ int cmd_set_buffers(const struct opts *o)
     if (res.changed && autotuning_back(res.old_value, res.new_value))
         printf("note: connections made before smbd restarts keep explicit buffers: only a "
                "restart of smbd gives autotuning back (its listening socket keeps them)\n");
+    changed = res.changed;
     smbconf_result_free(&res);
-    if (apply_run(m, smb_conf, &e) < 0) {
+    /* Nothing written, nothing to tell smbd: a reload (SIGHUP, systemd)
+     * for an unchanged file is wasted, and a failure to reach smbd would
+     * turn a no-op into exit 1 with "written". */
+    if (changed && apply_run(m, smb_conf, &e) < 0) {
         fprintf(stderr, "smbtuned: written, but smbd was not told: %s\n", e.msg);
         return 1;
     }
