@@ -205,24 +205,11 @@ static int parse_pair(const char *s, struct smbconf_change *ch, struct err *e)
                        s);
     memcpy(rcv, s, (size_t)(comma - s));
     rcv[comma - s] = '\0';
-    r = sockopts_parse_size(rcv, &ch->rcvbuf, e);
+    /* The search never goes below SET_BUFFERS_MIN either; a hand edit
+     * still can. */
+    r = sockopts_parse_size(rcv, SOCKOPTS_RCVBUF, SET_BUFFERS_MIN, &ch->rcvbuf, e);
     if (r == 0)
-        r = sockopts_parse_size(comma + 1, &ch->sndbuf, e);
-    /* A size of a few bytes is a typo far more often than a wish (`1` for
-     * `1M`): it gives the kernel's minimum buffer and a server that
-     * crawls. The search never goes below 4096 either; a hand edit still
-     * can. */
-    for (int i = 0; r == 0 && i < 2; i++) {
-        long z = i == 0 ? ch->rcvbuf : ch->sndbuf;
-
-        if (z != SOCKOPTS_AUTO && z < SET_BUFFERS_MIN)
-            r = err_set(e, -ERANGE,
-                        "%s=%ld is below %d bytes, where the kernel's smallest buffer makes "
-                        "Samba crawl (a unit left out? %ldK is %ld bytes); write such a line "
-                        "by hand if it is meant",
-                        sockopts_name(i == 0 ? SOCKOPTS_RCVBUF : SOCKOPTS_SNDBUF), z,
-                        SET_BUFFERS_MIN, z, 1024 * z);
-    }
+        r = sockopts_parse_size(comma + 1, SOCKOPTS_SNDBUF, SET_BUFFERS_MIN, &ch->sndbuf, e);
     if (r < 0) {
         char m[sizeof(e->msg)];
 

@@ -299,7 +299,7 @@ char *sockopts_format(const struct sockopts *so)
     return s;
 }
 
-int sockopts_parse_size(const char *s, long *size, struct err *e)
+int sockopts_parse_size(const char *s, enum sockopts_buf which, long min, long *size, struct err *e)
 {
     long long v;
     int r;
@@ -308,15 +308,25 @@ int sockopts_parse_size(const char *s, long *size, struct err *e)
         *size = SOCKOPTS_AUTO;
         return 0;
     }
+    /* From 1: a size below min but above 0 gets words of its own */
     r = parse_size(s, 1, SOCKOPTS_MAX_SIZE, &v);
     if (r == -ERANGE)
-        return err_set(e, r, "buffer size '%s' is out of range: expected 1 to %ld bytes", s,
+        return err_set(e, r, "buffer size '%s' is out of range: expected %ld to %ld bytes", s, min,
                        SOCKOPTS_MAX_SIZE);
     if (r < 0)
         return err_set(e, r,
                        "buffer size '%s' is not a size: expected bytes such as 262144, 256K, "
                        "1M, or 'auto'",
                        s);
+    /* A size of a few bytes is a typo far more often than a wish (`1` for
+     * `1M`): it gives the kernel's minimum buffer and a server that
+     * crawls. */
+    if (v < min)
+        return err_set(e, -ERANGE,
+                       "%s=%lld is below %ld bytes, where the kernel's smallest buffer makes "
+                       "Samba crawl (a unit left out? %lldK is %lld bytes); write such a line "
+                       "by hand if it is meant",
+                       names[which], v, min, v, 1024 * v);
     *size = (long)v;
     return 0;
 }

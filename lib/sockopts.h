@@ -94,9 +94,11 @@ char *sockopts_format(const struct sockopts *so);
  * malloc'ed; NULL when out of memory. */
 char *sockopts_with(const char *base, long rcvbuf, long sndbuf);
 
-/* Parse a command-line buffer size: a byte count (262144, 256K, 1M) or
- * `auto` (SOCKOPTS_AUTO). */
-int sockopts_parse_size(const char *s, long *size, struct err *e);
+/* Parse a command-line size for buffer `which`: a byte count (262144,
+ * 256K, 1M) from min to SOCKOPTS_MAX_SIZE, or `auto` (SOCKOPTS_AUTO).
+ * -ERANGE outside that range, the message naming it. */
+int sockopts_parse_size(const char *s, enum sockopts_buf which, long min, long *size,
+                        struct err *e);
 
 /* Compare two values as Samba sees them: whitespace runs are equal to one
  * space, leading and trailing blanks do not count. */

@@ -15,7 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     long sz;
     char *out;
 
-    (void)sockopts_parse_size(value, &sz, NULL);
+    (void)sockopts_parse_size(value, SOCKOPTS_RCVBUF, 4096, &sz, NULL);
     (void)sockopts_kernel(sockopts_atoi(value), 4194304, 2304);
     if (sockopts_parse(value, &so) == 0) {
         rcv = sockopts_get(&so, SOCKOPTS_RCVBUF);

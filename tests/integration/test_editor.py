@@ -423,6 +423,18 @@ def test_bad_set_buffers_changes_nothing(smbtuned, tmp_path, setting, word):
     assert word in msg or (setting and setting in msg), f"{setting!r}: message {msg!r}"
 
 
+@pytest.mark.parametrize("setting", ["2G,2G", "0,1M", "1M,4294967296"])
+def test_out_of_range_size_names_the_range_taken(smbtuned, tmp_path, setting):
+    """Too large or zero: the message names the range --set-buffers takes,
+    4096 up (below it is refused as a likely typo), not the parser's."""
+    conf = tmp_path / "smb.conf"
+    conf.write_text("[global]\n   socket options = TCP_NODELAY\n")
+    r = run_editor(smbtuned, "--smb-conf", conf, "--set-buffers", setting,
+                   "--state-dir", tmp_path / "state")
+    assert r.returncode == 64, r.stderr
+    assert "out of range: expected 4096 to 2147483647 bytes" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("old,note", [("SO_RCVBUF=8192 SO_SNDBUF=8192", True),
                                       ("TCP_NODELAY SO_RCVBUF=8192", False),
                                       ("SO_KEEPALIVE SO_RCVBUF=8192", False)])

@@ -1,5 +1,6 @@
 /* Unit tests for lib/sockopts: Samba's reading of a `socket options` value
  * and our edits of it. */
+#include <errno.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -275,28 +276,43 @@ static void test_set_repairs_fragments(void **state)
                "TCP_KEEPIDLE=60 SO_RCVBUF=65536");
 }
 
+/* As --set-buffers calls it: sizes from 4096 */
+static int parse_size(const char *s, long *v, struct err *e)
+{
+    return sockopts_parse_size(s, SOCKOPTS_RCVBUF, 4096, v, e);
+}
+
 static void test_parse_size(void **state)
 {
     struct err e;
     long v;
 
     (void)state;
-    assert_int_equal(sockopts_parse_size("262144", &v, &e), 0);
+    assert_int_equal(parse_size("262144", &v, &e), 0);
     assert_int_equal(v, 262144);
-    assert_int_equal(sockopts_parse_size("256K", &v, &e), 0);
+    assert_int_equal(parse_size("256K", &v, &e), 0);
     assert_int_equal(v, 262144);
-    assert_int_equal(sockopts_parse_size("1m", &v, &e), 0);
+    assert_int_equal(parse_size("1m", &v, &e), 0);
     assert_int_equal(v, 1048576);
-    assert_int_equal(sockopts_parse_size("auto", &v, &e), 0);
+    assert_int_equal(parse_size("auto", &v, &e), 0);
     assert_int_equal(v, SOCKOPTS_AUTO);
-    assert_true(sockopts_parse_size("12x", &v, &e) < 0);
+    assert_true(parse_size("12x", &v, &e) < 0);
     assert_non_null(strstr(e.msg, "12x"));
-    assert_true(sockopts_parse_size("-5", &v, &e) < 0);
-    assert_true(sockopts_parse_size("0", &v, &e) < 0);
-    assert_true(sockopts_parse_size("", &v, &e) < 0);
-    assert_true(sockopts_parse_size("4G", &v, &e) < 0);
+    assert_true(parse_size("-5", &v, &e) < 0);
+    assert_true(parse_size("0", &v, &e) < 0);
+    assert_true(parse_size("", &v, &e) < 0);
+    assert_true(parse_size("4G", &v, &e) < 0);
     assert_non_null(strstr(e.msg, "out of range"));
-    assert_true(sockopts_parse_size(" 5", &v, &e) < 0);
+    assert_true(parse_size(" 5", &v, &e) < 0);
+    /* the range said is the one taken, too large or too small */
+    assert_int_equal(parse_size("2G", &v, &e), -ERANGE);
+    assert_non_null(strstr(e.msg, "expected 4096 to 2147483647 bytes"));
+    assert_int_equal(parse_size("0", &v, &e), -ERANGE);
+    assert_non_null(strstr(e.msg, "expected 4096 to 2147483647 bytes"));
+    assert_int_equal(parse_size("4095", &v, &e), -ERANGE);
+    assert_non_null(strstr(e.msg, "SO_RCVBUF=4095 is below 4096 bytes"));
+    assert_int_equal(parse_size("4096", &v, &e), 0);
+    assert_int_equal(v, 4096);
 }
 
 static void test_same(void **state)
