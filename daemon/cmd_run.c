@@ -121,6 +121,7 @@ static int make_opts(struct daemon *d, struct err *e)
                     "instead of live",
                     t->trials == TUNER_SHADOW ? "shadow smbds" : "the probe's client socket");
     t->once = d->o->once;
+    t->dry_run = d->o->once && d->o->dry_run;
     t->json = d->o->json;
     /* A line per sample on stderr, unless the journal's "tried ..." lines
      * go there already (a terminal or a pipe: the same sample twice). */
@@ -286,11 +287,7 @@ int cmd_resume(const struct opts *o)
     }
     /* The admin's value becomes the one smbtuned starts from. */
     snprintf(conf, sizeof(conf), "SMBTUNED_SMB_CONF=%s", d.cfg.tune.smb_conf);
-    st.hold = false;
-    state_set_str(&st.hold_reason, NULL);
-    state_set_str(&st.last_written, NULL);
-    st.written_at = 0;    /* the line is the admin's now: not written by us */
-    st.converged = false; /* and the next cycle searches from it */
+    state_end_hold(&st);
     r = state_save(d.cfg.tune.state_dir, &st, &e);
     state_unlock();
     state_free(&st);

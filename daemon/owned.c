@@ -141,10 +141,7 @@ bool owned_resumed(struct owned *w)
     if (!resumed)
         return false;
     /* what cmd_resume writes */
-    w->st->hold = false;
-    state_set_str(&w->st->hold_reason, NULL);
-    state_set_str(&w->st->last_written, NULL);
-    w->st->written_at = 0;
+    state_end_hold(w->st);
     w->hold_on_disk = false;
     return true;
 }

@@ -527,7 +527,9 @@ static void cycle_done(struct tuner *t)
      * at the cycle's start): saving ours would take the hold again. The
      * lock keeps a --resume from coming between the look and the save (it
      * holds it for a load and a save). */
-    if (state_lock(t->o.state_dir, &e) < 0) {
+    if (t->o.dry_run) {
+        /* a look, not a cycle of the daemon's (tuner_opts.h) */
+    } else if (state_lock(t->o.state_dir, &e) < 0) {
         /* not saved: a second wait in the save would only stall the loop
          * longer; the next cycle's end saves */
         journal_log(LOG_ERR, "%s", e.msg);

@@ -479,6 +479,16 @@ char *state_format(const struct state *s)
     return buf;
 }
 
+void state_end_hold(struct state *s)
+{
+    s->hold = false;
+    state_set_str(&s->hold_reason, NULL);
+    state_set_str(&s->last_written, NULL);
+    s->written_at = 0;
+    s->converged = false;
+    s->have_incumbent = false;
+}
+
 void state_free(struct state *s)
 {
     for (size_t i = 0; i < NFIELDS; i++) {

@@ -125,4 +125,11 @@ void state_unlock(void);
 /* Replace *dst by a copy of src (NULL allowed). */
 int state_set_str(char **dst, const char *src);
 
+/* What `smbtuned --resume` does to a state with a hold (pure): the hold
+ * and our record of the line go, since the line is the admin's now, and
+ * the next cycle searches from it and measures it anew (the incumbent's
+ * rates were of the line before the hold). The daemon does the same to its
+ * copy when it sees a --resume saved during its cycle. */
+void state_end_hold(struct state *s);
+
 #endif

@@ -37,8 +37,12 @@ struct tuner_opts {
     int window_end;
     bool restart_smbd; /* may restart smbd.service so that AUTO takes effect */
     bool once;         /* one cycle, then leave the loop (command line only) */
-    bool json;         /* --once: the before/after object on stdout (command line only) */
-    bool progress;     /* --once: a line per sample on stderr (command line only) */
+    /* --once --dry-run: the cycle's end saves nothing, so that the
+     * daemon's schedule, search and reference stay as they were; a hold
+     * or a recovery, which are about smb.conf, are saved as ever. */
+    bool dry_run;
+    bool json;     /* --once: the before/after object on stdout (command line only) */
+    bool progress; /* --once: a line per sample on stderr (command line only) */
 };
 
 #endif

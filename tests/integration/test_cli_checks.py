@@ -143,6 +143,21 @@ def test_unreachable_share_claims_no_leftover_file(shadow_env):
     assert not re.search(r"^<[0-4]>.*probe's file", err, re.M), err
 
 
+def test_dry_run_leaves_the_state_as_it_was(shadow_env):
+    """--once --dry-run is a look: the daemon's state file (its schedule,
+    its search, its count of cycles) is left byte for byte."""
+    env = shadow_env(WRITTEN)
+    # one sample, then the byte budget ends the cycle
+    env.write_config(tune={"trials": q("shadow"), "mode": q("tune"), "max_bytes": "8M"})
+    state = env.state_dir / "state"
+    state.write_text(state_text(WRITTEN))
+    before = state.read_bytes()
+    rc, out, err = env.run("--once", "--dry-run", timeout=120)
+    assert rc == 0, f"exit {rc}\n{out}\n{err}"
+    assert re.search(r"^<\d>byte budget of ", err, re.M), err
+    assert state.read_bytes() == before
+
+
 def test_resume_takes_turns_with_the_daemons_saves(shadow_env):
     """--resume holds the state lock (STATE_DIR/state.lock) from its load to its save,
     so no save of the daemon's (a cycle's counters, its schedule) can come

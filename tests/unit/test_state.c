@@ -805,9 +805,32 @@ static void test_save_waits_for_the_lock(void **state)
     free(dir);
 }
 
+/* --resume: the hold and our record go, and the rates of the line before
+ * it with them; what else the state holds stays. */
+static void test_end_hold(void **state)
+{
+    struct state s = {0};
+
+    (void)state;
+    s.hold = s.converged = s.have_incumbent = true;
+    assert_int_equal(state_set_str(&s.hold_reason, "edited by hand"), 0);
+    assert_int_equal(state_set_str(&s.last_written, "TCP_NODELAY"), 0);
+    s.written_at = 1000;
+    s.cycles = 7;
+    s.write_mbps = 12.5;
+    state_end_hold(&s);
+    assert_false(s.hold || s.converged || s.have_incumbent);
+    assert_null(s.hold_reason);
+    assert_null(s.last_written);
+    assert_int_equal(s.written_at, 0);
+    assert_int_equal(s.cycles, 7);
+    state_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_end_hold),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_legacy_and_version),
         cmocka_unit_test(test_version2_times),

@@ -1270,10 +1270,7 @@ static void resume_when_held(void *ud, const char *status)
         return;
     load_state(r->f, &st);
     assert_true(st.hold);
-    st.hold = false;
-    state_set_str(&st.hold_reason, NULL);
-    state_set_str(&st.last_written, NULL);
-    st.written_at = 0;
+    state_end_hold(&st);
     assert_int_equal(state_save(r->f->state_dir, &st, NULL), 0);
     state_free(&st);
     r->resumed = true;
