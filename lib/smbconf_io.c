@@ -35,9 +35,11 @@ static int disk_glob(void *ctx, const char *pattern, char ***paths, size_t *n)
     *paths = NULL;
     *n = 0;
     /* GLOB_PERIOD: a '*' matches a leading '.' too, as a macro can start
-     * with one (a client may call itself ".ws01"). glibc still never
-     * matches "." or "..": the caller globs those as such. */
-    r = glob(pattern, GLOB_NOSORT | GLOB_PERIOD, NULL, &g);
+     * with one (a client may call itself ".ws01"); it matches "." and ".."
+     * as well (glibc 2.36), which the caller globs as such anyway.
+     * GLOB_MARK ends every directory's name with '/': a directory is no
+     * file Samba reads settings from, so it is left out. */
+    r = glob(pattern, GLOB_NOSORT | GLOB_PERIOD | GLOB_MARK, NULL, &g);
     if (r == GLOB_NOMATCH)
         return 0;
     if (r != 0)
@@ -47,13 +49,18 @@ static int disk_glob(void *ctx, const char *pattern, char ***paths, size_t *n)
         globfree(&g);
         return -ENOMEM;
     }
-    for (size_t i = 0; i < g.gl_pathc; i++) {
-        (*paths)[i] = strdup(g.gl_pathv[i]);
-        if ((*paths)[i] == NULL)
-            break;
-        (*n)++;
+    r = 0;
+    for (size_t i = 0; i < g.gl_pathc && r == 0; i++) {
+        size_t len = strlen(g.gl_pathv[i]);
+
+        if (len > 0 && g.gl_pathv[i][len - 1] == '/')
+            continue;
+        (*paths)[*n] = strdup(g.gl_pathv[i]);
+        if ((*paths)[*n] == NULL)
+            r = -ENOMEM;
+        else
+            (*n)++;
     }
-    r = *n == g.gl_pathc ? 0 : -ENOMEM;
     globfree(&g);
     return r;
 }

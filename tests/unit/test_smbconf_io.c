@@ -139,6 +139,10 @@ static const struct percent_case percent_cases[] = {
     {"inc/%m/p.conf", "inc/p.conf", true},      /* %m = "" or "." */
     {"inc/%m/p.conf", "p.conf", true},          /* %m = ".." */
     {"inc/%m/p.conf", "inc/a/b/p.conf", false}, /* %m holds no '/' */
+    /* a macro last: "inc/.", "inc/.." and a directory are no files Samba
+     * reads (glob's '*' with GLOB_PERIOD matches them all) */
+    {"inc/%m", "elsewhere/ws01", false},
+    {"inc/%m", "inc/sub/ws01", false},
 };
 
 /* Create every directory on the way to path (not path itself). */
