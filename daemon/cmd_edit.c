@@ -286,11 +286,12 @@ int cmd_set_buffers(const struct opts *o)
                "restart of smbd gives autotuning back (its listening socket keeps them)\n");
     changed = res.changed;
     smbconf_result_free(&res);
-    /* Nothing written, nothing to tell smbd: a reload (SIGHUP, systemd)
-     * for an unchanged file is wasted, and a failure to reach smbd would
-     * turn a no-op into exit 1 with "written". */
-    if (changed && apply_run(m, smb_conf, &e) < 0) {
-        fprintf(stderr, "smbtuned: written, but smbd was not told: %s\n", e.msg);
+    /* An unchanged line is still applied when --apply asks: running the
+     * same command again is how an admin retries an apply that failed
+     * (the line was written then). Only the words differ. */
+    if (apply_run(m, smb_conf, &e) < 0) {
+        fprintf(stderr, "smbtuned: %s, but smbd was not told: %s\n",
+                changed ? "written" : "unchanged", e.msg);
         return 1;
     }
     return 0;

@@ -472,19 +472,25 @@ def test_empty_line_gains_no_tcp_nodelay(smbtuned, tmp_path, setting, want):
         assert samba_value(conf) == want
 
 
-def test_unchanged_line_applies_nothing(smbtuned, tmp_path):
-    """A --set-buffers that changes nothing tells smbd nothing: exit 0, no
-    "written". smbd's pid directory is the test's own, empty, so a
-    signal that was sent anyway would fail (and reach no real smbd)."""
+def test_unchanged_line_is_applied_when_asked(smbtuned, tmp_path):
+    """Running the same --set-buffers --apply again is how an admin retries
+    an apply that failed: an unchanged line is applied too, and a failure
+    says "unchanged", not "written". smbd's pid directory is the test's
+    own, empty, so the signal fails (and reaches no real smbd)."""
     conf = tmp_path / "smb.conf"
     conf.write_text(f"[global]\n   pid directory = {tmp_path / 'run'}\n"
                     "   socket options = TCP_NODELAY SO_RCVBUF=1048576\n")
     before = conf.read_bytes()
     r = run_editor(smbtuned, "--smb-conf", conf, "--set-buffers", "1M,auto",
                    "--apply", "signal", "--state-dir", tmp_path / "state")
-    assert r.returncode == 0, r.stderr
-    assert r.stderr == "", r.stderr
+    assert r.returncode == 1, r.stderr
     assert "(unchanged)" in r.stdout, r.stdout
+    assert r.stderr.startswith("smbtuned: unchanged, but smbd was not told: "), r.stderr
+    assert conf.read_bytes() == before
+    # without --apply nothing is told, and nothing fails
+    r = run_editor(smbtuned, "--smb-conf", conf, "--set-buffers", "1M,auto",
+                   "--state-dir", tmp_path / "state")
+    assert (r.returncode, r.stderr) == (0, ""), r.stderr
     assert conf.read_bytes() == before
 
 
