@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -30,6 +31,59 @@ int files_mkdir_p(const char *dir)
     if (mkdir(buf, 0700) < 0 && errno != EEXIST)
         return -errno;
     return 0;
+}
+
+/* Whether a directory on the way to a private one is safe: only root or
+ * we may have made it, and no one else may rename what is in it (not
+ * writable by group or others, unless sticky as /tmp is). */
+static bool safe_on_the_way(const struct stat *st)
+{
+    return S_ISDIR(st->st_mode) && (st->st_uid == 0 || st->st_uid == geteuid()) &&
+           ((st->st_mode & 022) == 0 || (st->st_mode & S_ISVTX) != 0);
+}
+
+/* Every directory above path (not path itself) is safe_on_the_way: else
+ * whoever owns or may write one could move the private directory away
+ * between our check and our write, and put their own tree in its place.
+ * stat follows links, so a link's target is checked where the link is. */
+static int check_ancestors(const char *path, struct err *e)
+{
+    char buf[PATH_MAX];
+    struct stat st;
+    size_t n = strlen(path);
+
+    if (n >= sizeof(buf))
+        return err_set(e, -ENAMETOOLONG, "%s: name too long", path);
+    memcpy(buf, path, n + 1);
+    for (char *p = strrchr(buf, '/'); p != NULL; p = strrchr(buf, '/')) {
+        *p = '\0';
+        if (stat(buf[0] ? buf : "/", &st) < 0)
+            return err_set(e, -errno, "%s: %s", buf[0] ? buf : "/", strerror(errno));
+        if (!safe_on_the_way(&st))
+            return err_set(e, -EPERM,
+                           "%s: its parent %s is owned by uid %u with mode %04o: refused, a "
+                           "directory on the way to it must be root's or uid %u's and writable "
+                           "by its owner only (or sticky)",
+                           path, buf[0] ? buf : "/", (unsigned)st.st_uid,
+                           (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
+        if (buf[0] == '\0')
+            break;
+    }
+    return 0;
+}
+
+/* check_ancestors of dir as configured (where a link in it lies) and of
+ * where it really is. */
+static int check_the_way(const char *dir, struct err *e)
+{
+    char real[PATH_MAX];
+    int r = dir[0] == '/' ? check_ancestors(dir, e) : 0;
+
+    if (r < 0)
+        return r;
+    if (realpath(dir, real) == NULL)
+        return err_set(e, -errno, "%s: %s", dir, strerror(errno));
+    return check_ancestors(real, e);
 }
 
 int files_private_dir(const char *dir, unsigned flags, struct err *e)
@@ -59,6 +113,11 @@ int files_private_dir(const char *dir, unsigned flags, struct err *e)
                     "%s is owned by uid %u with mode %04o: refused, it must be uid %u's and "
                     "writable by it only",
                     dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
+        close(fd);
+        return r;
+    }
+    r = check_the_way(dir, e);
+    if (r < 0) {
         close(fd);
         return r;
     }

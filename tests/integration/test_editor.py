@@ -577,7 +577,8 @@ def test_read_only_directory(smbtuned, tmp_path):
     assert_unchanged(before, d, "read-only dir")
 
 
-@pytest.mark.parametrize("how", ["world-writable", "another-owner", "backup-link"])
+@pytest.mark.parametrize("how", ["world-writable", "another-owner", "backup-link",
+                                 "parent-of-another-owner"])
 def test_state_directory_others_could_write_is_refused(smbtuned, tmp_path, how):
     """Root writes backups into the state directory: one that someone else
     owns or may write to could hold a link to anywhere, planted where a
@@ -587,6 +588,12 @@ def test_state_directory_others_could_write_is_refused(smbtuned, tmp_path, how):
         pytest.skip("needs root to own the state directory as another user")
     d = copy_fixture(CORPUS / "old-tuning-guide", tmp_path / "c")
     state, victim = tmp_path / "state", tmp_path / "victim"
+    if how == "parent-of-another-owner":
+        # nobody may move root's private state directory away and put
+        # their own in its place
+        (tmp_path / "u").mkdir(mode=0o755)
+        os.chown(tmp_path / "u", 65534, 65534)
+        state = tmp_path / "u" / "state"
     state.mkdir(mode=0o700)
     victim.mkdir()
     if how == "world-writable":
@@ -602,6 +609,9 @@ def test_state_directory_others_could_write_is_refused(smbtuned, tmp_path, how):
     assert r.returncode == 1, r.stderr
     if how == "backup-link":
         assert f"{state}/backup is a symlink or not a directory: refused" in r.stderr, r.stderr
+    elif how == "parent-of-another-owner":
+        assert (f"{state}: its parent {tmp_path / 'u'} is owned by uid 65534 with mode 0755: "
+                "refused") in r.stderr, r.stderr
     else:
         mode = "0777" if how == "world-writable" else "0700"
         uid = 0 if how == "world-writable" else 65534

@@ -354,6 +354,47 @@ static void test_private_dir(void **state)
     }
 }
 
+/* A directory on the way that someone else could change: the private
+ * directory could be moved away and replaced between check and write. */
+static void test_private_dir_on_the_way(void **state)
+{
+    char open_dir[128], priv[160], link[128];
+    struct err e;
+    int fd;
+
+    (void)state;
+    snprintf(open_dir, sizeof(open_dir), "%s/open", dir);
+    snprintf(priv, sizeof(priv), "%s/open/sub/state", dir);
+    assert_int_equal(mkdir(open_dir, 0700), 0);
+    fd = files_private_dir(priv, FILES_DIR_MAKE, &e);
+    assert_true(fd >= 0);
+    close(fd);
+    /* writable by others: refused, whichever level */
+    assert_int_equal(chmod(open_dir, 0777), 0);
+    assert_int_equal(files_private_dir(priv, FILES_DIR_MAKE, &e), -EPERM);
+    assert_non_null(strstr(e.msg, "its parent"));
+    assert_non_null(strstr(e.msg, "/open is owned by uid"));
+    assert_non_null(strstr(e.msg, "with mode 0777: refused"));
+    /* through a link that lies in a safe place: where it leads counts */
+    snprintf(link, sizeof(link), "%s/link", dir);
+    assert_int_equal(symlink("open/sub", link), 0);
+    snprintf(priv, sizeof(priv), "%s/link/state", dir);
+    assert_int_equal(files_private_dir(priv, 0, &e), -EPERM);
+    assert_non_null(strstr(e.msg, "/open is owned by uid"));
+    /* sticky, as /tmp: no one renames what is ours */
+    assert_int_equal(chmod(open_dir, 01777), 0);
+    fd = files_private_dir(priv, 0, &e);
+    assert_true(fd >= 0);
+    close(fd);
+    /* another user's, not writable by others */
+    if (geteuid() == 0) {
+        assert_int_equal(chmod(open_dir, 0755), 0);
+        assert_int_equal(chown(open_dir, 65534, 65534), 0);
+        assert_int_equal(files_private_dir(priv, 0, &e), -EPERM);
+        assert_non_null(strstr(e.msg, "is owned by uid 65534 with mode 0755: refused"));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -362,6 +403,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sweep_only_ours, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mkdir_p, setup, teardown),
         cmocka_unit_test_setup_teardown(test_private_dir, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_private_dir_on_the_way, setup, teardown),
         cmocka_unit_test_setup_teardown(test_swapped_directory_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_proc_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep_not_others, setup, teardown),
