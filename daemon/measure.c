@@ -93,7 +93,7 @@ static int on_done(sd_event_source *src, int fd, uint32_t revents, void *ud)
     /* Only a probe that ended well removed its file itself (a failed
      * delete is a failure: probe.c); one that failed before it sent its
      * create (no connection, no logon, no share) made none. */
-    if (ret < 0 || (r.outcome != PROBE_OK && r.may_leave_file))
+    if (ret < 0 || (r.outcome != PROBE_OK && r.stage >= PROBE_STAGE_CREATING))
         m->dirty = m->ours = true;
     m->done(m->ud, ret, ret < 0 ? NULL : &r, ret < 0 ? e.msg : r.cause);
     return 0;

@@ -312,7 +312,7 @@ int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e)
                          &r->read_startup_bytes, &r->read_startup_s) /
         1e6;
     r->write_pace_bps = probe_shared_peek(&sh->write_pace);
-    r->may_leave_file = probe_shared_peek(&sh->creating) != 0;
+    r->stage = (enum probe_stage)probe_shared_peek(&sh->stage);
     r->client_rcvbuf = sh->client_rcvbuf ? sh->client_rcvbuf : -1;
     r->client_sndbuf = sh->client_sndbuf ? sh->client_sndbuf : -1;
 
@@ -356,9 +356,14 @@ int probe_cleanup(const struct probe_params *p, struct err *e)
     wait_job(&job);
     ret = probe_finish(&job, &r, e);
     /* A clean-up that never reached the share (a peer gone from the
-     * network) removed nothing: the caller must be able to say so. */
-    if (ret == 0 && r.outcome != PROBE_OK)
-        ret = err_set(e, -ENOTCONN, "the share could not be reached (%s)", r.cause);
+     * network) removed nothing and looked for nothing: the caller must be
+     * able to say so, and to tell it from one that failed on the way. */
+    if (ret == 0 && r.outcome != PROBE_OK) {
+        if (r.stage == PROBE_STAGE_CONTACT)
+            ret = err_set(e, -ENOTCONN, "the share could not be reached (%s)", r.cause);
+        else
+            ret = err_set(e, -EIO, "the clean-up failed (%s)", r.cause);
+    }
     return ret;
 }
 

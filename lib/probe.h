@@ -105,6 +105,14 @@ struct probe_params {
 
 void probe_params_default(struct probe_params *p);
 
+/* The steps of a probe, in order; each is entered before it is tried. */
+enum probe_stage {
+    PROBE_STAGE_SETUP,    /* its own set-up: name, credentials, libsmbclient */
+    PROBE_STAGE_CONTACT,  /* connection, logon and tree connect to the share */
+    PROBE_STAGE_REACHED,  /* the share answered */
+    PROBE_STAGE_CREATING, /* its file's create is sent */
+};
+
 struct probe_result {
     enum probe_outcome outcome;
     long long write_bytes, read_bytes;
@@ -121,9 +129,9 @@ struct probe_result {
     /* What getsockopt says the client socket has once connected (twice the
      * requested size when one was set), -1 when unknown. */
     int client_rcvbuf, client_sndbuf;
-    /* The probe got as far as creating its file: unless it ended ok (it
-     * removed the file then), the file may be left in the share. */
-    bool may_leave_file;
+    /* How far it got: from PROBE_STAGE_CREATING on, unless it ended ok
+     * (it removed the file then), its file may be left in the share. */
+    enum probe_stage stage;
     char cause[512]; /* why, for any outcome but ok; no secret */
 };
 
@@ -148,7 +156,8 @@ int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e);
 /* Remove the files that killed probes from this host left in the target
  * directory (a short child of its own, at most a few seconds). For after a
  * probe was killed at its deadline or by a stop. -ENOTCONN when the share
- * could not be reached: nothing was removed, nor looked for. */
+ * could not be reached: nothing was removed, nor looked for; -EIO when it
+ * failed otherwise. */
 int probe_cleanup(const struct probe_params *p, struct err *e);
 
 /* probe_start + wait + probe_finish. After a timeout it runs a short

@@ -239,7 +239,7 @@ static enum probe_outcome create_probe_file(struct child *c, char *file_url, siz
             return fail(c, PROBE_ERROR, "naming the probe file: %s", strerror(-r));
         if ((size_t)snprintf(file_url, len, "%s/%s", c->dir_url, name) >= len)
             return fail(c, PROBE_ERROR, "URL too long");
-        publish(&c->sh->creating, 1);
+        publish(&c->sh->stage, PROBE_STAGE_CREATING);
         *f = open_fn(c->ctx, file_url, O_WRONLY | O_CREAT | O_EXCL, 0600);
         if (*f != NULL)
             return PROBE_OK;
@@ -569,8 +569,10 @@ static enum probe_outcome measure(struct child *c)
     if (url_format(&share_only, NULL, share_url, sizeof(share_url)) < 0)
         return fail(c, PROBE_ERROR, "URL too long");
     stat_fn = api.getFunctionStat(c->ctx);
+    publish(&c->sh->stage, PROBE_STAGE_CONTACT);
     if (stat_fn(c->ctx, share_url, &st) < 0)
         return connect_failure(c, errno);
+    publish(&c->sh->stage, PROBE_STAGE_REACHED);
     read_client_buffers(c);
     if (c->dir_url[0] && strcmp(c->dir_url, share_url) != 0 &&
         stat_fn(c->ctx, c->dir_url, &st) < 0) {

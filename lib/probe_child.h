@@ -27,9 +27,9 @@ struct probe_shared {
     /* The pacing cap on the probe's socket when the writing ended
      * (probe_pace_cap), bytes/s; 0: none set. */
     int64_t write_pace;
-    /* Set before the probe file's create is sent: from then on a file of
-     * this probe may be in the share, whatever becomes of the child. */
-    int64_t creating;
+    /* How far the child got (enum probe_stage), published before each
+     * step: a killed child's stage holds too. */
+    int64_t stage;
     int done;
     int outcome;
     int client_rcvbuf, client_sndbuf;
