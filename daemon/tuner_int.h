@@ -110,7 +110,6 @@ long tuner_window_opens_in(int start, int end, time_t now);
 /* The search converged no longer (a drift, a change of Samba or the
  * kernel, a hold ended): in memory and in the state file's reference. */
 void tuner_unconverge(struct tuner *t);
-void tuner_unconverge_state(struct state *st);
 /* The probe and search settings a reference is measured with, in words
  * (state.ref_settings). */
 void tuner_settings_words(const struct tuner_opts *o, char *buf, size_t len);

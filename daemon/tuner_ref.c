@@ -86,7 +86,7 @@ void tuner_ref_store(struct tuner *t, const struct search_reference *ref, const 
     struct search_config rec = {st->rcvbuf, st->sndbuf};
     char words[STATE_SETTINGS_LEN];
 
-    tuner_unconverge_state(st);
+    state_unconverge(st);
     if (!st->have_incumbent || !search_config_eq(tuner_verified(t), rec))
         return;
     tuner_settings_words(&t->o, words, sizeof(words));
@@ -114,25 +114,13 @@ void tuner_ref_keep(struct tuner *t)
     if (t->converged && search_reference(t->s, &ref) == 0)
         tuner_ref_store(t, &ref, NULL);
     else
-        tuner_unconverge_state(&t->st);
-}
-
-void tuner_unconverge_state(struct state *st)
-{
-    st->converged = false;
-    st->ref_channels = 0;
-    for (int i = 0; i < 2; i++) {
-        st->ref_rate[i] = st->ref_n[i] = 0;
-        st->ref_mbps[i] = st->ref_ss[i] = st->ref_df[i] = st->ref_reject[i] = 0;
-    }
-    state_set_str(&st->ref_settings, NULL);
-    state_set_str(&st->ref_recent, NULL);
+        state_unconverge(&t->st);
 }
 
 void tuner_unconverge(struct tuner *t)
 {
     t->converged = false;
-    tuner_unconverge_state(&t->st);
+    state_unconverge(&t->st);
 }
 
 bool tuner_ref_restore(struct tuner *t)

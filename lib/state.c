@@ -479,14 +479,28 @@ char *state_format(const struct state *s)
     return buf;
 }
 
+void state_unconverge(struct state *st)
+{
+    st->converged = false;
+    st->ref_channels = 0;
+    for (int i = 0; i < 2; i++) {
+        st->ref_rate[i] = st->ref_n[i] = 0;
+        st->ref_mbps[i] = st->ref_ss[i] = st->ref_df[i] = st->ref_reject[i] = 0;
+    }
+    state_set_str(&st->ref_settings, NULL);
+    state_set_str(&st->ref_recent, NULL);
+}
+
 void state_end_hold(struct state *s)
 {
     s->hold = false;
     state_set_str(&s->hold_reason, NULL);
     state_set_str(&s->last_written, NULL);
     s->written_at = 0;
-    s->converged = false;
+    state_unconverge(s);
     s->have_incumbent = false;
+    s->rcvbuf = s->sndbuf = 0;
+    s->write_mbps = s->read_mbps = 0;
 }
 
 void state_free(struct state *s)

@@ -125,6 +125,9 @@ void state_unlock(void);
 /* Replace *dst by a copy of src (NULL allowed). */
 int state_set_str(char **dst, const char *src);
 
+/* Forget the converged search's reference (pure): the next cycle searches. */
+void state_unconverge(struct state *s);
+
 /* What `smbtuned --resume` does to a state with a hold (pure): the hold
  * and our record of the line go, since the line is the admin's now, and
  * the next cycle searches from it and measures it anew (the incumbent's

@@ -403,6 +403,7 @@ def test_hand_edit_holds_until_resume(make_env):
     # the rates of the line before the hold are not shown as the hand
     # value's (and the dry run saved none of its own)
     assert env.state().get("have_incumbent") == "no", env.state()
+    assert float(env.state()["write_mbps"]) == float(env.state()["read_mbps"]) == 0, env.state()
     assert_clean(env)
 
 

@@ -818,8 +818,14 @@ static void test_end_hold(void **state)
     s.written_at = 1000;
     s.cycles = 7;
     s.write_mbps = 12.5;
+    s.read_mbps = 13.5;
+    s.ref_channels = 1;
+    s.ref_mbps[0] = 12.0;
     state_end_hold(&s);
     assert_false(s.hold || s.converged || s.have_incumbent);
+    /* its rates and reference were of the line before the hold */
+    assert_true(s.write_mbps == 0 && s.read_mbps == 0);
+    assert_int_equal(s.ref_channels, 0);
     assert_null(s.hold_reason);
     assert_null(s.last_written);
     assert_int_equal(s.written_at, 0);
