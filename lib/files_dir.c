@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -42,48 +43,108 @@ static bool safe_on_the_way(const struct stat *st)
            ((st->st_mode & 022) == 0 || (st->st_mode & S_ISVTX) != 0);
 }
 
-/* Every directory above path (not path itself) is safe_on_the_way: else
- * whoever owns or may write one could move the private directory away
- * between our check and our write, and put their own tree in its place.
- * stat follows links, so a link's target is checked where the link is. */
-static int check_ancestors(const char *path, struct err *e)
+/* Every directory above real (a resolved path; not real itself) is
+ * safe_on_the_way: else whoever owns or may write one could move the
+ * private directory away between our check and our write, and put their
+ * own tree in its place. dir is the path as configured, for the words. */
+static int check_ancestors(const char *real, const char *dir, struct err *e)
 {
     char buf[PATH_MAX];
     struct stat st;
-    size_t n = strlen(path);
+    size_t n = strlen(real);
 
     if (n >= sizeof(buf))
-        return err_set(e, -ENAMETOOLONG, "%s: name too long", path);
-    memcpy(buf, path, n + 1);
+        return err_set(e, -ENAMETOOLONG, "%s: name too long", real);
+    memcpy(buf, real, n + 1);
     for (char *p = strrchr(buf, '/'); p != NULL; p = strrchr(buf, '/')) {
+        const char *d;
+
         *p = '\0';
-        if (stat(buf[0] ? buf : "/", &st) < 0)
-            return err_set(e, -errno, "%s: %s", buf[0] ? buf : "/", strerror(errno));
+        d = buf[0] ? buf : "/";
+        if (stat(d, &st) < 0)
+            return err_set(e, -errno, "%s: %s", d, strerror(errno));
         if (!safe_on_the_way(&st))
             return err_set(e, -EPERM,
-                           "%s: its parent %s is owned by uid %u with mode %04o: refused, a "
-                           "directory on the way to it must be root's or uid %u's and writable "
-                           "by its owner only (or sticky)",
-                           path, buf[0] ? buf : "/", (unsigned)st.st_uid,
-                           (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
+                           "the directory %s on the way to %s is owned by uid %u with mode %04o: "
+                           "refused, each must be root's or uid %u's and writable by its owner "
+                           "only (or sticky)",
+                           d, dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+                           (unsigned)geteuid());
         if (buf[0] == '\0')
             break;
     }
     return 0;
 }
 
-/* check_ancestors of dir as configured (where a link in it lies) and of
- * where it really is. */
+/* Every link on dir's path as configured, itself included: it must be
+ * root's or ours (in a sticky directory its owner may still repoint it),
+ * and the directory it lies in, with all above that, safe. Components
+ * that are no links ("..", directories) are judged where they really are
+ * (check_the_way). */
+static int check_links(const char *dir, struct err *e)
+{
+    char buf[PATH_MAX], real[PATH_MAX], where[2 * PATH_MAX + 2];
+    size_t n = strlen(dir);
+    struct stat st;
+
+    if (n >= sizeof(buf))
+        return err_set(e, -ENAMETOOLONG, "%s: name too long", dir);
+    memcpy(buf, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        const char *base;
+        char *slash;
+        int r;
+
+        if (buf[i] != '/' && buf[i] != '\0')
+            continue;
+        buf[i] = '\0';
+        if (lstat(buf, &st) < 0)
+            return err_set(e, -errno, "%s: %s", buf, strerror(errno));
+        if (S_ISLNK(st.st_mode)) {
+            if (st.st_uid != 0 && st.st_uid != geteuid())
+                return err_set(e, -EPERM,
+                               "the link %s on the way to %s is uid %u's: refused, only root's "
+                               "or uid %u's are followed",
+                               buf, dir, (unsigned)st.st_uid, (unsigned)geteuid());
+            /* where it lies: its directory, resolved, with the link's name */
+            slash = strrchr(buf, '/');
+            base = slash ? slash + 1 : buf;
+            if (slash == buf)
+                snprintf(real, sizeof(real), "/");
+            else if (slash != NULL) {
+                *slash = '\0';
+                if (realpath(buf, real) == NULL) {
+                    r = -errno;
+                    return err_set(e, r, "%s: %s", buf, strerror(-r));
+                }
+                *slash = '/';
+            } else if (realpath(".", real) == NULL) {
+                return err_set(e, -errno, ".: %s", strerror(errno));
+            }
+            if ((size_t)snprintf(where, sizeof(where), "%s/%s", strcmp(real, "/") ? real : "",
+                                 base) >= sizeof(where))
+                return err_set(e, -ENAMETOOLONG, "%s: name too long", buf);
+            r = check_ancestors(where, dir, e);
+            if (r < 0)
+                return r;
+        }
+        buf[i] = dir[i];
+    }
+    return 0;
+}
+
+/* The links on dir's path as configured (check_links), and every directory
+ * above where it really is. */
 static int check_the_way(const char *dir, struct err *e)
 {
     char real[PATH_MAX];
-    int r = dir[0] == '/' ? check_ancestors(dir, e) : 0;
+    int r = check_links(dir, e);
 
     if (r < 0)
         return r;
     if (realpath(dir, real) == NULL)
         return err_set(e, -errno, "%s: %s", dir, strerror(errno));
-    return check_ancestors(real, e);
+    return check_ancestors(real, dir, e);
 }
 
 int files_private_dir(const char *dir, unsigned flags, struct err *e)

@@ -372,20 +372,44 @@ static void test_private_dir_on_the_way(void **state)
     /* writable by others: refused, whichever level */
     assert_int_equal(chmod(open_dir, 0777), 0);
     assert_int_equal(files_private_dir(priv, FILES_DIR_MAKE, &e), -EPERM);
-    assert_non_null(strstr(e.msg, "its parent"));
-    assert_non_null(strstr(e.msg, "/open is owned by uid"));
+    assert_non_null(strstr(e.msg, "the directory "));
+    assert_non_null(strstr(e.msg, "/open on the way to "));
+    assert_non_null(strstr(e.msg, "/open/sub/state is owned by uid"));
     assert_non_null(strstr(e.msg, "with mode 0777: refused"));
+    /* ".." leads out of it: judged where the path really goes */
+    snprintf(priv, sizeof(priv), "%s/open/../state2", dir);
+    fd = files_private_dir(priv, FILES_DIR_MAKE, &e);
+    assert_true(fd >= 0);
+    close(fd);
     /* through a link that lies in a safe place: where it leads counts */
     snprintf(link, sizeof(link), "%s/link", dir);
     assert_int_equal(symlink("open/sub", link), 0);
     snprintf(priv, sizeof(priv), "%s/link/state", dir);
     assert_int_equal(files_private_dir(priv, 0, &e), -EPERM);
-    assert_non_null(strstr(e.msg, "/open is owned by uid"));
+    assert_non_null(strstr(e.msg, "/open on the way to "));
     /* sticky, as /tmp: no one renames what is ours */
     assert_int_equal(chmod(open_dir, 01777), 0);
     fd = files_private_dir(priv, 0, &e);
     assert_true(fd >= 0);
     close(fd);
+    if (geteuid() == 0) {
+        char theirs[160];
+
+        /* in a sticky directory a link's owner may still repoint it */
+        snprintf(theirs, sizeof(theirs), "%s/open/theirs", dir);
+        assert_int_equal(symlink("sub", theirs), 0);
+        assert_int_equal(lchown(theirs, 65534, 65534), 0);
+        snprintf(priv, sizeof(priv), "%s/open/theirs/state", dir);
+        assert_int_equal(files_private_dir(priv, 0, &e), -EPERM);
+        assert_non_null(strstr(e.msg, "/open/theirs on the way to "));
+        assert_non_null(strstr(e.msg, "is uid 65534's: refused"));
+        /* root's link there is followed */
+        assert_int_equal(lchown(theirs, 0, 0), 0);
+        fd = files_private_dir(priv, 0, &e);
+        assert_true(fd >= 0);
+        close(fd);
+        snprintf(priv, sizeof(priv), "%s/link/state", dir);
+    }
     /* another user's, not writable by others */
     if (geteuid() == 0) {
         assert_int_equal(chmod(open_dir, 0755), 0);
