@@ -50,13 +50,14 @@ static const char *line_of(const struct status *s)
         return "not_written"; /* no cycle has run with this state directory */
     if (strcmp(s->state_word, "ok") != 0)
         return "unknown";
-    if (st->last_written == NULL)
-        return "not_written"; /* never, or `--resume` made it the admin's */
-    if (sockopts_same(s->c.value, st->last_written))
+    if (st->last_written != NULL && sockopts_same(s->c.value, st->last_written))
         return "smbtuned";
-    /* a trial in force, or a step recorded before its write: see pending */
+    /* a trial in force, or a step recorded before its write: see pending
+     * (before anything was committed, too: a first cycle's live trial) */
     if (st->pending)
         return "pending";
+    if (st->last_written == NULL)
+        return "not_written"; /* never, or `--resume` made it the admin's */
     return "edited_by_hand";
 }
 

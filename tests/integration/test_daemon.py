@@ -239,6 +239,12 @@ def test_kill9_mid_live_trial_recovered(make_env, point, n):
     mid = conf.read_bytes()
     if point == "written":
         assert socket_value(mid) != socket_value(before)
+        # nothing committed yet: the line in force is the trial's, and
+        # --status says so rather than "not written by smbtuned"
+        rc, out, err = env.run("--status", "--json")
+        assert rc == 0, err
+        obj = json.loads(out)
+        assert (obj["written_by"], obj["pending"]) == ("pending", "trial"), obj
 
     # The admin: a different workgroup (a line BEFORE ours, of another
     # length: offsets move) and a comment at the end.
