@@ -336,6 +336,9 @@ static void cycle_begin(struct tuner *t)
     bool held = t->st.hold; /* the last cycle's, taken or found */
 
     tally_begin(&t->tally, child_now());
+    /* what a failure before the search or the verification says it was
+     * doing (cycle_done), not the last cycle's idle words */
+    tuner_set_status(t, "starting: smb.conf, the state and the facts");
     t->failed = false;
     t->window_deferred = false;
     t->fp_change[0] = '\0';

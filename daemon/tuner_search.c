@@ -471,5 +471,10 @@ void tuner_cycle_go(struct tuner *t)
         return;
     }
     /* restored (no search in memory): the winner is the line in force */
+    {
+        char cs[96];
+
+        tuner_set_status(t, "verifying %s", search_config_str(tuner_verified(t), cs, sizeof(cs)));
+    }
     sample(t, S_VERIFY, tuner_verified(t));
 }

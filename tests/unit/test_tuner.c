@@ -1673,6 +1673,27 @@ static void test_failed_facts_skip_the_cycle(void **state)
     assert_int_equal(s.measures_at[5] - s.measures_at[4], 1);
 }
 
+/* A cycle that fails says what it was doing, not the idle words of the
+ * cycle before it (which nested "last: idle: ..." cycle after cycle). */
+static void test_failed_cycle_says_what_it_was_doing(void **state)
+{
+    struct fix *f = *state;
+    struct state st;
+    struct sim s;
+
+    f->o.once = false;
+    sim_init(&s, &f->o);
+    s.cycles_wanted = 3;
+    s.facts_fail = 3;
+    assert_int_equal(run(&f->o, &s), 0);
+    load_state(f, &st);
+    assert_non_null(st.cycle_result);
+    if (strncmp(st.cycle_result, "failed during: starting", 23) != 0 ||
+        strstr(st.cycle_result, "idle") != NULL)
+        fail_msg("the failed cycle's result: %s", st.cycle_result);
+    state_free(&st);
+}
+
 /* ---- the schedule: the time window, a restart ---- */
 
 static struct tm at_hms(int h, int m, int sec)
@@ -2090,6 +2111,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_drift_searches_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_facts_skip_the_cycle, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_cycle_says_what_it_was_doing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_keeps_verifying, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_sees_a_drift_made_while_down, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_keeps_the_refined_reference, setup, teardown),
