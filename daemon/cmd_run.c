@@ -202,6 +202,19 @@ static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *u
         sd_notify(0, "READY=1");
         return 0;
     }
+    /* What -t refuses (systemctl reload runs it first), a plain kill -HUP
+     * must refuse too: an smb.conf that cannot be read or is refused as a
+     * configuration would only make every cycle fail. */
+    {
+        struct smbconf c;
+
+        if (smbconf_load(&c, tmp.topts.smb_conf, &e) < 0) {
+            journal_log(LOG_ERR, "SIGHUP: %s; keeping the configuration in force", e.msg);
+            sd_notify(0, "READY=1");
+            return 0;
+        }
+        smbconf_free(&c);
+    }
     d->cfg = fresh;
     make_opts(d, &e);
     tuner_set_opts(d->tuner, &d->topts);

@@ -477,6 +477,22 @@ def test_sighup_bad_config_keeps_old(make_env, bad):
     stop_advising(env, d)
 
 
+def test_sighup_unreadable_smb_conf_keeps_old(make_env, tmp_path):
+    """A SIGHUP whose config names an smb.conf that -t would refuse (here
+    one that is not there) is refused as -t refuses it, and the old
+    configuration stays: every cycle would fail on the new one."""
+    env, d = start_advising(make_env)
+    missing = tmp_path / "nope" / "smb.conf"
+    env.write_config(tune={**HUP_TUNE, "smb_conf": q(missing)})
+    line = hup(d, REFUSED, "the refusal of an smb.conf that cannot be read")
+    assert str(missing) in line, line
+    assert "configuration reloaded" not in d.stderr, d.stderr
+    assert d.alive(), d.stderr
+    env.write_config(tune=HUP_TUNE)
+    hup(d, "configuration reloaded", "the reload of the good config")
+    stop_advising(env, d)
+
+
 def test_sighup_new_state_dir_needs_restart(make_env, tmp_path):
     """A SIGHUP whose config names another state directory is refused, and
     the one in force stays: the run lock is held there, a pending edit was
