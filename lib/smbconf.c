@@ -80,7 +80,7 @@ static int handle_param(struct smbconf_walk *w, size_t fi, const struct smbconf_
                        fpath, ll->line, value);
     if (!smbconf_wequal(name, "socket options"))
         return 0;
-    if (!w->section_known)
+    if (!w->section_known && !w->io->undo)
         return err_set(w->e, -ENOTSUP, "%s:%d: cannot tell which section this line is in: %s",
                        fpath, ll->line, w->risk);
     free(c->value);
@@ -173,7 +173,7 @@ int smbconf_parse(struct smbconf *c, const char *path, const struct smbconf_io *
     }
     w.stack[0] = idx;
     r = smbconf_walk_file(&w, idx, 0);
-    if (r == 0 && w.risk_seq > w.hit_seq)
+    if (r == 0 && w.risk_seq > w.hit_seq && !io->undo)
         r = err_set(e, -ENOTSUP, "smbtuned cannot know which socket options are in force: %s",
                     w.risk);
     /* Samba's tokenizer (next_token) drops a double quote and keeps the

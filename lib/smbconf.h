@@ -31,6 +31,12 @@ struct smbconf_io {
     int (*read)(void *ctx, const char *path, char **buf, size_t *len, struct err *e);
     int (*glob)(void *ctx, const char *pattern, char ***paths, size_t *n);
     void *ctx;
+    /* Parsed to take our own change back: an include that leaves unknown
+     * which line is in force is no refusal then. The undo only puts the
+     * recorded bytes back where the file still holds ours
+     * (smbconf_unrender), which is right whatever else is in force; a
+     * trial refused that way would stay in smbd for every client. */
+    bool undo;
 };
 
 struct smbconf_file {

@@ -65,7 +65,8 @@ static int disk_glob(void *ctx, const char *pattern, char ***paths, size_t *n)
     return r;
 }
 
-static const struct smbconf_io disk_io = {disk_read, disk_glob, NULL};
+static const struct smbconf_io disk_io = {disk_read, disk_glob, NULL, false};
+static const struct smbconf_io disk_io_undo = {disk_read, disk_glob, NULL, true};
 
 int smbconf_load(struct smbconf *c, const char *path, struct err *e)
 {
@@ -310,7 +311,7 @@ static int revert_locked(const char *path, const char *state_dir, const struct s
     size_t outlen;
     int r;
 
-    r = smbconf_load(&c, path, e);
+    r = smbconf_parse(&c, path, &disk_io_undo, e);
     if (r < 0)
         return r;
     /* A run killed between the temp file and its rename left the temp

@@ -95,7 +95,7 @@ static void split(struct files *fs, const uint8_t *data, size_t size)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct files fs;
-    struct smbconf_io io = {mem_read, mem_glob, &fs};
+    struct smbconf_io io = {mem_read, mem_glob, &fs, false};
     struct smbconf c, c2;
     struct smbconf_edit ed;
     struct err e = {{0}};

@@ -44,7 +44,7 @@ static int mem_glob(void *ctx, const char *pattern, char ***paths, size_t *n)
 
 static int parse(struct mem_file *files, struct smbconf *c, struct err *e)
 {
-    struct smbconf_io io = {mem_read, mem_glob, files};
+    struct smbconf_io io = {mem_read, mem_glob, files, false};
 
     return smbconf_parse(c, files[0].path, &io, e);
 }
