@@ -395,6 +395,13 @@ static void revert(struct owned *w, struct reply *rep)
 
     memset(rep, 0, sizeof(*rep));
     rep->r = smbconf_revert(w->o->smb_conf, w->o->state_dir, &w->st->pending_edit, &e);
+    /* The record names the file our bytes were written in. When the
+     * config's smb_conf no longer leads there (it was changed before a
+     * restart after a kill -9), that file is still where they are: the
+     * undo checks them there, rather than dropping the record. */
+    if (rep->r == -ECANCELED && strcmp(w->st->pending_edit.file, w->o->smb_conf) != 0)
+        rep->r =
+            smbconf_revert(w->st->pending_edit.file, w->o->state_dir, &w->st->pending_edit, &e);
     memcpy(rep->msg, e.msg, sizeof(rep->msg));
     if (rep->r == 0)
         rep->apply_r = apply_run(trial_apply(w->o), w->o->smb_conf, &ae);

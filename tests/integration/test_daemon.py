@@ -276,6 +276,29 @@ def test_kill9_mid_live_trial_recovered(make_env, point, n):
 RENAME_CALLS = "rename,renameat,renameat2"
 MAX_RENAMES = 60  # a bound on the loop below, far above a small live cycle's
 
+def test_kill9_trial_taken_back_after_smb_conf_moved(make_env, tmp_path):
+    """kill -9 with a live trial in smb.conf, then the config is pointed at
+    another file before the restart: the record names the file the trial
+    was written in, and the trial is taken back there, not dropped."""
+    env = make_env(ON_LATTICE)
+    tune = {"trials": q("live"), "apply": q("smbcontrol"), "max_bytes": "160M"}
+    env.write_config(tune=tune)
+    conf = env.srv.conf
+    before = conf.read_bytes()
+    d = env.start("--once")
+    d.wait_for(lambda: conf.read_bytes() != before, what="a live trial in smb.conf", poll=0.005)
+    d.proc.kill()  # SIGKILL, our PID
+    d.proc.wait(timeout=30)
+    mid = conf.read_bytes()
+    assert socket_value(mid) != socket_value(before)
+    other = tmp_path / "other.conf"
+    other.write_bytes(mid)
+    env.write_config(tune={**tune, "smb_conf": q(other)})
+    rc, out, err = env.run("--once", "--dry-run")
+    assert conf.read_bytes() == before, f"the trial stayed in {conf}\n{err}"
+    assert env.state().get("pending", "no") == "no", env.state()
+
+
 
 def test_kill9_at_each_rename_of_a_live_cycle(make_env):
     """Every state save and every smb.conf write (a trial value, the next
