@@ -105,7 +105,9 @@ struct probe_params {
 
 void probe_params_default(struct probe_params *p);
 
-/* The steps of a probe, in order; each is entered before it is tried. */
+/* The steps of a probe, published as each begins: the one it was in when
+ * it ended (the name's look-up, a contact, comes before the set-up, which
+ * then goes on until the connection). */
 enum probe_stage {
     PROBE_STAGE_SETUP,    /* its own set-up: name, credentials, libsmbclient */
     PROBE_STAGE_CONTACT,  /* connection, logon and tree connect to the share */

@@ -517,6 +517,21 @@ static enum probe_outcome measure(struct child *c)
     SMBCFILE *f = NULL;
     int r;
 
+    /* Resolve the name ourselves first: libsmbclient reports an unknown
+     * host with the same errno as an unknown share (and its set-up below
+     * need not run for a host that is not there). Its own resolution is
+     * limited to the same resolver (`name resolve order = host`). The
+     * look-up is the first step of the contact with the share: a host
+     * that cannot be found is out of reach. */
+    publish(&c->sh->stage, PROBE_STAGE_CONTACT);
+    r = getaddrinfo(c->url.host, NULL, &hints, &ai);
+    if (r != 0)
+        return fail(c, PROBE_NAME_NOT_FOUND, "cannot resolve host '%s': %s", c->url.host,
+                    r == EAI_SYSTEM ? strerror(errno) : gai_strerror(r));
+    freeaddrinfo(ai);
+    /* our own set-up again, until the connection */
+    publish(&c->sh->stage, PROBE_STAGE_SETUP);
+
     /* The password enters this process only here, before the logon,
      * after probe_child_main() made it undumpable. The file was checked by the
      * parent; it is checked again, as it may have changed since. */
@@ -555,22 +570,12 @@ static enum probe_outcome measure(struct child *c)
 
     /* First contact: connection, session and tree connect, on the share's
      * root, so that a failure here is about the server, the user or the
-     * share, and one later is about the directory or the file. The name's
-     * look-up is part of it: a host that cannot be found is out of reach. */
+     * share, and one later is about the directory or the file. */
     share_only.dir[0] = '\0';
     if (url_format(&share_only, NULL, share_url, sizeof(share_url)) < 0)
         return fail(c, PROBE_ERROR, "URL too long");
     stat_fn = api.getFunctionStat(c->ctx);
     publish(&c->sh->stage, PROBE_STAGE_CONTACT);
-    /* Resolve the name ourselves: libsmbclient reports an unknown
-     * host with the same errno as an unknown share. Its own resolution is
-     * limited to the same resolver (`name resolve order = host`). */
-    r = getaddrinfo(c->url.host, NULL, &hints, &ai);
-    if (r != 0)
-        return fail(c, PROBE_NAME_NOT_FOUND, "cannot resolve host '%s': %s", c->url.host,
-                    r == EAI_SYSTEM ? strerror(errno) : gai_strerror(r));
-    freeaddrinfo(ai);
-
     if (stat_fn(c->ctx, share_url, &st) < 0)
         return connect_failure(c, errno);
     publish(&c->sh->stage, PROBE_STAGE_REACHED);
