@@ -532,7 +532,7 @@ static enum probe_outcome measure(struct child *c)
     /* our own set-up again, until the connection */
     publish(&c->sh->stage, PROBE_STAGE_SETUP);
 
-    /* The password enters this process only here, before the logon,
+    /* The password enters this process only here, right before the logon,
      * after probe_child_main() made it undumpable. The file was checked by the
      * parent; it is checked again, as it may have changed since. */
     if (p->credentials != NULL) {
