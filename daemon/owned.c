@@ -366,26 +366,33 @@ int owned_put(struct owned *w, const char *expect, struct search_config c, enum 
 
 /* ---- take back ---- */
 
-/* Whether the line in force is the one the pending edit wrote. */
-static bool pending_on_disk(struct owned *w)
+/* Whether the line in force is the one the pending edit wrote: its value
+ * (malloc'ed), else NULL. */
+static char *pending_on_disk(struct owned *w)
 {
     const struct smbconf_edit *ed = &w->st->pending_edit;
     const char *line = ed->written + ed->line_off;
     struct smbconf c;
     struct err e;
-    bool on;
+    char *value = NULL;
 
     if (smbconf_load(&c, w->o->smb_conf, &e) < 0)
-        return false;
-    on = c.found && strcmp(c.files[c.hit.file].path, ed->file) == 0 &&
-         c.hit.end - c.hit.start == ed->line_len &&
-         memcmp(c.files[c.hit.file].buf + c.hit.start, line, ed->line_len) == 0;
-    if (on) {
-        state_set_str(&w->st->last_written, c.value);
-        w->st->written_at = (long)time(NULL); /* found in force now */
-    }
+        return NULL;
+    if (c.found && strcmp(c.files[c.hit.file].path, ed->file) == 0 &&
+        c.hit.end - c.hit.start == ed->line_len &&
+        memcmp(c.files[c.hit.file].buf + c.hit.start, line, ed->line_len) == 0)
+        value = strdup(c.value);
     smbconf_free(&c);
-    return on;
+    return value;
+}
+
+/* A commit found in force is ours from now on. */
+static void kept(struct owned *w, const char *value)
+{
+    state_set_str(&w->st->last_written, value);
+    w->st->written_at = (long)time(NULL); /* found in force now */
+    owned_pending_clear(w->st);
+    owned_save(w->o, w->st);
 }
 
 /* The revert and telling smbd, in the job or, at a stop, in place. */
@@ -444,9 +451,11 @@ static int settle(struct owned *w, const struct reply *rep)
 /* Nothing for a job to do: 1 (settled here), else 0. */
 static int back_settled_here(struct owned *w, bool keep)
 {
+    char *value;
+
     if (!w->st->pending)
         return 1;
-    if (keep && w->st->pending_commit && pending_on_disk(w)) {
+    if (keep && w->st->pending_commit && (value = pending_on_disk(w)) != NULL) {
         const struct smbconf_edit *ed = &w->st->pending_edit;
         char conf[PATH_MAX + 32];
 
@@ -458,8 +467,8 @@ static int back_settled_here(struct owned *w, bool keep)
                       "%s: %.*s: written and kept, but smbtuned stopped before smbd was told: "
                       "new connections get it after smbd's next reload-config or restart",
                       ed->file, (int)ed->line_len, ed->written + ed->line_off);
-        owned_pending_clear(w->st);
-        owned_save(w->o, w->st);
+        kept(w, value);
+        free(value);
         return 1;
     }
     return 0;
@@ -530,6 +539,64 @@ void owned_take_back_now(struct owned *w, bool keep)
     w->defer = sd_event_source_disable_unref(w->defer);
     if (back_settled_here(w, keep))
         return;
+    revert(w, &rep);
+    settle(w, &rep);
+}
+
+/* A commit a killed run wrote: the check its write would have made after
+ * it (testparm), then smbd is told as configured, as the run would have
+ * done. A line testparm reads otherwise is taken back, as the write would
+ * have taken it back. */
+static void confirm(struct owned *w, const char *value)
+{
+    const struct smbconf_edit *ed = &w->st->pending_edit;
+    struct err e = {{0}}, ae = {{0}};
+    char conf[PATH_MAX + 32], how[sizeof(ae.msg) + 64];
+    bool undone;
+    int r;
+
+    r = smbconf_confirm(w->o->smb_conf, w->o->state_dir, ed, value, &undone, &e);
+    if (r < 0) {
+        struct reply rep = {0};
+
+        journal_log(LOG_ERR, "%s: checking the change a run that did not finish wrote: %s",
+                    ed->file, e.msg);
+        if (!undone)
+            return; /* the record stays: the next cycle takes it back */
+        rep.apply_r = apply_run(trial_apply(w->o), w->o->smb_conf, &ae);
+        memcpy(rep.apply_msg, ae.msg, sizeof(rep.apply_msg));
+        settle(w, &rep);
+        return;
+    }
+    r = apply_run(w->o->apply, w->o->smb_conf, &ae);
+    if (r < 0)
+        snprintf(how, sizeof(how), "telling smbd failed: %s", ae.msg);
+    else if (w->o->apply == APPLY_NONE)
+        snprintf(how, sizeof(how),
+                 "smbd takes it at its next reload-config or restart "
+                 "(apply = none)");
+    else
+        snprintf(how, sizeof(how), "smbd is told now (apply = %s)", apply_name(w->o->apply));
+    snprintf(conf, sizeof(conf), "SMBTUNED_SMB_CONF=%s", ed->file);
+    journal_event(JOURNAL_ID_COMMIT, r < 0 ? LOG_WARNING : LOG_NOTICE,
+                  (const char *const[]){conf, NULL},
+                  "%s: %.*s: written by a run that did not finish, checked and kept: %s", ed->file,
+                  (int)ed->line_len, ed->written + ed->line_off, how);
+    kept(w, value);
+}
+
+void owned_recover(struct owned *w)
+{
+    struct reply rep;
+    char *value;
+
+    if (!w->st->pending)
+        return;
+    if (w->st->pending_commit && (value = pending_on_disk(w)) != NULL) {
+        confirm(w, value);
+        free(value);
+        return;
+    }
     revert(w, &rep);
     settle(w, &rep);
 }

@@ -61,9 +61,15 @@ int owned_put(struct owned *w, const char *expect, struct search_config c, enum 
  * nothing to take back. */
 int owned_take_back(struct owned *w, bool keep, owned_back_fn done, void *ud);
 
-/* owned_take_back in the caller's process, blocking: at start-up and at a
- * stop, when there is no loop to come back to. */
+/* owned_take_back in the caller's process, blocking: at a stop, when
+ * there is no loop to come back to. */
 void owned_take_back_now(struct owned *w, bool keep);
+
+/* At start-up, blocking, what a run that died left pending: a trial is
+ * taken back; a commit found on disk is checked as its write would have
+ * checked it (testparm), kept, and told to smbd as configured, since the
+ * dead run may not have told it. */
+void owned_recover(struct owned *w);
 
 /* The socket options value in force now (malloc'ed into *value). It must
  * be what we last wrote: otherwise an admin edited our line, theirs

@@ -640,7 +640,7 @@ int tuner_recover(struct tuner *t, struct err *e)
     journal_log(LOG_NOTICE, "a run that did not finish left a %s of %s pending: settling it",
                 t->st.pending_commit ? "change" : "live trial", t->st.pending_edit.file);
     /* Before the loop runs: nothing else waits yet. */
-    owned_take_back_now(t->line, true);
+    owned_recover(t->line);
     return 0;
 }
 

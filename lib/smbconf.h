@@ -194,6 +194,13 @@ int smbconf_set_buffers(const char *path, const char *state_dir, const struct sm
 int smbconf_revert(const char *path, const char *state_dir, const struct smbconf_edit *ed,
                    struct err *e);
 
+/* smbconf_write's check after the write, for a write whose writer died
+ * before it (a kill -9): Samba's testparm must read value, the line our
+ * edit ed put in path, or the edit is taken back. 0, or the check's error;
+ * *undone when the old line is back. */
+int smbconf_confirm(const char *path, const char *state_dir, const struct smbconf_edit *ed,
+                    const char *value, bool *undone, struct err *e);
+
 void smbconf_result_free(struct smbconf_result *res);
 
 #endif

@@ -423,9 +423,41 @@ int smbconf_prepare(const char *path, const char *state_dir, const struct smbcon
     return r;
 }
 
-int smbconf_write(struct smbconf_plan *pl, struct smbconf_result *res, struct err *e)
+/* The check after a write, under the lock: Samba's testparm must read
+ * value from path, or our line is taken back. 0, or the check's error with
+ * e saying what happened to smb.conf first (the reason after it may carry
+ * long values and be cut); *undone when the old line is back. */
+static int judge_or_undo(const char *path, const char *state_dir, const struct smbconf_edit *ed,
+                         const char *value, bool *undone, struct err *e)
 {
     char *judge = NULL;
+    struct err why, e2 = {{0}};
+    int r, r2;
+
+    *undone = false;
+    r = smbconf_testparm(path, "socket options", &judge, e);
+    if (r == 0 && !sockopts_same(judge, value))
+        r = err_set(e, -EPROTO,
+                    "%s: after the change Samba's testparm reports '%s' instead of "
+                    "'%s'",
+                    path, judge, value);
+    free(judge);
+    if (r == 0)
+        return 0;
+    why = *e;
+    r2 = revert_locked(path, state_dir, ed, &e2);
+    if (r2 == 0 || r2 == -EALREADY)
+        err_set(e, r, "the change was taken back, the old line is restored: %s", why.msg);
+    else
+        err_set(e, r, "the change was written and restoring the old line failed (%s): %s", e2.msg,
+                why.msg);
+    *undone = r2 == 0 || r2 == -EALREADY;
+    return r;
+}
+
+int smbconf_write(struct smbconf_plan *pl, struct smbconf_result *res, struct err *e)
+{
+    bool undone;
     int r;
 
     if (!res->changed)
@@ -435,25 +467,9 @@ int smbconf_write(struct smbconf_plan *pl, struct smbconf_result *res, struct er
     if (r < 0)
         return r;
     res->changed = true;
-    r = smbconf_testparm(pl->path, "socket options", &judge, e);
-    if (r == 0 && !sockopts_same(judge, res->new_value))
-        r = err_set(e, -EPROTO,
-                    "%s: after the change Samba's testparm reports '%s' instead of "
-                    "'%s'",
-                    pl->path, judge, res->new_value);
-    free(judge);
+    r = judge_or_undo(pl->path, pl->state_dir, &res->edit, res->new_value, &undone, e);
     if (r < 0) {
-        /* What happened to smb.conf comes first: the reason after it may
-         * carry long values and be cut. */
-        struct err why = *e, e2 = {{0}};
-        int r2 = revert_locked(pl->path, pl->state_dir, &res->edit, &e2);
-
-        if (r2 == 0)
-            err_set(e, r, "the change was taken back, the old line is restored: %s", why.msg);
-        else
-            err_set(e, r, "the change was written and restoring the old line failed (%s): %s",
-                    e2.msg, why.msg);
-        res->changed = r2 < 0;
+        res->changed = !undone;
         return r;
     }
     if (!pl->c.found) {
@@ -469,6 +485,20 @@ int smbconf_write(struct smbconf_plan *pl, struct smbconf_result *res, struct er
             smbconf_free(&c2);
     }
     return 0;
+}
+
+int smbconf_confirm(const char *path, const char *state_dir, const struct smbconf_edit *ed,
+                    const char *value, bool *undone, struct err *e)
+{
+    int lock = take_lock(state_dir, e);
+    int r;
+
+    *undone = false;
+    if (lock < 0)
+        return lock;
+    r = judge_or_undo(path, state_dir, ed, value, undone, e);
+    close(lock);
+    return r;
 }
 
 void smbconf_plan_free(struct smbconf_plan *pl)

@@ -30,6 +30,7 @@ scales the number of kills (default: 200 in all).
 
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -39,7 +40,7 @@ import pytest
 
 from daemon_util import LEGACY, RESULT_RE, only_socket_line_changed, q, socket_value
 from faultutil import (check_journal, check_promises, fault_env, hold_after_write,  # noqa: F401
-                       shadow_pids, wait_until)
+                       shadow_pids, wait_until, wrapper)
 
 pytestmark = [pytest.mark.smbd, pytest.mark.slow]
 
@@ -224,29 +225,69 @@ def test_kill9_at_random_moments(fault_env, faults, trials):
         assert r.counts.get("cycle: shadow trial", 0) >= 2, r.counts
 
 
-def test_kill9_during_a_commit_keeps_it(fault_env, faults):
-    """The random kills above never land in a commit: on loopback a short
-    search keeps the incumbent. From the legacy 8192 line (which stalls:
-    any neighbour beats it) a cycle commits; a testparm wrapper holds it
-    right after the commit's write, where it is killed. The next start
-    finds the commit recorded and on disk and keeps it: the daemon had
-    decided it. (Shadow trials: a live cycle's winner may be the trial
-    value already in the file, and then the commit writes nothing.)"""
-    env = fault_env(LEGACY)
+def killed_in_commit(env, faults):
+    """From the legacy 8192 line (which stalls: any neighbour beats it) a
+    cycle commits; a testparm wrapper holds it right after the commit's
+    write, before smbd is told, where it is killed. smbcontrol runs through
+    a wrapper that logs its arguments to bin/smbcontrol.log. Returns the
+    Rounds, the value written, and the log's path."""
     env.write_config(probe={"size": "2M", "request_size": "1M", "deadline": "3"},
                      tune={**TUNE, "trials": q("shadow"), "max_bytes": "0"})
     hold = hold_after_write(env)
+    log = env.tmp / "bin" / "smbcontrol.log"
+    wrapper(env.tmp / "bin", "smbcontrol", f'echo "$*" >> {log}')
+    r = Rounds(env, "shadow", random.Random(SEED), faults)  # smb.conf as it was
     d = env.start("--once")
     d.wait_for(lambda: (hold / "held").exists(), timeout=CYCLE_WAIT,
                what="the commit's write (testparm held)")
     written = socket_value(env.srv.conf.read_bytes())
-    r = Rounds(env, "shadow", random.Random(SEED), faults)
     r.kill(d, 0, "commit")
     (hold / "go").touch()  # the held testparm (its daemon gone) may end
     assert r.prev_kill == "commit", (r.prev_kill, env.state(), d.stderr)
     assert written != LEGACY, d.stderr
+    # shadow trials tell smbd nothing, and the commit was killed first
+    assert not log.exists(), log.read_text()
+    return r, written, log
+
+
+def test_kill9_during_a_commit_keeps_it(fault_env, faults):
+    """The random kills above never land in a commit: on loopback a short
+    search keeps the incumbent. Killed between the commit's write and
+    telling smbd, the next start finds the commit recorded and on disk:
+    it runs the check the write would have run (testparm reads the line
+    as written), keeps it (the daemon had decided it), and tells smbd as
+    configured, which the killed run never did. (Shadow trials: a live
+    cycle's winner may be the trial value already in the file, and then
+    the commit writes nothing.)"""
+    env = fault_env(LEGACY)
+    r, written, log = killed_in_commit(env, faults)
     d = r.start_recovered(PROBE_SIZES[0])
     assert env.state().get("last_written") == written == socket_value(env.srv.conf.read_bytes())
+    assert re.search(r"^<5>.*socket options = " + re.escape(written) + r": written by a run "
+                     r"that did not finish, checked and kept: smbd is told now "
+                     r"\(apply = smbcontrol\)", d.stderr, re.M), d.stderr
+    assert log.exists() and f"-s {env.srv.conf} smbd reload-config" in log.read_text(), d.stderr
+    d.signal(signal.SIGTERM)
+    assert d.wait(timeout=60) == 0, d.stderr
+
+
+def test_kill9_during_a_commit_testparm_refuses(fault_env, faults):
+    """As above, but after the kill Samba's testparm reads the line
+    otherwise than it was written: the check the killed write never made
+    fails, and the next start takes the commit back, as that write would
+    have done, rather than keep a line Samba reads differently."""
+    env = fault_env(LEGACY)
+    r, written, log = killed_in_commit(env, faults)
+    wrapper(env.tmp / "bin", "testparm", """\
+case "$*" in
+*"--parameter-name=socket options"*) echo "SO_RCVBUF=4096"; exit 0 ;;
+esac""")
+    d = r.start_recovered(PROBE_SIZES[0])
+    assert socket_value(env.srv.conf.read_bytes()) == LEGACY, d.stderr
+    assert not env.state().get("last_written"), env.state()
+    check_journal(d.stderr, r"checking the change a run that did not finish wrote: "
+                  r"the change was taken back, the old line is restored")
+    check_journal(d.stderr, r"unfinished change taken back in ")
     d.signal(signal.SIGTERM)
     assert d.wait(timeout=60) == 0, d.stderr
 
