@@ -12,7 +12,8 @@
  * well: its keys could mean what this version cannot know. state_load
  * keeps such a file aside for the admin and holds off (see there).
  *
- * The parse and format are pure; state_load/state_save touch the disk. */
+ * The parse and format are pure (state_text.c); state_load/state_save
+ * touch the disk (state.c). */
 #ifndef SMBTUNE_STATE_H
 #define SMBTUNE_STATE_H
 

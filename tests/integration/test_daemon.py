@@ -744,7 +744,7 @@ def legacy_state(conf, **changes):
 
 
 def state_escape(data):
-    """A string value as state.c's escape() writes it."""
+    """A string value as state_text.c's escape() writes it."""
     out = []
     for c in data:
         ch = chr(c)
