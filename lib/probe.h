@@ -25,7 +25,8 @@
  *
  * The rooms: probe.c the parent (checks, private directory, fork, collect,
  * clean-up), probe_child.c the measuring child (the only libsmbclient
- * user), probe_calls.c the size of its read calls, probe_result.c the
+ * user), probe_transfer.c its writing and reading back of the probe file,
+ * probe_calls.c the size of its read calls, probe_result.c the
  * outcomes and the JSON line; the target's URL
  * is url.h's, the credentials file creds.h's.
  */

@@ -1,0 +1,58 @@
+/* probe_child_int: what probe_child.c and probe_transfer.c share; private
+ * to the probe child (probe_child.h is what the parent sees). */
+#ifndef SMBTUNE_PROBE_CHILD_INT_H
+#define SMBTUNE_PROBE_CHILD_INT_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "creds.h"
+#include "probe_child.h"
+#include "smbc_api.h"
+#include "url.h"
+
+/* The child's own state: what the parent handed over, and what only the
+ * child has. */
+struct child {
+    const struct probe_params *p;
+    struct url url;
+    struct probe_shared *sh;
+    bool cleanup_only;
+    /* libsmbclient, loaded in this child only (probe_child.c's) */
+    const struct smbc_api *api;
+    SMBCCTX *ctx;
+    int sock; /* libsmbclient's TCP socket (read_client_buffers), -1: not found */
+    char dir_url[4096];
+    char host[64]; /* ours, as it appears in probe file names */
+    /* Read by the child itself, after fork, so that the parent never
+     * holds the password. */
+    struct creds creds;
+    bool have_creds;
+};
+
+/* Store v in a slot of probe_shared, for the parent (probe_shared_peek).
+ * Static, as config_int.h's copy_str, so that both files keep the plain
+ * names. */
+static inline void publish(int64_t *slot, int64_t v)
+{
+    __atomic_store_n(slot, v, __ATOMIC_RELEASE);
+}
+
+__attribute__((format(printf, 3, 4))) static inline enum probe_outcome
+fail(struct child *c, enum probe_outcome o, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(c->sh->cause, sizeof(c->sh->cause), fmt, ap);
+    va_end(ap);
+    return o;
+}
+
+/* Write to f (the probe file, open for writing; closed here), read it
+ * back (probe_transfer.c). */
+enum probe_outcome probe_transfer(struct child *c, SMBCFILE *f, const char *file_url);
+
+#endif
