@@ -228,15 +228,6 @@ bool facts_trials_on_loopback(const struct tuner_opts *o)
     return url_parse(o->probe.url, &u, &e) == 0 && url_is_loopback(&u);
 }
 
-bool facts_in_window(int start, int end, int m)
-{
-    if (start < 0)
-        return true;
-    if (start <= end)
-        return m >= start && m < end;
-    return m >= start || m < end; /* across midnight */
-}
-
 void facts_fingerprint(const struct facts *f, struct state *st, const char *smb_conf, char *msg,
                        size_t len)
 {

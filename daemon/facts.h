@@ -87,8 +87,4 @@ bool facts_listener_explicit(const struct facts *f, struct search_config inc0,
  * account. */
 bool facts_trials_on_loopback(const struct tuner_opts *o);
 
-/* Minutes after midnight in [start, end) (across midnight when end <
- * start); start < 0 is any time. */
-bool facts_in_window(int start, int end, int minute_of_day);
-
 #endif

@@ -16,6 +16,7 @@
 #include "journal.h"
 #include "smbconf.h"
 #include "tuner_int.h"
+#include "window.h"
 
 /* How long the busy check watches the clients' traffic. */
 #define BUSY_SAMPLE_S 1.0
@@ -105,75 +106,10 @@ static void on_busy_checked(void *ud, int r, double mbps, const char *why)
     tuner_cycle_go(t);
 }
 
-long tuner_window_wait(int start, int end, const struct tm *now)
-{
-    /* tm_sec is 60 in a leap second: as :59, so that the wait outside the
-     * window is never 0 (the minute is then not start's) */
-    long sec = now->tm_hour * 3600L + now->tm_min * 60L + (now->tm_sec > 59 ? 59 : now->tm_sec);
-
-    if (facts_in_window(start, end, now->tm_hour * 60 + now->tm_min))
-        return 0;
-    /* start may be 24:00, which is the next midnight */
-    return ((long)start * 60 - sec + 2 * 86400L) % 86400L;
-}
-
-static int minute_of(time_t at, struct tm *tm)
-{
-    localtime_r(&at, tm);
-    return tm->tm_hour * 60 + tm->tm_min;
-}
-
-/* tuner_window_opens_in for one wall-clock wait, corrected by the
- * offset change on the way; its end may still be outside the window. */
-static long opens_once(int start, int end, time_t now)
-{
-    struct tm tm, then;
-    long w, real;
-
-    minute_of(now, &tm);
-    w = tuner_window_wait(start, end, &tm);
-    if (w == 0)
-        return 0;
-    /* The wall clock jumps at a DST change: an hour ahead in spring, so
-     * that the wall-clock wait reaches the start an hour late, an hour
-     * back in autumn (an hour early). The offset at the end of the wait
-     * against now's corrects it, unless that lands outside the window:
-     * in spring, when the start is in the hour that does not exist, the
-     * wall-clock wait ends inside the window (up to an hour after it
-     * opened). The next cycle checks the window anyway, recomputed from
-     * localtime. */
-    minute_of(now + w, &then);
-    real = w - (then.tm_gmtoff - tm.tm_gmtoff);
-    if (real != w && real >= 1 && facts_in_window(start, end, minute_of(now + real, &then)))
-        w = real;
-    return w;
-}
-
-long tuner_window_opens_in(int start, int end, time_t now)
-{
-    struct tm tm;
-    long total = 0;
-
-    /* A window wholly in the hour that does not exist (02:00-03:00 on
-     * the spring day, in Europe) is missed by the wait to its start:
-     * from there, wait again, for the next day's. Twice is enough: a
-     * day has at most one change. */
-    for (int i = 0; i < 3; i++) {
-        long w = opens_once(start, end, now + total);
-
-        if (w == 0)
-            break;
-        total += w;
-        if (facts_in_window(start, end, minute_of(now + total, &tm)))
-            break;
-    }
-    return total;
-}
-
 /* Seconds until the window opens, 0 while it is open or without one. */
 static long window_wait_now(const struct tuner *t)
 {
-    return tuner_window_opens_in(t->o.window_start, t->o.window_end, time(NULL));
+    return window_opens_in(t->o.window_start, t->o.window_end, time(NULL));
 }
 
 /* A time as the status and the journal say it: the hour within a day of
@@ -518,8 +454,8 @@ static void cycle_done(struct tuner *t)
      * next start, where the cycle would be deferred to anyway (so that
      * the status and --status say when it really runs). */
     wait = t->window_deferred ? 0 : t->o.interval_s;
-    wait += (double)tuner_window_opens_in(t->o.window_start, t->o.window_end,
-                                          (time_t)t->st.cycle_at + (time_t)wait);
+    wait += (double)window_opens_in(t->o.window_start, t->o.window_end,
+                                    (time_t)t->st.cycle_at + (time_t)wait);
     /* not at once after a deferral, should the window have opened since
      * (at its start's second): a loop of deferrals could not be told from
      * a busy one */
@@ -587,8 +523,8 @@ void tuner_cycle_end(struct tuner *t, bool ok)
  * an interval away, or the window's first start after that. */
 static double furthest_wait(const struct tuner *t, time_t now)
 {
-    return t->o.interval_s + (double)tuner_window_opens_in(t->o.window_start, t->o.window_end,
-                                                           now + (time_t)t->o.interval_s);
+    return t->o.interval_s + (double)window_opens_in(t->o.window_start, t->o.window_end,
+                                                     now + (time_t)t->o.interval_s);
 }
 
 bool tuner_keep_schedule(struct tuner *t)

@@ -96,15 +96,6 @@ void tuner_save(struct tuner *t);
  * live trial, probe file) outlives it. */
 void tuner_cycle_end(struct tuner *t, bool ok);
 
-/* Seconds from now (local time, as localtime_r gives it) until the
- * window [start, end) (minutes after midnight, across midnight when end <
- * start; start < 0: any time) next opens, on the wall clock: 0 while it is
- * open, else at least 1 (a leap second counts as :59). Pure. */
-long tuner_window_wait(int start, int end, const struct tm *now);
-/* The same from a clock time, in real seconds: a change of the UTC offset
- * (DST) on the way is taken off (see there). 0 while open, else >= 1. */
-long tuner_window_opens_in(int start, int end, time_t now);
-
 /* ---- the verification reference across restarts (tuner_ref.c) ---- */
 
 /* The search converged no longer (a drift, a change of Samba or the

@@ -395,31 +395,6 @@ static void test_auto_free(void **state)
     }
 }
 
-/* ---- facts_in_window ---- */
-
-/* start < 0: any time; [start, end): the start counts, the end does not;
- * 23:00-01:00 runs across midnight. */
-static void test_window(void **state)
-{
-    static const struct {
-        int start, end, minute;
-        bool in;
-    } cases[] = {
-        {-1, -1, 0, true},       {-1, -1, 719, true},    {-1, 60, 1439, true},
-        {60, 300, 59, false},    {60, 300, 60, true},    {60, 300, 200, true},
-        {60, 300, 299, true},    {60, 300, 300, false},  {60, 300, 1439, false},
-        {60, 300, 0, false},     {0, 1, 0, true},        {0, 1, 1, false},
-        {1380, 60, 1379, false}, {1380, 60, 1380, true}, {1380, 60, 1439, true},
-        {1380, 60, 0, true},     {1380, 60, 59, true},   {1380, 60, 60, false},
-        {1380, 60, 720, false},
-    };
-
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-        if (facts_in_window(cases[i].start, cases[i].end, cases[i].minute) != cases[i].in)
-            fail_msg("[%d, %d) at %d: expected %d", cases[i].start, cases[i].end, cases[i].minute,
-                     cases[i].in);
-}
-
 /* ---- facts_fingerprint ---- */
 
 static void fingerprint(const struct facts *f, struct state *st, const char *conf, char *msg,
@@ -557,7 +532,6 @@ int main(void)
         cmocka_unit_test(test_mapping_per_trials),
         cmocka_unit_test(test_auto_blocked_by_listener),
         cmocka_unit_test(test_auto_free),
-        cmocka_unit_test(test_window),
         cmocka_unit_test(test_fingerprint_first_and_same),
         cmocka_unit_test(test_fingerprint_changes),
         cmocka_unit_test(test_fingerprint_short_buffer),

@@ -22,6 +22,8 @@
 
 #include <cmocka.h>
 
+#include "tz.h"
+
 #include "files.h"
 #include "journal.h"
 #include "rmtree.h"
@@ -1696,131 +1698,6 @@ static void test_failed_cycle_says_what_it_was_doing(void **state)
 
 /* ---- the schedule: the time window, a restart ---- */
 
-static struct tm at_hms(int h, int m, int sec)
-{
-    return (struct tm){.tm_hour = h, .tm_min = m, .tm_sec = sec, .tm_mday = 1, .tm_year = 124};
-}
-
-/* The wall-clock wait until the window opens: 0 inside it (its start
- * counts, its end does not), else up to the start, across midnight too,
- * and never 0 outside it (a leap second is :59). */
-static void test_window_wait(void **state)
-{
-    static const struct {
-        int start, end, h, m, sec;
-        long wait;
-    } cases[] = {
-        {-1, -1, 12, 0, 0, 0},            /* no window: any time */
-        {60, 300, 0, 0, 0, 3600},         /* 01:00-05:00 */
-        {60, 300, 0, 59, 59, 1},          /* a second before it opens */
-        {60, 300, 0, 59, 60, 1},          /* a leap second: not 0 */
-        {60, 300, 1, 0, 0, 0},            /* its start: open */
-        {60, 300, 4, 59, 59, 0},          /* its last second */
-        {60, 300, 5, 0, 0, 20 * 3600},    /* its end: tomorrow's start */
-        {60, 300, 11, 30, 0, 48600},      /* the reviewer's 11:30 */
-        {60, 300, 23, 59, 59, 3601},      /* across midnight to its start */
-        {1380, 60, 22, 59, 59, 1},        /* 23:00-01:00, across midnight */
-        {1380, 60, 23, 0, 0, 0},          /* its start */
-        {1380, 60, 0, 30, 0, 0},          /* after midnight, inside */
-        {1380, 60, 0, 59, 59, 0},         /* its last second */
-        {1380, 60, 1, 0, 0, 22 * 3600},   /* its end */
-        {1380, 60, 12, 0, 0, 11 * 3600},  /* midday */
-        {1440, 300, 23, 0, 0, 3600},      /* 24:00-05:00: the next midnight */
-        {1440, 300, 0, 0, 0, 0},          /* which is open */
-        {1320, 1440, 23, 59, 59, 0},      /* 22:00-24:00 */
-        {1320, 1440, 0, 0, 0, 22 * 3600}, /* its end, midnight */
-    };
-
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        struct tm tm = at_hms(cases[i].h, cases[i].m, cases[i].sec);
-        long w = tuner_window_wait(cases[i].start, cases[i].end, &tm);
-
-        if (w != cases[i].wait)
-            fail_msg("[%d, %d) at %02d:%02d:%02d: %ld s, expected %ld", cases[i].start,
-                     cases[i].end, cases[i].h, cases[i].m, cases[i].sec, w, cases[i].wait);
-    }
-    /* every second of a day: 0 exactly inside; outside, the wait ends on
-     * the start's minute, to the second, within a day */
-    for (int sec = 0; sec < 86400; sec += 7) {
-        struct tm tm = at_hms(sec / 3600, sec / 60 % 60, sec % 60);
-        long w = tuner_window_wait(1380, 60, &tm);
-
-        assert_int_equal(w == 0, facts_in_window(1380, 60, sec / 60));
-        if (w > 0) {
-            assert_true(w < 86400);
-            assert_int_equal((sec + w) % 86400, 1380 * 60);
-        }
-    }
-}
-
-/* A POSIX TZ rule (no tzdata needed): Central Europe, DST from the last
- * Sunday of March 02:00 to the last Sunday of October 03:00. */
-#define TZ_CET "CET-1CEST,M3.5.0,M10.5.0/3"
-
-static char *tz_set(const char *tz)
-{
-    char *was = getenv("TZ") ? strdup(getenv("TZ")) : NULL;
-
-    setenv("TZ", tz, 1);
-    tzset();
-    return was;
-}
-
-static void tz_restore(char *was)
-{
-    if (was != NULL)
-        setenv("TZ", was, 1);
-    else
-        unsetenv("TZ");
-    tzset();
-    free(was);
-}
-
-/* Real seconds across a DST change: the wall clock jumps, the wait does
- * not. UTC instants of 2024 (DST began 31 March at 01:00 UTC, ended 27
- * October at 01:00 UTC). */
-static void test_window_opens_in_across_dst(void **state)
-{
-    static const struct {
-        long now; /* unix seconds */
-        int start, end;
-        long wait;
-    } cases[] = {
-        /* 31 Mar 00:00 CET; 04:00-05:00 opens at 04:00 CEST, 02:00 UTC:
-         * 3 h, not the wall clock's 4 */
-        {1711839600L, 240, 300, 3 * 3600},
-        /* 30 Mar 12:00 CET, the day before: 15 h, not 16 */
-        {1711796400L, 240, 300, 15 * 3600},
-        /* 31 Mar 00:00 CET; 02:30-05:00 starts in the hour that does not
-         * exist: at 03:30 CEST, inside (not at 01:30 CET, outside) */
-        {1711839600L, 150, 300, 150 * 60},
-        /* 30 Mar 12:00 CET; 02:00-03:00 does not exist on 31 Mar: the
-         * next day's, 1 Apr 02:00 CEST (00:00 UTC), 37 h */
-        {1711796400L, 120, 180, 37 * 3600},
-        /* 27 Oct 00:00 CEST; 04:00-05:00 opens at 04:00 CET, 03:00 UTC:
-         * 5 h, not 4 */
-        {1729980000L, 240, 300, 5 * 3600},
-        /* 27 Oct 00:00 CEST; 02:30-03:00: the first 02:30, still CEST */
-        {1729980000L, 150, 180, 150 * 60},
-        /* a day without a change: the wall clock's wait */
-        {1718748000L, 240, 300, 4 * 3600},
-        /* inside: 0 */
-        {1711839600L, 1380, 60, 0},
-    };
-    char *was = tz_set(TZ_CET);
-
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        long w = tuner_window_opens_in(cases[i].start, cases[i].end, (time_t)cases[i].now);
-
-        if (w != cases[i].wait) {
-            tz_restore(was);
-            fail_msg("[%d, %d) from %ld: %ld s, expected %ld", cases[i].start, cases[i].end,
-                     cases[i].now, w, cases[i].wait);
-        }
-    }
-    tz_restore(was);
-}
-
 /* The minute of the day of now + add_min minutes, in UTC (the tests'
  * TZ). */
 static int minute_from_now(int add_min)
@@ -2122,8 +1999,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tied_from_one_size_keeps_the_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_replay_that_alarms_searches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_status_says_whose_rates, setup, teardown),
-        cmocka_unit_test(test_window_wait),
-        cmocka_unit_test(test_window_opens_in_across_dst),
         cmocka_unit_test_setup_teardown(test_window_defers_to_its_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_next_cycle_outside_the_window_moves_to_its_start,
                                         setup, teardown),
