@@ -280,10 +280,16 @@ int config_parse_string(const char *text, const char *name, struct config *c, st
     struct err local = {{0}};
     struct parse_ctx ctx = {.e = &local, .name = name};
     cfg_t *cfg;
-    char *plain = malloc(strlen(text) + 1);
+    char *plain;
     int r;
 
     config_defaults(c);
+    if (strlen(text) > CONFIG_MAX_BYTES)
+        return err_set(e, -EFBIG,
+                       "%s: %zu bytes: larger than %d KiB, too large for smbtuned's "
+                       "configuration (the installed one, every key documented, is 8 KiB)",
+                       name, strlen(text), CONFIG_MAX_BYTES / 1024);
+    plain = malloc(strlen(text) + 1);
     if (plain == NULL)
         return err_set(e, -ENOMEM, "%s: out of memory", name);
     /* libconfuse reads the text without its comments, so that the lines

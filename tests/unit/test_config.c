@@ -214,6 +214,34 @@ static void test_load_fifo(void **state)
     rmdir(dir);
 }
 
+/* libconfuse's lexer takes time quadratic in a token's length, blanks
+ * included: a 16 MiB comment line held -t (and a SIGHUP, the event loop
+ * with it) for minutes. A file beyond any real configuration is refused
+ * by its size, at once. */
+static void test_too_large(void **state)
+{
+    size_t n = CONFIG_MAX_BYTES + 2;
+    char *text = malloc(n + 1);
+    struct config c;
+    struct err e = {{0}};
+
+    (void)state;
+    assert_non_null(text);
+    memset(text, ' ', n);
+    text[0] = '#';
+    text[n - 1] = '\n';
+    text[n] = '\0';
+    assert_int_equal(config_parse_string(text, "/etc/smbtuned.conf", &c, &e), -EFBIG);
+    if (strstr(e.msg, "/etc/smbtuned.conf: ") == NULL || strstr(e.msg, "larger than") == NULL)
+        fail_msg("error is '%s'", e.msg);
+    /* one byte less than the limit still parses */
+    text[CONFIG_MAX_BYTES - 1] = '\n';
+    text[CONFIG_MAX_BYTES] = '\0';
+    memset(&e, 0, sizeof(e));
+    assert_int_equal(config_parse_string(text, "/etc/smbtuned.conf", &c, &e), 0);
+    free(text);
+}
+
 static void test_error_keeps_first(void **state)
 {
     struct config c;
@@ -656,6 +684,7 @@ int main(void)
         cmocka_unit_test(test_comments_and_strings),
         cmocka_unit_test(test_load_fifo),
         cmocka_unit_test(test_error_keeps_first),
+        cmocka_unit_test(test_too_large),
         cmocka_unit_test(test_load),
         cmocka_unit_test(test_shipped_config_parses),
         cmocka_unit_test(test_documented_defaults),
