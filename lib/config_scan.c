@@ -89,6 +89,7 @@ static int scan(const char *text, const char *name, char *out, struct err *e)
         } else if (*p == '"' || *p == '\'') {
             char quote = *p++;
             int start = line;
+            const char *from = p;
 
             for (; *p != '\0' && *p != quote; p++) {
                 if (quote == '"' && p[0] == '$' && p[1] == '{')
@@ -102,8 +103,10 @@ static int scan(const char *text, const char *name, char *out, struct err *e)
                                "%s:%d: string is not closed: expected %c before the end of the "
                                "file",
                                name, start, quote);
+            /* libconfuse takes a quoted string as a section's name too:
+             * "probe" { } is the section probe. */
+            word = (struct scan_word){from, (size_t)(p - from), start};
             p++;
-            word.s = NULL;
         } else if (p[0] == '$' && p[1] == '{') {
             return env_error(name, line, e);
         } else if (word_char(*p)) {

@@ -89,6 +89,12 @@ static void test_section_twice(void **state)
     check_ok("probe {}\nprobe =\n{}\n");
     /* A prefix is another name. */
     check_ok("probe {}\nprob {}\n");
+    /* libconfuse reads a quoted name as the same section (and merges the two). */
+    check_refused("tune {\n  mode = advise\n}\n\"tune\" {\n}\n",
+                  "/etc/smbtuned.conf:4: section tune is given twice (first at line 1)");
+    check_refused("'probe' {}\nprobe {}\n", ":2: section probe is given twice (first at line 1)");
+    /* A quoted value inside a section is not a section's name. */
+    check_ok("probe {\n  url = \"tune\"\n}\ntune {}\n");
 }
 
 /* libconfuse would put in the values of the caller's environment. */
