@@ -474,8 +474,15 @@ int config_load(const char *path, struct config *c, struct err *e)
     if (r < 0)
         return r;
     if (strlen(text) != len) {
+        int line = 1;
+
+        for (const char *q = text; *q != '\0'; q++)
+            line += *q == '\n';
         free(text);
-        return err_set(e, -EINVAL, "%s: contains a NUL byte", path);
+        return err_set(e, -EINVAL,
+                       "%s:%d: contains a NUL byte: expected text (the file may be damaged or "
+                       "not a configuration)",
+                       path, line);
     }
     r = config_parse_string(text, path, c, e);
     free(text);

@@ -278,6 +278,16 @@ static void test_load(void **state)
     if (strncmp(e.msg, path, strlen(path)) != 0 || strstr(e.msg, ":3: ") == NULL)
         fail_msg("'%s' does not start with %s:3:", e.msg, path);
 
+    /* A NUL byte is named with its line, as every other error. */
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fwrite("probe {\n  size = 1G\n}\n\0tune {}\n", 1, 29, f);
+    fclose(f);
+    memset(&e, 0, sizeof(e));
+    assert_int_equal(config_load(path, &c, &e), -EINVAL);
+    if (strncmp(e.msg, path, strlen(path)) != 0 || strstr(e.msg, ":4: contains a NUL byte") == NULL)
+        fail_msg("'%s' does not start with %s:4: contains a NUL byte", e.msg, path);
+
     f = fopen(path, "w");
     assert_non_null(f);
     fputs("probe {\n  url = \"smb://127.0.0.1/share\"\n  size = 1G\n}\n", f);
