@@ -119,7 +119,8 @@ def test_unit_paths_are_meson_s(installed, build_dir):
     assert not re.search(r"@\w+@", text), text
     binary = installed_path(installed, "/daemon/smbtuned")[0]
     assert unit_values(text, "ExecStart") == [binary]
-    assert unit_values(text, "ExecStartPre") == [f"{binary} -t"]
+    assert unit_values(text, "ExecStartPre") == []
+    assert unit_values(text, "RestartPreventExitStatus") == ["64 78"]
     # Documentation= names what is installed: both man pages and the README.
     docs = " ".join(unit_values(text, "Documentation")).split()
     assert "man:smbtuned(8)" in docs and "man:smbtuned.conf(5)" in docs, docs
