@@ -287,7 +287,7 @@ int config_parse_string(const char *text, const char *name, struct config *c, st
     if (strlen(text) > CONFIG_MAX_BYTES)
         return err_set(e, -EFBIG,
                        "%s: %zu bytes: larger than %d KiB, too large for smbtuned's "
-                       "configuration (the installed one, every key documented, is 8 KiB)",
+                       "configuration (the installed one, every key documented, is about 10 KiB)",
                        name, strlen(text), CONFIG_MAX_BYTES / 1024);
     plain = malloc(strlen(text) + 1);
     if (plain == NULL)

@@ -102,8 +102,8 @@ int config_set(struct config *c, const char *section, const char *name, const ch
 /* The built-in defaults (what an empty file gives). */
 void config_defaults(struct config *c);
 
-/* The largest config file read: the shipped one, every key documented, is
- * 8 KiB. libconfuse's lexer (flex) takes time quadratic in the length of
+/* The largest config file read: the shipped one, every key documented, is about
+ * 10 KiB. libconfuse's lexer (flex) takes time quadratic in the length of
  * one token, and a run of blanks is one: a 16 MiB comment line took -t
  * 195 s, and a SIGHUP that long would starve the watchdog. */
 #define CONFIG_MAX_BYTES (256 * 1024)

@@ -254,6 +254,28 @@ def test_stop_leaves_no_shadow_smbd_and_no_probe_file(box):
     assert box.run(["systemctl", "is-active", "smbd"], check=False).stdout.strip() == "active"
 
 
+def test_bad_config_fails_the_start_once(box):
+    """A refused /etc/smbtuned.conf fails `systemctl start` with its file
+    and line, and systemd does not try again every RestartSec= for ever
+    (RestartPreventExitStatus=: the daemon's own check exits 78)."""
+    conf = box.run(["cat", "/etc/smbtuned.conf"]).stdout
+    lines = conf.count("\n")
+    box.put("/etc/smbtuned.conf", conf + "tune {\n    intervall = 1h\n}\n")
+    try:
+        r = box.run(["systemctl", "start", "smbtuned"], check=False, timeout=120)
+        assert r.returncode != 0, (r.stdout, r.stderr)
+        before = _show(box, "NRestarts")["NRestarts"]
+        time.sleep(25)  # past RestartSec=10 twice
+        st = _show(box, "ActiveState", "SubState", "NRestarts", "ExecMainStatus")
+        assert st == {"ActiveState": "failed", "SubState": "failed", "NRestarts": before,
+                      "ExecMainStatus": "78"}, st
+        j = box.run(["journalctl", "-u", "smbtuned", "--no-pager", "-n", "50"]).stdout
+        assert f"/etc/smbtuned.conf:{lines + 1}: section tune is given twice" in j, j[-3000:]
+    finally:
+        box.put("/etc/smbtuned.conf", conf)
+        box.run(["systemctl", "reset-failed", "smbtuned"], check=False)
+
+
 def test_systemd_analyze_security_inside(box):
     r = box.run(["systemd-analyze", "security", "--no-pager", "smbtuned"], check=False)
     m = re.search(r"Overall exposure level for smbtuned\.service: ([0-9.]+)", r.stdout)
