@@ -43,6 +43,16 @@ static bool safe_on_the_way(const struct stat *st)
            ((st->st_mode & 022) == 0 || (st->st_mode & S_ISVTX) != 0);
 }
 
+static int refuse_on_the_way(const char *d, const char *dir, const struct stat *st, struct err *e)
+{
+    return err_set(e, -EPERM,
+                   "the directory %s on the way to %s is owned by uid %u with mode %04o: "
+                   "refused, each must be root's or uid %u's and writable by its owner only (or "
+                   "sticky)",
+                   d, dir, (unsigned)st->st_uid, (unsigned)(st->st_mode & 07777),
+                   (unsigned)geteuid());
+}
+
 /* Every directory above real (a resolved path; not real itself) is
  * safe_on_the_way: else whoever owns or may write one could move the
  * private directory away between our check and our write, and put their
@@ -64,12 +74,7 @@ static int check_ancestors(const char *real, const char *dir, struct err *e)
         if (stat(d, &st) < 0)
             return err_set(e, -errno, "%s: %s", d, strerror(errno));
         if (!safe_on_the_way(&st))
-            return err_set(e, -EPERM,
-                           "the directory %s on the way to %s is owned by uid %u with mode %04o: "
-                           "refused, each must be root's or uid %u's and writable by its owner "
-                           "only (or sticky)",
-                           d, dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
-                           (unsigned)geteuid());
+            return refuse_on_the_way(d, dir, &st, e);
         if (buf[0] == '\0')
             break;
     }
@@ -147,6 +152,38 @@ static int check_the_way(const char *dir, struct err *e)
     return check_ancestors(real, dir, e);
 }
 
+/* Before the missing part of dir is made: the deepest directory of it
+ * that exists, and the way to it, pass check_the_way, and it is itself
+ * safe_on_the_way, so that nothing is made where the check after would
+ * refuse it (root's empty directories left under another user's). */
+static int check_before_making(const char *dir, struct err *e)
+{
+    char buf[PATH_MAX];
+    struct stat st;
+    size_t n = strlen(dir);
+
+    if (n >= sizeof(buf))
+        return err_set(e, -ENAMETOOLONG, "%s: name too long", dir);
+    memcpy(buf, dir, n + 1);
+    if (stat(buf, &st) == 0)
+        return 0; /* nothing to make: judged as it is, after */
+    for (char *p = strrchr(buf, '/'); p != NULL; p = strrchr(buf, '/')) {
+        const char *d;
+
+        *p = '\0';
+        d = buf[0] ? buf : "/";
+        if (stat(d, &st) < 0) {
+            if (errno == ENOENT && buf[0] != '\0')
+                continue;
+            return err_set(e, -errno, "%s: %s", d, strerror(errno));
+        }
+        if (!safe_on_the_way(&st))
+            return refuse_on_the_way(d, dir, &st, e);
+        return check_the_way(d, e);
+    }
+    return 0; /* a relative name: made in the working directory */
+}
+
 int files_private_dir(const char *dir, unsigned flags, struct err *e)
 {
     bool own = flags & FILES_DIR_OWN;
@@ -154,6 +191,9 @@ int files_private_dir(const char *dir, unsigned flags, struct err *e)
     int fd, r;
 
     if (flags & FILES_DIR_MAKE) {
+        r = check_before_making(dir, e);
+        if (r < 0)
+            return r;
         r = files_mkdir_p(dir);
         if (r < 0)
             return err_set(e, r, "cannot create %s: %s", dir, strerror(-r));

@@ -376,6 +376,14 @@ static void test_private_dir_on_the_way(void **state)
     assert_non_null(strstr(e.msg, "/open on the way to "));
     assert_non_null(strstr(e.msg, "/open/sub/state is owned by uid"));
     assert_non_null(strstr(e.msg, "with mode 0777: refused"));
+    /* and what is missing is not made under it first */
+    snprintf(priv, sizeof(priv), "%s/open/new/state", dir);
+    assert_int_equal(files_private_dir(priv, FILES_DIR_MAKE, &e), -EPERM);
+    assert_non_null(strstr(e.msg, "/open on the way to "));
+    assert_non_null(strstr(e.msg, "/open/new/state is owned by uid"));
+    snprintf(priv, sizeof(priv), "%s/open/new", dir);
+    assert_int_equal(access(priv, F_OK), -1);
+    snprintf(priv, sizeof(priv), "%s/open/sub/state", dir);
     /* ".." leads out of it: judged where the path really goes */
     snprintf(priv, sizeof(priv), "%s/open/../state2", dir);
     fd = files_private_dir(priv, FILES_DIR_MAKE, &e);
