@@ -123,8 +123,10 @@ static pid_t own_probe_pid(const struct child *c, const char *name)
  * are left alone. A file still held open by the server for a connection
  * that just died cannot be deleted yet: a thorough pass retries a few
  * times. Bounded in entries read, files deleted and time (see
- * LEFTOVER_SCAN_MAX): what is left waits for the next probe. */
-static void remove_leftovers(struct child *c, bool thorough)
+ * LEFTOVER_SCAN_MAX): what is left waits for the next probe. Returns how
+ * many found stayed (the last pass's), *why the errno of the last
+ * refusal. */
+static int remove_leftovers(struct child *c, bool thorough, int *why)
 {
     char(*names)[256];
     smbc_opendir_fn opendir_fn = api.getFunctionOpendir(c->ctx);
@@ -132,19 +134,20 @@ static void remove_leftovers(struct child *c, bool thorough)
     smbc_closedir_fn closedir_fn = api.getFunctionClosedir(c->ctx);
     smbc_unlink_fn unlink_fn = api.getFunctionUnlink(c->ctx);
     int max = thorough ? LEFTOVER_THOROUGH_MAX : LEFTOVER_QUICK_MAX;
-    int attempts = thorough ? 10 : 1, i;
+    int attempts = thorough ? 10 : 1, i, busy = 0;
     int64_t stop =
         probe_mono_ns() + (thorough ? LEFTOVER_THOROUGH_S : LEFTOVER_QUICK_S) * 1000000000LL;
 
     names = malloc(sizeof(*names) * (size_t)max);
     if (names == NULL)
-        return;
+        return 0;
     for (i = 0; i < attempts && probe_mono_ns() < stop; i++) {
-        int n = 0, busy = 0, k;
+        int n = 0, k;
         long scanned = 0;
         struct smbc_dirent *d;
         SMBCFILE *dir = opendir_fn(c->ctx, c->dir_url);
 
+        busy = 0;
         if (dir == NULL)
             break;
         while (n < max && scanned++ < LEFTOVER_SCAN_MAX && probe_mono_ns() < stop &&
@@ -159,14 +162,17 @@ static void remove_leftovers(struct child *c, bool thorough)
             char url[4352];
 
             snprintf(url, sizeof(url), "%s/%s", c->dir_url, names[k]);
-            if (unlink_fn(c->ctx, url) < 0 && errno != ENOENT)
+            if (unlink_fn(c->ctx, url) < 0 && errno != ENOENT) {
+                *why = errno;
                 busy++;
+            }
         }
         if (busy == 0)
             break;
         usleep(200 * 1000);
     }
     free(names);
+    return busy;
 }
 
 /* PREFIX<host>-<pid>-<16 hex digits>: unpredictable, so that nobody can
@@ -259,7 +265,7 @@ static enum probe_outcome measure(struct child *c)
     struct stat st;
     enum probe_outcome o;
     SMBCFILE *f = NULL;
-    int r;
+    int r, left, why = 0;
 
     /* Resolve the name ourselves first: libsmbclient reports an unknown
      * host with the same errno as an unknown share (and its set-up below
@@ -332,9 +338,15 @@ static enum probe_outcome measure(struct child *c)
                     "directory %s: %s", c->dir_url, strerror(er));
     }
 
-    remove_leftovers(c, c->cleanup_only);
+    left = remove_leftovers(c, c->cleanup_only, &why);
+    /* A probe goes on (the next one tries again); a clean-up, whose whole
+     * job this was, says that files stay, so that it is not taken for
+     * one that left nothing behind. */
     if (c->cleanup_only)
-        return PROBE_OK;
+        return left == 0
+                   ? PROBE_OK
+                   : fail(c, PROBE_ERROR, "%d file%s of killed probes could not be removed: %s",
+                          left, left == 1 ? "" : "s", strerror(why));
 
     o = create_probe_file(c, file_url, sizeof(file_url), &f);
     if (o != PROBE_OK)

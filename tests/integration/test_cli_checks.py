@@ -11,6 +11,7 @@ import os
 import re
 import socket
 import stat
+import subprocess
 import time
 
 import pytest
@@ -190,3 +191,24 @@ def test_resume_takes_turns_with_the_daemons_saves(shadow_env):
     st = env.state()
     assert st.get("hold") == "no", st
     assert st.get("cycles") == "5", f"--resume lost the save made while it waited: {st}"
+
+
+def test_share_that_refuses_the_clean_up_is_a_warning(make_env):
+    """The look at the start for a killed predecessor's file reaches the
+    share but cannot remove the file it finds (a read-only share): that is
+    no share out of reach, and is said as a warning, with the file left
+    where it is; only a share that could not be reached is info."""
+    env = make_env(WRITTEN, shares={"ro": {"read only": "yes"}})
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid no probe runs under now
+    name = f".smbtuned-probe-{socket.gethostname()}-{gone.pid}-00000000000000ab"
+    planted = env.srv.shares["ro"] / name
+    planted.write_bytes(b"x" * 4096)
+    url = env.srv.url.rsplit("/", 1)[0] + "/ro"
+    env.write_config(probe={"url": q(url)}, tune={"trials": q("client")})
+    rc, out, err = env.run("--once", "--dry-run", timeout=120)
+    assert rc == EXIT_FAILURE, f"exit {rc}\n{out}\n{err}"
+    assert re.search(r"^<4>removing a killed probe's file: the clean-up failed \(", err,
+                     re.M), err
+    assert not re.search(r"^<6>no look for a file", err, re.M), err
+    assert planted.exists()
