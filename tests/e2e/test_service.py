@@ -258,6 +258,7 @@ def test_bad_config_fails_the_start_once(box):
     """A refused /etc/smbtuned.conf fails `systemctl start` with its file
     and line, and systemd does not try again every RestartSec= for ever
     (RestartPreventExitStatus=: the daemon's own check exits 78)."""
+    box.run(["systemctl", "stop", "smbtuned"], timeout=300)  # stopped above; alone too
     conf = box.run(["cat", "/etc/smbtuned.conf"]).stdout
     lines = conf.count("\n")
     box.put("/etc/smbtuned.conf", conf + "tune {\n    intervall = 1h\n}\n")
