@@ -129,6 +129,18 @@ static int make_opts(struct daemon *d, struct err *e)
     return 0;
 }
 
+/* What -t refuses in smb.conf (unreadable, a registry backend, a relative
+ * include...): every cycle would only fail on it. */
+static int smb_conf_check(const char *smb_conf, struct err *e)
+{
+    struct smbconf c;
+
+    if (smbconf_load(&c, smb_conf, e) < 0)
+        return -EINVAL;
+    smbconf_free(&c);
+    return 0;
+}
+
 static int on_term(sd_event_source *s, const struct signalfd_siginfo *si, void *ud)
 {
     struct daemon *d = ud;
@@ -205,15 +217,10 @@ static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *u
     /* What -t refuses (systemctl reload runs it first), a plain kill -HUP
      * must refuse too: an smb.conf that cannot be read or is refused as a
      * configuration would only make every cycle fail. */
-    {
-        struct smbconf c;
-
-        if (smbconf_load(&c, tmp.topts.smb_conf, &e) < 0) {
-            journal_log(LOG_ERR, "SIGHUP: %s; keeping the configuration in force", e.msg);
-            sd_notify(0, "READY=1");
-            return 0;
-        }
-        smbconf_free(&c);
+    if (smb_conf_check(tmp.topts.smb_conf, &e) < 0) {
+        journal_log(LOG_ERR, "SIGHUP: %s; keeping the configuration in force", e.msg);
+        sd_notify(0, "READY=1");
+        return 0;
     }
     d->cfg = fresh;
     make_opts(d, &e);
@@ -370,6 +377,12 @@ int cmd_run(const struct opts *o)
     int r, lock;
 
     if (cmd_load_config(o, &d.cfg, &e) < 0 || make_opts(&d, &e) < 0)
+        return refused(o, CMD_EXIT_CONFIG, NULL, "%s", e.msg);
+    /* The daemon refuses what -t refuses, before READY=1 and with -t's
+     * exit status: the unit has no ExecStartPre= check any more, and
+     * RestartPreventExitStatus=78 keeps systemd from retrying such a start
+     * for ever. (--once reports it as its cycle's failure.) */
+    if (!o->once && smb_conf_check(d.topts.smb_conf, &e) < 0)
         return refused(o, CMD_EXIT_CONFIG, NULL, "%s", e.msg);
     mode = d.topts.mode == TUNER_ADVISE ? "advise" : "tune";
     r = files_private_dir(d.topts.state_dir, FILES_DIR_MAKE, &e);

@@ -67,3 +67,30 @@ def test_fifo_is_refused(smbtuned, tmp_path, smb_conf):
     r = run_editor(smbtuned, "-t", "-c", conf, "--smb-conf", smb_conf, timeout=30)
     assert r.returncode != 0
     assert f"{conf} is a FIFO" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("case", ["registry", "missing"])
+def test_daemon_refuses_what_check_refuses(smbtuned, tmp_path, case):
+    """The unit runs no `smbtuned -t` before the daemon any more
+    (RestartPreventExitStatus=78 instead): the daemon itself refuses an
+    smb.conf that -t refuses, with -t's exit status, before READY=1 and
+    before it makes its state directory, rather than start and fail every
+    cycle."""
+    if case == "registry":
+        smb_conf = tmp_path / "smb.conf"
+        smb_conf.write_text("[global]\n   config backend = registry\n")
+        where = f"{smb_conf}:2: "
+    else:
+        smb_conf = tmp_path / "absent" / "smb.conf"
+        where = f"{smb_conf}"
+    conf = tmp_path / "smbtuned.conf"
+    conf.write_text('tune {\n    mode = "advise"\n}\n')
+    state = tmp_path / "state"
+    args = ["-c", conf, "--smb-conf", smb_conf, "--state-dir", state]
+    r = check(smbtuned, conf, smb_conf)
+    assert r.returncode == 78 and where in r.stderr, (r.returncode, r.stderr)
+    # A hang (the daemon started) shows up as TimeoutExpired, which fails the test.
+    d = run_editor(smbtuned, *args, timeout=30)
+    assert d.returncode == 78, (d.returncode, d.stderr)
+    assert where in d.stderr, d.stderr
+    assert not state.exists()
