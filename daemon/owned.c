@@ -13,6 +13,7 @@
 #include "job.h"
 #include "journal.h"
 #include "smbconf.h"
+#include "smbd.h"
 #include "sockopts.h"
 
 /* A job's bound: testparm before and after the write (60 s each at most),
@@ -23,8 +24,9 @@
 
 /* What a job tells its parent: plain bytes, the value after them. */
 struct reply {
-    int r;       /* the edit: 0 or -errno */
-    int apply_r; /* telling smbd: 0 or -errno */
+    int r;                           /* the edit: 0 or -errno */
+    int apply_r;                     /* telling smbd: 0 or -errno */
+    bool checked, undone, restarted; /* a confirm: see confirm() */
     int line;
     char msg[sizeof(((struct err *)0)->msg)];
     char apply_msg[sizeof(((struct err *)0)->msg)];
@@ -48,6 +50,8 @@ struct owned {
     owned_back_fn back_done;
     void *ud;
     bool hold_on_disk; /* st->hold was saved by us or read from the file */
+    char *keep_value;  /* a commit in force that a take-back confirms */
+    bool confirming;   /* the job under way confirms, not reverts */
 };
 
 int owned_new(sd_event *ev, const struct tuner_opts *o, struct state *st, struct owned **op)
@@ -70,6 +74,7 @@ void owned_free(struct owned *w)
     job_cancel(w->job);
     sd_event_source_disable_unref(w->defer);
     free(w->live_value);
+    free(w->keep_value);
     sd_event_unref(w->ev);
     free(w);
 }
@@ -448,37 +453,131 @@ static int settle(struct owned *w, const struct reply *rep)
     return r;
 }
 
-/* Nothing for a job to do: 1 (settled here), else 0. */
-static int back_settled_here(struct owned *w, bool keep)
+/* Whether a commit that leaves a buffer to autotuning needs smbd
+ * restarted, by outcome.c's rule as far as it can be seen now:
+ * restart_smbd is on and smbd's listener holds an explicit size for that
+ * buffer. (The record does not say whether the run that wrote it was
+ * going to restart smbd.) */
+static bool restart_wanted(const struct owned *w, const char *value)
 {
-    char *value;
+    struct sockopts so;
+    struct smbd_listener l;
+    struct err e;
+    int ports[SMBD_MAX_PORTS], n = 0;
+    bool rcv_auto, snd_auto;
+    pid_t pid;
 
-    if (!w->st->pending)
-        return 1;
-    if (keep && w->st->pending_commit && (value = pending_on_disk(w)) != NULL) {
-        const struct smbconf_edit *ed = &w->st->pending_edit;
-        char conf[PATH_MAX + 32];
+    if (!w->o->restart_smbd || sockopts_parse(value, &so) < 0)
+        return false;
+    rcv_auto = !sockopts_get(&so, SOCKOPTS_RCVBUF).present;
+    snd_auto = !sockopts_get(&so, SOCKOPTS_SNDBUF).present;
+    sockopts_free(&so);
+    if ((!rcv_auto && !snd_auto) || smbd_pid(w->o->smb_conf, &pid, &e) < 0 ||
+        smbd_ports(w->o->smb_conf, ports, &n, &e) < 0 || n == 0 ||
+        smbd_listener_explicit(ports[0], &l, &e) < 0)
+        return false;
+    return (rcv_auto && l.rcv) || (snd_auto && l.snd);
+}
 
-        /* Stopped between the write and its announcement (a SIGTERM while
-         * smbcontrol ran): the commit stays, and is told here, or the
-         * journal would never say that the line changed. */
-        snprintf(conf, sizeof(conf), "SMBTUNED_SMB_CONF=%s", ed->file);
-        journal_event(JOURNAL_ID_COMMIT, LOG_NOTICE, (const char *const[]){conf, NULL},
-                      "%s: %.*s: written and kept, but smbtuned stopped before smbd was told: "
-                      "new connections get it after smbd's next reload-config or restart",
-                      ed->file, (int)ed->line_len, ed->written + ed->line_off);
-        kept(w, value);
-        free(value);
-        return 1;
+/* A commit in force that its run never finished (killed, stopped, or its
+ * job died after the write): the check its write would have made after it
+ * (testparm reads the line as written, else it is taken back), then smbd
+ * told as that run would have told it. In a job, or at start-up in place. */
+static void confirm(struct owned *w, struct reply *rep)
+{
+    struct err e = {{0}}, ae = {{0}};
+    bool checked, undone;
+
+    memset(rep, 0, sizeof(*rep));
+    rep->r = smbconf_confirm(w->o->smb_conf, w->o->state_dir, &w->st->pending_edit, w->keep_value,
+                             &checked, &undone, &e);
+    rep->checked = checked;
+    rep->undone = undone;
+    memcpy(rep->msg, e.msg, sizeof(rep->msg));
+    if (rep->r == 0 && (rep->restarted = restart_wanted(w, w->keep_value)))
+        rep->apply_r = apply_restart_smbd(&ae);
+    else if (rep->r == 0)
+        rep->apply_r = apply_run(w->o->apply, w->o->smb_conf, &ae);
+    else if (undone)
+        rep->apply_r = apply_run(trial_apply(w->o), w->o->smb_conf, &ae);
+    memcpy(rep->apply_msg, ae.msg, sizeof(rep->apply_msg));
+}
+
+/* What a confirm came to, in the parent: 0 settled (kept, or taken back),
+ * else the record stays and the next cycle confirms again. */
+static int confirmed(struct owned *w, const struct reply *rep)
+{
+    const struct smbconf_edit *ed = &w->st->pending_edit;
+    char conf[PATH_MAX + 32], how[sizeof(rep->apply_msg) + 64];
+
+    if (rep->r < 0 && rep->undone) {
+        struct reply back = *rep;
+
+        journal_log(LOG_ERR, "%s: checking the change a run that did not finish wrote: %s",
+                    ed->file, rep->msg);
+        back.r = 0;
+        return settle(w, &back);
     }
+    if (rep->r < 0) {
+        /* not checked (the edit lock was busy), or taken back and that
+         * failed: as it is, until the next cycle */
+        journal_log(rep->checked ? LOG_ERR : LOG_WARNING,
+                    "%s: the change a run that did not finish wrote is %s: %s; the next cycle "
+                    "checks it again",
+                    ed->file, rep->checked ? "refused by testparm" : "not checked yet", rep->msg);
+        free(w->live_value);
+        w->live_value = NULL;
+        return rep->r;
+    }
+    if (rep->apply_r < 0)
+        snprintf(how, sizeof(how), "%s smbd failed: %s", rep->restarted ? "restarting" : "telling",
+                 rep->apply_msg);
+    else if (rep->restarted)
+        snprintf(how, sizeof(how),
+                 "smbd is restarted now, so that autotuning reaches new "
+                 "connections (restart_smbd = yes)");
+    else if (w->o->apply == APPLY_NONE)
+        snprintf(how, sizeof(how),
+                 "smbd takes it at its next reload-config or restart "
+                 "(apply = none)");
+    else
+        snprintf(how, sizeof(how), "smbd is told now (apply = %s)", apply_name(w->o->apply));
+    snprintf(conf, sizeof(conf), "SMBTUNED_SMB_CONF=%s", ed->file);
+    journal_event(JOURNAL_ID_COMMIT, rep->apply_r < 0 ? LOG_WARNING : LOG_NOTICE,
+                  (const char *const[]){conf, NULL},
+                  "%s: %.*s: written by a run that did not finish, checked and kept: %s", ed->file,
+                  (int)ed->line_len, ed->written + ed->line_off, how);
+    kept(w, w->keep_value);
+    free(w->live_value);
+    w->live_value = NULL;
     return 0;
+}
+
+/* What a take-back is to do. With keep, a commit in force stays, once
+ * confirmed (w->keep_value: its value); anything else pending is
+ * reverted. */
+enum back_plan { BACK_NOTHING, BACK_REVERT, BACK_CONFIRM };
+
+static enum back_plan back_plan(struct owned *w, bool keep)
+{
+    if (!w->st->pending)
+        return BACK_NOTHING;
+    free(w->keep_value);
+    w->keep_value = NULL;
+    if (keep && w->st->pending_commit && (w->keep_value = pending_on_disk(w)) != NULL)
+        return BACK_CONFIRM;
+    return BACK_REVERT;
 }
 
 static int back_job(void *arg, int out_fd)
 {
+    struct owned *w = arg;
     struct reply rep;
 
-    revert(arg, &rep);
+    if (w->confirming)
+        confirm(w, &rep);
+    else
+        revert(w, &rep);
     return files_write_all(out_fd, &rep, sizeof(rep));
 }
 
@@ -488,11 +587,14 @@ static void back_done(struct job *j, const struct job_result *jr, void *ud)
     int r;
 
     w->job = NULL;
-    /* The revert does not write the state: what we hold is current. */
+    /* The job does not write the state: what we hold is current. */
     if (!jr->ok || jr->len != sizeof(struct reply)) {
-        journal_log(LOG_ERR, "taking our change back failed: the job %s",
+        journal_log(LOG_ERR, "%s our change failed: the job %s",
+                    w->confirming ? "checking" : "taking back",
                     jr->timed_out ? "did not finish within its deadline" : "failed");
         r = jr->timed_out ? -ETIMEDOUT : -EIO;
+    } else if (w->confirming) {
+        r = confirmed(w, (const struct reply *)jr->data);
     } else {
         r = settle(w, (const struct reply *)jr->data);
     }
@@ -511,6 +613,7 @@ static int on_nothing(sd_event_source *src, void *ud)
 
 int owned_take_back(struct owned *w, bool keep, owned_back_fn done, void *ud)
 {
+    enum back_plan plan;
     struct err e;
     int r;
 
@@ -518,8 +621,10 @@ int owned_take_back(struct owned *w, bool keep, owned_back_fn done, void *ud)
         return -EBUSY;
     w->back_done = done;
     w->ud = ud;
-    if (back_settled_here(w, keep))
+    plan = back_plan(w, keep);
+    if (plan == BACK_NOTHING)
         return sd_event_add_defer(w->ev, &w->defer, on_nothing, w);
+    w->confirming = plan == BACK_CONFIRM;
     r = job_start(w->ev, back_job, w, OWNED_JOB_DEADLINE_S, back_done, w, &w->job, &e);
     if (r < 0)
         journal_log(LOG_ERR, "taking our change back: %s", e.msg);
@@ -528,6 +633,8 @@ int owned_take_back(struct owned *w, bool keep, owned_back_fn done, void *ud)
 
 void owned_take_back_now(struct owned *w, bool keep)
 {
+    const struct smbconf_edit *ed = &w->st->pending_edit;
+    char conf[PATH_MAX + 32];
     struct reply rep;
 
     if (w->job != NULL) {
@@ -537,66 +644,39 @@ void owned_take_back_now(struct owned *w, bool keep)
         reload(w);
     }
     w->defer = sd_event_source_disable_unref(w->defer);
-    if (back_settled_here(w, keep))
+    switch (back_plan(w, keep)) {
+    case BACK_NOTHING:
         return;
-    revert(w, &rep);
-    settle(w, &rep);
-}
-
-/* A commit a killed run wrote: the check its write would have made after
- * it (testparm), then smbd is told as configured, as the run would have
- * done. A line testparm reads otherwise is taken back, as the write would
- * have taken it back. */
-static void confirm(struct owned *w, const char *value)
-{
-    const struct smbconf_edit *ed = &w->st->pending_edit;
-    struct err e = {{0}}, ae = {{0}};
-    char conf[PATH_MAX + 32], how[sizeof(ae.msg) + 64];
-    bool undone;
-    int r;
-
-    r = smbconf_confirm(w->o->smb_conf, w->o->state_dir, ed, value, &undone, &e);
-    if (r < 0) {
-        struct reply rep = {0};
-
-        journal_log(LOG_ERR, "%s: checking the change a run that did not finish wrote: %s",
-                    ed->file, e.msg);
-        if (!undone)
-            return; /* the record stays: the next cycle takes it back */
-        rep.apply_r = apply_run(trial_apply(w->o), w->o->smb_conf, &ae);
-        memcpy(rep.apply_msg, ae.msg, sizeof(rep.apply_msg));
+    case BACK_CONFIRM:
+        /* A stop does not wait for testparm and smbd (a hung smbcontrol
+         * may be why it came): the record stays, and the next start
+         * confirms the commit (owned_recover). The journal says now that
+         * the line changed. */
+        snprintf(conf, sizeof(conf), "SMBTUNED_SMB_CONF=%s", ed->file);
+        journal_event(JOURNAL_ID_COMMIT, LOG_NOTICE, (const char *const[]){conf, NULL},
+                      "%s: %.*s: written and kept, but smbtuned stopped before it was checked and "
+                      "smbd was told: the next start checks it and tells smbd",
+                      ed->file, (int)ed->line_len, ed->written + ed->line_off);
+        return;
+    case BACK_REVERT:
+        revert(w, &rep);
         settle(w, &rep);
-        return;
     }
-    r = apply_run(w->o->apply, w->o->smb_conf, &ae);
-    if (r < 0)
-        snprintf(how, sizeof(how), "telling smbd failed: %s", ae.msg);
-    else if (w->o->apply == APPLY_NONE)
-        snprintf(how, sizeof(how),
-                 "smbd takes it at its next reload-config or restart "
-                 "(apply = none)");
-    else
-        snprintf(how, sizeof(how), "smbd is told now (apply = %s)", apply_name(w->o->apply));
-    snprintf(conf, sizeof(conf), "SMBTUNED_SMB_CONF=%s", ed->file);
-    journal_event(JOURNAL_ID_COMMIT, r < 0 ? LOG_WARNING : LOG_NOTICE,
-                  (const char *const[]){conf, NULL},
-                  "%s: %.*s: written by a run that did not finish, checked and kept: %s", ed->file,
-                  (int)ed->line_len, ed->written + ed->line_off, how);
-    kept(w, value);
 }
 
 void owned_recover(struct owned *w)
 {
     struct reply rep;
-    char *value;
 
-    if (!w->st->pending)
+    switch (back_plan(w, true)) {
+    case BACK_NOTHING:
         return;
-    if (w->st->pending_commit && (value = pending_on_disk(w)) != NULL) {
-        confirm(w, value);
-        free(value);
+    case BACK_CONFIRM:
+        confirm(w, &rep);
+        confirmed(w, &rep);
         return;
+    case BACK_REVERT:
+        revert(w, &rep);
+        settle(w, &rep);
     }
-    revert(w, &rep);
-    settle(w, &rep);
 }

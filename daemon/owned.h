@@ -56,19 +56,21 @@ int owned_put(struct owned *w, const char *expect, struct search_config c, enum 
 
 /* Take back what the pending record put in, or was putting in: a live
  * trial, or a commit that did not go through; only while our line still
- * holds it. With keep, a commit found on disk stays (the run that died
- * after writing it had decided it). done(ud, 0) also when there was
- * nothing to take back. */
+ * holds it. With keep, a commit found in force stays once confirmed: the
+ * check its write would have made after it (testparm), then smbd told as
+ * configured, since the run, or the job, that wrote it may have died
+ * before either. done(ud, 0) also when there was nothing to take back. */
 int owned_take_back(struct owned *w, bool keep, owned_back_fn done, void *ud);
 
 /* owned_take_back in the caller's process, blocking: at a stop, when
- * there is no loop to come back to. */
+ * there is no loop to come back to. It does not wait for testparm or
+ * smbd: a commit in force to be confirmed stays recorded, for the next
+ * start. */
 void owned_take_back_now(struct owned *w, bool keep);
 
-/* At start-up, blocking, what a run that died left pending: a trial is
- * taken back; a commit found on disk is checked as its write would have
- * checked it (testparm), kept, and told to smbd as configured, since the
- * dead run may not have told it. */
+/* At start-up, blocking, what a run that died or stopped left pending: a
+ * trial is taken back; a commit found in force is confirmed (as
+ * owned_take_back with keep). */
 void owned_recover(struct owned *w);
 
 /* The socket options value in force now (malloc'ed into *value). It must

@@ -306,9 +306,11 @@ static void cycle_begin(struct tuner *t)
         cycle_read(t);
         return;
     }
-    /* A take-back that failed last time (lock held, disk full) first. */
+    /* What an earlier step left pending first: a take-back that failed
+     * (lock held, disk full), or a commit in force not yet confirmed
+     * (its check found the edit lock busy), which is confirmed. */
     t->state = T_SETTLING;
-    if (owned_take_back(t->line, false, on_settled, t) < 0)
+    if (owned_take_back(t->line, true, on_settled, t) < 0)
         tuner_cycle_end(t, false);
 }
 
@@ -512,7 +514,7 @@ void tuner_cycle_end(struct tuner *t, bool ok)
     t->w.ops->place_down(t->w.ctx);
     if (t->st.pending && !t->st.hold && !owned_busy(t->line)) {
         t->state = T_ENDING;
-        /* a commit whose job died after its write stays (as at a stop) */
+        /* a commit whose job died after its write stays, confirmed */
         if (owned_take_back(t->line, true, on_ended, t) == 0)
             return;
     }

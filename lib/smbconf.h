@@ -195,11 +195,12 @@ int smbconf_revert(const char *path, const char *state_dir, const struct smbconf
                    struct err *e);
 
 /* smbconf_write's check after the write, for a write whose writer died
- * before it (a kill -9): Samba's testparm must read value, the line our
- * edit ed put in path, or the edit is taken back. 0, or the check's error;
+ * or stopped before it: Samba's testparm must read value, the line our
+ * edit ed put in path, or the edit is taken back. 0, or the error;
+ * *checked when the check ran (not when the edit lock could not be had),
  * *undone when the old line is back. */
 int smbconf_confirm(const char *path, const char *state_dir, const struct smbconf_edit *ed,
-                    const char *value, bool *undone, struct err *e);
+                    const char *value, bool *checked, bool *undone, struct err *e);
 
 void smbconf_result_free(struct smbconf_result *res);
 

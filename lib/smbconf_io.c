@@ -488,14 +488,15 @@ int smbconf_write(struct smbconf_plan *pl, struct smbconf_result *res, struct er
 }
 
 int smbconf_confirm(const char *path, const char *state_dir, const struct smbconf_edit *ed,
-                    const char *value, bool *undone, struct err *e)
+                    const char *value, bool *checked, bool *undone, struct err *e)
 {
     int lock = take_lock(state_dir, e);
     int r;
 
-    *undone = false;
+    *checked = *undone = false;
     if (lock < 0)
         return lock;
+    *checked = true;
     r = judge_or_undo(path, state_dir, ed, value, undone, e);
     close(lock);
     return r;

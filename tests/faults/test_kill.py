@@ -28,6 +28,7 @@ The seed is SMBTUNED_FAULT_SEED (default below); SMBTUNED_FAULT_KILLS
 scales the number of kills (default: 200 in all).
 """
 
+import fcntl
 import os
 import random
 import re
@@ -290,6 +291,36 @@ esac""")
     check_journal(d.stderr, r"unfinished change taken back in ")
     d.signal(signal.SIGTERM)
     assert d.wait(timeout=60) == 0, d.stderr
+
+
+def test_kill9_during_a_commit_lock_busy_at_start(fault_env, faults):
+    """As above, but at the next start another editor holds the edit lock
+    past its 10 s wait: the check cannot run. The commit is neither taken
+    back nor kept unchecked: it stays recorded, and the first cycle,
+    which settles what is pending first, checks it once the lock is free,
+    keeps it and tells smbd."""
+    env = fault_env(LEGACY)
+    r, written, log = killed_in_commit(env, faults)
+    with open(env.state_dir / "smbconf.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another editor, for now
+        d = env.start()
+        d.wait_for(lambda: "is not checked yet" in d.stderr, timeout=START_WAIT,
+                   what="the check that found the lock busy")
+        assert socket_value(env.srv.conf.read_bytes()) == written, d.stderr
+        assert env.state().get("pending") == "yes", env.state()
+    # the lock is free: the cycle's settling step checks it
+    d.wait_for(lambda: "checked and kept" in d.stderr, timeout=START_WAIT,
+               what="the commit confirmed by the cycle")
+    assert re.search(r"^<5>.*socket options = " + re.escape(written) + r": written by a run "
+                     r"that did not finish, checked and kept: smbd is told now", d.stderr,
+                     re.M), d.stderr
+    assert "taken back" not in d.stderr, d.stderr
+    assert f"-s {env.srv.conf} smbd reload-config" in log.read_text(), d.stderr
+    d.signal(signal.SIGTERM)
+    assert d.wait(timeout=120) == 0, d.stderr
+    st = env.state()
+    assert st.get("last_written") == socket_value(env.srv.conf.read_bytes()), (st, d.stderr)
+    faults.record("kill -9", "shadow trials, commit, edit lock busy at the start: kept")
 
 
 def test_start_removes_the_file_of_a_probe_killed_with_its_daemon(fault_env, faults):

@@ -580,7 +580,9 @@ def test_sigterm_during_a_commit_keeps_it(make_env, tmp_path):
     """SIGTERM while the commit's job tells smbd (a smbcontrol that hangs):
     the commit is on disk, and it stays, as after a kill -9: the search had
     decided it. The daemon stops at once, nothing of the job is left
-    running, and the state records the value as ours."""
+    running. The stop does not wait for the check after the write and for
+    smbd: the record stays, and the next start checks the line with
+    testparm, tells smbd and records the value as ours."""
     env = make_env(LEGACY)
     env.write_config(probe={"deadline": "5"},
                      tune={"trials": q("shadow"), "apply": q("smbcontrol"), "mode": q("tune"),
@@ -606,13 +608,13 @@ def test_sigterm_during_a_commit_keeps_it(make_env, tmp_path):
     assert d.wait(timeout=60) == 0, d.stderr
     after = conf.read_bytes()
     assert socket_value(after) == written, f"the commit was taken back:\n{d.stderr}"
-    # and the journal says so: the line changed, smbd was not told
+    # and the journal says so: the line changed, the next start finishes it
     assert re.search(r"^<5>.*socket options = " + re.escape(written) + r": written and kept, "
-                     r"but smbtuned stopped before smbd was told", d.stderr, re.M), d.stderr
+                     r"but smbtuned stopped before it was checked and smbd was told: the next "
+                     r"start checks it", d.stderr, re.M), d.stderr
     assert only_socket_line_changed(before, after) is None
     st = env.state()
-    assert st.get("pending") == "no", st
-    assert st.get("last_written") == written, st
+    assert (st.get("pending"), st.get("pending_commit")) == ("yes", "yes"), st
     # the hung smbcontrol went with its job
     deadline = time.monotonic() + 5
     while os.path.exists(f"/proc/{hung}") and time.monotonic() < deadline:
@@ -620,6 +622,20 @@ def test_sigterm_during_a_commit_keeps_it(make_env, tmp_path):
     if os.path.exists(f"/proc/{hung}"):
         os.kill(hung, signal.SIGKILL)  # ours: the test's wrapper
         raise AssertionError("the commit's smbcontrol outlived smbtuned")
+    # the next start (smbcontrol as installed) checks, keeps and tells it
+    d = Daemon(env.cmd(), env.env(), env.logdir, "after")
+    env.daemons.append(d)
+    d.wait_for(lambda: "checked and kept" in d.stderr, timeout=120,
+               what="the commit confirmed")
+    assert re.search(r"^<5>.*socket options = " + re.escape(written) + r": written by a run "
+                     r"that did not finish, checked and kept: smbd is told now "
+                     r"\(apply = smbcontrol\)", d.stderr, re.M), d.stderr
+    d.signal(signal.SIGTERM)
+    assert d.wait(timeout=60) == 0, d.stderr
+    assert socket_value(conf.read_bytes()) == written
+    st = env.state()
+    assert st.get("pending") == "no", st
+    assert st.get("last_written") == written, st
     assert_clean(env)
 
 
