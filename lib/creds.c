@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "child.h"
+#include "files.h"
 
 /* The rules are smbclient's: Samba's cli_credentials_parse_file() and
  * cli_credentials_parse_string() (auth/credentials/credentials.c) and the
@@ -292,12 +293,26 @@ int creds_load(const char *path, uid_t owner_uid, struct creds *c, struct err *e
     int fd, r;
 
     memset(c, 0, sizeof(*c));
+    /* A kernel interface is no credentials file: root's, mode 0400 and
+     * "regular", /proc/kmsg passes every check below, and each read of it
+     * takes messages out of the kernel log for good. Refused as files_read
+     * refuses it: by name before open, by filesystem after (a link). */
+    if (files_kernel_path(path))
+        return err_set(e, -EINVAL,
+                       "credentials file %s is in /proc or /sys: not a credentials file, "
+                       "smbtuned does not read it",
+                       path);
     /* Check and read the same open file, so that it cannot be swapped
      * between the check and the read. */
     fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
         return err_set(e, -errno, "credentials file %s: %s", path, strerror(errno));
     r = check_file(fd, path, owner_uid, e);
+    if (r == 0 && files_kernel_fd(fd))
+        r = err_set(e, -EINVAL,
+                    "credentials file %s is in /proc, /sys or another kernel filesystem: not a "
+                    "credentials file, smbtuned does not read it",
+                    path);
     if (r == 0)
         r = read_all(fd, path, text, sizeof(text), e);
     if (r == 0)

@@ -42,7 +42,7 @@ static const char *file_kind(mode_t m)
 #define FILES_TRACEFS_MAGIC 0x74726163
 #define FILES_DEBUGFS_MAGIC 0x64626720
 
-static bool kernel_fs(int fd)
+bool files_kernel_fd(int fd)
 {
     struct statfs sf;
 
@@ -52,7 +52,7 @@ static bool kernel_fs(int fd)
            sf.f_type == FILES_TRACEFS_MAGIC || sf.f_type == FILES_DEBUGFS_MAGIC;
 }
 
-static bool kernel_path(const char *path)
+bool files_kernel_path(const char *path)
 {
     return strncmp(path, "/proc/", 6) == 0 || strcmp(path, "/proc") == 0 ||
            strncmp(path, "/sys/", 5) == 0 || strcmp(path, "/sys") == 0;
@@ -78,7 +78,7 @@ static int read_fd(int fd, const char *path, char **buf, size_t *len, struct err
         return err_set(e, r, "%s is %s: smbtuned reads only regular files", path,
                        file_kind(st.st_mode));
     }
-    if (kernel_fs(fd)) {
+    if (files_kernel_fd(fd)) {
         close(fd);
         return err_set(e, -EINVAL,
                        "%s is in /proc, /sys or another kernel filesystem: not a "
@@ -147,7 +147,7 @@ int files_read(const char *path, char **buf, size_t *len, struct err *e)
 
     /* Refused before open: opening some kernel files has effects. Paths
      * that reach them otherwise (a symlink) are caught by fstatfs. */
-    if (kernel_path(path))
+    if (files_kernel_path(path))
         return err_set(e, -EINVAL,
                        "%s is in /proc or /sys: not a configuration file, smbtuned does not "
                        "read it",
@@ -401,7 +401,7 @@ int files_target_open_hooked(struct files_target *t, const char *path, const str
      * target. From here on nothing is looked up by path again. */
     if (realpath(path, real) == NULL)
         return err_set(e, -errno, "%s: %s", path, strerror(errno));
-    if (kernel_path(real))
+    if (files_kernel_path(real))
         return err_set(e, -EINVAL,
                        "%s is in /proc or /sys: not a configuration file, smbtuned does not "
                        "write it",

@@ -23,6 +23,14 @@
  * reason that names the file. */
 int files_read(const char *path, char **buf, size_t *len, struct err *e);
 
+/* The two refusals of files_read, for readers of their own (creds.c, which
+ * keeps a secret out of malloc'ed memory): whether path names something
+ * under /proc or /sys (checked before open: opening some kernel files has
+ * effects), and whether the open fd is on a kernel filesystem (proc,
+ * sysfs, tracefs, debugfs: a read may drain the kernel log or block). */
+bool files_kernel_path(const char *path);
+bool files_kernel_fd(int fd);
+
 /* Temporary files of ours start with this, next to the file they replace:
  * `.smbtuned-NAME.XXXXXX`. */
 #define FILES_TMP_PREFIX ".smbtuned-"

@@ -336,6 +336,19 @@ static void test_load_refusals(void **state)
     check_load(f.path, me, -EINVAL, want);
     remove_cred(&f);
 
+    /* A kernel interface is never read (/proc/kmsg is root's, 0400 and
+     * "regular", and a read drains the kernel log): by name, and through
+     * a link, by its filesystem. /proc/self/environ stands for it here:
+     * it is the reader's own at any uid. */
+    snprintf(want, sizeof(want), "credentials file /proc/self/environ is in /proc or /sys");
+    check_load("/proc/self/environ", me, -EINVAL, want);
+    make_cred(&f, "", 0, 0600);
+    unlink(f.path);
+    assert_int_equal(symlink("/proc/self/environ", f.path), 0);
+    snprintf(want, sizeof(want), "credentials file %s is in /proc, /sys or another kernel", f.path);
+    check_load(f.path, me, -EINVAL, want);
+    remove_cred(&f);
+
     /* A text error read from a file names its path and line, also when
      * the checking child found it. */
     text = "username = u\npassword S3cr3t\n";
