@@ -302,6 +302,14 @@ int creds_load(const char *path, uid_t owner_uid, struct creds *c, struct err *e
                        "credentials file %s is in /proc or /sys: not a credentials file, "
                        "smbtuned does not read it",
                        path);
+    /* The owner check below is of whatever the path reaches: whoever may
+     * write a directory on the way (or owns a link on it) could put a link
+     * there to another file of root's, 0600 too, and root would log on
+     * with it. The way is judged as the state directory's is, before
+     * anything is opened through it; a missing file is said by open. */
+    r = files_check_way(path, e);
+    if (r < 0 && r != -ENOENT)
+        return r;
     /* Check and read the same open file, so that it cannot be swapped
      * between the check and the read. */
     fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);

@@ -106,6 +106,12 @@ int files_mkdir_p(const char *dir);
 #define FILES_DIR_OWN 2U
 int files_private_dir(const char *dir, unsigned flags, struct err *e);
 
+/* The way to path (a directory or a file), as files_private_dir judges
+ * it: every link on it root's or ours, every directory above where it
+ * really is root's or ours and writable by its owner only (or sticky), so
+ * that no one else can swap what the path names. 0, or <0 with e set. */
+int files_check_way(const char *path, struct err *e);
+
 /* Write all len bytes to fd (a pipe: a job's answer), retrying short
  * writes and EINTR. 0 or -errno. */
 int files_write_all(int fd, const void *buf, size_t len);

@@ -85,7 +85,7 @@ static int check_ancestors(const char *real, const char *dir, struct err *e)
  * root's or ours (in a sticky directory its owner may still repoint it),
  * and the directory it lies in, with all above that, safe. Components
  * that are no links ("..", directories) are judged where they really are
- * (check_the_way). */
+ * (files_check_way). */
 static int check_links(const char *dir, struct err *e)
 {
     char buf[PATH_MAX], real[PATH_MAX], where[2 * PATH_MAX + 2];
@@ -140,7 +140,7 @@ static int check_links(const char *dir, struct err *e)
 
 /* The links on dir's path as configured (check_links), and every directory
  * above where it really is. */
-static int check_the_way(const char *dir, struct err *e)
+int files_check_way(const char *dir, struct err *e)
 {
     char real[PATH_MAX];
     int r = check_links(dir, e);
@@ -153,7 +153,7 @@ static int check_the_way(const char *dir, struct err *e)
 }
 
 /* Before the missing part of dir is made: the deepest directory of it
- * that exists, and the way to it, pass check_the_way, and it is itself
+ * that exists, and the way to it, pass files_check_way, and it is itself
  * safe_on_the_way, so that nothing is made where the check after would
  * refuse it (root's empty directories left under another user's). */
 static int check_before_making(const char *dir, struct err *e)
@@ -179,7 +179,7 @@ static int check_before_making(const char *dir, struct err *e)
         }
         if (!safe_on_the_way(&st))
             return refuse_on_the_way(d, dir, &st, e);
-        return check_the_way(d, e);
+        return files_check_way(d, e);
     }
     return 0; /* a relative name: made in the working directory */
 }
@@ -217,7 +217,7 @@ int files_private_dir(const char *dir, unsigned flags, struct err *e)
         close(fd);
         return r;
     }
-    r = check_the_way(dir, e);
+    r = files_check_way(dir, e);
     if (r < 0) {
         close(fd);
         return r;

@@ -287,7 +287,7 @@ static void test_load_refusals(void **state)
 {
     static const mode_t refused[] = {0640, 0604, 0644, 0700, 0660, 04600, 02600, 01600, 0666};
     struct cred_file f;
-    char fifo[4300], big[9000], want[4400];
+    char fifo[4300], big[9000], want[4400], way[8400];
     uid_t me = geteuid();
     const char *text = "username = u\npassword = s3cret\n";
 
@@ -347,6 +347,16 @@ static void test_load_refusals(void **state)
     assert_int_equal(symlink("/proc/self/environ", f.path), 0);
     snprintf(want, sizeof(want), "credentials file %s is in /proc, /sys or another kernel", f.path);
     check_load(f.path, me, -EINVAL, want);
+    remove_cred(&f);
+
+    /* In a directory someone else may write (not sticky), the file could
+     * be swapped for a link to another file of the owner's: refused, as a
+     * state directory there is. */
+    make_cred(&f, text, strlen(text), 0600);
+    assert_int_equal(chmod(f.dir, 0777), 0);
+    snprintf(way, sizeof(way), "the directory %s on the way to %s is owned by uid %u", f.dir,
+             f.path, (unsigned)me);
+    check_load(f.path, me, -EPERM, way);
     remove_cred(&f);
 
     /* A text error read from a file names its path and line, also when
