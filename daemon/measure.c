@@ -133,20 +133,34 @@ int measure_start(struct measure *m, const struct probe_params *p, measure_fn do
     return r;
 }
 
-/* A clean-up that failed, said. At a start only a killed predecessor's
- * file may be there, if one was killed at all: a share out of reach then
- * removed nothing and looked for nothing, and is no news (the probe that
- * follows says so). After a probe of ours that made its file, it stays. */
-static void tidy_failed(bool ours, int r, const struct err *e)
+/* What a failed clean-up was to remove is still to be removed. */
+static void still_dirty(struct measure *m, bool ours)
 {
-    if (ours || r != -ENOTCONN)
-        journal_log(LOG_WARNING, "removing a killed probe's file: %s%s", e->msg,
-                    r == -ENOTCONN ? ": the file stays there until a later probe removes it" : "");
-    else
+    m->dirty = true;
+    m->ours = m->ours || ours;
+}
+
+/* A clean-up that failed, said (in the job, or in place when waiting).
+ * At a start only a killed predecessor's file may be there, if one was
+ * killed at all: a share out of reach then removed nothing and looked for
+ * nothing, and is no news (the probe that follows says so); the next start
+ * looks again. Otherwise a file stays, ours or found: the end of the next
+ * cycle tries again (measure_tidy), and says so again while it stays. */
+static void tidy_failed(struct measure *m, bool ours, int r, const struct err *e)
+{
+    if (!ours && r == -ENOTCONN) {
         journal_log(LOG_INFO,
-                    "no look for a file a killed predecessor's probe may have left: %s; a later "
-                    "probe removes any",
+                    "no look for a file a killed predecessor's probe may have left: %s; the next "
+                    "start looks again",
                     e->msg);
+        return;
+    }
+    /* In the job m is the job's copy: tidy_done does this from its end. */
+    still_dirty(m, ours);
+    journal_log(LOG_WARNING, "removing a killed probe's file: %s%s", e->msg,
+                r == -ENOTCONN ? ": the file stays there until a later clean-up, at the end of a "
+                                 "cycle, removes it"
+                               : "");
 }
 
 static int tidy_job(void *arg, int out_fd)
@@ -156,8 +170,9 @@ static int tidy_job(void *arg, int out_fd)
     int r = probe_cleanup(&m->tidy_p, &e);
 
     if (r < 0) {
-        tidy_failed(m->tidy_ours, r, &e);
-        return 1;
+        tidy_failed(m, m->tidy_ours, r, &e);
+        /* what to do again: its exit status says (tidy_done) */
+        return r == -ENOTCONN && !m->tidy_ours ? 0 : 1;
     }
     return 0;
 }
@@ -170,6 +185,8 @@ static void tidy_done(struct job *j, const struct job_result *r, void *ud)
     if (r->timed_out)
         journal_log(LOG_WARNING, "removing a killed probe's file: no end within %.0f s",
                     TIDY_DEADLINE_S);
+    if (!r->ok)
+        still_dirty(m, m->tidy_ours);
 }
 
 void measure_tidy(struct measure *m, const struct probe_params *p, bool wait)
@@ -182,18 +199,19 @@ void measure_tidy(struct measure *m, const struct probe_params *p, bool wait)
          * private directory too. */
         job_cancel(m->tidy);
         m->tidy = NULL;
-        m->dirty = true;
-        m->ours = m->ours || m->tidy_ours;
+        still_dirty(m, m->tidy_ours);
     }
     if (!m->dirty)
         return;
     m->dirty = false;
     if (wait) {
-        int r = probe_cleanup(p, &e);
+        bool ours = m->ours;
+        int r;
 
-        if (r < 0)
-            tidy_failed(m->ours, r, &e);
         m->ours = false;
+        r = probe_cleanup(p, &e);
+        if (r < 0)
+            tidy_failed(m, ours, r, &e);
         return;
     }
     if (m->tidy != NULL)

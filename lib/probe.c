@@ -380,9 +380,11 @@ int probe_run(const struct probe_params *p, struct probe_result *r, struct err *
         return ret;
     wait_job(&job);
     ret = probe_finish(&job, r, e);
-    /* The killed child left its file behind: remove it now rather than at
-     * the next measurement. Best effort, bounded. */
-    if (ret == 0 && r->outcome == PROBE_TIMEOUT)
+    /* A measurement does not look for killed probes' files (probe_child.c
+     * says why): a clean-up child does, once the share was reached, which
+     * also takes the file of a child killed at its deadline. Best effort,
+     * bounded. */
+    if (ret == 0 && r->stage >= PROBE_STAGE_REACHED)
         probe_cleanup(p, &e2);
     return ret;
 }

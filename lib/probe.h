@@ -157,14 +157,16 @@ int probe_start(const struct probe_params *p, struct probe_job *job, struct err 
 int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e);
 
 /* Remove the files that killed probes from this host left in the target
- * directory (a short child of its own, at most a few seconds). For after a
- * probe was killed at its deadline or by a stop. -ENOTCONN when the share
+ * directory (a short child of its own, at most a few seconds; a
+ * measurement never does: probe_child.c says why). For the start, and
+ * after a probe was killed at its deadline or by a stop. -ENOTCONN when the share
  * could not be reached: nothing was removed, nor looked for; -EIO when it
  * failed otherwise. */
 int probe_cleanup(const struct probe_params *p, struct err *e);
 
-/* probe_start + wait + probe_finish. After a timeout it runs a short
- * cleanup-only child that removes the probe file the killed child left. */
+/* probe_start + wait + probe_finish. Then, once the share was reached, a
+ * short cleanup-only child removes the files killed probes left, this
+ * one's after a timeout included. */
 int probe_run(const struct probe_params *p, struct probe_result *r, struct err *e);
 
 const char *probe_outcome_name(enum probe_outcome o);

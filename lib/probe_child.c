@@ -1,8 +1,9 @@
 /* probe_child: the measuring child (see probe_child.h). It runs in a
  * process of its own that nothing can dump or trace: it reads the
- * credentials file, logs on with libsmbclient, removes the leftovers of
- * killed probes, creates the probe file, has probe_transfer.c write it and
- * read it back, deletes it and publishes what it saw in probe_shared. */
+ * credentials file, logs on with libsmbclient, creates the probe file,
+ * has probe_transfer.c write it and read it back, deletes it and
+ * publishes what it saw in probe_shared; or, as a clean-up, removes the
+ * files of killed probes instead. */
 #include "probe_child_int.h"
 
 #include <ctype.h>
@@ -30,17 +31,17 @@
 /* libsmbclient, loaded in this child only (smbc_api.h says why). */
 static struct smbc_api api;
 
-/* Probe files left by killed probes are removed by later probes, within
- * bounds: anyone who can write to the share can plant files that look like
- * ours, and no number of them may stop a measurement. A measurement spends
- * at most LEFTOVER_QUICK_S and LEFTOVER_QUICK_MAX deletions on it, a
- * cleanup-only child (after a timeout, at the end of a cycle) more; both
- * look at no more than LEFTOVER_SCAN_MAX directory entries. */
+/* Probe files left by killed probes are removed by a cleanup-only child,
+ * never by a measurement: libsmbclient's opendir fetches the whole
+ * listing in one call, which no bound of ours can cut short, and whoever
+ * can write to the share can make it long (200 000 entries took 5 s and
+ * 84 MB of the child's memory), or a hostile server endless. The
+ * clean-up runs in a job of its own, under its own deadline; it deletes
+ * at most LEFTOVER_MAX files, spends at most LEFTOVER_S seconds and looks
+ * at no more than LEFTOVER_SCAN_MAX entries once the listing is in. */
 #define LEFTOVER_SCAN_MAX 10000
-#define LEFTOVER_QUICK_MAX 32
-#define LEFTOVER_QUICK_S 2
-#define LEFTOVER_THOROUGH_MAX 256
-#define LEFTOVER_THOROUGH_S 10
+#define LEFTOVER_MAX 256
+#define LEFTOVER_S 10
 
 /* A random name collides only when someone planted it on purpose after
  * reading ours, or by a 2^-64 chance: a few new names are enough. */
@@ -121,22 +122,18 @@ static pid_t own_probe_pid(const struct child *c, const char *name)
 /* Remove this host's probe files whose process is gone (a probe killed at
  * its deadline leaves its file). Files of other hosts and of live probes
  * are left alone. A file still held open by the server for a connection
- * that just died cannot be deleted yet: a thorough pass retries a few
- * times. Bounded in entries read, files deleted and time (see
- * LEFTOVER_SCAN_MAX): what is left waits for the next probe. Returns how
- * many found stayed (the last pass's), *why the errno of the last
- * refusal. */
-static int remove_leftovers(struct child *c, bool thorough, int *why)
+ * that just died cannot be deleted yet: the pass is retried a few times.
+ * Bounded (see LEFTOVER_MAX). Returns how many found stayed (the last
+ * pass's), *why the errno of the last refusal. */
+static int remove_leftovers(struct child *c, int *why)
 {
     char(*names)[256];
     smbc_opendir_fn opendir_fn = api.getFunctionOpendir(c->ctx);
     smbc_readdir_fn readdir_fn = api.getFunctionReaddir(c->ctx);
     smbc_closedir_fn closedir_fn = api.getFunctionClosedir(c->ctx);
     smbc_unlink_fn unlink_fn = api.getFunctionUnlink(c->ctx);
-    int max = thorough ? LEFTOVER_THOROUGH_MAX : LEFTOVER_QUICK_MAX;
-    int attempts = thorough ? 10 : 1, i, busy = 0;
-    int64_t stop =
-        probe_mono_ns() + (thorough ? LEFTOVER_THOROUGH_S : LEFTOVER_QUICK_S) * 1000000000LL;
+    int max = LEFTOVER_MAX, attempts = 10, i, busy = 0;
+    int64_t stop = probe_mono_ns() + LEFTOVER_S * 1000000000LL;
 
     names = malloc(sizeof(*names) * (size_t)max);
     if (names == NULL)
@@ -338,15 +335,15 @@ static enum probe_outcome measure(struct child *c)
                     "directory %s: %s", c->dir_url, strerror(er));
     }
 
-    left = remove_leftovers(c, c->cleanup_only, &why);
-    /* A probe goes on (the next one tries again); a clean-up, whose whole
-     * job this was, says that files stay, so that it is not taken for
-     * one that left nothing behind. */
-    if (c->cleanup_only)
+    /* A clean-up says that files stay, so that it is not taken for one
+     * that left nothing behind. A measurement does not look (above). */
+    if (c->cleanup_only) {
+        left = remove_leftovers(c, &why);
         return left == 0
                    ? PROBE_OK
                    : fail(c, PROBE_ERROR, "%d file%s of killed probes could not be removed: %s",
                           left, left == 1 ? "" : "s", strerror(why));
+    }
 
     o = create_probe_file(c, file_url, sizeof(file_url), &f);
     if (o != PROBE_OK)

@@ -212,3 +212,26 @@ def test_share_that_refuses_the_clean_up_is_a_warning(make_env):
                      re.M), err
     assert not re.search(r"^<6>no look for a file", err, re.M), err
     assert planted.exists()
+
+
+def test_a_file_the_clean_up_cannot_remove_is_tried_again(make_env):
+    """A dead probe's file the clean-up finds but may not remove (root's,
+    in a sticky share where the probe's guest writes its own files): the
+    probe still measures, and the clean-up is tried again at the cycle's
+    end, saying again that the file stays, rather than forgetting it."""
+    env = make_env(WRITTEN, shares={"sticky": {}})
+    share = env.srv.shares["sticky"]
+    share.chmod(0o1777)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    planted = share / f".smbtuned-probe-{socket.gethostname()}-{gone.pid}-00000000000000cd"
+    planted.write_bytes(b"x" * 4096)  # root's: the guest may not remove it
+    url = env.srv.url.rsplit("/", 1)[0] + "/sticky"
+    env.write_config(probe={"url": q(url)},
+                     tune={"trials": q("client"), "max_bytes": "8M"})
+    rc, out, err = env.run("--once", "--dry-run", timeout=120)
+    assert rc == 0, f"exit {rc}\n{out}\n{err}"
+    said = re.findall(r"^<4>removing a killed probe's file: the clean-up failed \(1 file of "
+                      r"killed probes could not be removed", err, re.M)
+    assert len(said) >= 2, err  # at the start, then at the end
+    assert planted.exists()

@@ -516,3 +516,25 @@ def test_probe_duration_over_emulated_wan(smbd_factory, smbtuned, tmp_path):
     assert none["write_bytes"] == none["read_bytes"] == 4 * M, none
     assert none["write_startup_s"] == none["read_startup_s"] == 0, none
     assert probe_files(srv.share_dir) == []
+
+
+def test_measurement_does_not_list_the_share(smbd_factory, smbtuned, tmp_path):
+    """A measurement never lists the share: libsmbclient fetches a whole
+    listing in one call, which anyone who can write to the share can make
+    as long as they like. Only the clean-up child, after it, looks for
+    killed probes' files, and still removes them. Told from smbd's own
+    log at debug level 10: connections of --probe come one after another,
+    each opens with a NEGPROT, and the one that writes sends no
+    QUERY_DIRECTORY."""
+    srv = smbd_factory(extra_args=["--debuglevel=10"])
+    dead = f"{PREFIX}{own_host()}-{dead_pid()}-0123456789abcdef"
+    (srv.share_dir / dead).write_bytes(b"x")
+    r = run_probe(smbtuned, probe_conf(tmp_path), url=srv.url)
+    assert r.returncode == 0, r.stderr
+    assert probe_files(srv.share_dir) == []
+    log = srv.stdout_path.read_text(errors="replace")
+    conns = log.split("opcode[SMB2_OP_NEGPROT]")[1:]
+    writers = [c for c in conns if "opcode[SMB2_OP_WRITE]" in c]
+    listers = [c for c in conns if "opcode[SMB2_OP_QUERY_DIRECTORY]" in c]
+    assert len(writers) == 1 and listers, (len(conns), len(writers), len(listers))
+    assert "opcode[SMB2_OP_QUERY_DIRECTORY]" not in writers[0]
