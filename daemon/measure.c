@@ -13,6 +13,8 @@
 
 /* probe_cleanup's own bound is a few seconds. */
 #define TIDY_DEADLINE_S 60.0
+/* The tidy job's exit status when it could not reach the share to look. */
+#define TIDY_UNLOOKED 2
 
 struct measure {
     sd_event *ev;
@@ -21,6 +23,7 @@ struct measure {
     bool dirty;     /* a probe's file may be in the share */
     bool ours;      /* of a probe of ours that made one, not only a predecessor's */
     bool tidy_ours; /* ours, for the tidy job that runs */
+    bool unlooked;  /* a clean-up could not reach the share: a probe that does calls for one */
     sd_event_source *io, *timer;
     struct job *tidy;
     struct probe_params tidy_p;
@@ -95,6 +98,12 @@ static int on_done(sd_event_source *src, int fd, uint32_t revents, void *ud)
      * create (no connection, no logon, no share) made none. */
     if (ret < 0 || (r.outcome != PROBE_OK && r.stage >= PROBE_STAGE_CREATING))
         m->dirty = m->ours = true;
+    /* The share is in reach again: the look a clean-up could not make
+     * (a predecessor's file) is made at the next tidy. */
+    if (ret == 0 && m->unlooked && r.stage >= PROBE_STAGE_REACHED) {
+        m->unlooked = false;
+        m->dirty = true;
+    }
     m->done(m->ud, ret, ret < 0 ? NULL : &r, ret < 0 ? e.msg : r.cause);
     return 0;
 }
@@ -149,9 +158,10 @@ static void still_dirty(struct measure *m, bool ours)
 static void tidy_failed(struct measure *m, bool ours, int r, const struct err *e)
 {
     if (!ours && r == -ENOTCONN) {
+        m->unlooked = true;
         journal_log(LOG_INFO,
-                    "no look for a file a killed predecessor's probe may have left: %s; the next "
-                    "start looks again",
+                    "no look for a file a killed predecessor's probe may have left: %s; a "
+                    "clean-up looks once a probe reaches the share",
                     e->msg);
         return;
     }
@@ -172,7 +182,7 @@ static int tidy_job(void *arg, int out_fd)
     if (r < 0) {
         tidy_failed(m, m->tidy_ours, r, &e);
         /* what to do again: its exit status says (tidy_done) */
-        return r == -ENOTCONN && !m->tidy_ours ? 0 : 1;
+        return r == -ENOTCONN && !m->tidy_ours ? TIDY_UNLOOKED : 1;
     }
     return 0;
 }
@@ -185,7 +195,9 @@ static void tidy_done(struct job *j, const struct job_result *r, void *ud)
     if (r->timed_out)
         journal_log(LOG_WARNING, "removing a killed probe's file: no end within %.0f s",
                     TIDY_DEADLINE_S);
-    if (!r->ok)
+    if (r->status == TIDY_UNLOOKED)
+        m->unlooked = true;
+    else if (!r->ok)
         still_dirty(m, m->tidy_ours);
 }
 

@@ -21,6 +21,8 @@ import contextlib
 import os
 import re
 import signal
+import socket
+import subprocess
 
 import pytest
 
@@ -220,3 +222,30 @@ def test_shadow_smbd_killed_mid_trial(fault_env, faults):
     assert outcome == "old" or env.state().get("last_written") == socket_value(
         conf.read_bytes()), f"smb.conf holds a value nobody committed\n{err}"
     faults.record("shadow smbd killed mid-trial", f"trial failed, next cycle ran, {outcome}")
+
+
+def test_predecessor_file_removed_once_smbd_is_back(fault_env, faults):
+    """smbd is down when the daemon starts: the look for a killed
+    predecessor's probe file cannot reach the share, which is said at info
+    level (nothing is known to be there). Measurements never list the
+    share, so the look is owed: once smbd is back, the first cycle whose
+    probe reaches the share ends with it, and the file goes."""
+    env = fault_env(ON_LATTICE)
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid no probe runs under now
+    planted = env.srv.share_dir / f".smbtuned-probe-{socket.gethostname()}-{gone.pid}-00000000000000ef"
+    planted.write_bytes(b"x" * 4096)
+    env.write_config(probe={"size": "2M", "request_size": "1M", "deadline": "5"},
+                     tune={**TUNE, "trials": q("client"), "max_bytes": "8M"})
+    env.srv.stop()
+    d = env.start()
+    d.wait_line(r"^<6>no look for a file a killed predecessor's probe may have left: ",
+                timeout=FAULT_WAIT)
+    d.wait_line(r"^<\d>probe of \S+ failed", timeout=END_WAIT)
+    assert planted.exists()
+    restart_smbd(env.srv)
+    next_cycle(d)
+    wait_until(lambda: not planted.exists(), 30, "the predecessor's file removed")
+    d.signal(signal.SIGTERM)
+    assert d.wait(timeout=60) == 0, d.stderr
+    faults.record("smbd down at the start", "predecessor's probe file removed once back")
