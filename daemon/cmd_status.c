@@ -185,10 +185,11 @@ static void print_text(const struct status *s)
     printf("Hold            : %s%s\n", st->hold ? "yes: " : "no",
            st->hold ? (st->hold_reason ? st->hold_reason : "by request") : "");
     if (st->pending)
-        printf("Pending         : a %s in %s (a step in flight, or left by a killed run: the "
+        printf("Pending         : a %s in %s (a step in flight, or left by a run that stopped: the "
                "next start %s)\n",
                st->pending_commit ? "commit" : "live trial", st->pending_edit.file,
-               st->pending_commit ? "keeps it if it is on disk, else takes it back"
+               st->pending_commit ? "or cycle checks it with testparm and tells smbd if it is "
+                                    "in force, else takes it back"
                                   : "takes it back");
     else
         printf("Pending         : none\n");

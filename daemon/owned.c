@@ -634,7 +634,6 @@ int owned_take_back(struct owned *w, bool keep, owned_back_fn done, void *ud)
 void owned_take_back_now(struct owned *w, bool keep)
 {
     const struct smbconf_edit *ed = &w->st->pending_edit;
-    char conf[PATH_MAX + 32];
     struct reply rep;
 
     if (w->job != NULL) {
@@ -650,13 +649,12 @@ void owned_take_back_now(struct owned *w, bool keep)
     case BACK_CONFIRM:
         /* A stop does not wait for testparm and smbd (a hung smbcontrol
          * may be why it came): the record stays, and the next start
-         * confirms the commit (owned_recover). The journal says now that
-         * the line changed. */
-        snprintf(conf, sizeof(conf), "SMBTUNED_SMB_CONF=%s", ed->file);
-        journal_event(JOURNAL_ID_COMMIT, LOG_NOTICE, (const char *const[]){conf, NULL},
-                      "%s: %.*s: written and kept, but smbtuned stopped before it was checked and "
-                      "smbd was told: the next start checks it and tells smbd",
-                      ed->file, (int)ed->line_len, ed->written + ed->line_off);
+         * confirms the commit (owned_recover), which is when the commit
+         * event is told. */
+        journal_log(LOG_NOTICE,
+                    "%s: %.*s: written, but smbtuned stopped before it was checked and smbd was "
+                    "told: the next start checks it and tells smbd",
+                    ed->file, (int)ed->line_len, ed->written + ed->line_off);
         return;
     case BACK_REVERT:
         revert(w, &rep);

@@ -512,7 +512,9 @@ void tuner_cycle_end(struct tuner *t, bool ok)
     t->timer = sd_event_source_disable_unref(t->timer);
     t->w.ops->measure_kill(t->w.ctx);
     t->w.ops->place_down(t->w.ctx);
-    if (t->st.pending && !t->st.hold && !owned_busy(t->line)) {
+    /* (not after a settling step that just failed: it would only run
+     * again at once) */
+    if (t->st.pending && !t->st.hold && !owned_busy(t->line) && t->state != T_SETTLING) {
         t->state = T_ENDING;
         /* a commit whose job died after its write stays, confirmed */
         if (owned_take_back(t->line, true, on_ended, t) == 0)

@@ -308,8 +308,11 @@ int creds_load(const char *path, uid_t owner_uid, struct creds *c, struct err *e
      * with it. The way is judged as the state directory's is, before
      * anything is opened through it; a missing file is said by open. */
     r = files_check_way(path, e);
-    if (r < 0 && r != -ENOENT)
-        return r;
+    if (r < 0 && r != -ENOENT) {
+        struct err why = *e;
+
+        return err_set(e, r, "credentials file %s: %s", path, why.msg);
+    }
     /* Check and read the same open file, so that it cannot be swapped
      * between the check and the read. */
     fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);

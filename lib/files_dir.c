@@ -43,14 +43,25 @@ static bool safe_on_the_way(const struct stat *st)
            ((st->st_mode & 022) == 0 || (st->st_mode & S_ISVTX) != 0);
 }
 
+/* Who may own what is on the way, in words: "root's", or "root's or uid
+ * N's" when we are not root. */
+static const char *owners(char *buf, size_t len)
+{
+    if (geteuid() == 0)
+        return "root's";
+    snprintf(buf, len, "root's or uid %u's", (unsigned)geteuid());
+    return buf;
+}
+
 static int refuse_on_the_way(const char *d, const char *dir, const struct stat *st, struct err *e)
 {
+    char who[48];
+
     return err_set(e, -EPERM,
                    "the directory %s on the way to %s is owned by uid %u with mode %04o: "
-                   "refused, each must be root's or uid %u's and writable by its owner only (or "
-                   "sticky)",
+                   "refused, each must be %s and writable by its owner only (or sticky)",
                    d, dir, (unsigned)st->st_uid, (unsigned)(st->st_mode & 07777),
-                   (unsigned)geteuid());
+                   owners(who, sizeof(who)));
 }
 
 /* Every directory above real (a resolved path; not real itself) is
@@ -88,7 +99,7 @@ static int check_ancestors(const char *real, const char *dir, struct err *e)
  * (files_check_way). */
 static int check_links(const char *dir, struct err *e)
 {
-    char buf[PATH_MAX], real[PATH_MAX], where[2 * PATH_MAX + 2];
+    char buf[PATH_MAX], real[PATH_MAX], where[2 * PATH_MAX + 2], who[48];
     size_t n = strlen(dir);
     struct stat st;
 
@@ -108,9 +119,9 @@ static int check_links(const char *dir, struct err *e)
         if (S_ISLNK(st.st_mode)) {
             if (st.st_uid != 0 && st.st_uid != geteuid())
                 return err_set(e, -EPERM,
-                               "the link %s on the way to %s is uid %u's: refused, only root's "
-                               "or uid %u's are followed",
-                               buf, dir, (unsigned)st.st_uid, (unsigned)geteuid());
+                               "the link %s on the way to %s is uid %u's: refused, only %s are "
+                               "followed",
+                               buf, dir, (unsigned)st.st_uid, owners(who, sizeof(who)));
             /* where it lies: its directory, resolved, with the link's name */
             slash = strrchr(buf, '/');
             base = slash ? slash + 1 : buf;

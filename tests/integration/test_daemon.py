@@ -609,7 +609,7 @@ def test_sigterm_during_a_commit_keeps_it(make_env, tmp_path):
     after = conf.read_bytes()
     assert socket_value(after) == written, f"the commit was taken back:\n{d.stderr}"
     # and the journal says so: the line changed, the next start finishes it
-    assert re.search(r"^<5>.*socket options = " + re.escape(written) + r": written and kept, "
+    assert re.search(r"^<5>.*socket options = " + re.escape(written) + r": written, "
                      r"but smbtuned stopped before it was checked and smbd was told: the next "
                      r"start checks it", d.stderr, re.M), d.stderr
     assert only_socket_line_changed(before, after) is None
