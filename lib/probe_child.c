@@ -124,7 +124,8 @@ static pid_t own_probe_pid(const struct child *c, const char *name)
  * are left alone. A file still held open by the server for a connection
  * that just died cannot be deleted yet: the pass is retried a few times.
  * Bounded (see LEFTOVER_MAX). Returns how many found stayed (the last
- * pass's), *why the errno of the last refusal. */
+ * pass's), or -1 when the directory could not be listed; *why the errno
+ * of the last refusal. */
 static int remove_leftovers(struct child *c, int *why)
 {
     char(*names)[256];
@@ -136,17 +137,24 @@ static int remove_leftovers(struct child *c, int *why)
     int64_t stop = probe_mono_ns() + LEFTOVER_S * 1000000000LL;
 
     names = malloc(sizeof(*names) * (size_t)max);
-    if (names == NULL)
-        return 0;
+    if (names == NULL) {
+        *why = ENOMEM;
+        return -1;
+    }
     for (i = 0; i < attempts && probe_mono_ns() < stop; i++) {
         int n = 0, k;
         long scanned = 0;
         struct smbc_dirent *d;
         SMBCFILE *dir = opendir_fn(c->ctx, c->dir_url);
 
-        busy = 0;
-        if (dir == NULL)
+        /* A listing refused is no clean-up that left nothing behind (nor,
+         * on a pass after the first, one whose files went). */
+        if (dir == NULL) {
+            *why = errno;
+            busy = -1;
             break;
+        }
+        busy = 0;
         while (n < max && scanned++ < LEFTOVER_SCAN_MAX && probe_mono_ns() < stop &&
                (d = readdir_fn(c->ctx, dir)) != NULL) {
             pid_t pid = own_probe_pid(c, d->name);
@@ -339,6 +347,9 @@ static enum probe_outcome measure(struct child *c)
      * that left nothing behind. A measurement does not look (above). */
     if (c->cleanup_only) {
         left = remove_leftovers(c, &why);
+        if (left < 0)
+            return fail(c, PROBE_ERROR, "listing %s for killed probes' files: %s", c->dir_url,
+                        strerror(why));
         return left == 0
                    ? PROBE_OK
                    : fail(c, PROBE_ERROR, "%d file%s of killed probes could not be removed: %s",
