@@ -26,9 +26,10 @@ int measure_start(struct measure *m, const struct probe_params *p, measure_fn do
 /* Kill the probe under way, if any, without calling done. */
 void measure_kill(struct measure *m);
 
-/* A killed or failed probe's file is removed by the next probe; at the end
- * of a cycle, or at a stop, there is no next one: remove it (with p's
- * target). In a job when wait is false, in place when true. */
+/* A killed or failed probe's file is removed by a clean-up child, never
+ * by a measurement (probe_child.c says why): at the end of a cycle, or at
+ * a stop, remove what is owed (with p's target). In a job when wait is
+ * false, in place when true. */
 void measure_tidy(struct measure *m, const struct probe_params *p, bool wait);
 
 /* Have the next tidy look for a leftover file (a killed predecessor's). */

@@ -204,8 +204,8 @@ static int real_sweep(void *ctx, struct err *e)
     if (r < 0)
         return r;
     /* A killed predecessor's probe may have left its file, still open on
-     * the server for a moment: the cleanup child retries for a while,
-     * which a measurement's own sweep does not. */
+     * the server for a moment: the cleanup child retries for a while
+     * (measurements never look for such files). */
     measure_dirty(w->measure);
     real_measure_tidy(w, true);
     return 0;
