@@ -12,6 +12,7 @@
 #include "files.h"
 #include "job.h"
 #include "journal.h"
+#include "report.h"
 #include "smbconf.h"
 #include "smbd.h"
 #include "sockopts.h"
@@ -508,7 +509,10 @@ static void confirm(struct owned *w, struct reply *rep)
 static int confirmed(struct owned *w, const struct reply *rep)
 {
     const struct smbconf_edit *ed = &w->st->pending_edit;
-    char conf[PATH_MAX + 32], how[sizeof(rep->apply_msg) + 64];
+    struct event_fields fields = {.smb_conf = ed->file};
+    struct search_config c;
+    struct sockopts so;
+    char how[sizeof(rep->apply_msg) + 64];
 
     if (rep->r < 0 && rep->undone) {
         struct reply back = *rep;
@@ -524,7 +528,8 @@ static int confirmed(struct owned *w, const struct reply *rep)
         journal_log(rep->checked ? LOG_ERR : LOG_WARNING,
                     "%s: the change a run that did not finish wrote is %s: %s; the next cycle "
                     "checks it again",
-                    ed->file, rep->checked ? "refused by testparm" : "not checked yet", rep->msg);
+                    ed->file, rep->checked ? "still in force, its check failed" : "not checked yet",
+                    rep->msg);
         free(w->live_value);
         w->live_value = NULL;
         return rep->r;
@@ -542,11 +547,20 @@ static int confirmed(struct owned *w, const struct reply *rep)
                  "(apply = none)");
     else
         snprintf(how, sizeof(how), "smbd is told now (apply = %s)", apply_name(w->o->apply));
-    snprintf(conf, sizeof(conf), "SMBTUNED_SMB_CONF=%s", ed->file);
-    journal_event(JOURNAL_ID_COMMIT, rep->apply_r < 0 ? LOG_WARNING : LOG_NOTICE,
-                  (const char *const[]){conf, NULL},
-                  "%s: %.*s: written by a run that did not finish, checked and kept: %s", ed->file,
-                  (int)ed->line_len, ed->written + ed->line_off, how);
+    /* The commit event, with the fields its catalog entry names (the
+     * sizes as written: absent is "auto") */
+    if (sockopts_parse(w->keep_value, &so) == 0) {
+        struct sockopts_size rcv = sockopts_get(&so, SOCKOPTS_RCVBUF);
+        struct sockopts_size snd = sockopts_get(&so, SOCKOPTS_SNDBUF);
+
+        c.rcvbuf = rcv.present ? rcv.value : SEARCH_AUTO;
+        c.sndbuf = snd.present ? snd.value : SEARCH_AUTO;
+        sockopts_free(&so);
+        fields.c = &c;
+    }
+    report_event(JOURNAL_ID_COMMIT, rep->apply_r < 0 ? LOG_WARNING : LOG_NOTICE, &fields,
+                 "%s: %.*s: written by a run that did not finish, checked and kept: %s", ed->file,
+                 (int)ed->line_len, ed->written + ed->line_off, how);
     kept(w, w->keep_value);
     free(w->live_value);
     w->live_value = NULL;

@@ -136,3 +136,35 @@ def test_resume_event(make_env, tmp_path):
     assert resume[0]["SMBTUNED_EVENT"] == "resume"
     assert resume[0]["SMBTUNED_SMB_CONF"] == str(env.srv.conf)
     assert "\nhold no\n" in state.read_text()
+
+
+def test_confirmed_commit_event(make_env, tmp_path):
+    """A commit a run wrote but did not finish (the state file holds it
+    pending, its line is in force) is confirmed by the next start, whose
+    commit event carries the fields the catalog's text names: the file and
+    both sizes ("auto" for the one the line leaves out)."""
+    env = make_env(LEGACY)
+    env.write_config(tune={"mode": q("advise"), "apply": q("smbcontrol")})
+    rc, out, err = env.run("--once")  # a state file, as a cycle leaves it
+    assert rc == 0, err
+    conf = env.srv.conf
+    text = conf.read_text()
+    old = next(line for line in text.splitlines() if "socket options" in line)
+    new = old.split("=", 1)[0] + "= TCP_NODELAY SO_RCVBUF=262144"
+    conf.write_text(text.replace(old, new))
+    state = env.state_dir / "state"
+    st = state.read_text()
+    assert "\npending no\npending_commit no\n" in st, st
+    st = st.replace("\npending no\npending_commit no\n",
+                    f"\npending yes\npending_commit yes\npending_file {conf}\n"
+                    f"pending_written {new}\npending_original {old}\n")
+    st = re.sub(r"\npending_line_len \d+\n", f"\npending_line_len {len(new)}\n", st)
+    state.write_text(st)
+    rc, entries, err = native(env, tmp_path / "journal.jsonl", "--once", "--dry-run")
+    assert rc == 0, err
+    commit = [e for e in of(entries, ids()["COMMIT"])
+              if "written by a run that did not finish" in e["MESSAGE"]]
+    assert len(commit) == 1, entries
+    assert commit[0]["SMBTUNED_SMB_CONF"] == str(conf)
+    assert (commit[0]["SMBTUNED_RCVBUF"], commit[0]["SMBTUNED_SNDBUF"]) == ("262144", "auto")
+    assert "checked and kept: smbd is told now (apply = smbcontrol)" in commit[0]["MESSAGE"]
