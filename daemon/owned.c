@@ -454,6 +454,23 @@ static int settle(struct owned *w, const struct reply *rep)
     return r;
 }
 
+/* The sizes a value we wrote sets, as the search names them (absent:
+ * SEARCH_AUTO); -1 when it cannot be parsed. */
+static int written_config(const char *value, struct search_config *c)
+{
+    struct sockopts so;
+    struct sockopts_size rcv, snd;
+
+    if (sockopts_parse(value, &so) < 0)
+        return -1;
+    rcv = sockopts_get(&so, SOCKOPTS_RCVBUF);
+    snd = sockopts_get(&so, SOCKOPTS_SNDBUF);
+    c->rcvbuf = rcv.present ? rcv.value : SEARCH_AUTO;
+    c->sndbuf = snd.present ? snd.value : SEARCH_AUTO;
+    sockopts_free(&so);
+    return 0;
+}
+
 /* Whether a commit that leaves a buffer to autotuning needs smbd
  * restarted, by outcome.c's rule as far as it can be seen now:
  * restart_smbd is on and smbd's listener holds an explicit size for that
@@ -461,18 +478,17 @@ static int settle(struct owned *w, const struct reply *rep)
  * going to restart smbd.) */
 static bool restart_wanted(const struct owned *w, const char *value)
 {
-    struct sockopts so;
+    struct search_config c;
     struct smbd_listener l;
     struct err e;
     int ports[SMBD_MAX_PORTS], n = 0;
     bool rcv_auto, snd_auto;
     pid_t pid;
 
-    if (!w->o->restart_smbd || sockopts_parse(value, &so) < 0)
+    if (!w->o->restart_smbd || written_config(value, &c) < 0)
         return false;
-    rcv_auto = !sockopts_get(&so, SOCKOPTS_RCVBUF).present;
-    snd_auto = !sockopts_get(&so, SOCKOPTS_SNDBUF).present;
-    sockopts_free(&so);
+    rcv_auto = c.rcvbuf == SEARCH_AUTO;
+    snd_auto = c.sndbuf == SEARCH_AUTO;
     if ((!rcv_auto && !snd_auto) || smbd_pid(w->o->smb_conf, &pid, &e) < 0 ||
         smbd_ports(w->o->smb_conf, ports, &n, &e) < 0 || n == 0 ||
         smbd_listener_explicit(ports[0], &l, &e) < 0)
@@ -511,7 +527,6 @@ static int confirmed(struct owned *w, const struct reply *rep)
     const struct smbconf_edit *ed = &w->st->pending_edit;
     struct event_fields fields = {.smb_conf = ed->file};
     struct search_config c;
-    struct sockopts so;
     char how[sizeof(rep->apply_msg) + 64];
 
     if (rep->r < 0 && rep->undone) {
@@ -549,15 +564,8 @@ static int confirmed(struct owned *w, const struct reply *rep)
         snprintf(how, sizeof(how), "smbd is told now (apply = %s)", apply_name(w->o->apply));
     /* The commit event, with the fields its catalog entry names (the
      * sizes as written: absent is "auto") */
-    if (sockopts_parse(w->keep_value, &so) == 0) {
-        struct sockopts_size rcv = sockopts_get(&so, SOCKOPTS_RCVBUF);
-        struct sockopts_size snd = sockopts_get(&so, SOCKOPTS_SNDBUF);
-
-        c.rcvbuf = rcv.present ? rcv.value : SEARCH_AUTO;
-        c.sndbuf = snd.present ? snd.value : SEARCH_AUTO;
-        sockopts_free(&so);
+    if (written_config(w->keep_value, &c) == 0)
         fields.c = &c;
-    }
     report_event(JOURNAL_ID_COMMIT, rep->apply_r < 0 ? LOG_WARNING : LOG_NOTICE, &fields,
                  "%s: %.*s: written by a run that did not finish, checked and kept: %s", ed->file,
                  (int)ed->line_len, ed->written + ed->line_off, how);
