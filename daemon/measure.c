@@ -152,9 +152,10 @@ static void still_dirty(struct measure *m, bool ours)
 /* A clean-up that failed, said (in the job, or in place when waiting).
  * At a start only a killed predecessor's file may be there, if one was
  * killed at all: a share out of reach then removed nothing and looked for
- * nothing, and is no news (the probe that follows says so); the next start
- * looks again. Otherwise a file stays, ours or found: the end of the next
- * cycle tries again (measure_tidy), and says so again while it stays. */
+ * nothing, and is no news (the probe that follows says so); the first
+ * probe that reaches the share calls for the look (on_done). Otherwise
+ * a file stays, ours or found: the end of the next cycle tries again
+ * (measure_tidy), and says so again while it stays. */
 static void tidy_failed(struct measure *m, bool ours, int r, const struct err *e)
 {
     if (!ours && r == -ENOTCONN) {
