@@ -235,3 +235,17 @@ def test_a_file_the_clean_up_cannot_remove_is_tried_again(make_env):
                       r"killed probes could not be removed", err, re.M)
     assert len(said) >= 2, err  # at the start, then at the end
     assert planted.exists()
+
+
+def test_a_share_that_refuses_a_listing_is_a_warning(make_env):
+    """A share the probe's guest may write but not list (its directory
+    0733): the measurement works, and the clean-up, which cannot look, says
+    so as a warning rather than passing for one that found nothing."""
+    env = make_env(WRITTEN, shares={"blind": {}})
+    env.srv.shares["blind"].chmod(0o733)
+    url = env.srv.url.rsplit("/", 1)[0] + "/blind"
+    env.write_config(probe={"url": q(url)}, tune={"trials": q("client"), "max_bytes": "8M"})
+    rc, out, err = env.run("--once", "--dry-run", timeout=120)
+    assert rc == 0, f"exit {rc}\n{out}\n{err}"
+    assert re.search(r"^<4>removing a killed probe's file: the clean-up failed \(listing ", err,
+                     re.M), err
