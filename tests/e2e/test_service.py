@@ -73,7 +73,11 @@ def box():
 
 
 def _show(box, *props):
-    r = box.run(["systemctl", "show", "smbtuned", "-p", ",".join(props)])
+    return _show_unit(box, "smbtuned", *props)
+
+
+def _show_unit(box, unit, *props):
+    r = box.run(["systemctl", "show", unit, "-p", ",".join(props)])
     return dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
 
 
@@ -275,6 +279,91 @@ def test_bad_config_fails_the_start_once(box):
     finally:
         box.put("/etc/smbtuned.conf", conf)
         box.run(["systemctl", "reset-failed", "smbtuned"], check=False)
+
+
+def _listener_buffers(box):
+    """rb/tb of smbd's listening sockets on port 445."""
+    out = box.run(["ss", "-tlmnH", "( sport = :445 )"]).stdout
+    return [(int(m.group(1)), int(m.group(2)))
+            for m in re.finditer(r"skmem:\(r\d+,rb(\d+),t\d+,tb(\d+)", out)]
+
+
+# A testparm that holds the first read-back of a commit (the state file
+# records it pending): the daemon is killed there, after the write and
+# before smbd is told. Later calls pass through (the mark is there).
+HOLD_TESTPARM = """#!/bin/sh
+case "$*" in
+*"--parameter-name=socket options"*)
+    if grep -q '^pending_commit yes' /var/lib/smbtuned/state 2>/dev/null &&
+       [ ! -e /var/lib/smbtuned/e2e-held ]; then
+        : > /var/lib/smbtuned/e2e-held
+        sleep 600
+    fi
+    ;;
+esac
+exec /usr/bin/testparm "$@"
+"""
+
+
+def test_commit_killed_before_smbd_was_told_restarts_smbd(box):
+    """restart_smbd = yes, smbd's listener holding the legacy explicit
+    sizes, and a search between 8192 and autotuning alone (min_size =
+    max_size = 8K): the commit leaves both buffers to autotuning. The
+    daemon is killed (SIGKILL) after that write, before smbd is told;
+    systemd starts it again, and its start checks the commit with testparm,
+    keeps it and restarts smbd.service through systemd, as the killed run
+    would have: smbd's new listener holds no explicit size."""
+    box.run(["systemctl", "stop", "smbtuned"], timeout=300)
+    conf = box.run(["cat", "/etc/smbtuned.conf"]).stdout
+    smb_conf = box.run(["cat", "/etc/samba/smb.conf"]).stdout
+    assert "    # restart_smbd = no\n" in conf, conf
+    try:
+        # A first start again: the legacy line in smb.conf and in smbd's
+        # listener, no state.
+        box.put("/etc/samba/smb.conf",
+                re.sub(r"(?im)^(\s*socket options\s*=).*$",
+                       r"\1 " + nspawn.LEGACY, smb_conf, count=1))
+        box.run(["systemctl", "restart", "smbd"], timeout=120)
+        _wait("smbd's listener", lambda: _listener_buffers(box), 30, 0.5)
+        assert (16384, 16384) in _listener_buffers(box), _listener_buffers(box)
+        box.run(["rm", "-rf", "/var/lib/smbtuned"])
+        box.put("/etc/smbtuned.conf", conf.replace(
+            "    # restart_smbd = no\n",
+            "    restart_smbd = yes\n    min_size = 8K\n    max_size = 8K\n"))
+        box.put("/usr/local/sbin/testparm", HOLD_TESTPARM, 0o755)
+        smbd_pid = _show_unit(box, "smbd", "MainPID")["MainPID"]
+        before = _show(box, "NRestarts")["NRestarts"]
+        box.run(["systemctl", "start", "smbtuned"], timeout=300)
+        _wait("the commit's write (testparm held)",
+              lambda: box.run(["test", "-e", "/var/lib/smbtuned/e2e-held"],
+                              check=False).returncode == 0, CYCLE_WAIT, 2)
+        line = box.run(["grep", "-i", "^ *socket options", "/etc/samba/smb.conf"]).stdout
+        assert "SO_RCVBUF" not in line and "SO_SNDBUF" not in line, line
+        assert _show_unit(box, "smbd", "MainPID")["MainPID"] == smbd_pid
+        box.run(["systemctl", "kill", "-s", "KILL", "smbtuned"])
+
+        def restarted():
+            j = box.run(["journalctl", "-u", "smbtuned", "--no-pager", "-n", "200"]).stdout
+            return j if "checked and kept: smbd is restarted now" in j else None
+
+        j = _wait("the start's check of the killed commit", restarted, 300, 2)
+        st = _show(box, "NRestarts", "ActiveState")
+        assert st == {"NRestarts": str(int(before) + 1), "ActiveState": "active"}, st
+        assert "written by a run that did not finish" in j, j[-3000:]
+        new_pid = _show_unit(box, "smbd", "MainPID")["MainPID"]
+        assert new_pid not in ("0", smbd_pid), (smbd_pid, new_pid)
+        _wait("smbd's new listener", lambda: _listener_buffers(box), 30, 0.5)
+        # The kernel's defaults (tcp_rmem/tcp_wmem's middle values), not
+        # the legacy 8192 doubled.
+        bufs = _listener_buffers(box)
+        assert all(rb != 16384 for rb, _ in bufs), bufs
+        assert box.run(["grep", "-ic", "socket options", "/etc/samba/smb.conf"]).stdout \
+            .strip() == "1"
+    finally:
+        box.run(["rm", "-f", "/usr/local/sbin/testparm", "/var/lib/smbtuned/e2e-held"],
+                check=False)
+        box.run(["systemctl", "stop", "smbtuned"], check=False, timeout=300)
+        box.put("/etc/smbtuned.conf", conf)
 
 
 def test_systemd_analyze_security_inside(box):
