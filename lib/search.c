@@ -186,7 +186,15 @@ static void reject(struct search *s, struct search_dim *d, const struct search_c
     char a[24], b[24], g[32], f[128];
     int cand = d->cand;
 
-    if (c->futile)
+    if (c->stay)
+        why(s,
+            "%s stays %s: futile: auto %s %s so far; the %d samples left would show it not "
+            "worse by min_gain %g%% with a chance under %.0f%%, and it is no gain of %.0f%% "
+            "(n=%d/%d); kept %s",
+            d->name, search_size_str(d->lv[d->inc].size, a, sizeof(a)), rate_names[d->rank],
+            gain_str(c->d, g, sizeof(g)), c->left, 100 * s->p.min_gain, 100 * SEARCH_FUTILE_CHANCE,
+            100 * SEARCH_STAY_GAIN, c->kc, c->ki, a);
+    else if (c->futile)
         why(s, "%s stays %s: futile: %s %s %s so far; %s (n=%d/%d); kept %s", d->name,
             search_size_str(d->lv[d->inc].size, a, sizeof(a)),
             search_size_str(d->lv[cand].size, b, sizeof(b)), rate_names[d->rank],

@@ -65,11 +65,17 @@
  * 0.25. The candidate needs FUT_MIN samples first. */
 #define FUT_POWER_MIN SEARCH_FUTILE_CHANCE
 #define FUT_POWER_DET 0.80
-#define FUT_SAFE_GAIN 0.20
+#define FUT_SAFE_GAIN SEARCH_STAY_GAIN
 #define FUT_SAFE_MOVE 0.15
 #define FUT_Z_GAIN 2.0
 #define FUT_Z_MOVE 3.5
 #define FUT_MIN 5
+/* AUTO as a candidate against a size (stay_futile() below) is dropped, the
+ * size kept, when the non-inferiority test's chance of passing within the
+ * budget is below FUT_POWER_MIN and the data rule out, at FUT_Z_GAIN
+ * standard errors, that AUTO is better by FUT_SAFE_GAIN: it is the
+ * dropped-candidate rule, for the same pair (a size and AUTO) seen from
+ * the size. No move is made, so the move's 3.5 does not apply. */
 /* A gain candidate is worth chasing only if it may gain twice min_gain:
  * gains just above min_gain would take hundreds of samples to prove. */
 #define GAIN_ZONE 2.0
@@ -340,6 +346,48 @@ static bool futile(const struct search_params *p, const struct search_dim *d,
     return power < FUT_POWER_MIN && gain + t * se < det;
 }
 
+/* Is it futile to go on with AUTO as the candidate against a size (the
+ * incumbent)? dh is log(AUTO / size) now, se its standard error, bar and
+ * alpha the non-inferiority test's (search_dim_compare()).
+ *
+ * Shown not worse, AUTO would win the tie; but at a spread of 15% and more
+ * per sample showing two rates within min_gain (3%) of each other takes
+ * hundreds of samples a side, and the futility rule for the move to AUTO
+ * (futile() at FUT_Z_MOVE) needs 27 to 40 a side at 0.15 and cannot fire
+ * within the cap at 0.25: on a flat path the comparison ran to the cap,
+ * 80 samples of 96 from 8192 at sigma 0.15 (bench/search-sim), mostly to
+ * end undecided, the size kept. This ends it where that outcome is the only
+ * one left worth waiting for:
+ * - the non-inferiority test's conditional power under the trend seen (as
+ *   in futile(): the end's estimate spread around today's by the samples
+ *   still to come) is below FUT_POWER_MIN; with low noise it is high, and
+ *   AUTO keeps its preference: at sigma 0.05 an equal AUTO passes;
+ * - and the data rule out (upper bound dh + t se, t at FUT_Z_GAIN and the
+ *   pooled spread's degrees of freedom) that AUTO is FUT_SAFE_GAIN better
+ *   than the size, the gain below which a size dropped against AUTO is let
+ *   go (FACTS.md: where AUTO and a size differ, by 35% and more). A large
+ *   gain of AUTO passes the non-inferiority test in a few samples anyway.
+ * Nothing moves: the incumbent stays, as at the cap, so no move can be
+ * wrong; what it may cost is AUTO's preference on a tie, and a flat path
+ * ends at the size it started from (which search-sim counts as the
+ * smallest, like AUTO, when it is). */
+static bool stay_futile(const struct search_params *p, const struct search_dim *d,
+                        const struct search_level *lc, const struct search_level *li, double dh,
+                        double se, double bar, double alpha, int *left)
+{
+    int b = budget_of(p, d);
+    double nc = fmax(lc->kept, b), ni = fmax(li->kept, b);
+    double se_f = d->sigma * sqrt(1.0 / nc + 1.0 / ni);
+    double need_f = bar + stats_t_quantile(1 - alpha, d->df) * se_f;
+    double w = fmin(1.0, se_f * se_f / (se * se));
+    double sd = se_f * sqrt(1 - w);
+    double power = sd > 0 ? stats_norm_cdf((dh - need_f) / sd) : dh >= need_f;
+    double t = stats_t_quantile(stats_norm_cdf(FUT_Z_GAIN), d->df);
+
+    *left = (int)(nc - lc->kept + ni - li->kept);
+    return power < FUT_POWER_MIN && dh + t * se < log1p(FUT_SAFE_GAIN);
+}
+
 enum search_verdict search_dim_compare(const struct search_params *p, const struct search_dim *d,
                                        int c, int i, struct search_cmp *out)
 {
@@ -387,6 +435,14 @@ enum search_verdict search_dim_compare(const struct search_params *p, const stru
             futile(p, d, lc, li, -dh, se, FUT_Z_MOVE, FUT_SAFE_MOVE, &out->left)) {
             out->futile = true;
             return SEARCH_ACCEPT;
+        }
+        /* Nor can AUTO be shown not worse, and it is no gain worth having:
+         * the size stays (checked after the move, which keeps the cheaper
+         * side whenever it can). */
+        if (is_auto(d, c) && lc->kept >= FUT_MIN &&
+            stay_futile(p, d, lc, li, dh, se, bar, alpha, &out->left)) {
+            out->stay = true;
+            return SEARCH_REJECT;
         }
         return SEARCH_MORE;
     }

@@ -32,6 +32,10 @@ struct search_level {
  * of min_gain in the samples left (FUT_POWER_MIN in search_dim.c); the
  * why lines quote it. */
 #define SEARCH_FUTILE_CHANCE 0.10
+/* The smallest gain of one of AUTO and a size over the other that the
+ * futility rule must not let go when it drops a candidate (search_dim.c's
+ * FUT_SAFE_GAIN); the why line of a size kept against AUTO names it. */
+#define SEARCH_STAY_GAIN 0.20
 
 struct search_dim {
     const char *name; /* "SO_RCVBUF", "SO_SNDBUF", "SO_RCVBUF/SO_SNDBUF" */
@@ -66,6 +70,9 @@ struct search_cmp {
     double p; /* of the test that decides */
     int kc, ki;
     bool futile; /* decided by futility: the cheaper side kept */
+    bool stay;   /* decided by futility the other way: AUTO, a candidate
+                  * against a size, can neither be shown not worse nor be
+                  * a gain worth having; the size is kept */
     int left;    /* then: the samples the comparison could still have taken */
 };
 

@@ -435,6 +435,54 @@ static void test_futile_keeps_smaller(void **state)
     search_free(s);
 }
 
+/* AUTO 2% slower than every size, wobbling as above. */
+static void auto_a_little_slower(struct search_config c, struct search_sample *x)
+{
+    equal_wobbling(c, x);
+    if (c.rcvbuf == SEARCH_AUTO)
+        x->write *= 0.98;
+    if (c.sndbuf == SEARCH_AUTO)
+        x->read *= 0.98;
+}
+
+/* From a size, AUTO 2% slower at a spread of 15% can be shown neither
+ * not worse (3%) nor worse before the cap: the comparison ends early, the
+ * size kept, and the why line says why (without the rule it ran to 40 a
+ * side). At a spread of 5% an equal AUTO is still shown not worse and
+ * taken: the rule leaves AUTO's preference alone where it can be
+ * established. */
+static void test_futile_keeps_size_against_auto(void **state)
+{
+    struct search_params p;
+    char why[SEARCH_WHY_LEN];
+    const struct search_config small = {8192, 8192};
+    int kc = 0, ki = 0;
+
+    (void)state;
+    search_params_default(&p);
+    memset(wobble, 0, sizeof(wobble));
+    wobble_amp = 1.15;
+    struct search *s = new_search(&p, small);
+    int n = drive_until(s, auto_a_little_slower, 400, "stays 8192: futile: auto", why, sizeof(why));
+    wobble_amp = 1.05;
+    assert_true(n > 0);
+    const char *at = strstr(why, "stays 8192: futile: auto");
+    assert_non_null(strstr(at, " so far; the "));
+    assert_non_null(strstr(at, " samples left would show it not worse by min_gain 3% with a "
+                               "chance under 10%, and it is no gain of 20% (n="));
+    assert_non_null(strstr(at, "; kept 8192"));
+    at = strstr(at, "(n=");
+    assert_int_equal(sscanf(at, "(n=%d/%d", &kc, &ki), 2);
+    assert_true(kc < p.max_samples && ki < p.max_samples);
+    search_free(s);
+
+    memset(wobble, 0, sizeof(wobble));
+    s = new_search(&p, small);
+    n = drive_until(s, equal_wobbling, 400, "SO_RCVBUF 8192 -> auto", why, sizeof(why));
+    assert_true(n > 0);
+    search_free(s);
+}
+
 /* Nothing is futile about a real gain: a size 20% faster than AUTO, at a
  * spread of 15% that takes a dozen samples a side to show it, is taken,
  * not dropped. */
@@ -758,6 +806,7 @@ int main(void)
         cmocka_unit_test(test_futile_keeps_auto),
         cmocka_unit_test(test_futile_at_the_cap_says_so),
         cmocka_unit_test(test_futile_keeps_smaller),
+        cmocka_unit_test(test_futile_keeps_size_against_auto),
         cmocka_unit_test(test_futile_spares_a_gain),
         cmocka_unit_test(test_futile_waits_for_evidence),
         cmocka_unit_test(test_abort),
