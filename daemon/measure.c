@@ -24,6 +24,7 @@ struct measure {
     bool ours;      /* of a probe of ours that made one, not only a predecessor's */
     bool tidy_ours; /* ours, for the tidy job that runs */
     bool unlooked;  /* a clean-up could not reach the share: a probe that does calls for one */
+    bool failed;    /* the last clean-up failed, and no probe has run since */
     sd_event_source *io, *timer;
     struct job *tidy;
     struct probe_params tidy_p;
@@ -92,6 +93,7 @@ static int on_done(sd_event_source *src, int fd, uint32_t revents, void *ud)
 
     sources_off(m);
     m->running = false;
+    m->failed = false;
     ret = probe_finish(&m->job, &r, &e);
     /* Only a probe that ended well removed its file itself (a failed
      * delete is a failure: probe.c); one that failed before it sent its
@@ -121,6 +123,7 @@ int measure_start(struct measure *m, const struct probe_params *p, measure_fn do
 
     if (m->running)
         return -EBUSY;
+    m->failed = false;
     r = probe_start(p, &m->job, &e);
     if (r < 0) {
         report_error("probe", NULL, "probe: %s", e.msg);
@@ -193,6 +196,7 @@ static void tidy_done(struct job *j, const struct job_result *r, void *ud)
     struct measure *m = ud;
 
     m->tidy = NULL;
+    m->failed = !r->ok;
     if (r->timed_out)
         journal_log(LOG_WARNING, "removing a killed probe's file: no end within %.0f s",
                     TIDY_DEADLINE_S);
@@ -214,7 +218,10 @@ void measure_tidy(struct measure *m, const struct probe_params *p, bool wait)
         m->tidy = NULL;
         still_dirty(m, m->tidy_ours);
     }
-    if (!m->dirty)
+    /* A stop (or --once's end) right after a clean-up that failed, with
+     * no probe between, would fail the same way and say so once more: the
+     * next start's clean-up tries again. */
+    if (!m->dirty || (wait && m->failed))
         return;
     m->dirty = false;
     if (wait) {
@@ -223,6 +230,7 @@ void measure_tidy(struct measure *m, const struct probe_params *p, bool wait)
 
         m->ours = false;
         r = probe_cleanup(p, &e);
+        m->failed = r < 0;
         if (r < 0)
             tidy_failed(m, ours, r, &e);
         return;
