@@ -220,6 +220,7 @@ static int start(const struct probe_params *p, bool cleanup_only, struct probe_j
         goto fail;
     }
     job->deadline = child_now() + p->deadline_s;
+    c.deadline = job->deadline;
     job->pid = fork();
     if (job->pid < 0) {
         r = err_set(e, -errno, "fork: %s", strerror(errno));
@@ -272,6 +273,14 @@ int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e)
     while (waitpid(job->pid, &ws, 0) < 0 && errno == EINTR)
         ;
     if (done) {
+        r->outcome = (enum probe_outcome)sh->outcome;
+        snprintf(r->cause, sizeof(r->cause), "%s", sh->cause);
+        r->recycle = (enum probe_recycle)sh->recycle;
+        snprintf(r->recycle_path, sizeof(r->recycle_path), "%s", sh->recycle_path);
+        snprintf(r->recycle_why, sizeof(r->recycle_why), "%s", sh->recycle_why);
+    } else if (probe_shared_peek(&sh->measured)) {
+        /* Killed while it looked for a recycle copy after its delete: the
+         * measurement stands; the look is not reported (no copy known). */
         r->outcome = (enum probe_outcome)sh->outcome;
         snprintf(r->cause, sizeof(r->cause), "%s", sh->cause);
     } else if (late) {

@@ -116,6 +116,19 @@ enum probe_stage {
     PROBE_STAGE_CREATING, /* its file's create is sent */
 };
 
+/* What became of the copy of the probe file that a share with Samba's
+ * recycle module (`vfs objects = recycle`) keeps when the probe deletes
+ * it: the module moves a deleted file into the share's repository instead
+ * of deleting it, so that every sample would leave up to `size` bytes
+ * there for ever. The probe looks for the copy where the module puts it
+ * by default (probe_recycle_places in probe_child.h), with a stat of each
+ * place, never a listing. The spellings are an interface (the JSON line). */
+enum probe_recycle {
+    PROBE_RECYCLE_NONE,    /* no copy where one would be (or not looked: see the cause) */
+    PROBE_RECYCLE_REMOVED, /* a copy was there, and the probe deleted it */
+    PROBE_RECYCLE_LEFT,    /* a copy is there that the probe could not delete */
+};
+
 struct probe_result {
     enum probe_outcome outcome;
     long long write_bytes, read_bytes;
@@ -136,6 +149,11 @@ struct probe_result {
      * (it removed the file then), its file may be left in the share. */
     enum probe_stage stage;
     char cause[512]; /* why, for any outcome but ok; no secret */
+    enum probe_recycle recycle;
+    /* With a copy found: its path inside the share (".recycle/<name>"),
+     * and with PROBE_RECYCLE_LEFT why it stays. */
+    char recycle_path[512];
+    char recycle_why[128];
 };
 
 struct probe_shared;
@@ -170,6 +188,18 @@ int probe_cleanup(const struct probe_params *p, struct err *e);
 int probe_run(const struct probe_params *p, struct probe_result *r, struct err *e);
 
 const char *probe_outcome_name(enum probe_outcome o);
+
+/* "none", "removed" or "left" (the JSON line's `recycle`). */
+const char *probe_recycle_name(enum probe_recycle v);
+
+/* What to tell the admin about a recycle copy of a probe of `url`: the
+ * share keeps deleted files, where the copy went, whether the probe could
+ * remove it, and the fix (PROBE_RECYCLE_EXCLUDE in that share, or a share
+ * without the module). Written to out; returns 0, or -ENOENT when there
+ * is nothing to say (PROBE_RECYCLE_NONE). Said once per run by its
+ * callers, not once per sample. Pure. */
+#define PROBE_RECYCLE_EXCLUDE "recycle:exclude = " PROBE_FILE_PREFIX "*"
+int probe_recycle_text(const char *url, const struct probe_result *r, char *out, size_t len);
 
 /* One JSON object on one line (no newline), the result's keys in a fixed
  * order, rates with 3 decimals and seconds with 6 (as `--probe --json`

@@ -133,7 +133,7 @@ static int remove_leftovers(struct child *c, int *why)
     smbc_readdir_fn readdir_fn = api.getFunctionReaddir(c->ctx);
     smbc_closedir_fn closedir_fn = api.getFunctionClosedir(c->ctx);
     smbc_unlink_fn unlink_fn = api.getFunctionUnlink(c->ctx);
-    int max = LEFTOVER_MAX, attempts = 10, i, busy = 0;
+    int max = LEFTOVER_MAX, attempts = 10, i, busy = 0, kept = 0;
     int64_t stop = probe_mono_ns() + LEFTOVER_S * 1000000000LL;
 
     names = malloc(sizeof(*names) * (size_t)max);
@@ -164,12 +164,26 @@ static int remove_leftovers(struct child *c, int *why)
         }
         closedir_fn(c->ctx, dir);
         for (k = 0; k < n && probe_mono_ns() < stop; k++) {
-            char url[4352];
+            char url[4352], where[PROBE_RECYCLE_PATH];
+            int rwhy = 0;
 
             snprintf(url, sizeof(url), "%s/%s", c->dir_url, names[k]);
-            if (unlink_fn(c->ctx, url) < 0 && errno != ENOENT) {
-                *why = errno;
-                busy++;
+            if (unlink_fn(c->ctx, url) < 0) {
+                if (errno != ENOENT) {
+                    *why = errno;
+                    busy++;
+                }
+                continue;
+            }
+            /* Deleted, or moved into a recycle repository: its copy is
+             * looked for where probe_recycle_places says, with stats.
+             * (The repository is not listed for older copies: it holds
+             * every file the share's users deleted.) A copy that stays is
+             * not in the root's next listing: counted apart. */
+            if (probe_recycle_sweep(c, names[k], stop, where, sizeof(where), &rwhy) ==
+                PROBE_RECYCLE_LEFT) {
+                *why = rwhy;
+                kept++;
             }
         }
         if (busy == 0)
@@ -177,7 +191,7 @@ static int remove_leftovers(struct child *c, int *why)
         usleep(200 * 1000);
     }
     free(names);
-    return busy;
+    return busy < 0 ? busy : busy + kept;
 }
 
 /* PREFIX<host>-<pid>-<16 hex digits>: unpredictable, so that nobody can
@@ -361,13 +375,17 @@ static enum probe_outcome measure(struct child *c)
         return o;
     o = probe_transfer(c, f, file_url);
     unlink_fn = api.getFunctionUnlink(c->ctx);
-    if (unlink_fn(c->ctx, file_url) < 0 && errno != ENOENT && o == PROBE_OK) {
+    if (unlink_fn(c->ctx, file_url) < 0) {
         int er = errno;
 
-        return fail(c, probe_classify_errno(er, false), "deleting the probe file: %s",
-                    strerror(er));
+        if (er != ENOENT && o == PROBE_OK)
+            return fail(c, probe_classify_errno(er, false), "deleting the probe file: %s",
+                        strerror(er));
+        return o;
     }
-    return o;
+    /* Deleted: in a share with the recycle module only moved, after a
+     * failed measurement too. The name is file_url's last segment. */
+    return probe_recycle_after_delete(c, o, strrchr(file_url, '/') + 1);
 }
 
 /* This host's name as it goes into probe file names: a later probe of
@@ -388,8 +406,12 @@ void probe_child_main(const struct probe_child_args *a, const char *workdir, int
                       pid_t parent)
 {
     struct rlimit no_core = {0, 0};
-    struct child child = {
-        .p = a->p, .url = a->url, .sh = a->sh, .cleanup_only = a->cleanup_only, .api = &api};
+    struct child child = {.p = a->p,
+                          .url = a->url,
+                          .sh = a->sh,
+                          .cleanup_only = a->cleanup_only,
+                          .deadline = a->deadline,
+                          .api = &api};
     struct child *c = &child;
 
     /* This process will hold the password: no core dump of it, and no

@@ -30,10 +30,19 @@ struct probe_shared {
     /* How far the child got (enum probe_stage), published before each
      * step: a killed child's stage holds too. */
     int64_t stage;
+    /* Set once the measurement is over and its file deleted, with outcome
+     * and cause stored before it: a child killed at the deadline while it
+     * looks for a recycle copy (probe_recycle.c) still measured. */
+    int64_t measured;
     int done;
     int outcome;
     int client_rcvbuf, client_sndbuf;
     char cause[512];
+    /* enum probe_recycle and its details (struct probe_result's); read
+     * once `done` is seen. */
+    int recycle;
+    char recycle_path[512];
+    char recycle_why[128];
 };
 
 /* What the parent hands the child across the fork, all checked. */
@@ -42,6 +51,7 @@ struct probe_child_args {
     struct url url;     /* p->url, parsed */
     char dir_url[4096]; /* the directory the probe file goes in, as a URL */
     bool cleanup_only;  /* only remove leftovers of killed probes, measure nothing */
+    double deadline;    /* child_now() time at which the parent kills the child */
     struct probe_shared *sh;
 };
 
@@ -156,6 +166,27 @@ double probe_conn_min_rtt(int fd);
  * within *cap. */
 size_t probe_next_read_call(unsigned char **buf, size_t *cap, long long request, double rtt_s,
                             double rate_bps);
+
+/* Where Samba's recycle module puts the probe file `name` of directory
+ * `dir` inside the share ("" for its root) once deleted, as it is mostly
+ * set up: its default repository PROBE_RECYCLE_DIR (`recycle:repository`
+ * unset, or `.recycle/%U` for the probe's anonymous guest session, whose
+ * %U is empty), and PROBE_RECYCLE_DIR/<user> (`.recycle/%U` or `%u` for a
+ * logged-on user, `%u` for the guest: its account, `nobody` by default);
+ * with a directory also the `recycle:keeptree` places, which keep it
+ * under the repository. `user` goes in as Samba's %U does (letters,
+ * digits and "._-$" kept, anything else '_'); NULL, empty, "." or ".."
+ * leaves its places out. The first place comes first on purpose: in a
+ * `.recycle/%U` share a delete of `.recycle/<name>` by another user moves
+ * the file on to `.recycle/<user>/<name>`, looked at next. At most
+ * PROBE_RECYCLE_PLACES paths of PROBE_RECYCLE_PATH bytes; returns how
+ * many (a path that does not fit is left out). Pure. */
+#define PROBE_RECYCLE_DIR ".recycle"
+#define PROBE_RECYCLE_GUEST "nobody"
+#define PROBE_RECYCLE_PLACES 4
+#define PROBE_RECYCLE_PATH 512
+int probe_recycle_places(const char *dir, const char *user, const char *name,
+                         char (*out)[PROBE_RECYCLE_PATH]);
 
 /* CLOCK_MONOTONIC in nanoseconds: the clock of probe_shared's times. */
 int64_t probe_mono_ns(void);

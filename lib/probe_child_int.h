@@ -20,6 +20,7 @@ struct child {
     struct url url;
     struct probe_shared *sh;
     bool cleanup_only;
+    double deadline; /* child_now() time of the parent's kill */
     /* libsmbclient, loaded in this child only (probe_child.c's) */
     const struct smbc_api *api;
     SMBCCTX *ctx;
@@ -54,5 +55,21 @@ fail(struct child *c, enum probe_outcome o, const char *fmt, ...)
 /* Write to f (the probe file, open for writing; closed here), read it
  * back (probe_transfer.c). */
 enum probe_outcome probe_transfer(struct child *c, SMBCFILE *f, const char *file_url);
+
+/* After the probe file `name` (in c->dir_url) was deleted: look for the
+ * copy a recycle module may have kept, with stats of the places
+ * probe_recycle_places gives (no listing), and delete it. A stat of
+ * PROBE_RECYCLE_DIR comes first: a share without the repository costs
+ * one call. Stops looking at `stop` (probe_mono_ns time). Returns what it
+ * found; the share-relative path of a copy in where, and why one stays
+ * in *why (an errno) (probe_recycle.c). */
+enum probe_recycle probe_recycle_sweep(struct child *c, const char *name, int64_t stop, char *where,
+                                       size_t wlen, int *why);
+
+/* The measurement is over with outcome o and its file `name` deleted:
+ * publish that, then sweep for a recycle copy within the deadline and put
+ * what was found in probe_shared. Returns o (probe_recycle.c). */
+enum probe_outcome probe_recycle_after_delete(struct child *c, enum probe_outcome o,
+                                              const char *name);
 
 #endif

@@ -1,5 +1,6 @@
 /* probe_result: what a probe's result says: the outcome names, the
- * mapping of libsmbclient's errno to an outcome, and the result as JSON. */
+ * mapping of libsmbclient's errno to an outcome, the result as JSON and
+ * the words on a recycle copy. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -25,6 +26,45 @@ const char *probe_outcome_name(enum probe_outcome o)
     if ((unsigned)o >= sizeof(outcome_names) / sizeof(outcome_names[0]))
         return "error";
     return outcome_names[o];
+}
+
+const char *probe_recycle_name(enum probe_recycle v)
+{
+    switch (v) {
+    case PROBE_RECYCLE_REMOVED:
+        return "removed";
+    case PROBE_RECYCLE_LEFT:
+        return "left";
+    default:
+        return "none";
+    }
+}
+
+int probe_recycle_text(const char *url, const struct probe_result *r, char *out, size_t len)
+{
+    const char *what;
+
+    switch (r->recycle) {
+    case PROBE_RECYCLE_REMOVED:
+        what = "and the probe deleted it there too";
+        break;
+    case PROBE_RECYCLE_LEFT:
+        what = "and could not be deleted there";
+        break;
+    default:
+        return -ENOENT;
+    }
+    /* The path and the reason come from the probe child, which made them
+     * from our own names and strerror: no text of the server's. */
+    snprintf(
+        out, len,
+        "%s keeps deleted files (Samba's recycle module): the probe's file went to %s %s%s%s%s; "
+        "add '" PROBE_RECYCLE_EXCLUDE "' to that share, or probe a share without "
+        "'vfs objects = recycle'",
+        url, r->recycle_path, what, r->recycle == PROBE_RECYCLE_LEFT ? " (" : "",
+        r->recycle == PROBE_RECYCLE_LEFT ? r->recycle_why : "",
+        r->recycle == PROBE_RECYCLE_LEFT ? "): every probe leaves its file there" : "");
+    return 0;
 }
 
 enum probe_outcome probe_classify_errno(int err, bool connecting)
@@ -90,7 +130,8 @@ int probe_result_json(const struct probe_result *r, char *out, size_t outlen)
         json_object_set_new(o, "read_startup_s", fixed(r->read_startup_s, 6)) == 0 &&
         json_object_set_new(o, "write_pace_bps", json_integer(r->write_pace_bps)) == 0 &&
         json_object_set_new(o, "client_rcvbuf", json_integer(r->client_rcvbuf)) == 0 &&
-        json_object_set_new(o, "client_sndbuf", json_integer(r->client_sndbuf)) == 0)
+        json_object_set_new(o, "client_sndbuf", json_integer(r->client_sndbuf)) == 0 &&
+        json_object_set_new(o, "recycle", json_string(probe_recycle_name(r->recycle))) == 0)
         text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
     json_decref(o);
     if (text != NULL) {

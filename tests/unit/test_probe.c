@@ -96,7 +96,8 @@ static void test_json(void **state)
                               "\"read_s\":0.0,\"write_startup_bytes\":65536,"
                               "\"write_startup_s\":0.125,\"read_startup_bytes\":0,"
                               "\"read_startup_s\":0.0,\"write_pace_bps\":250000000,"
-                              "\"client_rcvbuf\":524288,\"client_sndbuf\":-1}");
+                              "\"client_rcvbuf\":524288,\"client_sndbuf\":-1,"
+                              "\"recycle\":\"none\"}");
     assert_int_equal(probe_result_json(&r, line, 20), -ENOSPC);
     /* One byte short of the line, and just enough. */
     assert_int_equal(probe_result_json(&r, line, strlen(line)), -ENOSPC);
@@ -129,7 +130,7 @@ static void test_json_values(void **state)
                               "\"write_startup_bytes\":0,\"write_startup_s\":0.0,"
                               "\"read_startup_bytes\":0,\"read_startup_s\":0.0,"
                               "\"write_pace_bps\":0,\"client_rcvbuf\":2304,"
-                              "\"client_sndbuf\":8388608}");
+                              "\"client_sndbuf\":8388608,\"recycle\":\"none\"}");
     r.read_mbps = 0.1;
     r.write_mbps = 987654.3216;
     assert_int_equal(probe_result_json(&r, line, sizeof(line)), 0);
@@ -524,6 +525,61 @@ static void test_set_pacing(void **state)
     close(s);
 }
 
+/* Where the recycle module's copy is looked for: the repository, the
+ * user's, and with a directory the keeptree places; a user that cannot be
+ * one path component is left out, and goes in as Samba's %U does. */
+static void test_recycle_places(void **state)
+{
+    char out[PROBE_RECYCLE_PLACES][PROBE_RECYCLE_PATH];
+    char long_name[600];
+
+    (void)state;
+    assert_int_equal(probe_recycle_places("", "daemon", "f", out), 2);
+    assert_string_equal(out[0], ".recycle/f");
+    assert_string_equal(out[1], ".recycle/daemon/f");
+    assert_int_equal(probe_recycle_places("a/b", "daemon", "f", out), 4);
+    assert_string_equal(out[2], ".recycle/a/b/f");
+    assert_string_equal(out[3], ".recycle/daemon/a/b/f");
+    assert_int_equal(probe_recycle_places(NULL, NULL, "f", out), 1);
+    assert_int_equal(probe_recycle_places("d", "", "f", out), 2);
+    assert_string_equal(out[1], ".recycle/d/f");
+    assert_int_equal(probe_recycle_places("", "..", "f", out), 1);
+    assert_int_equal(probe_recycle_places("", ".", "f", out), 1);
+    /* a separator or anything Samba's %U would not keep becomes '_' */
+    assert_int_equal(probe_recycle_places("", "../x/y z$", "f", out), 2);
+    assert_string_equal(out[1], ".recycle/.._x_y_z$/f");
+    assert_int_equal(probe_recycle_places("", "d\\u", "f", out), 2);
+    assert_string_equal(out[1], ".recycle/d_u/f");
+    /* a path that does not fit is left out, not cut */
+    memset(long_name, 'n', sizeof(long_name) - 1);
+    long_name[sizeof(long_name) - 1] = '\0';
+    assert_int_equal(probe_recycle_places("", "u", long_name, out), 0);
+}
+
+static void test_recycle_text(void **state)
+{
+    struct probe_result r;
+    char out[1024];
+
+    (void)state;
+    memset(&r, 0, sizeof(r));
+    assert_string_equal(probe_recycle_name(PROBE_RECYCLE_NONE), "none");
+    assert_string_equal(probe_recycle_name(PROBE_RECYCLE_REMOVED), "removed");
+    assert_string_equal(probe_recycle_name(PROBE_RECYCLE_LEFT), "left");
+    assert_string_equal(probe_recycle_name((enum probe_recycle)77), "none");
+    assert_int_equal(probe_recycle_text("smb://h/s", &r, out, sizeof(out)), -ENOENT);
+    r.recycle = PROBE_RECYCLE_REMOVED;
+    snprintf(r.recycle_path, sizeof(r.recycle_path), ".recycle/x");
+    assert_int_equal(probe_recycle_text("smb://h/s", &r, out, sizeof(out)), 0);
+    assert_non_null(strstr(out, "smb://h/s keeps deleted files"));
+    assert_non_null(strstr(out, ".recycle/x and the probe deleted it there too;"));
+    assert_non_null(strstr(out, "'recycle:exclude = .smbtuned-probe-*'"));
+    r.recycle = PROBE_RECYCLE_LEFT;
+    snprintf(r.recycle_why, sizeof(r.recycle_why), "Permission denied");
+    assert_int_equal(probe_recycle_text("smb://h/s", &r, out, sizeof(out)), 0);
+    assert_non_null(strstr(out, "could not be deleted there (Permission denied): every probe"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -545,6 +601,8 @@ int main(void)
         cmocka_unit_test(test_conn_min_rtt),
         cmocka_unit_test(test_pace_cap),
         cmocka_unit_test(test_set_pacing),
+        cmocka_unit_test(test_recycle_places),
+        cmocka_unit_test(test_recycle_text),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
