@@ -97,6 +97,13 @@ int cmd_probe(const struct opts *o)
             printf("  (timeout: %s; the rates are lower bounds)\n", r.cause);
     }
     fflush(stdout);
+    {
+        char note[1024];
+
+        /* one sample here: said once */
+        if (probe_recycle_text(p.url, &r, note, sizeof(note)) == 0)
+            fprintf(stderr, "smbtuned: probe: warning: %s\n", note);
+    }
     if (r.outcome == PROBE_OK)
         return 0;
     fprintf(stderr, "smbtuned: probe %s: %s: %s\n", p.url, probe_outcome_name(r.outcome),

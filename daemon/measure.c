@@ -25,6 +25,10 @@ struct measure {
     bool tidy_ours; /* ours, for the tidy job that runs */
     bool unlooked;  /* a clean-up could not reach the share: a probe that does calls for one */
     bool failed;    /* the last clean-up failed, and no probe has run since */
+    /* A recycle copy was said, by kind (enum probe_recycle): once a run,
+     * not once a sample; one that stays is news after one removed. */
+    bool recycle_said[PROBE_RECYCLE_LEFT + 1];
+    char url[4096]; /* the running probe's target, for its words */
     sd_event_source *io, *timer;
     struct job *tidy;
     struct probe_params tidy_p;
@@ -106,6 +110,14 @@ static int on_done(sd_event_source *src, int fd, uint32_t revents, void *ud)
         m->unlooked = false;
         m->dirty = true;
     }
+    if (ret == 0 && (unsigned)r.recycle <= PROBE_RECYCLE_LEFT && !m->recycle_said[r.recycle]) {
+        char note[1024];
+
+        if (probe_recycle_text(m->url, &r, note, sizeof(note)) == 0) {
+            journal_log(LOG_WARNING, "%s", note);
+            m->recycle_said[r.recycle] = true;
+        }
+    }
     m->done(m->ud, ret, ret < 0 ? NULL : &r, ret < 0 ? e.msg : r.cause);
     return 0;
 }
@@ -130,6 +142,7 @@ int measure_start(struct measure *m, const struct probe_params *p, measure_fn do
         return r;
     }
     m->running = true;
+    snprintf(m->url, sizeof(m->url), "%s", p->url);
     m->done = done;
     m->ud = ud;
     /* The deadline to the millisecond: a cut one may be 30 ms, and an
