@@ -1,0 +1,135 @@
+"""The probe on a share with Samba's recycle module (`vfs objects =
+recycle`, package samba-vfs-modules, which scripts/install-deps installs):
+every delete there is a move into the share's repository, so that each
+sample would leave its probe file behind for ever. The probe deletes the
+copy where the module puts it (lib/probe_recycle.c), the clean-up of a
+killed probe's file too, and smbtuned says once a run what the admin can
+do about it.
+
+Measured here with Samba 4.17: the probe's anonymous guest has an empty %U
+(`.recycle/%U` is `.recycle`), a logged-on user its name; the module makes
+its repository 0700, which the guest (mapped to `nobody`, whose SID is not
+the owner's) may not open: the guest's copy stays unless the share sets a
+wider `recycle:directory_mode`. The module must be there (no skip): a CI
+run without it would pass without testing anything.
+"""
+
+import json
+import os
+import re
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from daemon_util import q
+from test_probe import PASSWORD, USER, cred_file, dead_pid, own_host, probe_conf, run_probe
+
+pytestmark = pytest.mark.smbd
+
+RECYCLE_SO = Path("/usr/lib/x86_64-linux-gnu/samba/vfs/recycle.so")
+PREFIX = ".smbtuned-probe-"
+WARN = "keeps deleted files (Samba's recycle module)"
+FIX = "add 'recycle:exclude = .smbtuned-probe-*' to that share"
+WRITTEN = "TCP_NODELAY SO_RCVBUF=131072 SO_SNDBUF=131072"
+
+
+@pytest.fixture(autouse=True)
+def recycle_module():
+    # Required, not skipped: scripts/install-deps installs samba-vfs-modules.
+    assert RECYCLE_SO.exists(), f"{RECYCLE_SO} missing: apt-get install samba-vfs-modules"
+
+
+def recycle_share(**extra):
+    params = {"vfs objects": "recycle", "recycle:repository": ".recycle/%U"}
+    params.update(extra)
+    return {"rec": params}
+
+
+def probe_files_anywhere(d):
+    """Every probe file under the share directory, the repository included."""
+    return sorted(str(p.relative_to(d)) for p in Path(d).rglob(PREFIX + "*"))
+
+
+def rec_url(srv):
+    return srv.url.rsplit("/", 1)[0] + "/rec"
+
+
+def test_probe_deletes_its_copy_in_the_users_repository(smbd_factory, smbtuned, tmp_path):
+    srv = smbd_factory(shares=recycle_share(), users={USER: PASSWORD})
+    r = run_probe(smbtuned, probe_conf(tmp_path), url=rec_url(srv),
+                  credentials=cred_file(tmp_path, PASSWORD))
+    assert r.returncode == 0, r.stderr
+    # The module did move it there (the directory it made), and it is gone.
+    assert (srv.shares["rec"] / ".recycle" / USER).is_dir()
+    assert probe_files_anywhere(srv.shares["rec"]) == []
+    j = json.loads(r.stdout)
+    assert j["outcome"] == "ok" and j["recycle"] == "removed", j
+    assert r.stderr.count(WARN) == 1, r.stderr
+    assert f".recycle/{USER}/{PREFIX}" in r.stderr and "deleted it there too" in r.stderr
+    assert FIX in r.stderr
+
+
+def test_keeptree_copy_of_a_directory_is_deleted(smbd_factory, smbtuned, tmp_path):
+    srv = smbd_factory(shares=recycle_share(**{"recycle:keeptree": "yes"}),
+                       users={USER: PASSWORD})
+    sub = srv.shares["rec"] / "sub"
+    sub.mkdir()
+    sub.chmod(0o777)
+    r = run_probe(smbtuned, probe_conf(tmp_path, directory="sub"), url=rec_url(srv),
+                  credentials=cred_file(tmp_path, PASSWORD))
+    assert r.returncode == 0, r.stderr
+    assert (srv.shares["rec"] / ".recycle" / USER / "sub").is_dir()
+    assert probe_files_anywhere(srv.shares["rec"]) == []
+    assert json.loads(r.stdout)["recycle"] == "removed"
+
+
+def test_guest_copy_that_cannot_be_deleted_is_said(smbd_factory, smbtuned, tmp_path):
+    """The guest may not open the 0700 repository the module made: the
+    probe still measures, and says plainly that its file stays there."""
+    srv = smbd_factory(shares=recycle_share())
+    r = run_probe(smbtuned, probe_conf(tmp_path), url=rec_url(srv))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count(WARN) == 1, r.stderr
+    j = json.loads(r.stdout)
+    assert j["outcome"] == "ok" and j["recycle"] == "left", j
+    assert "could not be deleted there (Permission denied)" in r.stderr, r.stderr
+    assert "every probe leaves its file there" in r.stderr and FIX in r.stderr
+    # %U of the anonymous guest is empty: the repository's root.
+    left = probe_files_anywhere(srv.shares["rec"])
+    assert len(left) == 1 and left[0].startswith(f".recycle/{PREFIX}"), left
+
+
+def test_the_exclude_line_keeps_nothing_and_nothing_is_said(smbd_factory, smbtuned, tmp_path):
+    srv = smbd_factory(shares=recycle_share(**{"recycle:exclude": ".smbtuned-probe-*"}))
+    r = run_probe(smbtuned, probe_conf(tmp_path), url=rec_url(srv))
+    assert r.returncode == 0, r.stderr
+    assert probe_files_anywhere(srv.shares["rec"]) == []
+    assert json.loads(r.stdout).get("recycle", "none") == "none"
+    assert r.stderr == ""
+
+
+def test_client_trials_and_clean_up_leave_no_copy_and_warn_once(make_env):
+    """A cycle of client trials (many samples) on a recycle share whose
+    repository the guest may use: no probe file anywhere afterwards, a
+    killed probe's file that the clean-up removed included, and the
+    warning once for the run."""
+    env = make_env(WRITTEN, shares=recycle_share(**{"recycle:directory_mode": "0777",
+                                                    "recycle:subdir_mode": "0777"}))
+    share = env.srv.shares["rec"]
+    dead = share / f"{PREFIX}{own_host()}-{dead_pid()}-00000000000000ab"
+    dead.write_bytes(b"x" * 4096)
+    dead.chmod(0o666)
+    # 1 MiB each way a sample, 12 MiB in all: several samples
+    env.write_config(probe={"url": q(rec_url(env.srv)), "size": "1M", "request_size": "1M",
+                            "duration": "0"},
+                     tune={"trials": q("client"), "max_bytes": "12M"})
+    rc, out, err = env.run("--once", "--dry-run", timeout=180)
+    assert rc == 0, f"exit {rc}\n{out}\n{err}"
+    assert (share / ".recycle").is_dir()
+    assert probe_files_anywhere(share) == [], err
+    said = re.findall(r"^<4>.*" + re.escape(WARN) + r".*deleted it there too", err, re.M)
+    assert len(said) == 1, err
+    assert len(re.findall(r"^<6>tried SO_RCVBUF", err, re.M)) >= 3, err
+    assert "removing a killed probe's file" not in err, err
