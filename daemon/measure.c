@@ -20,15 +20,13 @@ struct measure {
     sd_event *ev;
     struct probe_job job;
     bool running;
-    bool dirty;     /* a probe's file may be in the share */
-    bool ours;      /* of a probe of ours that made one, not only a predecessor's */
-    bool tidy_ours; /* ours, for the tidy job that runs */
-    bool unlooked;  /* a clean-up could not reach the share: a probe that does calls for one */
-    bool failed;    /* the last clean-up failed, and no probe has run since */
-    /* A recycle copy was said, by kind (enum probe_recycle): once a run,
-     * not once a sample; one that stays is news after one removed. */
-    bool recycle_said[PROBE_RECYCLE_LEFT + 1];
-    char url[4096]; /* the running probe's target, for its words */
+    bool dirty;        /* a probe's file may be in the share */
+    bool ours;         /* of a probe of ours that made one, not only a predecessor's */
+    bool tidy_ours;    /* ours, for the tidy job that runs */
+    bool unlooked;     /* a clean-up could not reach the share: a probe that does calls for one */
+    bool failed;       /* the last clean-up failed, and no probe has run since */
+    bool recycle_said; /* a recycle copy the probe removed: said once a run */
+    char url[4096];    /* the running probe's target, for its words */
     sd_event_source *io, *timer;
     struct job *tidy;
     struct probe_params tidy_p;
@@ -110,13 +108,21 @@ static int on_done(sd_event_source *src, int fd, uint32_t revents, void *ud)
         m->unlooked = false;
         m->dirty = true;
     }
-    if (ret == 0 && (unsigned)r.recycle <= PROBE_RECYCLE_LEFT && !m->recycle_said[r.recycle]) {
+    /* A share that keeps deleted files: a copy the probe removed is said
+     * once a run, not once a sample (the admin's fix is the exclude line).
+     * A copy it could not remove fails the measurement: every further
+     * sample would leave its file in the share for good, so the cycle
+     * ends there (one file a cycle, with an error each cycle) rather than
+     * fill a production share with a search's worth of them. */
+    if (ret == 0 && r.recycle == PROBE_RECYCLE_REMOVED && !m->recycle_said) {
         char note[1024];
 
-        if (probe_recycle_text(m->url, &r, note, sizeof(note)) == 0) {
+        if (probe_recycle_text(m->url, &r, note, sizeof(note)) == 0)
             journal_log(LOG_WARNING, "%s", note);
-            m->recycle_said[r.recycle] = true;
-        }
+        m->recycle_said = true;
+    } else if (ret == 0 && r.recycle == PROBE_RECYCLE_LEFT &&
+               probe_recycle_text(m->url, &r, r.cause, sizeof(r.cause)) == 0) {
+        r.outcome = PROBE_ERROR;
     }
     m->done(m->ud, ret, ret < 0 ? NULL : &r, ret < 0 ? e.msg : r.cause);
     return 0;

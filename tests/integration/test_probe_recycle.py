@@ -133,3 +133,23 @@ def test_client_trials_and_clean_up_leave_no_copy_and_warn_once(make_env):
     assert len(said) == 1, err
     assert len(re.findall(r"^<6>tried SO_RCVBUF", err, re.M)) >= 3, err
     assert "removing a killed probe's file" not in err, err
+
+
+def test_a_copy_that_stays_ends_the_cycle(make_env):
+    """The guest's copy stays (the module's 0700 repository): the first
+    sample fails with the reason and the fix, and the cycle ends there,
+    rather than leave a file for every sample of a search in the share."""
+    env = make_env(WRITTEN, shares=recycle_share())
+    share = env.srv.shares["rec"]
+    env.write_config(probe={"url": q(rec_url(env.srv)), "size": "1M", "request_size": "1M",
+                            "duration": "0"},
+                     tune={"trials": q("client"), "max_bytes": "12M"})
+    rc, out, err = env.run("--once", "--dry-run", timeout=180)
+    assert rc == 1, f"exit {rc}\n{out}\n{err}"
+    assert re.search(r"^<3>probe of \S+ failed: .*" + re.escape(WARN) + r".*could not be "
+                     r"deleted there \(Permission denied\): every probe leaves its file there",
+                     err, re.M), err
+    assert FIX in err, err
+    assert not re.search(r"^<6>tried SO_RCVBUF", err, re.M), err
+    left = probe_files_anywhere(share)
+    assert len(left) == 1 and left[0].startswith(f".recycle/{PREFIX}"), left
