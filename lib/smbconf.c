@@ -114,6 +114,12 @@ int smbconf_walk_file(struct smbconf_walk *w, size_t fi, int depth)
         enum smbconf_kind kind = smbconf_split(ll.text, &name, &value);
 
         w->seq++;
+        /* A header behind a UTF-8 byte order mark is no header to Samba,
+         * but it shows the file is meant as one with sections. */
+        if (kind == SMBCONF_OTHER && strncmp(ll.text, "\xef\xbb\xbf[", 4) == 0)
+            w->c->any_section = true;
+        else if (kind == SMBCONF_OTHER && depth == 0 && w->c->other_line == 0)
+            w->c->other_line = ll.line;
         if (kind == SMBCONF_OTHER)
             continue; /* tini ignores a line without `=` */
         if (kind == SMBCONF_SECTION) {
@@ -125,6 +131,7 @@ int smbconf_walk_file(struct smbconf_walk *w, size_t fi, int depth)
             }
             w->in_global = smbconf_wequal(name, "global") || smbconf_wequal(name, "globals");
             w->section_known = true;
+            w->c->any_section = true;
             w->notes_open = w->c->nnotes;
             note_header(w, depth, &ll, b, len);
             continue;

@@ -72,6 +72,12 @@ struct smbconf {
     /* Where a new line goes when there is none: in the main file. */
     size_t insert_at;
     bool insert_header; /* no global section header: create `[global]` */
+    /* What makes a new `[global]` header a mistake: no section header in
+     * any file read, and lines in the main file that are neither a
+     * parameter nor a comment: no smb.conf, a wrong path (/etc/hosts,
+     * smbtuned's own config). */
+    bool any_section; /* a `[section]` line in some file read */
+    int other_line;   /* the first such line of files[0], 0: none */
     char indent[16];
     char eol[3];
     struct smbconf_note *notes; /* in reading order */

@@ -113,6 +113,19 @@ int smbconf_render(const struct smbconf *c, const char *value, char **out, size_
                            "line added after it would join it; remove the '\\'",
                            f->path);
         }
+        /* A `[global]` header put on top of a file that has content but no
+         * section anywhere: /etc/hosts or smbtuned's own config named by
+         * mistake, which Samba would load all the same (it ignores lines
+         * without '='), so testparm's check after the write passes. */
+        if (c->insert_header && !c->any_section && c->other_line > 0) {
+            smbconf_edit_free(ed);
+            return err_set(e, -EINVAL,
+                           "%s does not look like an smb.conf (a wrong --smb-conf or smb_conf?): "
+                           "no [section] line, no socket options line, and line %d is neither "
+                           "a parameter nor a comment; nothing written. If it is one, add a "
+                           "[global] line to it",
+                           f->path, c->other_line);
+        }
         line = concat(c->indent, "socket options = ", value, "");
         if (line == NULL) {
             smbconf_edit_free(ed);

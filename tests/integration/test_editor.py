@@ -516,6 +516,33 @@ def test_directory_as_file(smbtuned, tmp_path):
     assert list(path.iterdir()) == []
 
 
+
+@pytest.mark.parametrize("text", [
+    "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n",   # /etc/hosts
+    "tune {\n    smb_conf = \"/etc/samba/smb.conf\"\n}\n",       # smbtuned's own config
+])
+def test_file_that_is_no_smb_conf_is_left_alone(smbtuned, tmp_path, text):
+    """A wrong --smb-conf (smbtuned's own config for -c, /etc/hosts) has no
+    section, no socket options line and lines that are no parameter: a
+    `[global]` header on top of it would pass testparm's check (Samba
+    ignores lines without '=') and root would have rewritten a file that
+    is no smb.conf. (A file of parameters alone is a bare smb.conf: the
+    fixture lines-before-no-section.)"""
+    path = tmp_path / "not-smb.conf"
+    path.write_text(text)
+    r = run_editor(smbtuned, "--smb-conf", path, "--set-buffers", "256K,256K",
+                   "--state-dir", tmp_path / "state")
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert f"{path} does not look like an smb.conf" in r.stderr, r.stderr
+    assert "line 1 is neither a parameter nor a comment" in r.stderr, r.stderr
+    assert path.read_text() == text
+    # one with a section but no [global] still gets its header
+    path.write_text("[data]\n\tpath = /srv\n")
+    r = run_editor(smbtuned, "--smb-conf", path, "--set-buffers", "256K,256K",
+                   "--state-dir", tmp_path / "state")
+    assert r.returncode == 0, r.stderr
+    assert path.read_text().startswith("[global]\n\tsocket options = "), path.read_text()
+
 def _nobody_can_run(smbtuned):
     r = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
                         "test", "-x", str(smbtuned)], capture_output=True)
