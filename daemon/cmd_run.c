@@ -72,21 +72,25 @@ int cmd_load_config(const struct opts *o, struct config *c, struct err *e)
         return r;
     {
         const struct {
-            const char *section, *name, *value;
+            const char *option, *section, *name, *value;
         } over[] = {
-            {"probe", "url", o->url},
-            {"probe", "credentials", o->credentials},
-            {"tune", "smb_conf", o->smb_conf_given ? o->smb_conf : NULL},
-            {"tune", "state_dir", o->state_dir_given ? o->state_dir : NULL},
-            {"tune", "apply", o->apply},
-            {"tune", "mode", o->mode},
-            {"tune", "trials", o->trials},
-            {"tune", "mode", o->dry_run ? "advise" : NULL},
+            {"--url", "probe", "url", o->url},
+            {"--credentials", "probe", "credentials", o->credentials},
+            {"--smb-conf", "tune", "smb_conf", o->smb_conf_given ? o->smb_conf : NULL},
+            {"--state-dir", "tune", "state_dir", o->state_dir_given ? o->state_dir : NULL},
+            {"--apply", "tune", "apply", o->apply},
+            {"--mode", "tune", "mode", o->mode},
+            {"--trials", "tune", "trials", o->trials},
+            {"--dry-run", "tune", "mode", o->dry_run ? "advise" : NULL},
         };
+        struct err why;
 
+        /* The message names the option given, not the config file's key
+         * it stands for: the file was not where the value came from. */
         for (size_t i = 0; i < sizeof(over) / sizeof(over[0]); i++)
-            if (over[i].value && config_set(c, over[i].section, over[i].name, over[i].value, e) < 0)
-                return -EINVAL;
+            if (over[i].value &&
+                config_set(c, over[i].section, over[i].name, over[i].value, &why) < 0)
+                return err_set(e, -EINVAL, "%s: %s", over[i].option, why.msg);
     }
     return systemd_credential(c, e);
 }

@@ -94,3 +94,22 @@ def test_daemon_refuses_what_check_refuses(smbtuned, tmp_path, case):
     assert d.returncode == 78, (d.returncode, d.stderr)
     assert where in d.stderr, d.stderr
     assert not state.exists()
+
+
+@pytest.mark.parametrize("args, option", [
+    (["--show", "--smb-conf", "smb.conf"], "--smb-conf"),
+    (["--status", "--state-dir", "state"], "--state-dir"),
+    (["-t", "--mode", "bogus"], "--mode"),
+    (["-t", "--trials", "bogus"], "--trials"),
+    (["-t", "--url", "smb://host"], "--url"),
+])
+def test_bad_value_on_the_command_line_names_the_option(smbtuned, tmp_path, smb_conf, args,
+                                                       option):
+    """A value refused on the command line is named by the option that
+    gave it, not by the config file's key (smb_conf, state_dir): the admin
+    looks for it where the message says."""
+    conf = tmp_path / "smbtuned.conf"
+    conf.write_text(f'tune {{\n    smb_conf = "{smb_conf}"\n    state_dir = "{tmp_path}/s"\n}}\n')
+    r = run_editor(smbtuned, "-c", conf, *args, timeout=30)
+    assert r.returncode == 78, (r.stdout, r.stderr)
+    assert r.stderr.startswith(f"smbtuned: {option}: "), r.stderr
