@@ -100,14 +100,28 @@ int smbconf_testparm(const char *path, const char *param, char **value, struct e
     /* An empty line is a value too: `socket options =` sets none. */
     if (status != 0) {
         /* testparm's last words say why it could not load the file; skip
-         * the GnuTLS notice it prints every time. */
-        char *last = NULL, *save = NULL;
+         * the GnuTLS notice it prints every time. When it crashed on the
+         * way out (Samba 4.17 does, after "Error loading services.", for
+         * `smb ports = abc`), its last words are the panic's trailer
+         * ("Can not dump core: corepath not set up"): the reason is the
+         * line before the panic began, and the panic is said after it. */
+        char *last = NULL, *panic = NULL, *save = NULL;
+        bool crashed = false;
 
-        for (char *l = strtok_r(errout, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
-            if (strstr(l, "Weak crypto") == NULL && l[0] != '\0')
+        for (char *l = strtok_r(errout, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+            if (strstr(l, "Weak crypto") != NULL || l[0] == '\0')
+                continue;
+            crashed |= strncmp(l, "talloc: ", 8) == 0 || strncmp(l, "Bad talloc", 10) == 0 ||
+                       strncmp(l, "=====", 5) == 0 || strncmp(l, "INTERNAL ERROR", 14) == 0 ||
+                       strncmp(l, "PANIC", 5) == 0;
+            if (!crashed)
                 last = l;
-        r = err_set(e, -EINVAL, "%s: Samba's testparm cannot read '%s' (%s)", path, param,
-                    last ? last : "no reason given");
+            else if (panic == NULL && strncmp(l, "PANIC", 5) == 0)
+                panic = l;
+        }
+        r = err_set(e, -EINVAL, "%s: Samba's testparm cannot read '%s' (%s%s%s)", path, param,
+                    last ? last : "no reason given", crashed ? "; then testparm crashed: " : "",
+                    crashed ? (panic ? panic : "see testparm -s") : "");
         free(out);
         free(errout);
         return r;

@@ -965,6 +965,36 @@ def test_failure_after_the_write_says_restored_first(smbtuned, tmp_path):
     assert "injected failure" in r.stderr, r.stderr
 
 
+
+def test_testparm_crash_names_its_reason_not_its_trailer(smbtuned, tmp_path):
+    """Samba 4.17's testparm panics after "Error loading services." (for
+    `smb ports = abc`), and its last line is "Can not dump core": the
+    message gives the line before the panic, and says it crashed."""
+    conf = conf_with(tmp_path / "c", "[global]\nsocket options = TCP_NODELAY\n")
+    before = conf.read_bytes()
+    wrapper = tmp_path / "testparm"
+    wrapper.write_text("#!/bin/sh\n"
+                       'echo "Load smb config files from $4" >&2\n'
+                       'echo "Error loading services." >&2\n'
+                       'echo "talloc: access after free error - first free may be at x.c:1" >&2\n'
+                       'echo "Bad talloc magic value - access after free" >&2\n'
+                       'echo "===============================================================" >&2\n'
+                       'echo "INTERNAL ERROR: Bad talloc magic value in pid $$ (4.17)" >&2\n'
+                       'echo "PANIC (pid $$): Bad talloc magic value - access after free" >&2\n'
+                       'echo "BACKTRACE: 8 stack frames:" >&2\n'
+                       'echo " #0 testparm(main+0x700) [0x5640c300dfc0]" >&2\n'
+                       'echo "Can not dump core: corepath not set up" >&2\n'
+                       "kill -ABRT $$\n")
+    wrapper.chmod(0o755)
+    r = subprocess.run([str(smbtuned), "--smb-conf", str(conf), "--set-buffers", "1M,1M",
+                        "--state-dir", str(tmp_path / "state")],
+                       capture_output=True, text=True, timeout=HANG_S, stdin=subprocess.DEVNULL,
+                       env={**os.environ, "SMBTUNED_TESTPARM": str(wrapper)})
+    assert r.returncode == 1, r.stderr
+    assert "(Error loading services.; then testparm crashed: PANIC (pid" in r.stderr, r.stderr
+    assert "corepath" not in r.stderr, r.stderr
+    assert conf.read_bytes() == before
+
 # ---------------------------------------------------------------- metadata
 
 @pytest.fixture
