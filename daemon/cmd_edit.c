@@ -239,6 +239,31 @@ static bool autotuning_back(const char *old_value, const char *new_value)
     return back;
 }
 
+/* A size above net.core.rmem_max or wmem_max is capped by the kernel
+ * without a word to smbd: say so, as --show does, or the admin believes
+ * the buffer is what the line says. Unreadable caps: nothing to say. */
+static void print_capped(const struct smbconf_change *ch)
+{
+    long cap[2], min[2] = {0, 0}, size[2] = {ch->rcvbuf, ch->sndbuf};
+    struct err e;
+
+    if (kernel_buffer_caps(&cap[0], &cap[1], &e) < 0)
+        return;
+    if (kernel_buffer_mins(&min[0], &min[1], &e) < 0)
+        min[0] = min[1] = 0;
+    for (int w = SOCKOPTS_RCVBUF; w <= SOCKOPTS_SNDBUF; w++) {
+        struct sockopts_kernel k;
+
+        if (size[w] == SOCKOPTS_AUTO || size[w] <= cap[w])
+            continue;
+        k = sockopts_kernel((int)size[w], cap[w], min[w]);
+        printf("note: %s=%ld is above %s = %ld: the kernel caps it there and gives %ld bytes "
+               "(raise the sysctl for more)\n",
+               sockopts_name(w), size[w],
+               w == SOCKOPTS_RCVBUF ? "net.core.rmem_max" : "net.core.wmem_max", cap[w], k.bytes);
+    }
+}
+
 int cmd_set_buffers(const struct opts *o)
 {
     struct smbconf_change ch = {.expect = o->expect};
@@ -284,6 +309,7 @@ int cmd_set_buffers(const struct opts *o)
     if (res.changed && autotuning_back(res.old_value, res.new_value))
         printf("note: connections made before smbd restarts keep explicit buffers: only a "
                "restart of smbd gives autotuning back (its listening socket keeps them)\n");
+    print_capped(&ch);
     changed = res.changed;
     smbconf_result_free(&res);
     /* An unchanged line is still applied when --apply asks: running the

@@ -472,6 +472,24 @@ def test_empty_line_gains_no_tcp_nodelay(smbtuned, tmp_path, setting, want):
         assert samba_value(conf) == want
 
 
+def test_size_above_the_kernels_cap_is_said(smbtuned, tmp_path):
+    """--set-buffers writes a size above net.core.rmem_max as asked, but
+    the kernel caps it without a word to smbd: the command says so (as
+    --show does), and says nothing of a size below the cap."""
+    rmax = int(Path("/proc/sys/net/core/rmem_max").read_text())
+    wmax = int(Path("/proc/sys/net/core/wmem_max").read_text())
+    if rmax >= 1 << 30 or wmax < 8192:
+        pytest.skip(f"rmem_max {rmax}, wmem_max {wmax}: no size above the cap to try")
+    conf = tmp_path / "smb.conf"
+    conf.write_text("[global]\n   socket options = TCP_NODELAY\n")
+    r = run_editor(smbtuned, "--smb-conf", conf, "--set-buffers", "1G,4K",
+                   "--state-dir", tmp_path / "state")
+    assert r.returncode == 0, r.stderr
+    assert samba_value(conf) == "TCP_NODELAY SO_RCVBUF=1073741824 SO_SNDBUF=4096"
+    assert (f"note: SO_RCVBUF=1073741824 is above net.core.rmem_max = {rmax}: the kernel caps "
+            f"it there and gives {2 * rmax} bytes") in r.stdout, r.stdout
+    assert "SO_SNDBUF=4096 is above" not in r.stdout, r.stdout
+
 def test_unchanged_line_is_applied_when_asked(smbtuned, tmp_path):
     """Running the same --set-buffers --apply again is how an admin retries
     an apply that failed: an unchanged line is applied too, and a failure
