@@ -267,9 +267,11 @@ int cmd_check(const struct opts *o)
     }
     /* Silence would leave the admin to guess which files were read (the
      * default config file may be absent: the built-in defaults). */
-    printf("configuration OK: %s%s, and %s ", o->config_file,
+    printf("configuration OK: %s%s, %s%s%sand %s ", o->config_file,
            access(o->config_file, F_OK) == 0 ? "" : " (absent: the built-in defaults)",
-           d.topts.smb_conf);
+           d.topts.probe.credentials ? "credentials " : "",
+           d.topts.probe.credentials ? d.topts.probe.credentials : "",
+           d.topts.probe.credentials ? ", " : "", d.topts.smb_conf);
     if (c.found)
         printf("(socket options at %s:%d)\n", c.files[c.hit.file].path, c.hit.line);
     else

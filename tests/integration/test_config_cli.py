@@ -113,3 +113,21 @@ def test_bad_value_on_the_command_line_names_the_option(smbtuned, tmp_path, smb_
     r = run_editor(smbtuned, "-c", conf, *args, timeout=30)
     assert r.returncode == 78, (r.stdout, r.stderr)
     assert r.stderr.startswith(f"smbtuned: {option}: "), r.stderr
+
+
+def test_check_names_the_credentials_file_it_read(smbtuned, tmp_path, smb_conf):
+    """-t checks the credentials file (owner, mode, syntax): its line of
+    success names it with the other files read (smbtuned(8))."""
+    creds = tmp_path / "creds"
+    creds.write_text("username = u\npassword = not-shown\n")
+    creds.chmod(0o600)
+    if creds.stat().st_uid != 0:
+        pytest.skip("the credentials file must be root's")
+    conf = tmp_path / "smbtuned.conf"
+    conf.write_text(f'probe {{\n    credentials = "{creds}"\n}}\n')
+    r = run_editor(smbtuned, "-t", "-c", conf, "--smb-conf", smb_conf,
+                   "--state-dir", tmp_path / "state")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == (f"configuration OK: {conf}, credentials {creds}, and {smb_conf} "
+                        f"(socket options at {smb_conf}:2)\n"), r.stdout
+    assert "not-shown" not in r.stdout + r.stderr
