@@ -96,6 +96,15 @@ static const char *when(long t, char *buf, size_t len)
     return buf;
 }
 
+static const char *rate_text(double mbps, char *buf, size_t len)
+{
+    if (mbps > 0)
+        snprintf(buf, len, "%.2f MB/s", mbps);
+    else
+        snprintf(buf, len, "not measured");
+    return buf;
+}
+
 static void print_text(const struct status *s)
 {
     const struct state *st = &s->st;
@@ -139,15 +148,20 @@ static void print_text(const struct status *s)
                search_config_str((struct search_config){st->rcvbuf, st->sndbuf}, cs, sizeof(cs)));
         /* 0: the line in force was chosen without a sample of its own
          * (outcome.c: autotuning for a buffer trials cannot rank) */
-        if (st->write_mbps > 0 || st->read_mbps > 0)
+        if (st->write_mbps > 0 || st->read_mbps > 0) {
+            /* 0 is a rate never measured (outcome_record): every sample
+             * of that direction timed out, or it had none of its own */
+            char w[48], r[48];
+
+            rate_text(st->write_mbps, w, sizeof(w));
+            rate_text(st->read_mbps, r, sizeof(r));
             /* whose rates: loopback's are no client's over the network */
-            printf("Rates           : write %.2f MB/s, read %.2f MB/s (the probe's, %s%s)\n",
-                   st->write_mbps, st->read_mbps,
+            printf("Rates           : write %s, read %s (the probe's, %s%s)\n", w, r,
                    s->t->own_share ? "on loopback to shadow smbds: not what a client "
                                      "over the network gets"
                                    : "to ",
                    s->t->own_share ? "" : s->t->probe.url);
-        else
+        } else
             printf("Rates           : not measured (chosen without a sample of its own)\n");
     } else {
         printf("Incumbent       : none measured yet\n");
@@ -270,10 +284,10 @@ static int print_json(const struct status *s)
     SET("have_incumbent", K(json_boolean(st->have_incumbent)));
     SET("rcvbuf", K(size_json(st->have_incumbent, st->rcvbuf)));
     SET("sndbuf", K(size_json(st->have_incumbent, st->sndbuf)));
-    SET("write_mbps",
-        K(st->write_mbps > 0 || st->read_mbps > 0 ? json_real(st->write_mbps) : json_null()));
-    SET("read_mbps",
-        K(st->write_mbps > 0 || st->read_mbps > 0 ? json_real(st->read_mbps) : json_null()));
+    /* each null when not measured (0 in the state file), as the text
+     * says "not measured": a 0.0 would read as a measured stall */
+    SET("write_mbps", K(st->write_mbps > 0 ? json_real(st->write_mbps) : json_null()));
+    SET("read_mbps", K(st->read_mbps > 0 ? json_real(st->read_mbps) : json_null()));
     SET("cycles", K(json_integer(st->cycles)));
     SET("cycle_at", K(time_json(st->cycle_at)));
     SET("cycle_result", K(jsonw_text(st->cycle_result)));

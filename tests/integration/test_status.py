@@ -120,7 +120,8 @@ def test_status_after_commit_hand_edit_and_hold(make_env):
     assert obj["cycle_result"] and not obj["cycle_result"].startswith("failed"), obj
     assert obj["next_at"] is None, "--once schedules no next cycle"
     assert obj["have_incumbent"] is True and obj["cycles"] >= 1, obj
-    assert obj["write_mbps"] > 0 or obj["read_mbps"] > 0, obj
+    # a direction never measured is null (see test_a_direction_never_measured_...)
+    assert (obj["write_mbps"] or 0) > 0 or (obj["read_mbps"] or 0) > 0, obj
     assert obj["hold"] is False and obj["hold_reason"] is None, obj
     assert obj["pending"] == "none" and obj["pending_file"] is None, obj
     samba = subprocess.run(["smbd", "-V"], capture_output=True, text=True).stdout.split()[-1]
@@ -245,6 +246,21 @@ def test_old_state_format_says_not_recorded(make_env):
     for key in ("Last cycle", "Next cycle"):
         assert f[key] == "not recorded (a state file from an older smbtuned)", f
 
+
+
+def test_a_direction_never_measured_is_null_not_zero(make_env):
+    """The state file keeps 0 for a rate never measured (every sample of
+    that direction timed out: outcome_record). --status says "not
+    measured" and null for that direction alone, as smbtuned(8) has it,
+    not 0.00 MB/s, which a script or an admin takes for a stalled link."""
+    env = make_env(LEGACY)
+    env.write_config()
+    (env.state_dir / "state").write_text(STATE_V1.replace("write_mbps 100.5", "write_mbps 0"))
+    rc, f, err = status_text(env)
+    assert rc == 0, err
+    assert f["Rates"].startswith("write not measured, read 90.25 MB/s (the probe's"), f
+    rc, obj = status_json(env)
+    assert rc == 0 and (obj["write_mbps"], obj["read_mbps"]) == (None, 90.25), obj
 
 def test_state_not_readable_says_run_as_root(make_env):
     """An admin's --status without root: the state file's error says so."""
