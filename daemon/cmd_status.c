@@ -131,9 +131,9 @@ static void print_text(const struct status *s)
         printf("Written         : by smbtuned%s%s\n", st->written_at ? " at " : "",
                st->written_at ? when(st->written_at, a, sizeof(a)) : "");
     else if (strcmp(s->line_word, "edited_by_hand") == 0)
-        printf("Written         : edited by hand since smbtuned wrote '%s'; it holds off at its "
-               "next cycle until `smbtuned --resume`\n",
-               st->last_written);
+        printf("Written         : edited by hand since smbtuned wrote '%s'; it holds off %suntil "
+               "`smbtuned --resume`\n",
+               st->last_written, st->hold ? "(see Hold) " : "at its next cycle ");
     else if (strcmp(s->line_word, "pending") == 0)
         printf("Written         : a step in flight (see Pending); smbtuned last wrote '%s'\n",
                st->last_written);

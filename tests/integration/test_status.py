@@ -160,7 +160,8 @@ def test_status_after_commit_hand_edit_and_hold(make_env):
     assert obj["socket_options"] == hand_value and obj["last_written"] == value, obj
     assert obj["hold"] is False, obj
     rc, f, err = status_text(env)
-    assert rc == 0 and f["Written"].startswith(f"edited by hand since smbtuned wrote '{value}'"), f
+    assert rc == 0 and f["Written"] == (f"edited by hand since smbtuned wrote '{value}'; it "
+                                        "holds off at its next cycle until `smbtuned --resume`"), f
 
     # 3. The next cycle holds off: --status shows the hold, exit 0 still.
     rc, out, err = env.run("--once")
@@ -172,6 +173,9 @@ def test_status_after_commit_hand_edit_and_hold(make_env):
         obj["cycle_result"], obj
     rc, f, err = status_text(env)
     assert rc == 0 and f["Hold"].startswith("yes: ") and "edited by hand" in f["Hold"], f
+    # it holds off now, not "at its next cycle"
+    assert f["Written"] == (f"edited by hand since smbtuned wrote '{value}'; it holds off "
+                            "(see Hold) until `smbtuned --resume`"), f
     # the held cycle counts: two cycles ended, one of them a search
     assert obj["cycles"] == 2, obj
 
