@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "config_int.h"
 #include "config_scan.h"
@@ -463,6 +465,7 @@ int config_fill(const struct config *c, struct tuner_opts *t, struct err *e)
 
 int config_load(const char *path, struct config *c, struct err *e)
 {
+    struct stat st;
     char *text;
     size_t len;
     int r;
@@ -473,6 +476,22 @@ int config_load(const char *path, struct config *c, struct err *e)
     r = files_read(path, &text, &len, e);
     if (r < 0)
         return r;
+    /* Root acts on what the file names: the smb.conf it rewrites, the
+     * url it logs on to with the credentials file's password. One that
+     * someone else may write is refused, as the credentials file and the
+     * state directory are: another user's, or writable by others (or by
+     * a group other than root's). */
+    if (stat(path, &st) == 0 &&
+        ((st.st_uid != 0 && st.st_uid != geteuid()) || (st.st_mode & S_IWOTH) != 0 ||
+         ((st.st_mode & S_IWGRP) != 0 && st.st_gid != 0))) {
+        free(text);
+        return err_set(e, -EPERM,
+                       "%s is owned by uid %u, group %u, with mode %04o: refused, it names the "
+                       "files root edits and the credentials it sends, so it must be root's "
+                       "and writable by no one else (chown root:root %s; chmod go-w %s)",
+                       path, (unsigned)st.st_uid, (unsigned)st.st_gid,
+                       (unsigned)(st.st_mode & 07777), path, path);
+    }
     if (strlen(text) != len) {
         int line = 1;
 

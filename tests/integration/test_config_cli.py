@@ -131,3 +131,30 @@ def test_check_names_the_credentials_file_it_read(smbtuned, tmp_path, smb_conf):
     assert r.stdout == (f"configuration OK: {conf}, credentials {creds}, and {smb_conf} "
                         f"(socket options at {smb_conf}:2)\n"), r.stdout
     assert "not-shown" not in r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("owner, mode", [(0, 0o666), (0, 0o646), (65534, 0o644)])
+def test_config_file_someone_else_may_write_is_refused(smbtuned, tmp_path, smb_conf, owner,
+                                                      mode):
+    """Root acts on what the config file names: the smb.conf it rewrites,
+    the url it logs on to with the credentials file's password. One that
+    another user owns or may write is refused (78) before anything is done
+    with it, as the credentials file and the state directory are."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give the file away")
+    conf = tmp_path / "smbtuned.conf"
+    conf.write_text(f'tune {{\n    smb_conf = "{smb_conf}"\n    state_dir = "{tmp_path}/s"\n}}\n')
+    os.chown(conf, owner, 0)
+    conf.chmod(mode)
+    before = smb_conf.read_bytes()
+    for args in (["-t"], ["--status"], ["--set-buffers", "1M,1M"]):
+        r = run_editor(smbtuned, "-c", conf, *args, timeout=30)
+        assert r.returncode == 78, (args, r.stdout, r.stderr)
+        assert f"smbtuned: {conf} is owned by uid {owner}" in r.stderr, r.stderr
+        assert "refused" in r.stderr, r.stderr
+    assert smb_conf.read_bytes() == before
+    assert not (tmp_path / "s").exists()
+    # root's and writable by root alone (a group of root's too) is fine
+    os.chown(conf, 0, 0)
+    conf.chmod(0o664)
+    assert run_editor(smbtuned, "-c", conf, "-t", timeout=30).returncode == 0
