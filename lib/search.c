@@ -553,7 +553,7 @@ static bool trial_ended(struct search *s, struct search_dim *d, double w, double
     if (search_dim_dead(d, d->cand)) {
         struct search_cmp c;
         search_dim_compare(&s->p, d, d->cand, d->inc, &c);
-        c.futile = false; /* it ended twice: that, not futility, drops it */
+        c.futile = c.stay = false; /* it ended twice: that, not futility, drops it */
         reject(s, d, &c, ", ended twice");
     } else {
         search_dim_push_front(&s->p, d, d->cand, d->cand_walk);

@@ -483,6 +483,72 @@ static void test_futile_keeps_size_against_auto(void **state)
     search_free(s);
 }
 
+/* AUTO, a candidate against a size, killed by its trials (its samples
+ * after the sixth stall): the why line says it ended twice, not that the
+ * size stays by futility, even where the comparison made on its death
+ * would have found that too (seed 233 does). */
+static uint64_t ended_lcg;
+static double ended_gauss(void)
+{
+    double u1, u2;
+
+    ended_lcg = ended_lcg * 6364136223846793005ULL + 1442695040888963407ULL;
+    u1 = (double)(ended_lcg >> 11) / 9007199254740992.0;
+    ended_lcg = ended_lcg * 6364136223846793005ULL + 1442695040888963407ULL;
+    u2 = (double)(ended_lcg >> 11) / 9007199254740992.0;
+    return sqrt(-2 * log(u1 + 1e-300)) * cos(2 * M_PI * u2);
+}
+
+static void test_ended_twice_is_not_futility(void **state)
+{
+    int deaths = 0;
+
+    (void)state;
+    for (int seed = 1; seed <= 300; seed++) {
+        struct search_params p;
+        struct search *s;
+        int nauto = 0;
+
+        ended_lcg = (uint64_t)seed * 7919;
+        search_params_default(&p);
+        s = new_search(&p, (struct search_config){8192, 8192});
+        for (int i = 0; i < 400; i++) {
+            struct search_config c;
+            const char *why, *stays;
+
+            if (search_ask(s, &c) != SEARCH_MEASURE)
+                break;
+            struct search_sample x = {100 * exp(0.15 * ended_gauss()),
+                                      50 * exp(0.15 * ended_gauss()), false, false};
+            if (c.rcvbuf == SEARCH_AUTO) {
+                x.write *= 0.9;
+                if (++nauto > 6) {
+                    x.write = 0;
+                    x.write_timeout = true;
+                }
+            }
+            assert_true(search_tell(s, c, &x) >= 0);
+            why = search_why(s);
+            stays = strstr(why, "SO_RCVBUF stays 8192");
+            if (stays == NULL)
+                continue;
+            if (strstr(why, "SO_RCVBUF auto trial ended") != NULL) {
+                const char *eol = strchr(stays, '\n');
+                size_t n = eol ? (size_t)(eol - stays) : strlen(stays);
+                char line[SEARCH_WHY_LEN];
+
+                snprintf(line, sizeof(line), "%.*s", (int)n, stays);
+                if (strstr(line, ", ended twice") == NULL || strstr(line, "futile") != NULL)
+                    fail_msg("seed %d: %s", seed, why);
+                deaths++;
+            }
+            break;
+        }
+        search_free(s);
+    }
+    assert_true(deaths > 0);
+}
+
 /* Nothing is futile about a real gain: a size 20% faster than AUTO, at a
  * spread of 15% that takes a dozen samples a side to show it, is taken,
  * not dropped. */
@@ -807,6 +873,7 @@ int main(void)
         cmocka_unit_test(test_futile_at_the_cap_says_so),
         cmocka_unit_test(test_futile_keeps_smaller),
         cmocka_unit_test(test_futile_keeps_size_against_auto),
+        cmocka_unit_test(test_ended_twice_is_not_futility),
         cmocka_unit_test(test_futile_spares_a_gain),
         cmocka_unit_test(test_futile_waits_for_evidence),
         cmocka_unit_test(test_abort),
