@@ -194,6 +194,18 @@ def test_wrong_port_is_connect_refused(smbd, smbtuned, tmp_path):
     assert len(r.stderr.splitlines()) == 1
 
 
+def test_man_page_names_every_json_key(smbtuned, tmp_path):
+    """smbtuned(8)'s --probe --json list names every key the object has
+    (recycle was missing from it)."""
+    r = run_probe(smbtuned, probe_conf(tmp_path), url=f"smb://127.0.0.1:{free_port()}/share")
+    man = (Path(__file__).resolve().parents[2] / "docs" / "man" / "smbtuned.8").read_text()
+    start = man.index("one object with", man.index(".B \\-\\-probe"))
+    listed = man[start:man.index("printed whatever the exit status", start)]
+    missing = [k for k in json.loads(r.stdout)
+               if not re.search(r"^\.BR? " + re.escape(k) + r"\b", listed, re.M)]
+    assert missing == [], missing
+
+
 def test_wrong_share_is_share_not_found(smbd, smbtuned, tmp_path):
     url = f"smb://127.0.0.1:{smbd.port}/nosuchshare"
     r = run_probe(smbtuned, probe_conf(tmp_path), url=url)
