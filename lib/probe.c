@@ -253,6 +253,16 @@ static double span(int64_t t0, int64_t t1)
     return t0 > 0 && t1 > t0 ? (double)(t1 - t0) / 1e9 : 0.0;
 }
 
+double probe_kill_time(const struct probe_job *job)
+{
+    const struct probe_shared *sh = job->shm;
+
+    if (sh != NULL && probe_shared_peek(&sh->measured) &&
+        !__atomic_load_n(&sh->done, __ATOMIC_ACQUIRE))
+        return job->deadline + PROBE_LOOK_GRACE_S;
+    return job->deadline;
+}
+
 int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e)
 {
     struct probe_shared *sh = job->shm;
@@ -264,14 +274,16 @@ int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e)
     r->client_rcvbuf = r->client_sndbuf = -1;
     if (job->pid <= 0 || sh == NULL)
         return err_set(e, -EINVAL, "no probe running");
-    done = __atomic_load_n(&sh->done, __ATOMIC_ACQUIRE);
     late = child_now() >= job->deadline;
     end = probe_mono_ns();
     /* Done or not, the child has nothing left to do for us: SIGKILL is
-     * harmless after `done` and the deadline's enforcement before it. */
+     * harmless after `done` and the deadline's enforcement before it.
+     * `done` is read once it is dead: one that came between a read and
+     * the kill would otherwise be lost. */
     kill(job->pid, SIGKILL);
     while (waitpid(job->pid, &ws, 0) < 0 && errno == EINTR)
         ;
+    done = __atomic_load_n(&sh->done, __ATOMIC_ACQUIRE);
     if (done) {
         r->outcome = (enum probe_outcome)sh->outcome;
         snprintf(r->cause, sizeof(r->cause), "%s", sh->cause);
@@ -279,8 +291,9 @@ int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e)
         snprintf(r->recycle_path, sizeof(r->recycle_path), "%s", sh->recycle_path);
         snprintf(r->recycle_why, sizeof(r->recycle_why), "%s", sh->recycle_why);
     } else if (probe_shared_peek(&sh->measured)) {
-        /* Killed while it looked for a recycle copy after its delete: the
-         * measurement stands; the look is not reported (no copy known). */
+        /* Killed while it looked for a recycle copy after its delete, past
+         * its grace (a server that stopped answering): the measurement
+         * stands; the look is not reported (no copy known). */
         r->outcome = (enum probe_outcome)sh->outcome;
         snprintf(r->cause, sizeof(r->cause), "%s", sh->cause);
     } else if (late) {
@@ -340,7 +353,7 @@ static int wait_job(struct probe_job *job)
 {
     for (;;) {
         struct pollfd pfd = {job->fd, POLLIN, 0};
-        double left = job->deadline - child_now();
+        double left = probe_kill_time(job) - child_now();
         int n;
 
         if (left <= 0)

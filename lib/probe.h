@@ -166,7 +166,18 @@ struct probe_job {
     char workdir[4096];
 };
 
+/* What a child whose measurement is over may still take past its deadline
+ * for the look after a recycle copy (probe_recycle.c): a few calls of a
+ * round trip or two. Without it a sample that ended in the deadline's last
+ * moments left its copy in the share without a word. */
+#define PROBE_LOOK_GRACE_S 3.0
+
 int probe_start(const struct probe_params *p, struct probe_job *job, struct err *e);
+
+/* When probe_finish() is to kill the child: its deadline, or, once it has
+ * measured and looks for a recycle copy, PROBE_LOOK_GRACE_S after it. A
+ * caller that waits calls it again when that time comes. */
+double probe_kill_time(const struct probe_job *job);
 
 /* Collect the measurement. Call once the fd is readable or the deadline has
  * passed; it kills the child if it still runs and then waits for it. Frees

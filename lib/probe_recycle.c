@@ -23,9 +23,10 @@
 
 /* The look needs a stat of the repository, up to PROBE_RECYCLE_PLACES
  * stats, a delete and a stat: 7 calls of a round trip or two, 0.6 s on a
- * 40 ms path. It starts no call later than this before the deadline, so
- * that a kill in the middle of it is rare; it is harmless all the same
- * (probe_shared's `measured`). */
+ * 40 ms path. It has PROBE_LOOK_GRACE_S past the deadline (the parent
+ * waits that long once `measured` is published), and starts no call later
+ * than this before the grace ends, so that a kill in the middle of it
+ * takes a server that stopped answering. */
 #define RECYCLE_MARGIN_S 0.5
 
 /* user as Samba's %U puts it into the repository's path (its
@@ -126,7 +127,7 @@ enum probe_outcome probe_recycle_after_delete(struct child *c, enum probe_outcom
                                               const char *name)
 {
     struct probe_shared *sh = c->sh;
-    int64_t stop = (int64_t)((c->deadline - RECYCLE_MARGIN_S) * 1e9);
+    int64_t stop = (int64_t)((c->deadline + PROBE_LOOK_GRACE_S - RECYCLE_MARGIN_S) * 1e9);
     int why = 0;
 
     sh->outcome = o;

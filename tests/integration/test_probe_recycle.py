@@ -106,7 +106,7 @@ def test_the_exclude_line_keeps_nothing_and_nothing_is_said(smbd_factory, smbtun
     r = run_probe(smbtuned, probe_conf(tmp_path), url=rec_url(srv))
     assert r.returncode == 0, r.stderr
     assert probe_files_anywhere(srv.shares["rec"]) == []
-    assert json.loads(r.stdout).get("recycle", "none") == "none"
+    assert json.loads(r.stdout)["recycle"] == "none"
     assert r.stderr == ""
 
 
@@ -153,3 +153,26 @@ def test_a_copy_that_stays_ends_the_cycle(make_env):
     assert not re.search(r"^<6>tried SO_RCVBUF", err, re.M), err
     left = probe_files_anywhere(share)
     assert len(left) == 1 and left[0].startswith(f".recycle/{PREFIX}"), left
+
+
+def test_a_sample_that_ends_near_its_deadline_still_deletes_its_copy(smbd_factory, smbtuned,
+                                                                      tmp_path):
+    """The daemon cuts a trial's deadline to fractions of a second: a
+    sample that measured in time but ended in the deadline's last moments
+    gets a grace for the look after its recycle copy (the parent waits),
+    rather than leave the copy in the share without a word. Through
+    tests/unit/probe_driver: a 1 MiB probe of about 0.1 s with a deadline
+    of 0.45 s."""
+    driver = Path(smbtuned).parent.parent / "tests" / "unit" / "probe_driver"
+    assert os.access(driver, os.X_OK), f"{driver} is not built"
+    srv = smbd_factory(shares=recycle_share(), users={USER: PASSWORD})
+    work = tmp_path / "state"
+    work.mkdir(mode=0o700)
+    r = subprocess.run([str(driver), rec_url(srv), str(1 << 20), "0.45", str(work),
+                        str(cred_file(tmp_path, PASSWORD))],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["outcome"] == "ok", j
+    assert j["recycle"] == "removed", j
+    assert probe_files_anywhere(srv.shares["rec"]) == []
