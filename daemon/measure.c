@@ -122,7 +122,10 @@ static int on_done(sd_event_source *src, int fd, uint32_t revents, void *ud)
             journal_log(LOG_WARNING, "%s", note);
         m->recycle_said = true;
     } else if (ret == 0 && r.recycle == PROBE_RECYCLE_LEFT &&
+               (r.outcome == PROBE_OK || r.outcome == PROBE_TIMEOUT) &&
                probe_recycle_text(m->url, &r, r.cause, sizeof(r.cause)) == 0) {
+        /* (a measurement that failed keeps its own cause: it ends the
+         * cycle all the same) */
         r.outcome = PROBE_ERROR;
     }
     m->done(m->ud, ret, ret < 0 ? NULL : &r, ret < 0 ? e.msg : r.cause);

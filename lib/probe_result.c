@@ -56,14 +56,16 @@ int probe_recycle_text(const char *url, const struct probe_result *r, char *out,
     }
     /* The path and the reason come from the probe child, which made them
      * from our own names and strerror: no text of the server's. */
-    snprintf(
-        out, len,
-        "%s keeps deleted files (Samba's recycle module): the probe's file went to %s %s%s%s%s; "
-        "add '" PROBE_RECYCLE_EXCLUDE "' to that share, or probe a share without "
-        "'vfs objects = recycle'",
-        url, r->recycle_path, what, r->recycle == PROBE_RECYCLE_LEFT ? " (" : "",
-        r->recycle == PROBE_RECYCLE_LEFT ? r->recycle_why : "",
-        r->recycle == PROBE_RECYCLE_LEFT ? "): every probe leaves its file there" : "");
+    /* The fix before the details: a long URL cuts the end off a cause of
+     * 512 bytes. */
+    snprintf(out, len,
+             "%s keeps deleted files (Samba's recycle module): add '" PROBE_RECYCLE_EXCLUDE
+             "' to that "
+             "share, or probe a share without 'vfs objects = recycle'; the probe's file went to %s "
+             "%s%s%s%s",
+             url, r->recycle_path, what, r->recycle == PROBE_RECYCLE_LEFT ? " (" : "",
+             r->recycle == PROBE_RECYCLE_LEFT ? r->recycle_why : "",
+             r->recycle == PROBE_RECYCLE_LEFT ? "): every probe leaves its file there" : "");
     return 0;
 }
 

@@ -572,7 +572,9 @@ static void test_recycle_text(void **state)
     snprintf(r.recycle_path, sizeof(r.recycle_path), ".recycle/x");
     assert_int_equal(probe_recycle_text("smb://h/s", &r, out, sizeof(out)), 0);
     assert_non_null(strstr(out, "smb://h/s keeps deleted files"));
-    assert_non_null(strstr(out, ".recycle/x and the probe deleted it there too;"));
+    assert_non_null(strstr(out, "smb://h/s keeps deleted files (Samba's recycle module): add "
+                                "'recycle:exclude = .smbtuned-probe-*' to that share"));
+    assert_non_null(strstr(out, "went to .recycle/x and the probe deleted it there too"));
     assert_non_null(strstr(out, "'recycle:exclude = .smbtuned-probe-*'"));
     r.recycle = PROBE_RECYCLE_LEFT;
     snprintf(r.recycle_why, sizeof(r.recycle_why), "Permission denied");
