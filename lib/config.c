@@ -470,20 +470,21 @@ int config_load(const char *path, struct config *c, struct err *e)
     size_t len;
     int r;
 
-    /* files_read opens non-blocking and reads only a regular file:
+    /* files_read_stat opens non-blocking and reads only a regular file:
      * a FIFO in place of the file would otherwise block -t and SIGHUP for
      * ever. The message names the file. */
-    r = files_read(path, &text, &len, e);
+    r = files_read_stat(path, &text, &len, &st, e);
     if (r < 0)
         return r;
     /* Root acts on what the file names: the smb.conf it rewrites, the
      * url it logs on to with the credentials file's password. One that
      * someone else may write is refused, as the credentials file and the
      * state directory are: another user's, or writable by others (or by
-     * a group other than root's). */
-    if (stat(path, &st) == 0 &&
-        ((st.st_uid != 0 && st.st_uid != geteuid()) || (st.st_mode & S_IWOTH) != 0 ||
-         ((st.st_mode & S_IWGRP) != 0 && st.st_gid != 0))) {
+     * a group other than root's). The fstat of the file read, not a
+     * second look-up of the path: whoever owns a directory on it could
+     * put a root-owned file there in between. */
+    if ((st.st_uid != 0 && st.st_uid != geteuid()) || (st.st_mode & S_IWOTH) != 0 ||
+        ((st.st_mode & S_IWGRP) != 0 && st.st_gid != 0)) {
         free(text);
         return err_set(e, -EPERM,
                        "%s is owned by uid %u, group %u, with mode %04o: refused, it names the "

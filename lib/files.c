@@ -59,8 +59,10 @@ bool files_kernel_path(const char *path)
 }
 
 /* Read the whole of fd, opened O_NONBLOCK, into a NUL-terminated malloc'ed
- * buffer; path names it in e. Closes fd. */
-static int read_fd(int fd, const char *path, char **buf, size_t *len, struct err *e)
+ * buffer; path names it in e; its fstat into *out (may be NULL). Closes
+ * fd. */
+static int read_fd(int fd, const char *path, char **buf, size_t *len, struct stat *out,
+                   struct err *e)
 {
     struct stat st;
     char *b = NULL;
@@ -138,10 +140,12 @@ static int read_fd(int fd, const char *path, char **buf, size_t *len, struct err
     b[n] = '\0';
     *buf = b;
     *len = n;
+    if (out != NULL)
+        *out = st;
     return 0;
 }
 
-int files_read(const char *path, char **buf, size_t *len, struct err *e)
+int files_read_stat(const char *path, char **buf, size_t *len, struct stat *st, struct err *e)
 {
     int fd;
 
@@ -157,7 +161,12 @@ int files_read(const char *path, char **buf, size_t *len, struct err *e)
     fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)
         return err_set(e, -errno, "%s: %s", path, strerror(errno));
-    return read_fd(fd, path, buf, len, e);
+    return read_fd(fd, path, buf, len, st, e);
+}
+
+int files_read(const char *path, char **buf, size_t *len, struct err *e)
+{
+    return files_read_stat(path, buf, len, NULL, e);
 }
 
 /* Put tmp in place of base (both in dfd), but only while base is still the
@@ -462,7 +471,7 @@ int files_target_read(struct files_target *t, char **buf, size_t *len, struct er
         close(fd);
         return err_set(e, -errno, "%s: %s", t->path, strerror(errno));
     }
-    return read_fd(fd, t->path, buf, len, e);
+    return read_fd(fd, t->path, buf, len, NULL, e);
 }
 
 int files_target_replace(struct files_target *t, const char *data, size_t len)

@@ -22,6 +22,10 @@
  * (or on tracefs, debugfs) is refused (-EINVAL); e (may be NULL) gets a
  * reason that names the file. */
 int files_read(const char *path, char **buf, size_t *len, struct err *e);
+/* files_read, with the fstat of the file it read into *st: a check of the
+ * owner or mode of that very file, not of whatever the path names at a
+ * second look-up (a directory's owner may swap it in between). */
+int files_read_stat(const char *path, char **buf, size_t *len, struct stat *st, struct err *e);
 
 /* The two refusals of files_read, for readers of their own (creds.c, which
  * keeps a secret out of malloc'ed memory): whether path names something
