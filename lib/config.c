@@ -482,16 +482,30 @@ int config_load(const char *path, struct config *c, struct err *e)
      * state directory are: another user's, or writable by others (or by
      * a group other than root's). The fstat of the file read, not a
      * second look-up of the path: whoever owns a directory on it could
-     * put a root-owned file there in between. */
-    if ((st.st_uid != 0 && st.st_uid != geteuid()) || (st.st_mode & S_IWOTH) != 0 ||
-        ((st.st_mode & S_IWGRP) != 0 && st.st_gid != 0)) {
-        free(text);
-        return err_set(e, -EPERM,
-                       "%s is owned by uid %u, group %u, with mode %04o: refused, it names the "
-                       "files root edits and the credentials it sends, so it must be root's "
-                       "and writable by no one else (chown root:root %s; chmod go-w %s)",
-                       path, (unsigned)st.st_uid, (unsigned)st.st_gid,
-                       (unsigned)(st.st_mode & 07777), path, path);
+     * put a root-owned file there in between. A user who runs smbtuned
+     * (--probe, --status) may keep a file of their own writable by their
+     * own group: with user private groups and umask 002 (Ubuntu's
+     * default) every file they write is. */
+    {
+        uid_t me = geteuid();
+        bool owner_ok = st.st_uid == 0 || st.st_uid == me;
+        bool group_ok = (st.st_mode & S_IWGRP) == 0 || st.st_gid == 0 ||
+                        (me != 0 && st.st_uid == me && st.st_gid == getegid());
+
+        if (!owner_ok || (st.st_mode & S_IWOTH) != 0 || !group_ok) {
+            char who[48] = "root's";
+
+            if (me != 0)
+                snprintf(who, sizeof(who), "root's or uid %u's", (unsigned)me);
+            free(text);
+            return err_set(e, -EPERM,
+                           "%s is owned by uid %u, group %u, with mode %04o: refused, it names "
+                           "the files smbtuned edits and the credentials it sends, so it must "
+                           "be %s and writable by no one else (%s%s%schmod go-w %s)",
+                           path, (unsigned)st.st_uid, (unsigned)st.st_gid,
+                           (unsigned)(st.st_mode & 07777), who, owner_ok ? "" : "chown root:root ",
+                           owner_ok ? "" : path, owner_ok ? "" : "; ", path);
+        }
     }
     if (strlen(text) != len) {
         int line = 1;

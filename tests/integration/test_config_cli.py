@@ -5,7 +5,10 @@ No smbd is needed: -t stops at the config file's error before smb.conf.
 """
 
 import os
+import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -158,3 +161,31 @@ def test_config_file_someone_else_may_write_is_refused(smbtuned, tmp_path, smb_c
     os.chown(conf, 0, 0)
     conf.chmod(0o664)
     assert run_editor(smbtuned, "-c", conf, "-t", timeout=30).returncode == 0
+
+
+def test_own_config_writable_by_own_group_is_read_when_not_root(smbtuned, smb_conf):
+    """A user who runs smbtuned (--probe, --status) with a config of their
+    own: with user private groups and umask 002 (Ubuntu's default) the
+    file is writable by their own group, which is no one else. Refused
+    before, with 'chown root:root' as the fix, which a user cannot run.
+    Another group's write is still refused."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run as nobody")
+    d = Path(tempfile.mkdtemp(prefix="smbtuned-own-", dir="/tmp"))  # nobody can reach it
+    try:
+        d.chmod(0o755)
+        smb = d / "smb.conf"
+        smb.write_bytes(smb_conf.read_bytes())
+        conf = d / "smbtuned.conf"
+        conf.write_text(f'tune {{\n    smb_conf = "{smb}"\n}}\n')
+        nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+        for gid, rc in ((65534, 0), (1, 78)):
+            os.chown(conf, 65534, gid)
+            conf.chmod(0o664)
+            r = subprocess.run([*nobody, str(smbtuned), "-c", str(conf), "-t"],
+                               capture_output=True, text=True, timeout=30)
+            assert r.returncode == rc, (gid, r.stdout, r.stderr)
+        assert "must be root's or uid 65534's" in r.stderr, r.stderr
+        assert "chown" not in r.stderr and f"chmod go-w {conf}" in r.stderr, r.stderr
+    finally:
+        shutil.rmtree(d)
