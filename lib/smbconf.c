@@ -98,6 +98,18 @@ static int handle_param(struct smbconf_walk *w, size_t fi, const struct smbconf_
     return 0;
 }
 
+/* A UTF-8 byte order mark, then nothing, a comment or blanks: testparm
+ * loads such a first line as what follows the mark, so it says nothing
+ * against the file being an smb.conf (smbconf_render's guard). */
+static bool bom_comment(const char *t)
+{
+    if (strncmp(t, "\xef\xbb\xbf", 3) != 0)
+        return false;
+    t += 3;
+    t += strspn(t, " \t");
+    return *t == '\0' || *t == '#' || *t == ';';
+}
+
 int smbconf_walk_file(struct smbconf_walk *w, size_t fi, int depth)
 {
     size_t pos = 0, cap = 0;
@@ -118,7 +130,8 @@ int smbconf_walk_file(struct smbconf_walk *w, size_t fi, int depth)
          * but it shows the file is meant as one with sections. */
         if (kind == SMBCONF_OTHER && strncmp(ll.text, "\xef\xbb\xbf[", 4) == 0)
             w->c->any_section = true;
-        else if (kind == SMBCONF_OTHER && depth == 0 && w->c->other_line == 0)
+        else if (kind == SMBCONF_OTHER && depth == 0 && w->c->other_line == 0 &&
+                 !bom_comment(ll.text))
             w->c->other_line = ll.line;
         if (kind == SMBCONF_OTHER)
             continue; /* tini ignores a line without `=` */

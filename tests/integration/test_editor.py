@@ -561,6 +561,22 @@ def test_file_that_is_no_smb_conf_is_left_alone(smbtuned, tmp_path, text):
     assert r.returncode == 0, r.stderr
     assert path.read_text().startswith("[global]\n\tsocket options = "), path.read_text()
 
+
+@pytest.mark.parametrize("first", ["# smb.conf", "", "; comment"])
+def test_bare_smb_conf_behind_a_byte_order_mark_is_edited(smbtuned, tmp_path, first):
+    """A bare smb.conf (parameters alone) whose first line is a UTF-8 byte
+    order mark and a comment, or nothing: testparm loads it, so it is no
+    sign of a wrong file; the edit goes on (a [global] on top)."""
+    path = tmp_path / "smb.conf"
+    text = "\ufeff" + first + "\nworkgroup = WG\n"
+    path.write_text(text)
+    r = run_editor(smbtuned, "--smb-conf", path, "--set-buffers", "256K,256K",
+                   "--state-dir", tmp_path / "state")
+    assert r.returncode == 0, r.stderr
+    assert path.read_text().endswith(text), path.read_text()
+    assert "socket options = TCP_NODELAY SO_RCVBUF=262144 SO_SNDBUF=262144" in path.read_text()
+
+
 def _nobody_can_run(smbtuned):
     r = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
                         "test", "-x", str(smbtuned)], capture_output=True)
