@@ -125,8 +125,9 @@ static pid_t own_probe_pid(const struct child *c, const char *name)
  * that just died cannot be deleted yet: the pass is retried a few times.
  * Bounded (see LEFTOVER_MAX). Returns how many found stayed (the last
  * pass's), or -1 when the directory could not be listed; *why the errno
- * of the last refusal. */
-static int remove_leftovers(struct child *c, int *why)
+ * of the last refusal; kept_at (PROBE_RECYCLE_PATH bytes) the place of a
+ * recycle copy that stays, or "". */
+static int remove_leftovers(struct child *c, int *why, char *kept_at)
 {
     char(*names)[256];
     smbc_opendir_fn opendir_fn = api.getFunctionOpendir(c->ctx);
@@ -183,6 +184,7 @@ static int remove_leftovers(struct child *c, int *why)
             if (probe_recycle_sweep(c, names[k], stop, where, sizeof(where), &rwhy) ==
                 PROBE_RECYCLE_LEFT) {
                 *why = rwhy;
+                snprintf(kept_at, PROBE_RECYCLE_PATH, "%s", where);
                 kept++;
             }
         }
@@ -360,10 +362,21 @@ static enum probe_outcome measure(struct child *c)
     /* A clean-up says that files stay, so that it is not taken for one
      * that left nothing behind. A measurement does not look (above). */
     if (c->cleanup_only) {
-        left = remove_leftovers(c, &why);
+        char kept_at[PROBE_RECYCLE_PATH] = "";
+
+        left = remove_leftovers(c, &why, kept_at);
         if (left < 0)
             return fail(c, PROBE_ERROR, "listing %s for killed probes' files: %s", c->dir_url,
                         strerror(why));
+        /* A copy in a recycle bin names the bin and the fix: "File exists"
+         * (still there after its delete) would say neither. */
+        if (left > 0 && kept_at[0] != '\0')
+            return fail(c, PROBE_ERROR,
+                        "%d file%s of killed probes could not be removed: the copy Samba's "
+                        "recycle module kept at %s stays (%s); add '" PROBE_RECYCLE_EXCLUDE
+                        "' to that share",
+                        left, left == 1 ? "" : "s", kept_at,
+                        why == EEXIST ? "still there after a delete" : strerror(why));
         return left == 0
                    ? PROBE_OK
                    : fail(c, PROBE_ERROR, "%d file%s of killed probes could not be removed: %s",

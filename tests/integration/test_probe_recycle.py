@@ -176,3 +176,24 @@ def test_a_sample_that_ends_near_its_deadline_still_deletes_its_copy(smbd_factor
     assert j["outcome"] == "ok", j
     assert j["recycle"] == "removed", j
     assert probe_files_anywhere(srv.shares["rec"]) == []
+
+
+def test_a_clean_up_whose_copy_stays_names_the_recycle_bin(make_env):
+    """A killed probe's file that the start's clean-up removes, on a share
+    whose 0700 repository the guest may not open: the warning names the
+    recycle bin, the copy's place and the fix, not "File exists"."""
+    env = make_env(WRITTEN, shares=recycle_share())
+    share = env.srv.shares["rec"]
+    dead = share / f"{PREFIX}{own_host()}-{dead_pid()}-00000000000000ac"
+    dead.write_bytes(b"x" * 4096)
+    dead.chmod(0o666)
+    env.write_config(probe={"url": q(rec_url(env.srv)), "size": "1M", "request_size": "1M",
+                            "duration": "0"},
+                     tune={"trials": q("client"), "max_bytes": "12M"})
+    rc, out, err = env.run("--once", "--dry-run", timeout=180)
+    assert re.search(r"^<4>removing a killed probe's file: the clean-up failed \(1 file of "
+                     r"killed probes could not be removed: the copy Samba's recycle module kept "
+                     r"at \.recycle/" + re.escape(dead.name) + r" stays \(Permission denied\); "
+                     + re.escape("add 'recycle:exclude = .smbtuned-probe-*' to that share"),
+                     err, re.M), err
+    assert "File exists" not in err, err
