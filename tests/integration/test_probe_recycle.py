@@ -56,6 +56,22 @@ def rec_url(srv):
     return srv.url.rsplit("/", 1)[0] + "/rec"
 
 
+def plant_dead(share, tag):
+    """A file of this host's probe whose process is gone, for a clean-up."""
+    dead = share / f"{PREFIX}{own_host()}-{dead_pid()}-00000000000000{tag}"
+    dead.write_bytes(b"x" * 4096)
+    dead.chmod(0o666)
+    return dead
+
+
+def once_config(env):
+    """Client trials to the recycle share, 1 MiB each way a sample, 12 MiB
+    in all: several samples."""
+    env.write_config(probe={"url": q(rec_url(env.srv)), "size": "1M", "request_size": "1M",
+                            "duration": "0"},
+                     tune={"trials": q("client"), "max_bytes": "12M"})
+
+
 def test_probe_deletes_its_copy_in_the_users_repository(smbd_factory, smbtuned, tmp_path):
     srv = smbd_factory(shares=recycle_share(), users={USER: PASSWORD})
     r = run_probe(smbtuned, probe_conf(tmp_path), url=rec_url(srv),
@@ -118,13 +134,8 @@ def test_client_trials_and_clean_up_leave_no_copy_and_warn_once(make_env):
     env = make_env(WRITTEN, shares=recycle_share(**{"recycle:directory_mode": "0777",
                                                     "recycle:subdir_mode": "0777"}))
     share = env.srv.shares["rec"]
-    dead = share / f"{PREFIX}{own_host()}-{dead_pid()}-00000000000000ab"
-    dead.write_bytes(b"x" * 4096)
-    dead.chmod(0o666)
-    # 1 MiB each way a sample, 12 MiB in all: several samples
-    env.write_config(probe={"url": q(rec_url(env.srv)), "size": "1M", "request_size": "1M",
-                            "duration": "0"},
-                     tune={"trials": q("client"), "max_bytes": "12M"})
+    plant_dead(share, "ab")
+    once_config(env)
     rc, out, err = env.run("--once", "--dry-run", timeout=180)
     assert rc == 0, f"exit {rc}\n{out}\n{err}"
     assert (share / ".recycle").is_dir()
@@ -141,9 +152,7 @@ def test_a_copy_that_stays_ends_the_cycle(make_env):
     rather than leave a file for every sample of a search in the share."""
     env = make_env(WRITTEN, shares=recycle_share())
     share = env.srv.shares["rec"]
-    env.write_config(probe={"url": q(rec_url(env.srv)), "size": "1M", "request_size": "1M",
-                            "duration": "0"},
-                     tune={"trials": q("client"), "max_bytes": "12M"})
+    once_config(env)
     rc, out, err = env.run("--once", "--dry-run", timeout=180)
     assert rc == 1, f"exit {rc}\n{out}\n{err}"
     assert re.search(r"^<3>probe of \S+ failed: .*" + re.escape(WARN) + r".*could not be "
@@ -184,12 +193,8 @@ def test_a_clean_up_whose_copy_stays_names_the_recycle_bin(make_env):
     recycle bin, the copy's place and the fix, not "File exists"."""
     env = make_env(WRITTEN, shares=recycle_share())
     share = env.srv.shares["rec"]
-    dead = share / f"{PREFIX}{own_host()}-{dead_pid()}-00000000000000ac"
-    dead.write_bytes(b"x" * 4096)
-    dead.chmod(0o666)
-    env.write_config(probe={"url": q(rec_url(env.srv)), "size": "1M", "request_size": "1M",
-                            "duration": "0"},
-                     tune={"trials": q("client"), "max_bytes": "12M"})
+    dead = plant_dead(share, "ac")
+    once_config(env)
     rc, out, err = env.run("--once", "--dry-run", timeout=180)
     assert re.search(r"^<4>removing a killed probe's file: the clean-up failed \(1 file of "
                      r"killed probes could not be removed: the copy Samba's recycle module kept "
