@@ -103,6 +103,17 @@ def test_same_reading_as_samba(case, tmp_path, smbtuned):
     set_ = subprocess.run([smbtuned, "--smb-conf", conf, "--state-dir", tmp_path / "state",
                            "--set-buffers", f"{rcv},{snd}"],
                           capture_output=True, text=True, timeout=60)
+    if "does not look like an smb.conf" in set_.stderr:
+        # The guard against a wrong --smb-conf (a [global] header is not
+        # put on top of a file with no section and a line that is neither a
+        # parameter nor a comment): only such a file, left as it was.
+        text = original.decode()
+        assert set_.returncode == 1, set_.stderr
+        assert not any(ln.strip().startswith("[") for ln in text.splitlines()), original
+        assert any(ln.strip() and ln.strip()[0] not in "#;" and "=" not in ln
+                   for ln in text.splitlines()), original
+        assert conf.read_bytes() == original
+        return
     assert set_.returncode == 0, (set_.stderr, original)
     after = tokens(samba_value(conf))
     sizes = {"auto": None, "65536": "65536", "1M": "1048576", "16384": "16384",
