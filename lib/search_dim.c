@@ -327,22 +327,41 @@ static int budget_of(const struct search_params *p, const struct search_dim *d)
  *   the observed difference to what could still be shown, against the
  *   half-width the samples at hand leave.
  * At the end (w = 1) the first is the gain test's own verdict. */
+/* The standard error the comparison will have once both sides reach the
+ * budget (or stay where they are, past it), and in *left the samples it
+ * may still take: the end futile() and stay_futile() look ahead to. */
+static double se_at_end(const struct search_params *p, const struct search_dim *d,
+                        const struct search_level *lc, const struct search_level *li, int *left)
+{
+    int b = budget_of(p, d);
+    double nc = fmax(lc->kept, b), ni = fmax(li->kept, b);
+
+    *left = (int)(nc - lc->kept + ni - li->kept);
+    return d->sigma * sqrt(1.0 / nc + 1.0 / ni);
+}
+
+/* The chance that the estimate at the end (standard error se_f) clears
+ * need_f, under the trend seen (est, standard error se): the end's
+ * estimate spread around today's by the samples still to come. */
+static double power_at_end(double est, double se, double se_f, double need_f)
+{
+    double w = fmin(1.0, se_f * se_f / (se * se));
+    double sd = se_f * sqrt(1 - w);
+
+    return sd > 0 ? stats_norm_cdf((est - need_f) / sd) : est >= need_f;
+}
+
 static bool futile(const struct search_params *p, const struct search_dim *d,
                    const struct search_level *lc, const struct search_level *li, double gain,
                    double se, double z, double safe, int *left)
 {
-    int b = budget_of(p, d);
-    double nc = fmax(lc->kept, b), ni = fmax(li->kept, b);
-    double se_f = d->sigma * sqrt(1.0 / nc + 1.0 / ni);
+    double se_f = se_at_end(p, d, lc, li, left);
     double need_f =
         fmax(GAIN_ZONE * log1p(p->min_gain), stats_t_quantile(1 - p->alpha, d->df) * se_f);
-    double w = fmin(1.0, se_f * se_f / (se * se));
-    double sd = se_f * sqrt(1 - w);
-    double power = sd > 0 ? stats_norm_cdf((gain - need_f) / sd) : gain >= need_f;
+    double power = power_at_end(gain, se, se_f, need_f);
     double det = fmax(need_f + stats_norm_quantile(FUT_POWER_DET) * se_f, log1p(safe));
     double t = stats_t_quantile(stats_norm_cdf(z), d->df);
 
-    *left = (int)(nc - lc->kept + ni - li->kept);
     return power < FUT_POWER_MIN && gain + t * se < det;
 }
 
@@ -375,16 +394,11 @@ static bool stay_futile(const struct search_params *p, const struct search_dim *
                         const struct search_level *lc, const struct search_level *li, double dh,
                         double se, double bar, double alpha, int *left)
 {
-    int b = budget_of(p, d);
-    double nc = fmax(lc->kept, b), ni = fmax(li->kept, b);
-    double se_f = d->sigma * sqrt(1.0 / nc + 1.0 / ni);
+    double se_f = se_at_end(p, d, lc, li, left);
     double need_f = bar + stats_t_quantile(1 - alpha, d->df) * se_f;
-    double w = fmin(1.0, se_f * se_f / (se * se));
-    double sd = se_f * sqrt(1 - w);
-    double power = sd > 0 ? stats_norm_cdf((dh - need_f) / sd) : dh >= need_f;
+    double power = power_at_end(dh, se, se_f, need_f);
     double t = stats_t_quantile(stats_norm_cdf(FUT_Z_GAIN), d->df);
 
-    *left = (int)(nc - lc->kept + ni - li->kept);
     return power < FUT_POWER_MIN && dh + t * se < log1p(FUT_SAFE_GAIN);
 }
 
