@@ -976,11 +976,16 @@ def set_with_failing_testparm(smbtuned, tmp_path, conf):
                        'if [ $n -eq 2 ]; then echo "injected failure" >&2; exit 1; fi\n'
                        'exec testparm "$@"\n')
     wrapper.chmod(0o755)
-    r = subprocess.run([str(smbtuned), "--smb-conf", str(conf), "--set-buffers", "1M,1M",
-                        "--state-dir", str(tmp_path / "state")],
-                       capture_output=True, text=True, timeout=HANG_S, stdin=subprocess.DEVNULL,
-                       env={**os.environ, "SMBTUNED_TESTPARM": str(wrapper)})
-    return r
+    return set_with_testparm(smbtuned, tmp_path, conf, wrapper)
+
+
+def set_with_testparm(smbtuned, tmp_path, conf, wrapper):
+    """--set-buffers 1M,1M with `wrapper` as Samba's testparm."""
+    return subprocess.run([str(smbtuned), "--smb-conf", str(conf), "--set-buffers", "1M,1M",
+                           "--state-dir", str(tmp_path / "state")],
+                          capture_output=True, text=True, timeout=HANG_S,
+                          stdin=subprocess.DEVNULL,
+                          env={**os.environ, "SMBTUNED_TESTPARM": str(wrapper)})
 
 
 def test_failure_after_the_write_says_restored_first(smbtuned, tmp_path):
@@ -997,7 +1002,6 @@ def test_failure_after_the_write_says_restored_first(smbtuned, tmp_path):
     assert conf.read_bytes() == before
     assert "restored" in r.stderr[:100], r.stderr
     assert "injected failure" in r.stderr, r.stderr
-
 
 
 def test_testparm_crash_names_its_reason_not_its_trailer(smbtuned, tmp_path):
@@ -1020,10 +1024,7 @@ def test_testparm_crash_names_its_reason_not_its_trailer(smbtuned, tmp_path):
                        'echo "Can not dump core: corepath not set up" >&2\n'
                        "kill -ABRT $$\n")
     wrapper.chmod(0o755)
-    r = subprocess.run([str(smbtuned), "--smb-conf", str(conf), "--set-buffers", "1M,1M",
-                        "--state-dir", str(tmp_path / "state")],
-                       capture_output=True, text=True, timeout=HANG_S, stdin=subprocess.DEVNULL,
-                       env={**os.environ, "SMBTUNED_TESTPARM": str(wrapper)})
+    r = set_with_testparm(smbtuned, tmp_path, conf, wrapper)
     assert r.returncode == 1, r.stderr
     assert "(Error loading services.; then testparm crashed: PANIC (pid" in r.stderr, r.stderr
     assert "corepath" not in r.stderr, r.stderr
