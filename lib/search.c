@@ -24,7 +24,7 @@
  * climb from: from it the walk is tried too. Levels that were incumbents
  * are never tried again, so the search cannot cycle.
  *
- * A candidate is compared with the incumbent (how: search_dim.c) once
+ * A candidate is compared with the incumbent (how: search_dim_cmp.c) once
  * both sides are sampled up to the next look (3, 5, 8, 12, ... samples a
  * side); a trial sample far below the incumbent ends the
  * trial at once: the incumbent is measured next, then the candidate is

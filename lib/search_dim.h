@@ -29,11 +29,11 @@ struct search_level {
 
 /* One buffer (or, tied, both). */
 /* The futility rule's bar on the dearer side's chance of showing a gain
- * of min_gain in the samples left (FUT_POWER_MIN in search_dim.c); the
+ * of min_gain in the samples left (FUT_POWER_MIN in search_dim_cmp.c); the
  * why lines quote it. */
 #define SEARCH_FUTILE_CHANCE 0.10
 /* The smallest gain of one of AUTO and a size over the other that the
- * futility rule must not let go when it drops a candidate (search_dim.c's
+ * futility rule must not let go when it drops a candidate (search_dim_cmp.c's
  * FUT_SAFE_GAIN); the why line of a size kept against AUTO names it. */
 #define SEARCH_STAY_GAIN 0.20
 
@@ -78,6 +78,10 @@ struct search_cmp {
 
 /* ---- levels ---- */
 
+/* Is level i AUTO? Is level a preferred to level b, on a tie (AUTO to any
+ * size, a smaller size to a larger one)? */
+bool search_dim_is_auto(const struct search_dim *d, int i);
+bool search_dim_preferred(const struct search_dim *d, int a, int b);
 /* The level of a size, -1 none. */
 int search_dim_level_of(const struct search_dim *d, long size);
 /* Has level i ended too many trials to be tried again? */
