@@ -265,6 +265,14 @@ int cmd_check(const struct opts *o)
         fprintf(stderr, "smbtuned: %s\n", e.msg);
         return CMD_EXIT_CONFIG;
     }
+    /* and the state directory as the start judges it (the start refuses
+     * it with exit 1; here it is a configuration found wanting), made by
+     * neither: -t changes nothing. */
+    if (files_judge_private_dir(d.topts.state_dir, &e) < 0) {
+        fprintf(stderr, "smbtuned: state directory: %s\n", e.msg);
+        smbconf_free(&c);
+        return CMD_EXIT_CONFIG;
+    }
     /* Silence would leave the admin to guess which files were read (the
      * default config file may be absent: the built-in defaults). */
     printf("configuration OK: %s%s, %s%s%sand %s ", o->config_file,

@@ -110,6 +110,11 @@ int files_mkdir_p(const char *dir);
 #define FILES_DIR_OWN 2U
 int files_private_dir(const char *dir, unsigned flags, struct err *e);
 
+/* dir judged as files_private_dir(dir, FILES_DIR_MAKE) would judge it, and
+ * nothing made: 0 it is private, 1 it is absent and may be made, <0 with e
+ * set it would be refused (-t checks what the start would refuse). */
+int files_judge_private_dir(const char *dir, struct err *e);
+
 /* The way to path (a directory or a file), as files_private_dir judges
  * it: every link on it root's or ours, every directory above where it
  * really is root's or ours and writable by its owner only (or sticky), so

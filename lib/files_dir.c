@@ -195,6 +195,22 @@ static int check_before_making(const char *dir, struct err *e)
     return 0; /* a relative name: made in the working directory */
 }
 
+int files_judge_private_dir(const char *dir, struct err *e)
+{
+    struct stat st;
+    int fd, r;
+
+    if (stat(dir, &st) < 0 && errno == ENOENT) {
+        r = check_before_making(dir, e);
+        return r < 0 ? r : 1;
+    }
+    fd = files_private_dir(dir, 0, e);
+    if (fd < 0)
+        return fd;
+    close(fd);
+    return 0;
+}
+
 int files_private_dir(const char *dir, unsigned flags, struct err *e)
 {
     bool own = flags & FILES_DIR_OWN;

@@ -189,3 +189,46 @@ def test_own_config_writable_by_own_group_is_read_when_not_root(smbtuned, smb_co
         assert "chown" not in r.stderr and f"chmod go-w {conf}" in r.stderr, r.stderr
     finally:
         shutil.rmtree(d)
+
+
+@pytest.mark.parametrize("case", ["open", "under-open-parent"])
+def test_check_refuses_the_state_directory_the_start_refuses(smbtuned, tmp_path, smb_conf,
+                                                             case):
+    """-t said OK for a state directory the daemon then refused at its
+    start (exit 1 after `systemctl start`): one anybody may write, or one
+    still to be made under a directory anybody may write. -t now judges it
+    as the start does, and makes nothing."""
+    if os.geteuid() != 0:
+        pytest.skip("the state directory's owner is judged against root")
+    if case == "open":
+        state = tmp_path / "state"
+        state.mkdir()
+        state.chmod(0o777)
+    else:
+        parent = tmp_path / "open"
+        parent.mkdir()
+        parent.chmod(0o777)  # no sticky bit: anybody may swap what is in it
+        state = parent / "state"
+    conf = tmp_path / "smbtuned.conf"
+    conf.write_text(f'tune {{\n    smb_conf = "{smb_conf}"\n    state_dir = "{state}"\n}}\n')
+    r = run_editor(smbtuned, "-t", "-c", conf, timeout=30)
+    assert r.returncode == 78, (r.stdout, r.stderr)
+    assert r.stderr.startswith("smbtuned: state directory: "), r.stderr
+    assert "refused" in r.stderr, r.stderr
+    assert r.stdout == ""
+    assert state.exists() == (case == "open")
+    # the start refuses the same directory
+    r = run_editor(smbtuned, "--once", "--dry-run", "-c", conf, timeout=60)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "state directory: " in r.stderr, r.stderr
+    # and a private one, or one to be made in a private place, passes
+    for ok in (tmp_path / "fresh" / "state", state):
+        if ok == state:
+            state.mkdir(exist_ok=True)
+            state.chmod(0o700)
+            if case != "open":
+                parent.chmod(0o755)
+        conf.write_text(f'tune {{\n    smb_conf = "{smb_conf}"\n    state_dir = "{ok}"\n}}\n')
+        r = run_editor(smbtuned, "-t", "-c", conf, timeout=30)
+        assert r.returncode == 0, (ok, r.stdout, r.stderr)
+    assert not (tmp_path / "fresh").exists()
