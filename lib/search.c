@@ -134,18 +134,17 @@ static const char *gain_str(double d, char *buf, size_t len)
     return buf;
 }
 
-/* The futility rule's words on what the samples left could show. */
-static const char *futile_str(const struct search *s, const struct search_cmp *c, char *buf,
-                              size_t len)
+/* The futility rule's words on what the samples left could show: `what`
+ * is "a gain of" or "it not worse by". */
+static const char *futile_str(const struct search *s, const struct search_cmp *c, const char *what,
+                              char *buf, size_t len)
 {
     if (c->left > 0)
         snprintf(buf, len,
-                 "the %d samples left would show a gain of min_gain %g%% with a chance under "
-                 "%.0f%%",
-                 c->left, 100 * s->p.min_gain, 100 * SEARCH_FUTILE_CHANCE);
+                 "the %d samples left would show %s min_gain %g%% with a chance under %.0f%%",
+                 c->left, what, 100 * s->p.min_gain, 100 * SEARCH_FUTILE_CHANCE);
     else
-        snprintf(buf, len, "no sample is left to show a gain of min_gain %g%%",
-                 100 * s->p.min_gain);
+        snprintf(buf, len, "no sample is left to show %s min_gain %g%%", what, 100 * s->p.min_gain);
     return buf;
 }
 
@@ -158,8 +157,9 @@ static void move(struct search *s, struct search_dim *d, const struct search_cmp
     if (c->futile)
         why(s, "%s %s -> %s: futile: %s %s %s over %s so far; %s (n=%d/%d); kept %s", d->name,
             search_size_str(from, a, sizeof(a)), search_size_str(to, b, sizeof(b)), a,
-            rate_names[d->rank], gain_str(-c->d, g, sizeof(g)), b, futile_str(s, c, f, sizeof(f)),
-            c->kc, c->ki, to == SEARCH_AUTO ? "auto" : "the smaller size");
+            rate_names[d->rank], gain_str(-c->d, g, sizeof(g)), b,
+            futile_str(s, c, "a gain of", f, sizeof(f)), c->kc, c->ki,
+            to == SEARCH_AUTO ? "auto" : "the smaller size");
     else
         why(s, "%s %s -> %s: %s %s (p=%.2g, n=%d/%d)", d->name, search_size_str(from, a, sizeof(a)),
             search_size_str(to, b, sizeof(b)), rate_names[d->rank], gain_str(c->d, g, sizeof(g)),
@@ -188,17 +188,16 @@ static void reject(struct search *s, struct search_dim *d, const struct search_c
 
     if (c->stay)
         why(s,
-            "%s stays %s: futile: auto %s %s so far; the %d samples left would show it not "
-            "worse by min_gain %g%% with a chance under %.0f%%, and it is no gain of %.0f%% "
-            "(n=%d/%d); kept %s",
+            "%s stays %s: futile: auto %s %s so far; %s, and it is no gain of %.0f%% (n=%d/%d); "
+            "kept %s",
             d->name, search_size_str(d->lv[d->inc].size, a, sizeof(a)), rate_names[d->rank],
-            gain_str(c->d, g, sizeof(g)), c->left, 100 * s->p.min_gain, 100 * SEARCH_FUTILE_CHANCE,
+            gain_str(c->d, g, sizeof(g)), futile_str(s, c, "it not worse by", f, sizeof(f)),
             100 * SEARCH_STAY_GAIN, c->kc, c->ki, a);
     else if (c->futile)
         why(s, "%s stays %s: futile: %s %s %s so far; %s (n=%d/%d); kept %s", d->name,
             search_size_str(d->lv[d->inc].size, a, sizeof(a)),
             search_size_str(d->lv[cand].size, b, sizeof(b)), rate_names[d->rank],
-            gain_str(c->d, g, sizeof(g)), futile_str(s, c, f, sizeof(f)), c->kc, c->ki,
+            gain_str(c->d, g, sizeof(g)), futile_str(s, c, "a gain of", f, sizeof(f)), c->kc, c->ki,
             d->lv[d->inc].size == SEARCH_AUTO ? "auto" : "the smaller size");
     else
         why(s, "%s stays %s: %s %s %s (p=%.2g, n=%d/%d)%s", d->name,
