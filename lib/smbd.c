@@ -53,7 +53,8 @@ int smbd_ports(const char *smb_conf, int *ports, int *n, struct err *e)
         return r;
     for (tok = strtok_r(v, " \t,", &save); tok && *n < SMBD_MAX_PORTS;
          tok = strtok_r(NULL, " \t,", &save)) {
-        if (parse_long(tok, 1, 65535, &p) == 0)
+        /* smbd reads a port with atoi(): `+445` is 445 (and listened on) */
+        if (parse_long(tok + (tok[0] == '+'), 1, 65535, &p) == 0)
             ports[(*n)++] = (int)p;
     }
     free(v);

@@ -9,13 +9,16 @@
 
 #include "err.h"
 
-#define SMBD_MAX_PORTS 8
+/* `smb ports` beyond this many are not watched (smbd listens on them all;
+ * Debian's default is two). */
+#define SMBD_MAX_PORTS 32
 
 /* The smbd serving smb_conf: `<pid directory>/smbd.pid`, checked against
  * /proc. -ESRCH when it is not running. */
 int smbd_pid(const char *smb_conf, pid_t *pid, struct err *e);
 
-/* `smb ports` of smb_conf. */
+/* `smb ports` of smb_conf, the first SMBD_MAX_PORTS of them, as smbd reads
+ * them. */
 int smbd_ports(const char *smb_conf, int *ports, int *n, struct err *e);
 
 /* Whether smbd's command line carries --option='socket options=...', which

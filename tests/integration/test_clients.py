@@ -344,3 +344,19 @@ def test_not_root(smbd, smbtuned, tmp_path):
     assert r.returncode == 1, (r.returncode, r.stderr)
     assert obj is None and r.stdout == "", r.stdout
     assert "--clients needs root" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("form", ["plus", "many"])
+def test_smb_ports_as_smbd_reads_them(smbd, smbtuned, tmp_path, form):
+    """smbd reads each of `smb ports` with atoi(): `+445` is port 445, and
+    it listens on every port named. --clients dropped a `+` port, and
+    looked at the first 8 ports only: it said nothing listens where smbd
+    did."""
+    others = " ".join(str(free_port()) for _ in range(9))
+    ports = f"+{smbd.port}" if form == "plus" else f"{others} {smbd.port}"
+    conf = tmp_path / "ports.conf"
+    conf.write_text(f"[global]\n\tsmb ports = {ports}\n")
+    srv = type("Srv", (), {"conf": conf})
+    r, obj = clients(smbtuned, tmp_path, srv, seconds=1)
+    assert r.returncode == 0, r.stderr
+    assert obj["summary"]["listening"] is True, obj
