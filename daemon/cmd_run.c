@@ -255,6 +255,7 @@ int cmd_check(const struct opts *o)
     struct daemon d = {.o = o};
     struct smbconf c;
     struct err e = {{0}};
+    char *v = NULL;
 
     if (cmd_load_config(o, &d.cfg, &e) < 0 || make_opts(&d, &e) < 0) {
         fprintf(stderr, "smbtuned: %s\n", e.msg);
@@ -265,6 +266,15 @@ int cmd_check(const struct opts *o)
         fprintf(stderr, "smbtuned: %s\n", e.msg);
         return CMD_EXIT_CONFIG;
     }
+    /* and smb.conf as Samba reads it: every write of smbtuned's is judged
+     * by testparm, so a file it cannot load is one no cycle could change
+     * (the start does not wait for testparm; each cycle says so). */
+    if (smbconf_testparm(d.topts.smb_conf, "socket options", &v, &e) < 0) {
+        fprintf(stderr, "smbtuned: %s\n", e.msg);
+        smbconf_free(&c);
+        return CMD_EXIT_CONFIG;
+    }
+    free(v);
     /* and the state directory as the start judges it (the start refuses
      * it with exit 1; here it is a configuration found wanting), made by
      * neither: -t changes nothing. */

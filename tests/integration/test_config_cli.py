@@ -232,3 +232,25 @@ def test_check_refuses_the_state_directory_the_start_refuses(smbtuned, tmp_path,
         r = run_editor(smbtuned, "-t", "-c", conf, timeout=30)
         assert r.returncode == 0, (ok, r.stdout, r.stderr)
     assert not (tmp_path / "fresh").exists()
+
+
+def test_check_refuses_an_smb_conf_samba_cannot_load(smbtuned, tmp_path):
+    """-t read smb.conf with smbtuned's parser only and said OK for one that
+    Samba's testparm cannot load (a bad boolean), where every write of the
+    daemon's is then refused by testparm. It now asks testparm too, and
+    names the file and testparm's reason."""
+    smb_conf = tmp_path / "smb.conf"
+    smb_conf.write_text("[global]\n   socket options = TCP_NODELAY\n   read only = maybe\n")
+    state = tmp_path / "state"
+    conf = tmp_path / "smbtuned.conf"
+    conf.write_text("")
+    r = run_editor(smbtuned, "-t", "-c", conf, "--smb-conf", smb_conf,
+                   "--state-dir", state, timeout=60)
+    assert r.returncode == 78, (r.stdout, r.stderr)
+    assert r.stderr.startswith(f"smbtuned: {smb_conf}: Samba's testparm cannot read"), r.stderr
+    assert "Error loading services." in r.stderr, r.stderr
+    assert r.stdout == ""
+    smb_conf.write_text("[global]\n   socket options = TCP_NODELAY\n   read only = no\n")
+    r = run_editor(smbtuned, "-t", "-c", conf, "--smb-conf", smb_conf,
+                   "--state-dir", state, timeout=60)
+    assert r.returncode == 0, (r.stdout, r.stderr)
