@@ -120,11 +120,11 @@ int kernel_proc_parse(const char *stat_text, struct kernel_proc *p)
 {
     const char *s = strrchr(stat_text, ')');
     unsigned long long start = 0;
-    int pgrp, field;
+    int pgrp, session, field;
 
     /* The command name (field 2) is in parentheses and may hold anything,
      * blanks and ')' included: the fields we want follow the last ')'. */
-    if (s == NULL || sscanf(s + 1, " %c %*d %d", &p->state, &pgrp) != 2)
+    if (s == NULL || sscanf(s + 1, " %c %*d %d %d", &p->state, &pgrp, &session) != 3)
         return -EINVAL;
     s++;
     for (field = 3; field < 22; field++) {
@@ -135,6 +135,7 @@ int kernel_proc_parse(const char *stat_text, struct kernel_proc *p)
     if (sscanf(s, " %llu", &start) != 1)
         return -EINVAL;
     p->pgrp = (pid_t)pgrp;
+    p->session = (pid_t)session;
     p->start_time = start;
     return 0;
 }
@@ -206,6 +207,43 @@ bool kernel_pgrp_alive(pid_t pgid)
     }
     closedir(d);
     return found;
+}
+
+/* name starts with one of prefixes (NULL-terminated) */
+static bool named_one_of(const char *name, const char *const prefixes[])
+{
+    for (size_t i = 0; prefixes[i] != NULL; i++)
+        if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0)
+            return true;
+    return false;
+}
+
+bool kernel_pgrp_only(pid_t pgid, pid_t session, const char *const comms[])
+{
+    struct dirent *de;
+    bool found = false, other = false;
+    DIR *d;
+
+    if (pgid <= 0 || (kill(-pgid, 0) < 0 && errno == ESRCH))
+        return false;
+    d = opendir("/proc");
+    if (d == NULL)
+        return false;
+    while (!other && (de = readdir(d)) != NULL) {
+        struct kernel_proc p;
+        char name[64];
+        long long pid;
+
+        if (parse_long(de->d_name, 1, INT_MAX, &pid) < 0 || kernel_proc_read((pid_t)pid, &p) < 0 ||
+            p.pgrp != pgid || gone(&p))
+            continue;
+        /* one that cannot be named is not known to be what we want */
+        other = p.session != session || kernel_proc_comm((pid_t)pid, name, sizeof(name)) < 0 ||
+                !named_one_of(name, comms);
+        found = true;
+    }
+    closedir(d);
+    return found && !other;
 }
 
 int kernel_proc_comm(pid_t pid, char *buf, size_t len)

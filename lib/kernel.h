@@ -30,6 +30,7 @@ int kernel_release(char *buf, size_t len);
 struct kernel_proc {
     char state;                    /* field 3: R, S, D, Z ... */
     pid_t pgrp;                    /* field 5 */
+    pid_t session;                 /* field 6 */
     unsigned long long start_time; /* field 22, clock ticks since boot */
 };
 
@@ -55,6 +56,13 @@ bool kernel_pid_is(pid_t pid, unsigned long long start_time);
 /* Process group pgid has a member that is not a zombie. kill(-pgid, 0)
  * alone also counts zombies, which stay until their parent reaps them. */
 bool kernel_pgrp_alive(pid_t pgid);
+
+/* Process group pgid has a member that is not a zombie, and every such
+ * member is in session `session` and has a name (comm) that starts with
+ * one of `comms` (NULL-terminated): a group whose leader is gone is
+ * someone's only by what its members are, as its number may have been
+ * taken again since. */
+bool kernel_pgrp_only(pid_t pgid, pid_t session, const char *const comms[]);
 
 /* The process's name (/proc/PID/comm, without its newline). */
 int kernel_proc_comm(pid_t pid, char *buf, size_t len);

@@ -484,6 +484,10 @@ int trial_shadow_stop(struct trial_shadow *t, struct err *e)
     return r;
 }
 
+/* The names smbd's processes go by (/proc/PID/comm): smbd, its children
+ * (smbd[ADDRESS]), smbd-notifyd and cleanupd (Samba 4.17). */
+static const char *const smbd_comms[] = {"smbd", "cleanupd", NULL};
+
 /* One run directory found by the sweep: clean it up unless its owner is
  * alive. Returns 0 when it was removed or left to its owner. */
 static int sweep_one(int base_fd, const char *base_dir, const char *name, struct err *e)
@@ -516,10 +520,12 @@ static int sweep_one(int base_fd, const char *base_dir, const char *name, struct
             if (kernel_proc_read(own.smbd_pid, &sp) == 0 && sp.pgrp == own.smbd_pid)
                 kill_group(own.smbd_pid, false, TRIAL_STOP_TIMEOUT_S);
         } else if (own.smbd_pid > 0 && kill(own.smbd_pid, 0) < 0 && errno == ESRCH &&
-                   kernel_pgrp_alive(own.smbd_pid)) {
-            /* The leader is gone but its group is not: smbd's children.
-             * No other process can have that number as its group while
-             * they live, so they are ours. */
+                   kernel_pgrp_only(own.smbd_pid, own.smbd_pid, smbd_comms)) {
+            /* The leader is gone but its group is not: smbd's children,
+             * if they are smbds in the session it made. A group of that
+             * number and anything else is another program's: the number
+             * came round again (a reboot since the record, or a long
+             * time), and a leaderless group proves nothing by itself. */
             kill_group(own.smbd_pid, false, TRIAL_STOP_TIMEOUT_S);
         }
     } else if (kill(v, 0) == 0 || errno != ESRCH) {

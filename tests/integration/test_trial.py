@@ -448,6 +448,36 @@ def test_sweep_kills_a_leftover_smbd_that_is_still_alive(smbd_factory, shadows, 
     assert srv.alive()
 
 
+def test_sweep_leaves_alone_a_group_that_is_not_its_smbds(driver, base, tmp_path):
+    """A dead run whose recorded smbd is gone, and whose pid number is now
+    the number of another program's process group, one whose leader has
+    exited (after a reboot, or once the number came round again): a group
+    with no leader is not proof that its members are that smbd's children.
+    The sweep removes the directory and kills no one."""
+    base.mkdir()
+    # A session of its own whose leader (sh) exits and leaves sleep behind
+    # in the group numbered after it: no smbd, nobody's shadow.
+    sh = subprocess.Popen(["sh", "-c", "sleep 300 & echo $!"], stdout=subprocess.PIPE,
+                          text=True, start_new_session=True)
+    orphan = int(sh.stdout.readline())
+    sh.wait(timeout=WAIT_S)
+    try:
+        assert group_members(sh.pid) == [orphan]
+        stale = base / "shadow-999999-mnopqr"
+        stale.mkdir()
+        write_owner(stale, 999999, 1, sh.pid, 1)
+        r = subprocess.run([str(driver), "sweep", str(base)], capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert not stale.exists()
+        assert alive(orphan), "sweep killed a process group that was not its smbd's"
+    finally:
+        try:
+            os.kill(orphan, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def connects(port):
     try:
         socket.create_connection(("127.0.0.1", port), timeout=1).close()

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -34,6 +35,7 @@ static void test_proc_parse(void **state)
     assert_int_equal(kernel_proc_parse(line, &p), 0);
     assert_int_equal(p.state, 'S');
     assert_int_equal(p.pgrp, 4242);
+    assert_int_equal(p.session, 4242);
     assert_true(p.start_time == 987654321ULL);
     assert_int_equal(kernel_proc_parse("4242 (smbd) S 1 4242", &p), -EINVAL);
     assert_int_equal(kernel_proc_parse("no parenthesis", &p), -EINVAL);
@@ -115,6 +117,40 @@ static void test_child_gone(void **state)
     assert_int_equal(waitpid(pid, &ws, 0), pid);
     assert_false(kernel_pid_alive(pid));
     assert_int_equal(kernel_proc_read(pid, &p), -ENOENT);
+}
+
+/* A group is "only" what its live members all are: a session and a name. */
+static void test_pgrp_only(void **state)
+{
+    static const char *const smbd[] = {"smbd", NULL};
+    int fds[2], ws;
+    char c;
+    pid_t pid;
+
+    (void)state;
+    assert_int_equal(pipe(fds), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        if (setsid() < 0 || prctl(PR_SET_NAME, "smbd[test]") < 0 || write(fds[1], "x", 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    close(fds[1]);
+    assert_int_equal(read(fds[0], &c, 1), 1);
+    assert_true(kernel_pgrp_only(pid, pid, smbd));
+    assert_true(kernel_pgrp_only(pid, pid, (const char *const[]){"nmbd", "smbd[", NULL}));
+    assert_false(kernel_pgrp_only(pid, pid, (const char *const[]){"nmbd", NULL}));
+    assert_false(kernel_pgrp_only(pid, getsid(0), smbd));
+    /* our own group holds this test, not an smbd */
+    assert_false(kernel_pgrp_only(getpgrp(), getsid(0), smbd));
+    kill(pid, SIGKILL);
+    assert_int_equal(read(fds[0], &c, 1), 0);
+    close(fds[0]);
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    assert_false(kernel_pgrp_only(pid, pid, smbd));
 }
 
 static void test_loopback_listener(void **state)
@@ -294,6 +330,7 @@ int main(void)
         cmocka_unit_test(test_proc_parse),
         cmocka_unit_test(test_self),
         cmocka_unit_test(test_child_gone),
+        cmocka_unit_test(test_pgrp_only),
         cmocka_unit_test(test_loopback_listener),
         cmocka_unit_test(test_link_local_listener),
         cmocka_unit_test(test_other_clients_on_our_port),
