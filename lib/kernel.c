@@ -187,28 +187,6 @@ bool kernel_pid_is(pid_t pid, unsigned long long start_time)
     return pid > 0 && kernel_proc_read(pid, &p) == 0 && !gone(&p) && p.start_time == start_time;
 }
 
-bool kernel_pgrp_alive(pid_t pgid)
-{
-    struct dirent *de;
-    bool found = false;
-    DIR *d;
-
-    if (pgid <= 0 || (kill(-pgid, 0) < 0 && errno == ESRCH))
-        return false;
-    d = opendir("/proc");
-    if (d == NULL)
-        return true;
-    while (!found && (de = readdir(d)) != NULL) {
-        struct kernel_proc p;
-        long long pid;
-
-        if (parse_long(de->d_name, 1, INT_MAX, &pid) == 0 && kernel_proc_read((pid_t)pid, &p) == 0)
-            found = p.pgrp == pgid && !gone(&p);
-    }
-    closedir(d);
-    return found;
-}
-
 /* name starts with one of prefixes (NULL-terminated) */
 static bool named_one_of(const char *name, const char *const prefixes[])
 {
@@ -218,18 +196,24 @@ static bool named_one_of(const char *name, const char *const prefixes[])
     return false;
 }
 
-bool kernel_pgrp_only(pid_t pgid, pid_t session, const char *const comms[])
+/* The live (not zombie) members of process group pgid, walked in /proc:
+ * PGRP_NONE none, PGRP_ONLY some and (comms given) every one in `session`
+ * with a name that starts with one of comms, PGRP_OTHER some not so; -1
+ * /proc cannot be read. Without comms it stops at the first member. */
+enum { PGRP_NONE, PGRP_ONLY, PGRP_OTHER };
+static int pgrp_members(pid_t pgid, pid_t session, const char *const comms[])
 {
     struct dirent *de;
-    bool found = false, other = false;
+    int found = PGRP_NONE;
     DIR *d;
 
     if (pgid <= 0 || (kill(-pgid, 0) < 0 && errno == ESRCH))
-        return false;
+        return PGRP_NONE;
     d = opendir("/proc");
     if (d == NULL)
-        return false;
-    while (!other && (de = readdir(d)) != NULL) {
+        return -1;
+    while (found != PGRP_OTHER && (found == PGRP_NONE || comms != NULL) &&
+           (de = readdir(d)) != NULL) {
         struct kernel_proc p;
         char name[64];
         long long pid;
@@ -237,13 +221,26 @@ bool kernel_pgrp_only(pid_t pgid, pid_t session, const char *const comms[])
         if (parse_long(de->d_name, 1, INT_MAX, &pid) < 0 || kernel_proc_read((pid_t)pid, &p) < 0 ||
             p.pgrp != pgid || gone(&p))
             continue;
+        found = PGRP_ONLY;
         /* one that cannot be named is not known to be what we want */
-        other = p.session != session || kernel_proc_comm((pid_t)pid, name, sizeof(name)) < 0 ||
-                !named_one_of(name, comms);
-        found = true;
+        if (comms != NULL &&
+            (p.session != session || kernel_proc_comm((pid_t)pid, name, sizeof(name)) < 0 ||
+             !named_one_of(name, comms)))
+            found = PGRP_OTHER;
     }
     closedir(d);
-    return found && !other;
+    return found;
+}
+
+bool kernel_pgrp_alive(pid_t pgid)
+{
+    /* unreadable /proc: alive, so that nothing is taken for gone */
+    return pgrp_members(pgid, 0, NULL) != PGRP_NONE;
+}
+
+bool kernel_pgrp_only(pid_t pgid, pid_t session, const char *const comms[])
+{
+    return pgrp_members(pgid, session, comms) == PGRP_ONLY;
 }
 
 int kernel_proc_comm(pid_t pid, char *buf, size_t len)
