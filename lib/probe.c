@@ -24,6 +24,7 @@
 #include "parse.h"
 #include "probe_child.h"
 #include "rmtree.h"
+#include "sockopts.h"
 #include "url.h"
 
 /* How long a cleanup-only child may take after a timeout. */
@@ -32,6 +33,8 @@
 int probe_check_socket_options(const char *s, struct err *e)
 {
     size_t i, n = strlen(s);
+    struct sockopts so;
+    int r = 0;
 
     if (n == 0)
         return err_set(e, -EINVAL, "socket options may not be empty (use TCP_NODELAY)");
@@ -39,7 +42,23 @@ int probe_check_socket_options(const char *s, struct err *e)
         if (!isprint((unsigned char)s[i]) || s[i] == '\\')
             return err_set(e, -EINVAL, "socket options contain a control character or backslash");
     }
-    return 0;
+    /* Samba's client reads a buffer size with atoi, and a name without
+     * `=` as 1: `SO_RCVBUF=256K` or `SO_RCVBUF = 262144` gives the probe
+     * the kernel's smallest buffer, and every rate it measures is that. */
+    if (sockopts_parse(s, &so) < 0)
+        return err_set(e, -ENOMEM, "socket options: out of memory");
+    for (int b = SOCKOPTS_RCVBUF; b <= SOCKOPTS_SNDBUF && r == 0; b++) {
+        struct sockopts_size z = sockopts_get(&so, (enum sockopts_buf)b);
+        const char *name = sockopts_name((enum sockopts_buf)b);
+
+        if (z.broken)
+            r = err_set(e, -EINVAL,
+                        "socket options: Samba reads '%s' as %s=%d: write %s=BYTES, a whole "
+                        "number without a K or M suffix and without spaces around '='",
+                        z.token, name, z.value, name);
+    }
+    sockopts_free(&so);
+    return r;
 }
 
 void probe_params_default(struct probe_params *p)

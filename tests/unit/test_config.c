@@ -98,6 +98,8 @@ static void test_errors_name_file_and_line(void **state)
     check_error("probe {\n  socket_options = \"\"\n}\n", ":2: probe: socket options");
     check_error("probe {\n  socket_options = \"TCP_NODELAY\\ninclude = /x\"\n}\n",
                 ":2: probe: socket options");
+    check_error("probe {\n  socket_options = \"TCP_NODELAY SO_RCVBUF=256K\"\n}\n",
+                "/etc/smbtuned.conf:2: probe: socket options: Samba reads 'SO_RCVBUF=256K'");
     check_error("probe {\n  colour = blue\n}\n", ":2: no such option 'colour'");
     check_error("prob {\n}\n", ":1: no such section 'prob': the sections are probe and tune");
     check_error("\nsize = 1M\n", ":2: no such section 'size': the sections are probe and tune, "

@@ -39,6 +39,17 @@ static void test_check_socket_options(void **state)
      * smb.conf: refused. */
     assert_int_equal(probe_check_socket_options("TCP_NODELAY\ninclude = /x", &e), -EINVAL);
     assert_int_equal(probe_check_socket_options("TCP_NODELAY \\", &e), -EINVAL);
+    /* A size Samba's client reads otherwise than written (atoi, no `=`)
+     * would give the probe the kernel's smallest buffer: refused, naming
+     * the token, as smbtuned.conf(5) asks for NAME=VALUE. */
+    assert_int_equal(probe_check_socket_options("TCP_NODELAY SO_RCVBUF=256K", &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "'SO_RCVBUF=256K'"));
+    assert_int_equal(probe_check_socket_options("TCP_NODELAY SO_SNDBUF = 262144", &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "'SO_SNDBUF'"));
+    assert_int_equal(probe_check_socket_options("SO_RCVBUF=4294967297", &e), -EINVAL);
+    /* the last token for a buffer is the one Samba uses */
+    assert_int_equal(probe_check_socket_options("SO_RCVBUF=64K SO_RCVBUF=65536", &e), 0);
+    assert_int_equal(probe_check_socket_options("TCP_NODELAY SO_SNDBUF=0", &e), 0);
 }
 
 static void test_classify(void **state)
