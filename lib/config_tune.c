@@ -1,6 +1,7 @@
 /* config_tune: the tune { ... } section of /etc/smbtuned.conf, the tuning
  * loop's options: one parser per option, text to typed values (enums,
  * byte counts, seconds, minutes after midnight, booleans). */
+#include <ctype.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -193,6 +194,10 @@ static int parse_hhmm(const char *s, int *minutes)
 {
     int h, m, n = 0;
 
+    /* %2d alone would take a blank or a sign: " 1:00", "+1:00", "01:+5" */
+    if (!isdigit((unsigned char)s[0]) || !isdigit((unsigned char)s[1]) ||
+        !isdigit((unsigned char)s[3]) || !isdigit((unsigned char)s[4]))
+        return -EINVAL;
     if (sscanf(s, "%2d:%2d%n", &h, &m, &n) != 2 || n != 5 || h < 0 || h > 24 || m < 0 || m > 59 ||
         (h == 24 && m != 0))
         return -EINVAL;
