@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "child.h"
+#include "connect_guard.h"
 #include "creds.h"
 #include "kernel.h"
 #include "parse.h"
@@ -299,7 +300,16 @@ static enum probe_outcome measure(struct child *c)
     if (r != 0)
         return fail(c, PROBE_NAME_NOT_FOUND, "cannot resolve host '%s': %s", c->url.host,
                     r == EAI_SYSTEM ? strerror(errno) : gai_strerror(r));
+    /* From here on, this process connects to those addresses only: a DFS
+     * referral must not take the user and password to another server
+     * (connect_guard.h). */
+    r = connect_guard_on(ai, c->url.port);
     freeaddrinfo(ai);
+    if (r < 0)
+        return fail(c, PROBE_ERROR,
+                    "cannot restrict the probe's connections to %s: %s (is connect() exported "
+                    "from this executable?)",
+                    c->url.host, strerror(-r));
     /* our own set-up again, until the connection */
     publish(&c->sh->stage, PROBE_STAGE_SETUP);
 
@@ -454,6 +464,15 @@ void probe_child_main(const struct probe_child_args *a, const char *workdir, int
     snprintf(c->dir_url, sizeof(c->dir_url), "%s", a->dir_url);
     own_host(c->host, sizeof(c->host));
     c->sh->outcome = measure(c);
+    /* A failure that came of a refused referral says so, not what
+     * libsmbclient made of it ("No such file or directory"). */
+    if (c->sh->outcome != PROBE_OK && connect_guard_refused() != NULL)
+        c->sh->outcome =
+            fail(c, PROBE_ERROR,
+                 "the server referred the probe to %s (a DFS link or an msdfs proxy share): "
+                 "not followed, the probe logs on to %s only; point url at the share that "
+                 "holds the directory",
+                 connect_guard_refused(), c->url.host);
     if (c->ctx != NULL)
         api.free_context(c->ctx, 1);
     creds_clear(&c->creds);

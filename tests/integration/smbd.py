@@ -246,7 +246,8 @@ class SmbdFactory:
 
     def __call__(self, *, socket_options=None, extra_global="", shares=None,
                  prefix_cmd=None, bind_addr="127.0.0.1", extra_args=None,
-                 start_timeout=START_TIMEOUT, name=None, users=None, second_port=False):
+                 start_timeout=START_TIMEOUT, name=None, users=None, second_port=False,
+                 port=None):
         """Start one smbd and wait until it serves its share.
 
         socket_options: value for `socket options` in [global], or None to
@@ -264,6 +265,8 @@ class SmbdFactory:
             name must be an existing Unix account (e.g. "daemon").
         second_port: `smb ports` names a second free port after the first
             (srv.port2), as `smb ports = 445 139` does.
+        port: listen on this port (e.g. 445, in a namespace of the test's
+            own) instead of a free one picked here; not retried elsewhere.
         """
         idx = len(self.servers)
         base = self.base_dir / (name or f"smbd{idx}")
@@ -291,8 +294,10 @@ class SmbdFactory:
             share_text += [f"   {k} = {v}" for k, v in params.items()]
 
         last_err = None
-        for _ in range(PORT_ATTEMPTS):
-            port = free_port(bind_addr) if not prefix_cmd else free_port_in(prefix_cmd, bind_addr)
+        fixed_port = port
+        for _ in range(1 if fixed_port else PORT_ATTEMPTS):
+            port = fixed_port or (free_port(bind_addr) if not prefix_cmd
+                                  else free_port_in(prefix_cmd, bind_addr))
             port2 = None
             while second_port and port2 in (None, port):
                 port2 = (free_port(bind_addr) if not prefix_cmd
