@@ -195,6 +195,32 @@ static int check_before_making(const char *dir, struct err *e)
     return 0; /* a relative name: made in the working directory */
 }
 
+/* What files_mkdir_p meets on the way to dir that stat() calls absent: a
+ * link to nothing. mkdir does not follow it (EEXIST), so the step after
+ * it, or the open after all, fails. */
+static int check_no_dead_link(const char *dir, struct err *e)
+{
+    char buf[PATH_MAX];
+    struct stat st;
+    size_t n = strlen(dir);
+
+    if (n >= sizeof(buf))
+        return err_set(e, -ENAMETOOLONG, "%s: name too long", dir);
+    memcpy(buf, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != '\0')
+            continue;
+        buf[i] = '\0';
+        if (lstat(buf, &st) == 0 && S_ISLNK(st.st_mode) && stat(buf, &st) < 0 && errno == ENOENT)
+            return err_set(e, -ENOENT,
+                           "%s: No such file or directory: the link %s leads to nothing, and "
+                           "what it names is not made",
+                           dir, buf);
+        buf[i] = dir[i];
+    }
+    return 0;
+}
+
 int files_judge_private_dir(const char *dir, struct err *e)
 {
     struct stat st;
@@ -202,6 +228,8 @@ int files_judge_private_dir(const char *dir, struct err *e)
 
     if (stat(dir, &st) < 0 && errno == ENOENT) {
         r = check_before_making(dir, e);
+        if (r == 0)
+            r = check_no_dead_link(dir, e);
         return r < 0 ? r : 1;
     }
     fd = files_private_dir(dir, 0, e);

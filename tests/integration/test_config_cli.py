@@ -254,3 +254,27 @@ def test_check_refuses_an_smb_conf_samba_cannot_load(smbtuned, tmp_path):
     r = run_editor(smbtuned, "-t", "-c", conf, "--smb-conf", smb_conf,
                    "--state-dir", state, timeout=60)
     assert r.returncode == 0, (r.stdout, r.stderr)
+
+
+@pytest.mark.parametrize("case", ["link-is-state-dir", "link-on-the-way"])
+def test_check_refuses_a_state_directory_reached_through_a_link_to_nothing(smbtuned, tmp_path,
+                                                                          smb_conf, case):
+    """-t took a state_dir that is (or goes through) a symlink to nothing for
+    one still to be made: stat() says it is absent. The start's mkdir meets
+    the link itself (EEXIST), does not follow it, and the start then fails
+    with exit 1 ('No such file or directory'). -t refuses it as the start
+    does, and makes nothing where the link points."""
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "nowhere")
+    state = link if case == "link-is-state-dir" else link / "state"
+    conf = tmp_path / "smbtuned.conf"
+    conf.write_text(f'tune {{\n    smb_conf = "{smb_conf}"\n    state_dir = "{state}"\n}}\n')
+    r = run_editor(smbtuned, "--once", "--dry-run", "-c", conf, timeout=60)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "state directory: " in r.stderr, r.stderr
+    r = run_editor(smbtuned, "-t", "-c", conf, timeout=30)
+    assert r.returncode == 78, (r.stdout, r.stderr)
+    assert r.stderr.startswith("smbtuned: state directory: "), r.stderr
+    assert str(link) in r.stderr, r.stderr
+    assert r.stdout == ""
+    assert not (tmp_path / "nowhere").exists()
