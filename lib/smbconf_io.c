@@ -85,6 +85,7 @@ int smbconf_testparm(const char *path, const char *param, char **value, struct e
 {
     char *out, *errout, opt[256];
     char *argv[] = {(char *)testparm_cmd(), "-s", opt, (char *)path, NULL};
+    double t0 = child_now();
     int status, r;
     size_t n;
 
@@ -97,6 +98,21 @@ int smbconf_testparm(const char *path, const char *param, char **value, struct e
                        r == -EFBIG ? "it printed more than 64 MiB" : strerror(-r));
     n = strcspn(out, "\n");
     out[n] = '\0';
+    /* Neither a testparm that could not be started (the child's exit 127,
+     * nothing said) nor one killed at its deadline judged smb.conf: the
+     * error says so rather than 'cannot read' the file. */
+    if ((status == 127 && errout[0] == '\0') ||
+        (status == -1 && child_now() - t0 >= TESTPARM_TIMEOUT_S)) {
+        if (status == 127)
+            r = err_set(e, -EINVAL, "cannot run %s on %s: not found or not executable", argv[0],
+                        path);
+        else
+            r = err_set(e, -EINVAL, "cannot run %s on %s: no answer within %.0f s, killed", argv[0],
+                        path, TESTPARM_TIMEOUT_S);
+        free(out);
+        free(errout);
+        return r;
+    }
     /* An empty line is a value too: `socket options =` sets none. */
     if (status != 0) {
         /* testparm's last words say why it could not load the file; skip

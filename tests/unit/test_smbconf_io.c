@@ -257,6 +257,26 @@ static void test_percent_include_names(void **state)
     }
 }
 
+/* A testparm that cannot be started says nothing about smb.conf: the error
+ * names the program, not the file as one Samba cannot read. */
+static void test_testparm_not_run(void **state)
+{
+    struct fix *f = *state;
+    struct err e = {{0}};
+    char *v = NULL;
+
+    assert_int_equal(setenv("SMBTUNED_TESTPARM", "/nonexistent/testparm", 1), 0);
+    assert_true(smbconf_testparm(f->conf, "socket options", &v, &e) < 0);
+    assert_int_equal(unsetenv("SMBTUNED_TESTPARM"), 0);
+    assert_null(v);
+    assert_non_null(strstr(e.msg, "cannot run /nonexistent/testparm"));
+    assert_null(strstr(e.msg, "cannot read"));
+    /* the real one reads it */
+    assert_int_equal(smbconf_testparm(f->conf, "socket options", &v, &e), 0);
+    assert_string_equal(v, LEGACY);
+    free(v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -264,6 +284,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_revert_sweeps_a_killed_write, setup, teardown),
         cmocka_unit_test_setup_teardown(test_revert_past_an_uncertain_include, setup, teardown),
         cmocka_unit_test_setup_teardown(test_percent_include_names, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_testparm_not_run, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
