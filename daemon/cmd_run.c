@@ -220,7 +220,9 @@ static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *u
     }
     /* What -t refuses (systemctl reload runs it first), a plain kill -HUP
      * must refuse too: an smb.conf that cannot be read or is refused as a
-     * configuration would only make every cycle fail. */
+     * configuration would only make every cycle fail. (Not testparm's
+     * verdict, which -t asks for too: it may take up to 60 s, and the
+     * event loop does not wait; each cycle reports it.) */
     if (smb_conf_check(tmp.topts.smb_conf, &e) < 0) {
         journal_log(LOG_ERR, "SIGHUP: %s; keeping the configuration in force", e.msg);
         sd_notify(0, "READY=1");
@@ -403,7 +405,9 @@ int cmd_run(const struct opts *o)
     if (cmd_load_config(o, &d.cfg, &e) < 0 || make_opts(&d, &e) < 0)
         return refused(o, CMD_EXIT_CONFIG, NULL, "%s", e.msg);
     /* The daemon refuses what -t refuses, before READY=1 and with -t's
-     * exit status: the unit has no ExecStartPre= check any more, and
+     * exit status (but for testparm's verdict, which each cycle reports,
+     * and the state directory, exit 1 below): the unit has no
+     * ExecStartPre= check any more, and
      * RestartPreventExitStatus=78 keeps systemd from retrying such a start
      * for ever. (--once reports it as its cycle's failure.) */
     if (!o->once && smb_conf_check(d.topts.smb_conf, &e) < 0)
