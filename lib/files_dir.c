@@ -167,15 +167,24 @@ int files_check_way(const char *dir, struct err *e)
  * that exists, and the way to it, pass files_check_way, and it is itself
  * safe_on_the_way, so that nothing is made where the check after would
  * refuse it (root's empty directories left under another user's). */
+/* dir into buf (PATH_MAX bytes), to be cut at its slashes. */
+static int path_copy(const char *dir, char *buf, struct err *e)
+{
+    size_t n = strlen(dir);
+
+    if (n >= PATH_MAX)
+        return err_set(e, -ENAMETOOLONG, "%s: name too long", dir);
+    memcpy(buf, dir, n + 1);
+    return 0;
+}
+
 static int check_before_making(const char *dir, struct err *e)
 {
     char buf[PATH_MAX];
     struct stat st;
-    size_t n = strlen(dir);
 
-    if (n >= sizeof(buf))
-        return err_set(e, -ENAMETOOLONG, "%s: name too long", dir);
-    memcpy(buf, dir, n + 1);
+    if (path_copy(dir, buf, e) < 0)
+        return -ENAMETOOLONG;
     if (stat(buf, &st) == 0)
         return 0; /* nothing to make: judged as it is, after */
     for (char *p = strrchr(buf, '/'); p != NULL; p = strrchr(buf, '/')) {
@@ -204,9 +213,8 @@ static int check_no_dead_link(const char *dir, struct err *e)
     struct stat st;
     size_t n = strlen(dir);
 
-    if (n >= sizeof(buf))
-        return err_set(e, -ENAMETOOLONG, "%s: name too long", dir);
-    memcpy(buf, dir, n + 1);
+    if (path_copy(dir, buf, e) < 0)
+        return -ENAMETOOLONG;
     for (size_t i = 1; i <= n; i++) {
         if (buf[i] != '/' && buf[i] != '\0')
             continue;
