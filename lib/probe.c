@@ -42,6 +42,13 @@ int probe_check_socket_options(const char *s, struct err *e)
         if (!isprint((unsigned char)s[i]) || s[i] == '\\')
             return err_set(e, -EINVAL, "socket options contain a control character or backslash");
     }
+    /* Samba's tokenizer groups words in double quotes into one option and
+     * drops the quotes; smbtuned's reading splits on blanks alone, and
+     * would misjudge such a value (as smb.conf's reader refuses it too). */
+    if (strchr(s, '"') != NULL)
+        return err_set(e, -EINVAL,
+                       "socket options hold a double quote, which Samba reads as grouping words "
+                       "into one option: remove the quotes");
     /* Samba's client reads a buffer size with atoi, and a name without
      * `=` as 1: `SO_RCVBUF=256K` or `SO_RCVBUF = 262144` gives the probe
      * the kernel's smallest buffer, and every rate it measures is that. */

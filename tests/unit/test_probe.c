@@ -50,6 +50,10 @@ static void test_check_socket_options(void **state)
     /* the last token for a buffer is the one Samba uses */
     assert_int_equal(probe_check_socket_options("SO_RCVBUF=64K SO_RCVBUF=65536", &e), 0);
     assert_int_equal(probe_check_socket_options("TCP_NODELAY SO_SNDBUF=0", &e), 0);
+    /* Quotes are Samba's grouping, not a misread size: said so */
+    assert_int_equal(probe_check_socket_options("SO_RCVBUF=\"65536\"", &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "double quote"));
+    assert_null(strstr(e.msg, "Samba reads '"));
 }
 
 static void test_classify(void **state)
