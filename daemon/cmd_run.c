@@ -258,6 +258,7 @@ int cmd_check(const struct opts *o)
     struct smbconf c;
     struct err e = {{0}};
     char *v = NULL;
+    int r;
 
     if (cmd_load_config(o, &d.cfg, &e) < 0 || make_opts(&d, &e) < 0) {
         fprintf(stderr, "smbtuned: %s\n", e.msg);
@@ -280,8 +281,13 @@ int cmd_check(const struct opts *o)
     /* and the state directory as the start judges it (the start refuses
      * it with exit 1; here it is a configuration found wanting), made by
      * neither: -t changes nothing. */
-    if (files_judge_private_dir(d.topts.state_dir, &e) < 0) {
-        fprintf(stderr, "smbtuned: state directory: %s\n", e.msg);
+    r = files_judge_private_dir(d.topts.state_dir, &e);
+    if (r < 0) {
+        /* judged for this user, where the daemon runs as root: say so */
+        fprintf(stderr, "smbtuned: state directory: %s%s\n", e.msg,
+                geteuid() != 0 && (r == -EACCES || r == -EPERM)
+                    ? " (-t judges it for the user running it: run it as the daemon's user, root)"
+                    : "");
         smbconf_free(&c);
         return CMD_EXIT_CONFIG;
     }

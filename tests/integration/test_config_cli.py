@@ -177,7 +177,11 @@ def test_own_config_writable_by_own_group_is_read_when_not_root(smbtuned, smb_co
         smb = d / "smb.conf"
         smb.write_bytes(smb_conf.read_bytes())
         conf = d / "smbtuned.conf"
-        conf.write_text(f'tune {{\n    smb_conf = "{smb}"\n}}\n')
+        # a state directory of nobody's: the machine's own is not judged
+        state = d / "state"
+        state.mkdir(mode=0o700)
+        os.chown(state, 65534, 65534)
+        conf.write_text(f'tune {{\n    smb_conf = "{smb}"\n    state_dir = "{state}"\n}}\n')
         nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
         for gid, rc in ((65534, 0), (1, 78)):
             os.chown(conf, 65534, gid)
@@ -278,3 +282,33 @@ def test_check_refuses_a_state_directory_reached_through_a_link_to_nothing(smbtu
     assert str(link) in r.stderr, r.stderr
     assert r.stdout == ""
     assert not (tmp_path / "nowhere").exists()
+
+
+def test_check_as_another_user_says_whom_it_judged_for(smbtuned, smb_conf):
+    """-t judges the state directory for the user who runs it; root's 0700
+    directory (the unit's) cannot be opened by another. The refusal says
+    so, and how to check it as the daemon would."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run as nobody")
+    d = Path(tempfile.mkdtemp(prefix="smbtuned-own-", dir="/tmp"))
+    try:
+        d.chmod(0o755)
+        smb = d / "smb.conf"
+        smb.write_bytes(smb_conf.read_bytes())
+        smb.chmod(0o644)
+        state = d / "state"
+        state.mkdir(mode=0o700)
+        conf = d / "smbtuned.conf"
+        conf.write_text(f'tune {{\n    smb_conf = "{smb}"\n    state_dir = "{state}"\n}}\n')
+        conf.chmod(0o644)
+        nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+        r = subprocess.run([*nobody, str(smbtuned), "-c", str(conf), "-t"],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 78, (r.stdout, r.stderr)
+        assert r.stderr.startswith(f"smbtuned: state directory: {state}"), r.stderr
+        assert "run it as the daemon's user, root" in r.stderr, r.stderr
+        r = subprocess.run([str(smbtuned), "-c", str(conf), "-t"], capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode == 0, (r.stdout, r.stderr)
+    finally:
+        shutil.rmtree(d)
