@@ -152,12 +152,12 @@ static void test_shares(void **state)
 /* HH:MM-HH:MM, 24:00 as the end of the day; "" is any time. */
 static void test_window(void **state)
 {
-    static const char *const bad[] = {"1:00-05:00",  "24:01-05:00", "01:60-02:00", "01:00 05:00",
+    static const char *const bad[] = {"1:00-05:00", "24:01-05:00", "01:60-02:00", "01:00 05:00",
                                       "01:00-5:00x", "25:00-01:00", "-1:00-02:00",
                                       /* two digits each, as the form says: no blank, no
                                        * sign where sscanf's %2d would take one */
-                                      " 1:00-05:00", "+1:00-05:00", "-0:00-05:00",
-                                      "01:+5-05:00", "01:00- 5:00"};
+                                      " 1:00-05:00", "+1:00-05:00", "-0:00-05:00", "01:+5-05:00",
+                                      "01:00- 5:00"};
     struct config c;
 
     (void)state;
