@@ -161,19 +161,19 @@ static void test_comments_and_strings(void **state)
                        "probe { # {{ ${X}\n"
                        "    url = \"smb://127.0.0.1/a}b\" // }\n"
                        "    directory = 'x\\'${y}{'\n"
-                       "    socket_options = \"TCP_NODELAY /* \\\" \\${z}\"\n"
+                       "    socket_options = \"TCP_NODELAY /* \\${z}\"\n"
                        "    credentials = /etc/a//b\n"
                        "}\n"
-                       "tune {\n    smb_conf = \"/etc/samba/smb.conf\" /* } */\n}\n";
+                       "tune {\n    smb_conf = \"/etc/samba/smb\\\".conf\" /* } */\n}\n";
 
     (void)state;
     if (config_parse_string(text, "x.conf", &c, &e) != 0)
         fail_msg("%s", e.msg);
     assert_string_equal(c.probe.url, "smb://127.0.0.1/a}b");
     assert_string_equal(c.probe.directory, "x'${y}{");
-    assert_string_equal(c.probe.socket_options, "TCP_NODELAY /* \" ${z}");
+    assert_string_equal(c.probe.socket_options, "TCP_NODELAY /* ${z}");
     assert_string_equal(c.probe.credentials, "/etc/a//b");
-    assert_string_equal(c.tune.smb_conf, "/etc/samba/smb.conf");
+    assert_string_equal(c.tune.smb_conf, "/etc/samba/smb\".conf");
 }
 
 /* config_load in a child that an alarm kills if open() waits for a
