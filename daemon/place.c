@@ -45,7 +45,7 @@ static char *shadow_base(const struct tuner_opts *o)
 {
     char *b;
 
-    return asprintf(&b, "%s/shadow", o->state_dir) < 0 ? NULL : b;
+    return asprintf(&b, "%s/" TRIAL_BASE_DIR, o->state_dir) < 0 ? NULL : b;
 }
 
 /* The own share's directory (tuner_opts.h), NULL when out of memory. */

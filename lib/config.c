@@ -15,6 +15,7 @@
 #include "files.h"
 #include "parse.h"
 #include "probe.h"
+#include "trial.h"
 #include "url.h"
 
 /* Limits of the probe's numbers. The size must be at least one request so
@@ -453,6 +454,15 @@ int config_fill(const struct config *c, struct tuner_opts *t, struct err *e)
         t->trials = t->own_share || url_is_local(c->probe.url) ? TUNER_SHADOW : TUNER_CLIENT;
     else
         t->trials = c->tune.trials;
+    /* Refused here, not at the first trial: -t, the start and SIGHUP
+     * then say it with the line, where every cycle would fail. */
+    if (t->trials == TUNER_SHADOW && strlen(c->tune.state_dir) > TRIAL_STATE_DIR_MAX)
+        return err_set(e, -EINVAL,
+                       "%s%stune: state_dir = %s is %zu bytes: shadow trials need %d at most (a "
+                       "shadow smbd's socket lives below it, and a Unix socket path holds 107 "
+                       "bytes)",
+                       c->tune.state_dir_where, c->tune.state_dir_where[0] ? ": " : "",
+                       c->tune.state_dir, strlen(c->tune.state_dir), TRIAL_STATE_DIR_MAX);
     t->apply = c->tune.apply;
     t->restart_smbd = c->tune.restart_smbd;
     t->max_bytes = c->tune.max_bytes;

@@ -33,7 +33,6 @@
  * path must fit sun_path (108 bytes with its NUL; pids have up to 7
  * digits): a longer one makes smbd exit with status 1 and no reason. */
 #define SUN_PATH_MAX 108
-#define MSG_SOCK_SUFFIX "/lock/msg.sock/1234567"
 
 /* Directories of per-instance state, each private to one shadow; with the
  * own share, the logons' and permissions' too (trial_render.c says why). */
@@ -193,9 +192,9 @@ static int make_run_dir(const char *base_dir, bool own_share, struct trial_shado
     if (snprintf(t->run_dir, sizeof(t->run_dir), "%s/" TRIAL_DIR_PREFIX "%d-XXXXXX", base_dir,
                  (int)getpid()) >= (int)sizeof(t->run_dir) - 32)
         return err_set(e, -ENAMETOOLONG, "shadow base directory name too long: %s", base_dir);
-    if (strlen(t->run_dir) + strlen(MSG_SOCK_SUFFIX) >= SUN_PATH_MAX) {
-        size_t room =
-            SUN_PATH_MAX - 1 - strlen(MSG_SOCK_SUFFIX) - (strlen(t->run_dir) - strlen(base_dir));
+    if (strlen(t->run_dir) + strlen(TRIAL_MSG_SOCK_SUFFIX) >= SUN_PATH_MAX) {
+        size_t room = SUN_PATH_MAX - 1 - strlen(TRIAL_MSG_SOCK_SUFFIX) -
+                      (strlen(t->run_dir) - strlen(base_dir));
 
         t->run_dir[0] = '\0';
         return err_set(e, -ENAMETOOLONG,

@@ -61,16 +61,24 @@ def pytest_configure(config):
     # (smbd.py opens them with o+x). Every pytest session resets
     # /tmp/pytest-of-root to 0700, so a second session started while one
     # runs locks the first one's guests out ("Permission denied" on the
-    # share). A base directory of each session's own avoids that.
+    # share). A base directory of each session's own avoids that. Its name
+    # is short: a tmp_path/"state" below it (pytest adds the test's name, 30
+    # characters and a number) must stay within the 56 bytes smbtuned takes
+    # for a state_dir where shadow trials run (54 here).
+    global _own_basetemp
     if config.option.basetemp is None and not hasattr(config, "workerinput"):
-        config.option.basetemp = tempfile.mkdtemp(prefix="smbtuned-pytest-", dir="/tmp")
+        config.option.basetemp = _own_basetemp = tempfile.mkdtemp(prefix="st-", dir="/tmp")
+
+
+_own_basetemp = None
 
 
 def pytest_sessionfinish(session, exitstatus):
     # The session's own base directory goes when every test passed; after a
-    # failure it stays, for the logs in it.
+    # failure it stays, for the logs in it. One given with --basetemp is
+    # not ours to remove.
     base = session.config.option.basetemp
-    if exitstatus == 0 and base and Path(base).name.startswith("smbtuned-pytest-"):
+    if exitstatus == 0 and base and base == _own_basetemp:
         shutil.rmtree(base, ignore_errors=True)
 
 

@@ -209,10 +209,11 @@ def test_check_refuses_the_state_directory_the_start_refuses(smbtuned, tmp_path,
         state.mkdir()
         state.chmod(0o777)
     else:
-        parent = tmp_path / "open"
+        # short names: state_dir has 56 bytes where shadow trials run
+        parent = tmp_path / "o"
         parent.mkdir()
         parent.chmod(0o777)  # no sticky bit: anybody may swap what is in it
-        state = parent / "state"
+        state = parent / "s"
     conf = tmp_path / "smbtuned.conf"
     conf.write_text(f'tune {{\n    smb_conf = "{smb_conf}"\n    state_dir = "{state}"\n}}\n')
     r = run_editor(smbtuned, "-t", "-c", conf, timeout=30)
@@ -226,7 +227,7 @@ def test_check_refuses_the_state_directory_the_start_refuses(smbtuned, tmp_path,
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert "state directory: " in r.stderr, r.stderr
     # and a private one, or one to be made in a private place, passes
-    for ok in (tmp_path / "fresh" / "state", state):
+    for ok in (tmp_path / "f" / "s", state):
         if ok == state:
             state.mkdir(exist_ok=True)
             state.chmod(0o700)
@@ -235,7 +236,29 @@ def test_check_refuses_the_state_directory_the_start_refuses(smbtuned, tmp_path,
         conf.write_text(f'tune {{\n    smb_conf = "{smb_conf}"\n    state_dir = "{ok}"\n}}\n')
         r = run_editor(smbtuned, "-t", "-c", conf, timeout=30)
         assert r.returncode == 0, (ok, r.stdout, r.stderr)
-    assert not (tmp_path / "fresh").exists()
+    assert not (tmp_path / "f").exists()
+
+
+def test_check_refuses_a_state_dir_too_long_for_a_shadow_smbd(smbtuned, tmp_path, smb_conf):
+    """A state_dir of more than 56 bytes passed -t and the start, and every
+    cycle then failed at its first trial: a shadow smbd's messaging socket
+    below it would not fit a Unix socket path. -t refuses it with its line
+    where shadow trials run, and keeps it where they do not (a peer's
+    share, client trials)."""
+    state = tmp_path / ("s" * (56 - len(str(tmp_path))))  # 57 bytes; never made
+    conf = tmp_path / "smbtuned.conf"
+    conf.write_text(f'tune {{\n    smb_conf = "{smb_conf}"\n    state_dir = "{state}"\n}}\n')
+    r = run_editor(smbtuned, "-t", "-c", conf, timeout=30)
+    assert r.returncode == 78, (r.stdout, r.stderr)
+    assert r.stderr.startswith(f"smbtuned: {conf}:3: tune: state_dir = {state} is 57 bytes: "
+                               "shadow trials need 56 at most"), r.stderr
+    assert r.stdout == ""
+    assert not state.exists()
+    conf.write_text(f'probe {{\n    url = "smb://peer.invalid/share"\n}}\n'
+                    f'tune {{\n    smb_conf = "{smb_conf}"\n    state_dir = "{state}"\n}}\n')
+    r = run_editor(smbtuned, "-t", "-c", conf, timeout=30)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert not state.exists()
 
 
 def test_check_refuses_an_smb_conf_samba_cannot_load(smbtuned, tmp_path):
@@ -270,7 +293,7 @@ def test_check_refuses_a_state_directory_reached_through_a_link_to_nothing(smbtu
     does, and makes nothing where the link points."""
     link = tmp_path / "link"
     link.symlink_to(tmp_path / "nowhere")
-    state = link if case == "link-is-state-dir" else link / "state"
+    state = link if case == "link-is-state-dir" else link / "s"
     conf = tmp_path / "smbtuned.conf"
     conf.write_text(f'tune {{\n    smb_conf = "{smb_conf}"\n    state_dir = "{state}"\n}}\n')
     r = run_editor(smbtuned, "--once", "--dry-run", "-c", conf, timeout=60)

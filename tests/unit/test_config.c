@@ -21,6 +21,7 @@
 #include "files.h"
 #include "probe.h"
 #include "search.h"
+#include "trial.h"
 
 static void test_empty_gives_defaults(void **state)
 {
@@ -655,6 +656,39 @@ static void test_fill_no_url_trials(void **state)
     assert_int_equal(t.trials, TUNER_CLIENT);
 }
 
+/* A state_dir too long for a shadow smbd's socket is refused where shadow
+ * trials would run (56 bytes pass, 57 do not), naming its line, and kept
+ * where they never run (client trials on a peer's share). */
+static void test_fill_state_dir_too_long_for_shadows(void **state)
+{
+    char text[256], dir[64];
+    struct config c;
+    struct tuner_opts t;
+    struct err e = {{0}};
+
+    (void)state;
+    assert_int_equal(TRIAL_STATE_DIR_MAX, 56);
+    snprintf(dir, sizeof(dir), "/%055d", 0);
+    snprintf(text, sizeof(text), "tune {\n  state_dir = \"%s\"\n}\n", dir);
+    assert_int_equal(config_parse_string(text, "x.conf", &c, &e), 0);
+    assert_int_equal(config_fill(&c, &t, &e), 0);
+    snprintf(dir, sizeof(dir), "/%056d", 0);
+    snprintf(text, sizeof(text), "tune {\n  state_dir = \"%s\"\n}\n", dir);
+    assert_int_equal(config_parse_string(text, "x.conf", &c, &e), 0);
+    assert_int_equal(config_fill(&c, &t, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "x.conf:2: tune: state_dir = /0000"));
+    assert_non_null(strstr(e.msg, "is 57 bytes: shadow trials need 56 at most"));
+    /* a local url runs shadow trials too; the command line has no line */
+    assert_int_equal(config_set(&c, "probe", "url", "smb://127.0.0.1/s", &e), 0);
+    assert_int_equal(config_set(&c, "tune", "state_dir", dir, &e), 0);
+    assert_int_equal(config_fill(&c, &t, &e), -EINVAL);
+    assert_true(strncmp(e.msg, "tune: state_dir = /", 19) == 0);
+    /* a peer's share: client trials, no shadow below state_dir */
+    assert_int_equal(config_set(&c, "probe", "url", "smb://peer/s", &e), 0);
+    assert_int_equal(config_fill(&c, &t, &e), 0);
+    assert_int_equal(t.trials, TUNER_CLIENT);
+}
+
 /* Where state_dir was set, for the SIGHUP that refuses a change of it
  * (cmd_run.c): "FILE:LINE" from a file, "" for the default and for the
  * command line's --state-dir. */
@@ -705,6 +739,7 @@ int main(void)
         cmocka_unit_test(test_fill_from_file),
         cmocka_unit_test(test_fill_trials),
         cmocka_unit_test(test_fill_no_url_trials),
+        cmocka_unit_test(test_fill_state_dir_too_long_for_shadows),
         cmocka_unit_test(test_state_dir_where),
     };
 
