@@ -38,13 +38,19 @@ static connect_fn real_connect(void)
 
 static bool same_host(const struct sockaddr *sa, const struct sockaddr_storage *ok)
 {
+    const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)sa;
+    const struct sockaddr_in6 *ok6 = (const struct sockaddr_in6 *)ok;
+
     if (sa->sa_family != ok->ss_family)
         return false;
     if (sa->sa_family == AF_INET)
         return ((const struct sockaddr_in *)sa)->sin_addr.s_addr ==
                ((const struct sockaddr_in *)ok)->sin_addr.s_addr;
-    return memcmp(&((const struct sockaddr_in6 *)sa)->sin6_addr,
-                  &((const struct sockaddr_in6 *)ok)->sin6_addr, sizeof(struct in6_addr)) == 0;
+    /* A link-local address names a host on one link only (its scope is
+     * the interface): fe80::1 on another interface is another host. For
+     * other addresses getaddrinfo() gives scope 0 on both sides. */
+    return memcmp(&a6->sin6_addr, &ok6->sin6_addr, sizeof(struct in6_addr)) == 0 &&
+           a6->sin6_scope_id == ok6->sin6_scope_id;
 }
 
 static bool allowed(const struct sockaddr *sa, socklen_t len)

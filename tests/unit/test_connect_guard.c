@@ -128,6 +128,21 @@ static void test_other_families_left_to_the_kernel(void **state)
     assert_null(connect_guard_refused());
 }
 
+static void test_link_local_needs_its_interface(void **state)
+{
+    struct sockaddr_in6 ok = v6("fe80::1", 1, 0), a;
+
+    (void)state;
+    guard_on(&ok, sizeof(ok), 0);
+    a = v6("fe80::1", 1, 445);
+    assert_int_not_equal(try_connect(&a, sizeof(a)), EACCES);
+    assert_null(connect_guard_refused());
+    /* the same address on another link is another host */
+    a = v6("fe80::1", 2, 445);
+    assert_int_equal(try_connect(&a, sizeof(a)), EACCES);
+    assert_string_equal(connect_guard_refused(), "fe80::1 port 445");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -135,6 +150,7 @@ int main(void)
         cmocka_unit_test(test_other_host_or_port_refused),
         cmocka_unit_test(test_same_host_in_another_form_refused),
         cmocka_unit_test(test_other_families_left_to_the_kernel),
+        cmocka_unit_test(test_link_local_needs_its_interface),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
