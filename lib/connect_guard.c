@@ -15,6 +15,8 @@
 
 static struct {
     bool on;
+    bool tried;    /* an allowed connection was attempted */
+    bool referred; /* the first refusal came after one */
     int n;
     struct sockaddr_storage addr[GUARD_MAX_ADDRS];
     unsigned ports[2];
@@ -79,6 +81,7 @@ static void note_refused(const struct sockaddr *sa, socklen_t len)
 
     if (guard.refused[0] != '\0')
         return;
+    guard.referred = guard.tried;
     if (sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) {
         inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, a, sizeof(a));
         port = ntohs(((const struct sockaddr_in *)sa)->sin_port);
@@ -93,11 +96,14 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
     connect_fn f;
 
-    if (guard.on && sa != NULL && (sa->sa_family == AF_INET || sa->sa_family == AF_INET6) &&
-        !allowed(sa, len)) {
-        note_refused(sa, len);
-        errno = EACCES;
-        return -1;
+    if (guard.on && sa != NULL && (sa->sa_family == AF_INET || sa->sa_family == AF_INET6)) {
+        if (!allowed(sa, len)) {
+            note_refused(sa, len);
+            errno = EACCES;
+            return -1;
+        }
+        /* the url's server: a referral comes from it */
+        guard.tried = true;
     }
     f = real_connect();
     if (f == NULL) {
@@ -123,11 +129,15 @@ int connect_guard_on(const struct addrinfo *ai, unsigned port)
     guard.ports[0] = port ? port : 445;
     guard.ports[1] = port ? port : 139;
     guard.refused[0] = '\0';
+    guard.tried = false;
+    guard.referred = false;
     guard.on = true;
     return 0;
 }
 
-const char *connect_guard_refused(void)
+const char *connect_guard_refused(bool *referred)
 {
+    if (referred != NULL)
+        *referred = guard.referred;
     return guard.refused[0] ? guard.refused : NULL;
 }

@@ -436,6 +436,7 @@ void probe_child_main(const struct probe_child_args *a, const char *workdir, int
                           .deadline = a->deadline,
                           .api = &api};
     struct child *c = &child;
+    bool referred;
 
     /* This process will hold the password: no core dump of it, and no
      * ptrace or /proc/PID/mem by anyone but root (not dumpable). */
@@ -464,15 +465,21 @@ void probe_child_main(const struct probe_child_args *a, const char *workdir, int
     snprintf(c->dir_url, sizeof(c->dir_url), "%s", a->dir_url);
     own_host(c->host, sizeof(c->host));
     c->sh->outcome = measure(c);
-    /* A failure that came of a refused referral says so, not what
-     * libsmbclient made of it ("No such file or directory"). */
-    if (c->sh->outcome != PROBE_OK && connect_guard_refused() != NULL)
+    /* A failure that came of a refused connection says so, not what
+     * libsmbclient made of it ("No such file or directory"). Refused
+     * before any connection to the url's server, it was no referral:
+     * libsmbclient looked the name up again and got another address. */
+    if (c->sh->outcome != PROBE_OK && connect_guard_refused(&referred) != NULL)
         c->sh->outcome =
-            fail(c, PROBE_ERROR,
-                 "the server referred the probe to %s (a DFS link or an msdfs proxy share): "
-                 "not followed, the probe logs on to %s only; point url at the share that "
-                 "holds the directory",
-                 connect_guard_refused(), c->url.host);
+            referred ? fail(c, PROBE_ERROR,
+                            "the server referred the probe to %s (a DFS link or an msdfs proxy "
+                            "share): not followed, the probe logs on to %s only; point url at the "
+                            "share that holds the directory",
+                            connect_guard_refused(NULL), c->url.host)
+                     : fail(c, PROBE_ERROR,
+                            "%s is now at %s, not at the address the probe resolved a moment "
+                            "before: not connected (did its address change?)",
+                            c->url.host, connect_guard_refused(NULL));
     if (c->ctx != NULL)
         api.free_context(c->ctx, 1);
     creds_clear(&c->creds);

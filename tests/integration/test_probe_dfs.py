@@ -105,3 +105,60 @@ def test_dfs_referral_is_not_followed(smbtuned, smbd_factory, tmp_path, netns, w
     assert r.returncode == 0, r.stdout + r.stderr
     seen = auth_lines(b)[len(before):]
     assert any(f"[{USER}]" in line and "NT_STATUS_OK" in line for line in seen), seen
+
+
+# A resolver for the test's namespace: the first A query for any name gets
+# 127.0.0.3, every later one 127.0.0.1 (a name whose address changed between
+# the probe's own look-up and libsmbclient's); AAAA gets no answer.
+MOVING_DNS = r"""
+import socket, struct
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", 53))
+print("ready", flush=True)
+addr = "127.0.0.3"
+while True:
+    data, peer = s.recvfrom(512)
+    end = 12
+    while data[end]:
+        end += 1 + data[end]
+    qtype = struct.unpack(">H", data[end + 1:end + 3])[0]
+    answer = b""
+    if qtype == 1:
+        answer = (b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 0, 4) + socket.inet_aton(addr))
+        addr = "127.0.0.1"
+    head = struct.pack(">HHHHHH", struct.unpack(">H", data[:2])[0], 0x8180, 1,
+                       1 if answer else 0, 0, 0)
+    s.sendto(head + data[12:end + 5] + answer, peer)
+"""
+
+
+def test_host_found_elsewhere_is_not_called_a_referral(smbtuned, smbd_factory, tmp_path, netns):
+    """The probe connects only to the addresses it resolved itself; when
+    libsmbclient's own look-up of the name gives another one, the error says
+    so instead of blaming a DFS referral the server never sent."""
+    prefix = ["ip", "netns", "exec", netns]
+    a = smbd_factory(name="A", prefix_cmd=prefix, bind_addr=A_ADDR)
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text("nameserver 127.0.0.1\n")
+    dns = subprocess.Popen([*prefix, "/usr/bin/python3", "-c", MOVING_DNS],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+    try:
+        assert dns.stdout.readline() == "ready\n"
+        conf = tmp_path / "probe.conf"
+        conf.write_text(f'probe {{\n    size = "65536"\n}}\n'
+                        f'tune {{\n    state_dir = "{tmp_path / "state"}"\n}}\n')
+        # the namespace's resolver, in a mount namespace of this run only
+        r = subprocess.run([*prefix, "unshare", "-m", "sh", "-c",
+                            'mount --bind "$1" /etc/resolv.conf && shift && exec "$@"', "sh",
+                            str(resolv), str(smbtuned), "--probe", "--json", "-c", str(conf),
+                            "--url", f"smb://probe.example.test:{a.port}/share"],
+                           capture_output=True, text=True, timeout=120,
+                           stdin=subprocess.DEVNULL)
+    finally:
+        dns.kill()
+        dns.wait()
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert json.loads(r.stdout)["outcome"] == "error"
+    assert "referred" not in r.stderr, r.stderr
+    assert (f"probe.example.test is now at 127.0.0.1 port {a.port}, not at the address the "
+            f"probe resolved a moment before") in r.stderr, r.stderr

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdbool.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -59,7 +60,7 @@ static void guard_on(void *sa, socklen_t len, unsigned port)
                           .ai_addr = sa};
 
     assert_int_equal(connect_guard_on(&ai, port), 0);
-    assert_null(connect_guard_refused());
+    assert_null(connect_guard_refused(NULL));
 }
 
 static void test_off_is_the_c_library(void **state)
@@ -72,12 +73,13 @@ static void test_off_is_the_c_library(void **state)
     assert_int_not_equal(try_connect(&a, sizeof(a)), EACCES);
     assert_int_equal(connect(-1, (struct sockaddr *)&a, sizeof(a)), -1);
     assert_int_equal(errno, EBADF);
-    assert_null(connect_guard_refused());
+    assert_null(connect_guard_refused(NULL));
 }
 
 static void test_other_host_or_port_refused(void **state)
 {
     struct sockaddr_in ok = v4("127.0.0.1", 0), a;
+    bool referred;
 
     (void)state;
     guard_on(&ok, sizeof(ok), 0);
@@ -86,14 +88,16 @@ static void test_other_host_or_port_refused(void **state)
     assert_int_not_equal(try_connect(&a, sizeof(a)), EACCES);
     a = v4("127.0.0.1", 139);
     assert_int_not_equal(try_connect(&a, sizeof(a)), EACCES);
-    assert_null(connect_guard_refused());
+    assert_null(connect_guard_refused(NULL));
     a = v4("127.0.0.1", 446);
     assert_int_equal(try_connect(&a, sizeof(a)), EACCES);
-    assert_string_equal(connect_guard_refused(), "127.0.0.1 port 446");
+    assert_string_equal(connect_guard_refused(&referred), "127.0.0.1 port 446");
+    /* after a connection to the url's server: a referral */
+    assert_true(referred);
     a = v4("127.0.0.2", 445);
     assert_int_equal(try_connect(&a, sizeof(a)), EACCES);
     /* the first refusal is the one named */
-    assert_string_equal(connect_guard_refused(), "127.0.0.1 port 446");
+    assert_string_equal(connect_guard_refused(NULL), "127.0.0.1 port 446");
 
     /* a port in the url: that one only */
     guard_on(&ok, sizeof(ok), 4450);
@@ -117,6 +121,19 @@ static void test_same_host_in_another_form_refused(void **state)
     assert_int_equal(try_connect(&a, 8), EACCES);
 }
 
+static void test_refused_before_any_connection_is_no_referral(void **state)
+{
+    struct sockaddr_in ok = v4("127.0.0.1", 0), a = v4("127.0.0.3", 445);
+    bool referred = true;
+
+    (void)state;
+    guard_on(&ok, sizeof(ok), 0);
+    /* libsmbclient found the url's host elsewhere than we did */
+    assert_int_equal(try_connect(&a, sizeof(a)), EACCES);
+    assert_string_equal(connect_guard_refused(&referred), "127.0.0.3 port 445");
+    assert_false(referred);
+}
+
 static void test_other_families_left_to_the_kernel(void **state)
 {
     struct sockaddr_in ok = v4("127.0.0.1", 0);
@@ -125,7 +142,7 @@ static void test_other_families_left_to_the_kernel(void **state)
     (void)state;
     guard_on(&ok, sizeof(ok), 0);
     assert_int_equal(try_connect(&un, sizeof(un)), ENOENT);
-    assert_null(connect_guard_refused());
+    assert_null(connect_guard_refused(NULL));
 }
 
 static void test_link_local_needs_its_interface(void **state)
@@ -136,11 +153,11 @@ static void test_link_local_needs_its_interface(void **state)
     guard_on(&ok, sizeof(ok), 0);
     a = v6("fe80::1", 1, 445);
     assert_int_not_equal(try_connect(&a, sizeof(a)), EACCES);
-    assert_null(connect_guard_refused());
+    assert_null(connect_guard_refused(NULL));
     /* the same address on another link is another host */
     a = v6("fe80::1", 2, 445);
     assert_int_equal(try_connect(&a, sizeof(a)), EACCES);
-    assert_string_equal(connect_guard_refused(), "fe80::1 port 445");
+    assert_string_equal(connect_guard_refused(NULL), "fe80::1 port 445");
 }
 
 int main(void)
@@ -149,6 +166,7 @@ int main(void)
         cmocka_unit_test(test_off_is_the_c_library),
         cmocka_unit_test(test_other_host_or_port_refused),
         cmocka_unit_test(test_same_host_in_another_form_refused),
+        cmocka_unit_test(test_refused_before_any_connection_is_no_referral),
         cmocka_unit_test(test_other_families_left_to_the_kernel),
         cmocka_unit_test(test_link_local_needs_its_interface),
     };
