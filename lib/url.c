@@ -11,6 +11,7 @@
 #include "parse.h"
 
 #define SCHEME "smb://"
+#define IPV6_LITERAL_SUFFIX ".ipv6-literal.net"
 
 /* Characters that have a meaning of their own in a URL or that would make
  * the path ambiguous; a share or directory name with them is refused
@@ -164,11 +165,12 @@ int url_parse(const char *url, struct url *u, struct err *e)
     return join_segments(u->dir, sizeof(u->dir), p, e);
 }
 
-int url_format(const struct url *u, const char *extra, char *out, size_t outlen)
+/* u as a URL with the host written as given (host, brackets). */
+static int format_with_host(const struct url *u, const char *host, bool brackets, const char *extra,
+                            char *out, size_t outlen)
 {
     char path[2048] = "";
     char port[16] = "";
-    bool v6 = strchr(u->host, ':') != NULL;
     int n;
 
     if (join_segments(path, sizeof(path), u->dir, NULL) < 0 ||
@@ -176,9 +178,36 @@ int url_format(const struct url *u, const char *extra, char *out, size_t outlen)
         return -ENAMETOOLONG;
     if (u->port)
         snprintf(port, sizeof(port), ":%u", u->port);
-    n = snprintf(out, outlen, "smb://%s%s%s%s/%s%s%s", v6 ? "[" : "", u->host, v6 ? "]" : "", port,
-                 u->share, path[0] ? "/" : "", path);
+    n = snprintf(out, outlen, "smb://%s%s%s%s/%s%s%s", brackets ? "[" : "", host,
+                 brackets ? "]" : "", port, u->share, path[0] ? "/" : "", path);
     return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
+}
+
+int url_format(const struct url *u, const char *extra, char *out, size_t outlen)
+{
+    return format_with_host(u, u->host, strchr(u->host, ':') != NULL, extra, out, outlen);
+}
+
+int url_format_smbc(const struct url *u, const char *extra, char *out, size_t outlen)
+{
+    char host[1 + sizeof(u->host) + sizeof(IPV6_LITERAL_SUFFIX)];
+    size_t i, n;
+
+    if (strchr(u->host, ':') == NULL)
+        return url_format(u, extra, out, outlen);
+    /* libsmbclient 4.17 refuses "[::1]" with EINVAL before it connects,
+     * and takes any ':' in the host for the start of a port. It reads the
+     * Windows name of a literal instead: ':' as '-', the '%' of a zone as
+     * 's', then IPV6_LITERAL_SUFFIX; it connects to that address without
+     * a look-up. "::1" becomes "0--1", as Windows writes it, so that the
+     * name does not start with '-' (Samba 4.17 takes "--1" as well). */
+    n = 0;
+    if (u->host[0] == ':')
+        host[n++] = '0';
+    for (i = 0; u->host[i] != '\0'; i++)
+        host[n++] = u->host[i] == ':' ? '-' : u->host[i] == '%' ? 's' : u->host[i];
+    snprintf(host + n, sizeof(host) - n, "%s", IPV6_LITERAL_SUFFIX);
+    return format_with_host(u, host, false, extra, out, outlen);
 }
 
 bool url_is_loopback(const struct url *u)

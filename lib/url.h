@@ -42,6 +42,13 @@ int url_parse(const char *s, struct url *u, struct err *e);
  * small. */
 int url_format(const struct url *u, const char *extra, char *out, size_t outlen);
 
+/* As url_format(), in the form libsmbclient reads: the same, except that
+ * an IPv6 literal host is written as Samba takes one, e.g.
+ * smb://0--1.ipv6-literal.net:4455/share for [::1] (libsmbclient refuses
+ * brackets). For libsmbclient only: it is no name a resolver knows, and
+ * url_parse() does not read it back to the literal. */
+int url_format_smbc(const struct url *u, const char *extra, char *out, size_t outlen);
+
 /* A directory inside the share: relative, '/'-separated, no "." or ".."
  * segment, no character that URLs reserve ("?#@\\ \"<>" and
  * non-printable ones). "" is valid (none). */

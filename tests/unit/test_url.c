@@ -232,6 +232,40 @@ static void test_format(void **state)
     assert_int_equal(url_format(&u, "x", out, sizeof(out)), -ENAMETOOLONG);
 }
 
+/* What libsmbclient is given: the same URL, except an IPv6 literal,
+ * which it refuses in brackets ("Invalid argument", nothing sent) and
+ * reads as Samba's name for it, ':' as '-' and a zone's '%' as 's'. */
+static void check_format_smbc(const char *url, const char *extra, const char *want)
+{
+    struct url u;
+    struct err e = {{0}};
+    char out[4096];
+
+    if (url_parse(url, &u, &e) != 0)
+        fail_msg("'%s' refused: %s", url, e.msg);
+    assert_int_equal(url_format_smbc(&u, extra, out, sizeof(out)), 0);
+    assert_string_equal(out, want);
+}
+
+static void test_format_smbc(void **state)
+{
+    struct url u;
+    struct err e = {{0}};
+    char out[40];
+
+    (void)state;
+    check_format_smbc("smb://fs:4455/share/a", "x", "smb://fs:4455/share/a/x");
+    check_format_smbc("smb://10.0.0.1/s", NULL, "smb://10.0.0.1/s");
+    check_format_smbc("smb://[::1]:99/s/d", NULL, "smb://0--1.ipv6-literal.net:99/s/d");
+    check_format_smbc("smb://[fe80::1%eth0]/s", "", "smb://fe80--1seth0.ipv6-literal.net/s");
+
+    /* The longer host name must fit too. */
+    assert_int_equal(url_parse("smb://[::1]/share", &u, &e), 0);
+    assert_int_equal(url_format_smbc(&u, NULL, out, sizeof(out)), 0);
+    assert_string_equal(out, "smb://0--1.ipv6-literal.net/share");
+    assert_int_equal(url_format_smbc(&u, "0123456", out, sizeof(out)), -ENAMETOOLONG);
+}
+
 static void test_loopback(void **state)
 {
     static const struct {
@@ -275,6 +309,7 @@ int main(void)
         cmocka_unit_test(test_directory_in_url),
         cmocka_unit_test(test_check_directory),
         cmocka_unit_test(test_format),
+        cmocka_unit_test(test_format_smbc),
         cmocka_unit_test(test_loopback),
     };
 
