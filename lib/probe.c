@@ -203,7 +203,7 @@ static int start(const struct probe_params *p, bool cleanup_only, struct probe_j
         if (r < 0)
             return r;
     }
-    if (url_format(&c.url, p->directory, c.dir_url, sizeof(c.dir_url)) < 0)
+    if (url_format_smbc(&c.url, p->directory, c.dir_url, sizeof(c.dir_url)) < 0)
         return err_set(e, -ENAMETOOLONG, "URL too long");
     r = probe_check_socket_options(so, e);
     if (r < 0)

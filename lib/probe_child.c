@@ -241,6 +241,13 @@ static enum probe_outcome create_probe_file(struct child *c, char *file_url, siz
                 er == EEXIST ? " (every fresh name was taken)" : "");
 }
 
+/* c->dir_url as the admin wrote it: for an IPv6 literal, dir_url holds
+ * the name only libsmbclient knows (url_format_smbc()). */
+static const char *shown_dir(const struct child *c, char *buf, size_t len)
+{
+    return url_format(&c->url, c->p->directory, buf, len) == 0 ? buf : c->dir_url;
+}
+
 /* Say why the first contact failed. libsmbclient reports a refused logon
  * and a share that refuses the user alike (EACCES), so on that error the
  * IPC$ share, which every logged-on user may connect to, tells them
@@ -257,7 +264,7 @@ static enum probe_outcome connect_failure(struct child *c, int er)
     if (o == PROBE_ACCESS_DENIED || o == PROBE_AUTH_FAILED) {
         snprintf(ipc.share, sizeof(ipc.share), "IPC$");
         ipc.dir[0] = '\0';
-        if (url_format(&ipc, NULL, url, sizeof(url)) == 0 &&
+        if (url_format_smbc(&ipc, NULL, url, sizeof(url)) == 0 &&
             api.getFunctionStat(c->ctx)(c->ctx, url, &st) < 0 &&
             (errno == EACCES || errno == EPERM))
             return fail(c, PROBE_AUTH_FAILED, "the server refused the logon as %s (%s)", who,
@@ -283,7 +290,7 @@ static enum probe_outcome measure(struct child *c)
     const struct probe_params *p = c->p;
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
     struct url share_only = c->url;
-    char share_url[4096], file_url[4352];
+    char share_url[4096], file_url[4352], shown[4096];
     struct stat st;
     enum probe_outcome o;
     SMBCFILE *f = NULL;
@@ -353,7 +360,7 @@ static enum probe_outcome measure(struct child *c)
      * root, so that a failure here is about the server, the user or the
      * share, and one later is about the directory or the file. */
     share_only.dir[0] = '\0';
-    if (url_format(&share_only, NULL, share_url, sizeof(share_url)) < 0)
+    if (url_format_smbc(&share_only, NULL, share_url, sizeof(share_url)) < 0)
         return fail(c, PROBE_ERROR, "URL too long");
     stat_fn = api.getFunctionStat(c->ctx);
     publish(&c->sh->stage, PROBE_STAGE_CONTACT);
@@ -366,7 +373,7 @@ static enum probe_outcome measure(struct child *c)
         int er = errno;
 
         return fail(c, er == ENOENT ? PROBE_ERROR : probe_classify_errno(er, false),
-                    "directory %s: %s", c->dir_url, strerror(er));
+                    "directory %s: %s", shown_dir(c, shown, sizeof(shown)), strerror(er));
     }
 
     /* A clean-up says that files stay, so that it is not taken for one
@@ -376,8 +383,8 @@ static enum probe_outcome measure(struct child *c)
 
         left = remove_leftovers(c, &why, kept_at);
         if (left < 0)
-            return fail(c, PROBE_ERROR, "listing %s for killed probes' files: %s", c->dir_url,
-                        strerror(why));
+            return fail(c, PROBE_ERROR, "listing %s for killed probes' files: %s",
+                        shown_dir(c, shown, sizeof(shown)), strerror(why));
         /* A copy in a recycle bin names the bin and the fix: "File exists"
          * (still there after its delete) would say neither. */
         if (left > 0 && kept_at[0] != '\0')

@@ -49,7 +49,7 @@ struct probe_shared {
 struct probe_child_args {
     const struct probe_params *p;
     struct url url;     /* p->url, parsed */
-    char dir_url[4096]; /* the directory the probe file goes in, as a URL */
+    char dir_url[4096]; /* the probe file's directory, as libsmbclient reads it */
     bool cleanup_only;  /* only remove leftovers of killed probes, measure nothing */
     double deadline;    /* child_now() time at which the parent kills the child */
     struct probe_shared *sh;

@@ -97,14 +97,16 @@ enum probe_recycle probe_recycle_sweep(struct child *c, const char *name, int64_
     /* One stat decides for most shares: no repository, no copy. An error
      * other than "not there" (a repository we may not see) is no copy we
      * can find either. */
-    if (probe_mono_ns() >= stop || url_format(&share, PROBE_RECYCLE_DIR, url, sizeof(url)) < 0 ||
+    if (probe_mono_ns() >= stop ||
+        url_format_smbc(&share, PROBE_RECYCLE_DIR, url, sizeof(url)) < 0 ||
         stat_fn(c->ctx, url, &st) < 0 || !S_ISDIR(st.st_mode))
         return v;
     share_dir(c, dir, sizeof(dir));
     n = probe_recycle_places(dir, c->have_creds ? c->creds.username : PROBE_RECYCLE_GUEST, name,
                              places);
     for (i = 0; i < n && probe_mono_ns() < stop; i++) {
-        if (url_format(&share, places[i], url, sizeof(url)) < 0 || stat_fn(c->ctx, url, &st) < 0)
+        if (url_format_smbc(&share, places[i], url, sizeof(url)) < 0 ||
+            stat_fn(c->ctx, url, &st) < 0)
             continue;
         snprintf(where, wlen, "%s", places[i]);
         if (unlink_fn(c->ctx, url) < 0 && errno != ENOENT) {

@@ -134,7 +134,9 @@ class Smbd:
         return f"smb://{self.host}:{self.port}/share"
 
     def unc(self, share="share"):
-        return f"//{self.host}/{share}"
+        # smbclient takes an IPv6 literal without brackets ("//[::1]/s"
+        # is NT_STATUS_NOT_FOUND); the port is its -p.
+        return f"//{self.bind_addr}/{share}"
 
     def env(self):
         """Environment for client tools: a private HOME so that

@@ -117,6 +117,25 @@ def test_probe_measures_both_ways_and_leaves_nothing(smbd, smbtuned, tmp_path):
     assert r.stderr == ""
 
 
+def test_ipv6_literal_url(smbd_factory, smbtuned, tmp_path):
+    # libsmbclient refuses smb://[::1]:PORT/share ("Invalid argument",
+    # nothing sent); the probe must hand it a form it connects with, and
+    # still show the URL as written.
+    if not Path("/proc/net/if_inet6").exists():
+        pytest.skip("no IPv6 on this machine")
+    srv = smbd_factory(bind_addr="::1")
+    sub = Path(srv.share_dir) / "sub"
+    sub.mkdir()
+    sub.chmod(0o777)
+    r = run_probe(smbtuned, probe_conf(tmp_path), url=srv.url + "/sub")
+    assert r.returncode == 0, r.stderr
+    assert result(r)["outcome"] == "ok"
+    assert probe_files(sub) == []
+    r = run_probe(smbtuned, probe_conf(tmp_path), url=srv.url + "/none", json_out=False)
+    assert r.returncode == 1
+    assert f"directory {srv.url}/none: No such file" in r.stderr, r.stderr
+
+
 def test_human_output(smbd, smbtuned, tmp_path):
     r = run_probe(smbtuned, probe_conf(tmp_path), url=smbd.url, json_out=False)
     assert r.returncode == 0, r.stderr
