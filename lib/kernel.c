@@ -391,6 +391,8 @@ static int diag_dump(int family, int port, unsigned states, int ext,
 struct listener {
     long rcvbuf, sndbuf;
     bool found;
+    uid_t me;         /* the caller: its own listeners count too */
+    long foreign_uid; /* a listener of another user's seen, -1 none */
     int family;       /* of the first one found */
     uint32_t addr[4]; /* its address, network order */
     unsigned ifindex; /* the device it is bound to, 0 none */
@@ -403,6 +405,14 @@ static void visit_meminfo(const struct inet_diag_msg *m, struct rtattr *a, void 
 
     if (l->found || RTA_PAYLOAD(a) < sizeof(unsigned) * SK_MEMINFO_VARS)
         return;
+    /* smbd listens as root. On a port above 1023 any user may listen
+     * where smbd could not (smbd then serves nobody there): that socket's
+     * sizes say nothing of smbd's, and a connection to it is no test of
+     * smbd's. A caller that is not root (the unit tests) counts its own. */
+    if (m->idiag_uid != 0 && m->idiag_uid != l->me) {
+        l->foreign_uid = m->idiag_uid;
+        return;
+    }
     l->rcvbuf = mem[SK_MEMINFO_RCVBUF];
     l->sndbuf = mem[SK_MEMINFO_SNDBUF];
     l->family = m->idiag_family;
@@ -413,13 +423,22 @@ static void visit_meminfo(const struct inet_diag_msg *m, struct rtattr *a, void 
 
 static int find_listener(int port, struct listener *l, struct err *e)
 {
-    int r = diag_dump(AF_INET, port, 1 << KERNEL_TCP_LISTEN, INET_DIAG_SKMEMINFO, visit_meminfo, l);
+    int r;
+
+    l->me = geteuid();
+    l->foreign_uid = -1;
+    r = diag_dump(AF_INET, port, 1 << KERNEL_TCP_LISTEN, INET_DIAG_SKMEMINFO, visit_meminfo, l);
 
     if (r == 0 && !l->found)
         r = diag_dump(AF_INET6, port, 1 << KERNEL_TCP_LISTEN, INET_DIAG_SKMEMINFO, visit_meminfo,
                       l);
     if (r < 0)
         return err_set(e, r, "sock_diag: %s", strerror(-r));
+    if (!l->found && l->foreign_uid >= 0)
+        return err_set(e, -ENOENT,
+                       "nothing of root's listens on TCP port %d: the listener there is uid "
+                       "%ld's, not smbd's",
+                       port, l->foreign_uid);
     if (!l->found)
         return err_set(e, -ENOENT, "nothing listens on TCP port %d", port);
     return 0;

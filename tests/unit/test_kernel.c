@@ -258,6 +258,76 @@ static void test_link_local_listener(void **state)
     assert_int_equal(in_netns(link_local_child), 0);
 }
 
+/* The body of test_listener_of_another_user: 0 when a listener of
+ * nobody's on smbd's port is not taken for smbd's, else the step that
+ * failed. */
+static int foreign_listener_child(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(4450)};
+    int p[2], fd, nobody_size = 16384, root_size = 65536, want;
+    socklen_t len = sizeof(want);
+    long rcv, snd;
+    struct err e = {{0}};
+    pid_t pid;
+    char c;
+
+    if (system("ip link set lo up") != 0 || pipe(p) < 0)
+        return 2;
+    /* nobody's listener on 127.0.0.1:4450 */
+    pid = fork();
+    if (pid < 0)
+        return 3;
+    if (pid == 0) {
+        /* a socket is its creator's: made after the setuid */
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (setgid(65534) < 0 || setuid(65534) < 0 ||
+            (fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &nobody_size, sizeof(nobody_size)) < 0 ||
+            bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 1) < 0)
+            _exit(1);
+        (void)!write(p[1], "x", 1);
+        pause();
+        _exit(0);
+    }
+    close(p[1]);
+    if (read(p[0], &c, 1) != 1) {
+        waitpid(pid, NULL, 0);
+        return 4;
+    }
+    if (kernel_listener_buffers(4450, &rcv, &snd, &e) != -ENOENT ||
+        strstr(e.msg, "the listener there is uid 65534's, not smbd's") == NULL) {
+        fprintf(stderr, "nobody's listener: %s\n", e.msg);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return 5;
+    }
+    /* root's beside it, on 127.0.0.2: root's is the one read */
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK + 1);
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &root_size, sizeof(root_size)) < 0 ||
+        bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 1) < 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &want, &len) < 0 ||
+        kernel_listener_buffers(4450, &rcv, &snd, &e) < 0 || rcv != want) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return 6;
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(fd);
+    return 0;
+}
+
+/* smbd listens as root; another user's listener on its port (possible
+ * above 1023, where smbd then could not bind) is not read as smbd's. */
+static void test_listener_of_another_user(void **state)
+{
+    (void)state;
+    if (geteuid() != 0)
+        skip();
+    assert_int_equal(in_netns(foreign_listener_child), 0);
+}
+
 #define OTHERS 16
 
 /* The body of test_other_clients_on_our_port: 0 when the test connection
@@ -334,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_loopback_listener),
         cmocka_unit_test(test_link_local_listener),
         cmocka_unit_test(test_other_clients_on_our_port),
+        cmocka_unit_test(test_listener_of_another_user),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
