@@ -188,13 +188,56 @@ int url_format(const struct url *u, const char *extra, char *out, size_t outlen)
     return format_with_host(u, u->host, strchr(u->host, ':') != NULL, extra, out, outlen);
 }
 
+/* An IPv6 address written with an IPv4 tail ("::ffff:192.0.2.1", NAT64's
+ * "64:ff9b::192.0.2.1") in hex groups only, the zone kept: the literal
+ * names Samba reads hold hex digits, '-' and the zone's 's' alone, and it
+ * looks any other up in DNS. Anything else (no '.', or no address) stays
+ * as it is. The longest run of two or more zero groups is written "::",
+ * as inet_ntop() does. */
+static void hex_groups(const char *host, char *out, size_t len)
+{
+    const char *zone = strchr(host, '%');
+    size_t n = zone ? (size_t)(zone - host) : strlen(host), used = 0;
+    char addr[INET6_ADDRSTRLEN];
+    struct in6_addr a;
+    int best = -1, best_len = 1, i, j;
+
+    snprintf(out, len, "%s", host);
+    if (memchr(host, '.', n) == NULL || n >= sizeof(addr))
+        return;
+    memcpy(addr, host, n);
+    addr[n] = '\0';
+    if (inet_pton(AF_INET6, addr, &a) != 1)
+        return;
+    for (i = 0; i < 8; i = j + 1) {
+        for (j = i; j < 8 && a.s6_addr[2 * j] == 0 && a.s6_addr[2 * j + 1] == 0; j++)
+            ;
+        if (j - i > best_len) {
+            best = i;
+            best_len = j - i;
+        }
+    }
+    for (i = 0; i < 8; i++) {
+        if (i == best) {
+            used += (size_t)snprintf(out + used, len - used, "::");
+            i += best_len - 1;
+            continue;
+        }
+        used += (size_t)snprintf(out + used, len - used, "%s%x",
+                                 i == 0 || i == best + best_len ? "" : ":",
+                                 a.s6_addr[2 * i] << 8 | a.s6_addr[2 * i + 1]);
+    }
+    snprintf(out + used, len - used, "%s", zone ? zone : "");
+}
+
 int url_format_smbc(const struct url *u, const char *extra, char *out, size_t outlen)
 {
-    char host[1 + sizeof(u->host) + sizeof(IPV6_LITERAL_SUFFIX)];
+    char host[1 + sizeof(u->host) + sizeof(IPV6_LITERAL_SUFFIX)], v6[sizeof(u->host)];
     size_t i, n;
 
     if (strchr(u->host, ':') == NULL)
         return url_format(u, extra, out, outlen);
+    hex_groups(u->host, v6, sizeof(v6));
     /* libsmbclient 4.17 refuses "[::1]" with EINVAL before it connects,
      * and takes any ':' in the host for the start of a port. It reads the
      * Windows name of a literal instead: ':' as '-', the '%' of a zone as
@@ -202,10 +245,10 @@ int url_format_smbc(const struct url *u, const char *extra, char *out, size_t ou
      * a look-up. "::1" becomes "0--1", as Windows writes it, so that the
      * name does not start with '-' (Samba 4.17 takes "--1" as well). */
     n = 0;
-    if (u->host[0] == ':')
+    if (v6[0] == ':')
         host[n++] = '0';
-    for (i = 0; u->host[i] != '\0'; i++)
-        host[n++] = u->host[i] == ':' ? '-' : u->host[i] == '%' ? 's' : u->host[i];
+    for (i = 0; v6[i] != '\0'; i++)
+        host[n++] = v6[i] == ':' ? '-' : v6[i] == '%' ? 's' : v6[i];
     snprintf(host + n, sizeof(host) - n, "%s", IPV6_LITERAL_SUFFIX);
     return format_with_host(u, host, false, extra, out, outlen);
 }

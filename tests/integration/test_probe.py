@@ -136,6 +136,19 @@ def test_ipv6_literal_url(smbd_factory, smbtuned, tmp_path):
     assert f"directory {srv.url}/none: No such file" in r.stderr, r.stderr
 
 
+def test_ipv4_mapped_literal_url(smbd, smbtuned, tmp_path):
+    # An IPv6 url written with an IPv4 tail (::ffff:127.0.0.1 reaches the
+    # fixture's smbd on 127.0.0.1): Samba reads hex groups only in the name
+    # libsmbclient is given, and took the dotted one for a DNS name.
+    if not Path("/proc/net/if_inet6").exists():
+        pytest.skip("no IPv6 on this machine")
+    url = f"smb://[::ffff:127.0.0.1]:{smbd.port}/share"
+    r = run_probe(smbtuned, probe_conf(tmp_path), url=url)
+    assert r.returncode == 0, r.stderr
+    assert result(r)["outcome"] == "ok"
+    assert probe_files(smbd.share_dir) == []
+
+
 def test_human_output(smbd, smbtuned, tmp_path):
     r = run_probe(smbtuned, probe_conf(tmp_path), url=smbd.url, json_out=False)
     assert r.returncode == 0, r.stderr

@@ -258,6 +258,15 @@ static void test_format_smbc(void **state)
     check_format_smbc("smb://10.0.0.1/s", NULL, "smb://10.0.0.1/s");
     check_format_smbc("smb://[::1]:99/s/d", NULL, "smb://0--1.ipv6-literal.net:99/s/d");
     check_format_smbc("smb://[fe80::1%eth0]/s", "", "smb://fe80--1seth0.ipv6-literal.net/s");
+    /* Samba reads hex digits and '-' only in such a name (any other is
+     * looked up in DNS): an IPv4 tail is written as two hex groups. */
+    check_format_smbc("smb://[::ffff:127.0.0.1]:99/s", NULL,
+                      "smb://0--ffff-7f00-1.ipv6-literal.net:99/s");
+    check_format_smbc("smb://[64:ff9b::192.0.2.1]/s", NULL,
+                      "smb://64-ff9b--c000-201.ipv6-literal.net/s");
+    check_format_smbc("smb://[1:2:3:4:5:6:1.2.3.4]/s", NULL,
+                      "smb://1-2-3-4-5-6-102-304.ipv6-literal.net/s");
+    check_format_smbc("smb://[::1.2.3.4%eth0]/s", NULL, "smb://0--102-304seth0.ipv6-literal.net/s");
 
     /* The longer host name must fit too. */
     assert_int_equal(url_parse("smb://[::1]/share", &u, &e), 0);
