@@ -149,6 +149,18 @@ def test_ipv4_mapped_literal_url(smbd, smbtuned, tmp_path):
     assert probe_files(smbd.share_dir) == []
 
 
+def test_link_local_literal_without_interface_says_so(smbtuned, tmp_path):
+    # The kernel refuses a connection to fe80::1 with no interface, which
+    # libsmbclient reported as "connecting: Invalid argument".
+    if not Path("/proc/net/if_inet6").exists():
+        pytest.skip("no IPv6 on this machine")
+    r = run_probe(smbtuned, probe_conf(tmp_path), url="smb://[fe80::1]:4455/share",
+                  json_out=False)
+    assert r.returncode == 1, r.stderr
+    assert ("fe80::1 is a link-local address: name its interface too, as in "
+            "smb://[fe80::1%eth0]/share") in r.stderr, r.stderr
+
+
 def test_human_output(smbd, smbtuned, tmp_path):
     r = run_probe(smbtuned, probe_conf(tmp_path), url=smbd.url, json_out=False)
     assert r.returncode == 0, r.stderr
