@@ -172,13 +172,16 @@ static bool state_dir_changed(const struct daemon *d, const struct daemon *next)
 {
     const char *where = next->cfg.tune.state_dir_where;
 
-    if (strcmp(d->topts.state_dir, next->topts.state_dir) == 0)
+    /* next's config, not its options: this comes before make_opts(),
+     * whose checks of a state_dir (its length for shadow trials) would
+     * otherwise hide that no state_dir of the reload is taken at all */
+    if (strcmp(d->topts.state_dir, next->cfg.tune.state_dir) == 0)
         return false;
     journal_log(LOG_ERR,
                 "SIGHUP: %s: tune: state_dir changed from '%s' to '%s': a new state directory "
                 "takes a restart (systemctl restart smbtuned); keeping the configuration in force",
                 where[0] != '\0' ? where : d->o->config_file, d->topts.state_dir,
-                next->topts.state_dir);
+                next->cfg.tune.state_dir);
     return true;
 }
 
@@ -209,12 +212,12 @@ static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *u
     }
     tmp = *d;
     tmp.cfg = fresh;
-    if (make_opts(&tmp, &e) < 0) {
-        journal_log(LOG_ERR, "SIGHUP: %s; keeping the configuration in force", e.msg);
+    if (state_dir_changed(d, &tmp)) {
         sd_notify(0, "READY=1");
         return 0;
     }
-    if (state_dir_changed(d, &tmp)) {
+    if (make_opts(&tmp, &e) < 0) {
+        journal_log(LOG_ERR, "SIGHUP: %s; keeping the configuration in force", e.msg);
         sd_notify(0, "READY=1");
         return 0;
     }
