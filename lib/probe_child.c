@@ -307,19 +307,6 @@ static enum probe_outcome measure(struct child *c)
     if (r != 0)
         return fail(c, PROBE_NAME_NOT_FOUND, "cannot resolve host '%s': %s", c->url.host,
                     r == EAI_SYSTEM ? strerror(errno) : gai_strerror(r));
-    /* A link-local literal names a host on one link: without its
-     * interface (fe80::1%eth0) the kernel refuses the connection, which
-     * libsmbclient reports as "Invalid argument". Literals only (a ':'):
-     * the form shown would be wrong for a name. */
-    if (strchr(c->url.host, ':') != NULL && ai->ai_family == AF_INET6 && ai->ai_next == NULL &&
-        IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr) &&
-        ((struct sockaddr_in6 *)ai->ai_addr)->sin6_scope_id == 0) {
-        freeaddrinfo(ai);
-        return fail(c, PROBE_ERROR,
-                    "%s is a link-local address: name its interface too, as in "
-                    "smb://[%s%%eth0]/share",
-                    c->url.host, c->url.host);
-    }
     /* From here on, this process connects to those addresses only: a DFS
      * referral must not take the user and password to another server
      * (connect_guard.h). */

@@ -67,11 +67,25 @@ static int join_segments(char *dst, size_t len, const char *src, struct err *e)
     return 0;
 }
 
+/* The address part of an IPv6 host (before a zone's '%'), parsed. */
+static int v6_address(const char *host, struct in6_addr *a)
+{
+    char addr[INET6_ADDRSTRLEN];
+    size_t n = strcspn(host, "%");
+
+    if (n >= sizeof(addr))
+        return -EINVAL;
+    memcpy(addr, host, n);
+    addr[n] = '\0';
+    return inet_pton(AF_INET6, addr, a) == 1 ? 0 : -EINVAL;
+}
+
 /* The host, from p up to auth_end (the first '/'); *host_end is left
  * after it (on the ':' of a port, or at auth_end). */
 static int parse_host(const char *url, const char *p, const char *auth_end, struct url *u,
                       const char **host_end, struct err *e)
 {
+    struct in6_addr a6;
     size_t n;
 
     if (*p == '[') {
@@ -97,6 +111,20 @@ static int parse_host(const char *url, const char *p, const char *auth_end, stru
         if (!url_char_ok(u->host[n]) || strchr("/[]", u->host[n]) != NULL)
             return err_set(e, -EINVAL, "URL '%s': bad character in host", url);
     }
+    if (*p != '[')
+        return 0;
+    /* Brackets hold an IPv6 address (and its zone), as in RFC 3986:
+     * url_format_smbc() writes it out for libsmbclient. */
+    if (v6_address(u->host, &a6) < 0)
+        return err_set(e, -EINVAL, "URL '%s': [%s] is no IPv6 address", url, u->host);
+    /* A link-local address names a host on one link only: without its
+     * interface the kernel refuses the connection, and libsmbclient would
+     * report each probe as "Invalid argument". */
+    if (strchr(u->host, '%') == NULL && IN6_IS_ADDR_LINKLOCAL(&a6))
+        return err_set(e, -EINVAL,
+                       "URL '%s': %s is a link-local address: name its interface too, as in "
+                       "smb://[%s%%eth0]/share",
+                       url, u->host, u->host);
     return 0;
 }
 
@@ -188,68 +216,31 @@ int url_format(const struct url *u, const char *extra, char *out, size_t outlen)
     return format_with_host(u, u->host, strchr(u->host, ':') != NULL, extra, out, outlen);
 }
 
-/* An IPv6 address written with an IPv4 tail ("::ffff:192.0.2.1", NAT64's
- * "64:ff9b::192.0.2.1") in hex groups only, the zone kept: the literal
- * names Samba reads hold hex digits, '-' and the zone's 's' alone, and it
- * looks any other up in DNS. Anything else (no '.', or no address) stays
- * as it is. The longest run of two or more zero groups is written "::",
- * as inet_ntop() does. */
-static void hex_groups(const char *host, char *out, size_t len)
-{
-    const char *zone = strchr(host, '%');
-    size_t n = zone ? (size_t)(zone - host) : strlen(host), used = 0;
-    char addr[INET6_ADDRSTRLEN];
-    struct in6_addr a;
-    int best = -1, best_len = 1, i, j;
-
-    snprintf(out, len, "%s", host);
-    if (memchr(host, '.', n) == NULL || n >= sizeof(addr))
-        return;
-    memcpy(addr, host, n);
-    addr[n] = '\0';
-    if (inet_pton(AF_INET6, addr, &a) != 1)
-        return;
-    for (i = 0; i < 8; i = j + 1) {
-        for (j = i; j < 8 && a.s6_addr[2 * j] == 0 && a.s6_addr[2 * j + 1] == 0; j++)
-            ;
-        if (j - i > best_len) {
-            best = i;
-            best_len = j - i;
-        }
-    }
-    for (i = 0; i < 8; i++) {
-        if (i == best) {
-            used += (size_t)snprintf(out + used, len - used, "::");
-            i += best_len - 1;
-            continue;
-        }
-        used += (size_t)snprintf(out + used, len - used, "%s%x",
-                                 i == 0 || i == best + best_len ? "" : ":",
-                                 a.s6_addr[2 * i] << 8 | a.s6_addr[2 * i + 1]);
-    }
-    snprintf(out + used, len - used, "%s", zone ? zone : "");
-}
-
 int url_format_smbc(const struct url *u, const char *extra, char *out, size_t outlen)
 {
-    char host[1 + sizeof(u->host) + sizeof(IPV6_LITERAL_SUFFIX)], v6[sizeof(u->host)];
-    size_t i, n;
+    char host[8 * 5 + sizeof(u->host) + sizeof(IPV6_LITERAL_SUFFIX)];
+    const char *zone = strchr(u->host, '%');
+    struct in6_addr a;
+    size_t n = 0;
 
     if (strchr(u->host, ':') == NULL)
         return url_format(u, extra, out, outlen);
-    hex_groups(u->host, v6, sizeof(v6));
     /* libsmbclient 4.17 refuses "[::1]" with EINVAL before it connects,
      * and takes any ':' in the host for the start of a port. It reads the
-     * Windows name of a literal instead: ':' as '-', the '%' of a zone as
-     * 's', then IPV6_LITERAL_SUFFIX; it connects to that address without
-     * a look-up. "::1" becomes "0--1", as Windows writes it, so that the
-     * name does not start with '-' (Samba 4.17 takes "--1" as well). */
-    n = 0;
-    if (v6[0] == ':')
-        host[n++] = '0';
-    for (i = 0; v6[i] != '\0'; i++)
-        host[n++] = v6[i] == ':' ? '-' : v6[i] == '%' ? 's' : v6[i];
-    snprintf(host + n, sizeof(host) - n, "%s", IPV6_LITERAL_SUFFIX);
+     * Windows name of a literal instead, and connects to that address
+     * without a look-up: the groups joined by '-', the zone after an 's',
+     * then IPV6_LITERAL_SUFFIX. Samba takes such a name for an address
+     * only when it holds hex digits and '-' (a dotted IPv4 tail,
+     * "::ffff:192.0.2.1", went to DNS), so all eight groups are written
+     * out in hex: 0-0-0-0-0-0-0-1 for ::1. url_parse() took the host for
+     * an address. */
+    if (v6_address(u->host, &a) < 0)
+        return -EINVAL;
+    for (int i = 0; i < 8; i++)
+        n += (size_t)snprintf(host + n, sizeof(host) - n, "%s%x", i ? "-" : "",
+                              a.s6_addr[2 * i] << 8 | a.s6_addr[2 * i + 1]);
+    snprintf(host + n, sizeof(host) - n, "%s%s%s", zone ? "s" : "", zone ? zone + 1 : "",
+             IPV6_LITERAL_SUFFIX);
     return format_with_host(u, host, false, extra, out, outlen);
 }
 

@@ -151,7 +151,8 @@ def test_ipv4_mapped_literal_url(smbd, smbtuned, tmp_path):
 
 def test_link_local_literal_without_interface_says_so(smbtuned, tmp_path):
     # The kernel refuses a connection to fe80::1 with no interface, which
-    # libsmbclient reported as "connecting: Invalid argument".
+    # libsmbclient reported as "connecting: Invalid argument" on every
+    # probe; the url is refused as it is read, with the form that works.
     if not Path("/proc/net/if_inet6").exists():
         pytest.skip("no IPv6 on this machine")
     r = run_probe(smbtuned, probe_conf(tmp_path), url="smb://[fe80::1]:4455/share",

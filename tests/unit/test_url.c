@@ -107,7 +107,11 @@ static void test_host(void **state)
     check_url("smb://127.0.0.1/share", "127.0.0.1", 0, "share", "");
     check_url("smb://fs.example.org/data", "fs.example.org", 0, "data", "");
     check_url("smb://[::1]/share", "::1", 0, "share", "");
-    check_url("smb://[fe80::1]/share", "fe80::1", 0, "share", "");
+    check_url("smb://[fe80::1%eth0]/share", "fe80::1%eth0", 0, "share", "");
+    /* a link-local address is one only with its interface */
+    check_bad_url("smb://[fe80::1]/share", -EINVAL,
+                  "fe80::1 is a link-local address: name its interface too, as in "
+                  "smb://[fe80::1%eth0]/share");
     check_url(with_run("smb://", 255, "/s"), with_run("", 255, ""), 0, "s", "");
     check_bad_url("smb://", -EINVAL, "no host");
     check_bad_url("smb:///share", -EINVAL, "no host");
@@ -116,6 +120,10 @@ static void test_host(void **state)
     check_bad_url("smb://[]/share", -EINVAL, "bad host");
     check_bad_url(with_run("smb://[", 256, "]/s"), -EINVAL, "bad host");
     check_bad_url("smb://[::1/share", -EINVAL, "unclosed");
+    /* brackets hold an IPv6 address */
+    check_bad_url("smb://[fs]/share", -EINVAL, "[fs] is no IPv6 address");
+    check_bad_url("smb://[1:2:zz::1]/share", -EINVAL, "is no IPv6 address");
+    check_bad_url("smb://[127.0.0.1]/share", -EINVAL, "is no IPv6 address");
     /* Brackets inside the host would not format back to the same URL. */
     check_bad_url("smb://[[1]/share", -EINVAL, "bad character in host");
     check_bad_url("smb://a]b/share", -EINVAL, "bad character in host");
@@ -223,7 +231,7 @@ static void test_format(void **state)
     check_format("smb://fs/share", "/probe/", "smb://fs/share/probe");
     check_format("smb://fs/share", "a//b", "smb://fs/share/a/b");
     check_format("smb://[::1]:99/s/d", NULL, "smb://[::1]:99/s/d");
-    check_format("smb://[fe80::1]/s", NULL, "smb://[fe80::1]/s");
+    check_format("smb://[fe80::1%eth0]/s", NULL, "smb://[fe80::1%eth0]/s");
 
     /* Exactly as long as out holds, and one byte more. */
     assert_int_equal(url_parse("smb://fs/share/0123456789abcdef", &u, &e), 0);
@@ -251,27 +259,27 @@ static void test_format_smbc(void **state)
 {
     struct url u;
     struct err e = {{0}};
-    char out[40];
+    char out[52];
 
     (void)state;
     check_format_smbc("smb://fs:4455/share/a", "x", "smb://fs:4455/share/a/x");
     check_format_smbc("smb://10.0.0.1/s", NULL, "smb://10.0.0.1/s");
-    check_format_smbc("smb://[::1]:99/s/d", NULL, "smb://0--1.ipv6-literal.net:99/s/d");
-    check_format_smbc("smb://[fe80::1%eth0]/s", "", "smb://fe80--1seth0.ipv6-literal.net/s");
+    check_format_smbc("smb://[::1]:99/s/d", NULL, "smb://0-0-0-0-0-0-0-1.ipv6-literal.net:99/s/d");
+    check_format_smbc("smb://[fe80::1%eth0]/s", "",
+                      "smb://fe80-0-0-0-0-0-0-1seth0.ipv6-literal.net/s");
     /* Samba reads hex digits and '-' only in such a name (any other is
      * looked up in DNS): an IPv4 tail is written as two hex groups. */
     check_format_smbc("smb://[::ffff:127.0.0.1]:99/s", NULL,
-                      "smb://0--ffff-7f00-1.ipv6-literal.net:99/s");
+                      "smb://0-0-0-0-0-ffff-7f00-1.ipv6-literal.net:99/s");
     check_format_smbc("smb://[64:ff9b::192.0.2.1]/s", NULL,
-                      "smb://64-ff9b--c000-201.ipv6-literal.net/s");
-    check_format_smbc("smb://[1:2:3:4:5:6:1.2.3.4]/s", NULL,
-                      "smb://1-2-3-4-5-6-102-304.ipv6-literal.net/s");
-    check_format_smbc("smb://[::1.2.3.4%eth0]/s", NULL, "smb://0--102-304seth0.ipv6-literal.net/s");
+                      "smb://64-ff9b-0-0-0-0-c000-201.ipv6-literal.net/s");
+    check_format_smbc("smb://[::1.2.3.4%eth0]/s", NULL,
+                      "smb://0-0-0-0-0-0-102-304seth0.ipv6-literal.net/s");
 
     /* The longer host name must fit too. */
     assert_int_equal(url_parse("smb://[::1]/share", &u, &e), 0);
     assert_int_equal(url_format_smbc(&u, NULL, out, sizeof(out)), 0);
-    assert_string_equal(out, "smb://0--1.ipv6-literal.net/share");
+    assert_string_equal(out, "smb://0-0-0-0-0-0-0-1.ipv6-literal.net/share");
     assert_int_equal(url_format_smbc(&u, "0123456", out, sizeof(out)), -ENAMETOOLONG);
 }
 
