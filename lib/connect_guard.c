@@ -15,12 +15,11 @@
 
 static struct {
     bool on;
-    bool tried;    /* an allowed connection was attempted */
-    bool referred; /* the first refusal came after one */
     int n;
     struct sockaddr_storage addr[GUARD_MAX_ADDRS];
     unsigned ports[2];
     char refused[INET6_ADDRSTRLEN + 16];
+    struct sockaddr_storage refused_sa; /* its address, ss_family 0 none */
 } guard;
 
 typedef int (*connect_fn)(int, const struct sockaddr *, socklen_t);
@@ -81,7 +80,8 @@ static void note_refused(const struct sockaddr *sa, socklen_t len)
 
     if (guard.refused[0] != '\0')
         return;
-    guard.referred = guard.tried;
+    if (len <= (socklen_t)sizeof(guard.refused_sa))
+        memcpy(&guard.refused_sa, sa, len);
     if (sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) {
         inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, a, sizeof(a));
         port = ntohs(((const struct sockaddr_in *)sa)->sin_port);
@@ -102,8 +102,6 @@ int connect(int fd, const struct sockaddr *sa, socklen_t len)
             errno = EACCES;
             return -1;
         }
-        /* the url's server: a referral comes from it */
-        guard.tried = true;
     }
     f = real_connect();
     if (f == NULL) {
@@ -129,15 +127,27 @@ int connect_guard_on(const struct addrinfo *ai, unsigned port)
     guard.ports[0] = port ? port : 445;
     guard.ports[1] = port ? port : 139;
     guard.refused[0] = '\0';
-    guard.tried = false;
-    guard.referred = false;
+    memset(&guard.refused_sa, 0, sizeof(guard.refused_sa));
     guard.on = true;
     return 0;
 }
 
-const char *connect_guard_refused(bool *referred)
+const char *connect_guard_refused(void)
 {
-    if (referred != NULL)
-        *referred = guard.referred;
     return guard.refused[0] ? guard.refused : NULL;
+}
+
+bool connect_guard_refused_among(const struct addrinfo *ai)
+{
+    for (; ai != NULL; ai = ai->ai_next) {
+        struct sockaddr_storage a;
+
+        if (guard.refused_sa.ss_family == 0 || ai->ai_addrlen > sizeof(a))
+            continue;
+        memset(&a, 0, sizeof(a));
+        memcpy(&a, ai->ai_addr, ai->ai_addrlen);
+        if (same_host((const struct sockaddr *)&guard.refused_sa, &a))
+            return true;
+    }
+    return false;
 }

@@ -27,12 +27,14 @@
  * would not call our connect(), so that the guard would not hold). */
 int connect_guard_on(const struct addrinfo *ai, unsigned port);
 
-/* The first connection refused, as "ADDRESS port N", or NULL if none.
- * *referred (unless referred is NULL): whether an allowed connection had
- * been attempted before it. A referral comes from a server reached
- * first; a refusal before any connection means libsmbclient found the
- * url's host at another address than the one given to connect_guard_on()
- * (the name's addresses changed in between). */
-const char *connect_guard_refused(bool *referred);
+/* The first connection refused, as "ADDRESS port N", or NULL if none. */
+const char *connect_guard_refused(void);
+
+/* Is the address of the first connection refused (any port) among ai's?
+ * With ai a fresh look-up of the url's host after a refusal: true says
+ * libsmbclient's own look-up found the host there (the name's addresses
+ * changed since the ones given to connect_guard_on()), false that the
+ * server sent the probe elsewhere (a DFS referral). */
+bool connect_guard_refused_among(const struct addrinfo *ai);
 
 #endif

@@ -31,6 +31,9 @@
 
 /* libsmbclient, loaded in this child only (smbc_api.h says why). */
 static struct smbc_api api;
+/* The url's host as the probe looks it up, before it connects (the guard's
+ * addresses) and after a refusal (refused()). */
+static const struct addrinfo lookup_hints = {.ai_socktype = SOCK_STREAM};
 
 /* Probe files left by killed probes are removed by a cleanup-only child,
  * never by a measurement: libsmbclient's opendir fetches the whole
@@ -288,7 +291,7 @@ static enum probe_outcome measure(struct child *c)
     smbc_stat_fn stat_fn;
     smbc_unlink_fn unlink_fn;
     const struct probe_params *p = c->p;
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+    struct addrinfo *ai = NULL;
     struct url share_only = c->url;
     char share_url[4096], file_url[4352], shown[4096];
     struct stat st;
@@ -303,7 +306,7 @@ static enum probe_outcome measure(struct child *c)
      * look-up is the first step of the contact with the share: a host
      * that cannot be found is out of reach. */
     publish(&c->sh->stage, PROBE_STAGE_CONTACT);
-    r = getaddrinfo(c->url.host, NULL, &hints, &ai);
+    r = getaddrinfo(c->url.host, NULL, &lookup_hints, &ai);
     if (r != 0)
         return fail(c, PROBE_NAME_NOT_FOUND, "cannot resolve host '%s': %s", c->url.host,
                     r == EAI_SYSTEM ? strerror(errno) : gai_strerror(r));
@@ -432,6 +435,31 @@ static void own_host(char *out, size_t len)
     out[i] = '\0';
 }
 
+/* The failure of a probe whose connection the guard refused. The host
+ * looked up again: libsmbclient looks it up itself, and a name whose
+ * addresses changed since ours gives it one the guard refuses, no
+ * referral; an address the name does not have now came from a server
+ * (an msdfs link or proxy share). A literal address never moves. */
+static enum probe_outcome refused(struct child *c)
+{
+    struct addrinfo *now = NULL;
+    bool moved = getaddrinfo(c->url.host, NULL, &lookup_hints, &now) == 0 &&
+                 connect_guard_refused_among(now);
+
+    if (now != NULL)
+        freeaddrinfo(now);
+    if (moved)
+        return fail(c, PROBE_ERROR,
+                    "%s is now at %s, not at the address the probe resolved a moment before: "
+                    "not connected (did its address change?)",
+                    c->url.host, connect_guard_refused());
+    return fail(c, PROBE_ERROR,
+                "the server referred the probe to %s (a DFS link or an msdfs proxy share): not "
+                "followed, the probe logs on to %s only; point url at the share that holds the "
+                "directory",
+                connect_guard_refused(), c->url.host);
+}
+
 void probe_child_main(const struct probe_child_args *a, const char *workdir, int notify_fd,
                       pid_t parent)
 {
@@ -443,7 +471,6 @@ void probe_child_main(const struct probe_child_args *a, const char *workdir, int
                           .deadline = a->deadline,
                           .api = &api};
     struct child *c = &child;
-    bool referred;
 
     /* This process will hold the password: no core dump of it, and no
      * ptrace or /proc/PID/mem by anyone but root (not dumpable). */
@@ -473,20 +500,9 @@ void probe_child_main(const struct probe_child_args *a, const char *workdir, int
     own_host(c->host, sizeof(c->host));
     c->sh->outcome = measure(c);
     /* A failure that came of a refused connection says so, not what
-     * libsmbclient made of it ("No such file or directory"). Refused
-     * before any connection to the url's server, it was no referral:
-     * libsmbclient looked the name up again and got another address. */
-    if (c->sh->outcome != PROBE_OK && connect_guard_refused(&referred) != NULL)
-        c->sh->outcome =
-            referred ? fail(c, PROBE_ERROR,
-                            "the server referred the probe to %s (a DFS link or an msdfs proxy "
-                            "share): not followed, the probe logs on to %s only; point url at the "
-                            "share that holds the directory",
-                            connect_guard_refused(NULL), c->url.host)
-                     : fail(c, PROBE_ERROR,
-                            "%s is now at %s, not at the address the probe resolved a moment "
-                            "before: not connected (did its address change?)",
-                            c->url.host, connect_guard_refused(NULL));
+     * libsmbclient made of it ("No such file or directory"). */
+    if (c->sh->outcome != PROBE_OK && connect_guard_refused() != NULL)
+        c->sh->outcome = refused(c);
     if (c->ctx != NULL)
         api.free_context(c->ctx, 1);
     creds_clear(&c->creds);

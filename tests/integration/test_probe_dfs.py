@@ -108,39 +108,48 @@ def test_dfs_referral_is_not_followed(smbtuned, smbd_factory, tmp_path, netns, w
 
 
 # A resolver for the test's namespace: the first A query for any name gets
-# 127.0.0.3, every later one 127.0.0.1 (a name whose address changed between
-# the probe's own look-up and libsmbclient's); AAAA gets no answer.
+# the addresses of argv[1], every later one those of argv[2] (a name whose
+# addresses changed between the probe's own look-up and libsmbclient's);
+# AAAA gets no answer.
 MOVING_DNS = r"""
-import socket, struct
+import socket, struct, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind(("127.0.0.1", 53))
 print("ready", flush=True)
-addr = "127.0.0.3"
+addrs = sys.argv[1].split(",")
 while True:
     data, peer = s.recvfrom(512)
     end = 12
     while data[end]:
         end += 1 + data[end]
     qtype = struct.unpack(">H", data[end + 1:end + 3])[0]
-    answer = b""
+    answers = []
     if qtype == 1:
-        answer = (b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 0, 4) + socket.inet_aton(addr))
-        addr = "127.0.0.1"
+        answers = [b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 0, 4) + socket.inet_aton(a)
+                   for a in addrs]
+        addrs = sys.argv[2].split(",")
     head = struct.pack(">HHHHHH", struct.unpack(">H", data[:2])[0], 0x8180, 1,
-                       1 if answer else 0, 0, 0)
-    s.sendto(head + data[12:end + 5] + answer, peer)
+                       len(answers), 0, 0)
+    s.sendto(head + data[12:end + 5] + b"".join(answers), peer)
 """
 
 
-def test_host_found_elsewhere_is_not_called_a_referral(smbtuned, smbd_factory, tmp_path, netns):
+@pytest.mark.parametrize("first,later,server", [
+    ("127.0.0.3", "127.0.0.1", A_ADDR),
+    # nothing listens at the first address: a connection to the url's
+    # host was tried, and failed, before the refusal
+    ("127.0.0.1,127.0.0.3", "127.0.0.1,127.0.0.2", B_ADDR),
+], ids=["moved", "first-address-dead"])
+def test_host_found_elsewhere_is_not_called_a_referral(smbtuned, smbd_factory, tmp_path, netns,
+                                                       first, later, server):
     """The probe connects only to the addresses it resolved itself; when
     libsmbclient's own look-up of the name gives another one, the error says
     so instead of blaming a DFS referral the server never sent."""
     prefix = ["ip", "netns", "exec", netns]
-    a = smbd_factory(name="A", prefix_cmd=prefix, bind_addr=A_ADDR)
+    a = smbd_factory(name="A", prefix_cmd=prefix, bind_addr=server)
     resolv = tmp_path / "resolv.conf"
     resolv.write_text("nameserver 127.0.0.1\n")
-    dns = subprocess.Popen([*prefix, "/usr/bin/python3", "-c", MOVING_DNS],
+    dns = subprocess.Popen([*prefix, "/usr/bin/python3", "-c", MOVING_DNS, first, later],
                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
     try:
         assert dns.stdout.readline() == "ready\n"
@@ -160,5 +169,5 @@ def test_host_found_elsewhere_is_not_called_a_referral(smbtuned, smbd_factory, t
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert json.loads(r.stdout)["outcome"] == "error"
     assert "referred" not in r.stderr, r.stderr
-    assert (f"probe.example.test is now at 127.0.0.1 port {a.port}, not at the address the "
+    assert (f"probe.example.test is now at {server} port {a.port}, not at the address the "
             f"probe resolved a moment before") in r.stderr, r.stderr
