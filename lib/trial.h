@@ -38,12 +38,13 @@
 #define TRIAL_PIDFILE "trial.pid"
 /* Run directories are BASE/TRIAL_DIR_PREFIX OWNERPID-XXXXXX. */
 #define TRIAL_DIR_PREFIX "shadow-"
+#define TRIAL_BASE_DIR "shadow" /* the run directories' base, in state_dir */
+/* smbd's messaging socket in a run directory, its pid at 7 digits. */
+#define TRIAL_MSG_SOCK_SUFFIX "/lock/msg.sock/1234567"
 /* The longest state_dir shadow trials can use. A shadow smbd's messaging
  * socket is STATE_DIR/shadow/RUN_DIR/lock/msg.sock/PID, and a Unix socket
  * path holds 107 bytes; pids are counted at 7 digits (pid_max's ceiling,
  * 4194304), so the bound does not change with the machine: 56 bytes. */
-#define TRIAL_BASE_DIR "shadow" /* the run directories' base, in state_dir */
-#define TRIAL_MSG_SOCK_SUFFIX "/lock/msg.sock/1234567"
 #define TRIAL_SOCK_BELOW_STATE_DIR                                                                 \
     "/" TRIAL_BASE_DIR "/" TRIAL_DIR_PREFIX "1234567-XXXXXX" TRIAL_MSG_SOCK_SUFFIX
 #define TRIAL_STATE_DIR_MAX ((int)(107 - (sizeof(TRIAL_SOCK_BELOW_STATE_DIR) - 1)))

@@ -43,11 +43,10 @@ int url_parse(const char *s, struct url *u, struct err *e);
 int url_format(const struct url *u, const char *extra, char *out, size_t outlen);
 
 /* As url_format(), in the form libsmbclient reads: the same, except that
- * an IPv6 literal host is written as Samba takes one, e.g.
- * smb://0--1.ipv6-literal.net:4455/share for [::1] (libsmbclient refuses
- * brackets), an IPv4 tail in hex ([::ffff:127.0.0.1] is 0--ffff-7f00-1).
- * For libsmbclient only: it is no name a resolver knows, and url_parse()
- * does not read it back to the literal. */
+ * an IPv6 literal host is written as Samba takes one, its eight groups in
+ * hex, e.g. smb://0-0-0-0-0-0-0-1.ipv6-literal.net:4455/share for [::1]
+ * (libsmbclient refuses brackets). For libsmbclient only: it is no name a
+ * resolver knows, and url_parse() does not read it back to the literal. */
 int url_format_smbc(const struct url *u, const char *extra, char *out, size_t outlen);
 
 /* A directory inside the share: relative, '/'-separated, no "." or ".."
