@@ -26,10 +26,11 @@
  *
  * A candidate is compared with the incumbent (how: search_dim_cmp.c) once
  * both sides are sampled up to the next look (3, 5, 8, 12, ... samples a
- * side); a trial sample far below the incumbent ends the
- * trial at once: the incumbent is measured next, then the candidate is
- * tried again, and dropped when two of its trial samples in a row end
- * trials. After a move the new incumbent takes
+ * side); between looks, only the futility rule may end a comparison, and
+ * only where the incumbent stays. A trial sample far below the incumbent
+ * ends the trial at once: the incumbent is measured next, then the
+ * candidate is tried again, and dropped when two of its trial samples in a
+ * row end trials. After a move the new incumbent takes
  * min_samples more samples before it is compared again: the samples that
  * made it win were lucky ones. */
 #include "search.h"
@@ -239,9 +240,13 @@ static void advance(struct search *s, struct search_dim *d)
                 search_size_str(d->lv[d->inc].size, a, sizeof(a)), s->total);
             return;
         }
-        if (!search_dim_at_look(d))
-            return;
         struct search_cmp c;
+        if (!search_dim_at_look(d)) {
+            if (!search_dim_futile_between(&s->p, d, &c))
+                return;
+            reject(s, d, &c, "");
+            continue;
+        }
         enum search_verdict v = search_dim_compare(&s->p, d, d->cand, d->inc, &c);
         if (v == SEARCH_MORE && !search_dim_can_grow(d, &d->lv[d->cand], true) &&
             d->cap == s->p.max_samples && c.p < EXTEND_P) {

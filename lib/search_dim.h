@@ -122,6 +122,10 @@ int search_dim_first_look(const struct search_params *p, const struct search_dim
 bool search_dim_can_grow(const struct search_dim *d, const struct search_level *l, bool cand);
 /* Has the comparison reached its look (or can it not get there)? */
 bool search_dim_at_look(const struct search_dim *d);
+/* Between looks: may the futility rule end the comparison now, with no
+ * move (the incumbent stays)? What decided it goes to *out. */
+bool search_dim_futile_between(const struct search_params *p, const struct search_dim *d,
+                               struct search_cmp *out);
 /* Is level a significantly below level b? */
 bool search_dim_below(const struct search_dim *d, int a, int b);
 

@@ -284,6 +284,32 @@ bool search_dim_at_look(const struct search_dim *d)
            (li->kept >= d->look || !search_dim_can_grow(d, li, false));
 }
 
+/* Between looks, only the futility rule's endings that make no move: a
+ * candidate dropped (the incumbent kept as the cheaper side), or AUTO left
+ * as a candidate against a size (stay_futile()). A drop moves nothing, so
+ * looking for one at every sample adds no false move, where the gain and
+ * non-inferiority tests keep their spaced looks (their levels are per
+ * look). What it can cost is a better candidate dropped, and the rule
+ * guards that by itself: whenever it is looked at, the data must rule out
+ * at two standard errors a gain of 20% for the side let go. It waits for
+ * FUTILITY_MIN samples of the candidate, as the hopeless rule does: at
+ * fewer, the incumbent's samples still carry the luck that made it win,
+ * and drops from min_samples on lost wan-1g's 4 MiB (52% over AUTO) in 7
+ * runs of 1000 at sigma 0.25 (bench/search-sim --seeds 1000).
+ *
+ * Why: a comparison whose outcome was settled at 19 samples a side went
+ * on to the next look, 27. On the flat objective, where every comparison
+ * ends by futility, that was up to a quarter of the search's samples
+ * (bench/README.md, search-sim). */
+bool search_dim_futile_between(const struct search_params *p, const struct search_dim *d,
+                               struct search_cmp *out)
+{
+    if (d->lv[d->cand].kept < FUTILITY_MIN)
+        return false;
+    return search_dim_compare(p, d, d->cand, d->inc, out) == SEARCH_REJECT &&
+           (out->futile || out->stay);
+}
+
 /* Is level a significantly below level b? */
 bool search_dim_below(const struct search_dim *d, int a, int b)
 {

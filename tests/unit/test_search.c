@@ -358,6 +358,18 @@ static int drive_until(struct search *s, rate_fn *f, int n, const char *want, ch
     return 0;
 }
 
+/* drive_until() up to 400 samples, with the wobble reset and its amplitude
+ * amp for this run only. */
+static int drive_wobbling(struct search *s, double amp, rate_fn *f, const char *want, char *why,
+                          size_t len)
+{
+    memset(wobble, 0, sizeof(wobble));
+    wobble_amp = amp;
+    int n = drive_until(s, f, 400, want, why, len);
+    wobble_amp = 1.05;
+    return n;
+}
+
 /* From AUTO a larger size that is merely equal is dropped as futile well
  * before the cap (40 a side), AUTO kept, and the why line says so. */
 static void test_futile_keeps_auto(void **state)
@@ -460,11 +472,9 @@ static void test_futile_keeps_size_against_auto(void **state)
 
     (void)state;
     search_params_default(&p);
-    memset(wobble, 0, sizeof(wobble));
-    wobble_amp = 1.15;
     struct search *s = new_search(&p, small);
-    int n = drive_until(s, auto_a_little_slower, 400, "stays 8192: futile: auto", why, sizeof(why));
-    wobble_amp = 1.05;
+    int n =
+        drive_wobbling(s, 1.15, auto_a_little_slower, "stays 8192: futile: auto", why, sizeof(why));
     assert_true(n > 0);
     const char *at = strstr(why, "stays 8192: futile: auto");
     assert_non_null(strstr(at, " so far; the "));
@@ -566,15 +576,39 @@ static void test_futile_spares_a_gain(void **state)
     char why[SEARCH_WHY_LEN];
 
     search_params_default(&p);
-    memset(wobble, 0, sizeof(wobble));
-    wobble_amp = 1.15;
     large_gain = 1.2;
     struct search *s = new_search(&p, AUTO);
-    int n =
-        drive_until(s, faster_large, 400, "SO_RCVBUF auto -> 16777216: write +", why, sizeof(why));
+    int n = drive_wobbling(s, 1.15, faster_large, "SO_RCVBUF auto -> 16777216: write +", why,
+                           sizeof(why));
     assert_true(n > 0);
     search_free(s);
-    wobble_amp = 1.05;
+}
+
+/* The futility rule is looked at after every sample (from FUTILITY_MIN
+ * samples of the candidate on), not only at the looks of the gain test
+ * (3, 5, 8, 12, 18, 27, 41 a side): a comparison settled at 19 samples
+ * ends at 19, not at 27. A spread of 20%, every size equal, from AUTO:
+ * the first size of the walk is dropped at 11 samples (at 12, the next
+ * look, before). */
+static void test_futile_between_looks(void **state)
+{
+    static const int looks[] = {3, 5, 8, 12, 18, 27, 41, 62};
+    struct search_params p;
+    char why[SEARCH_WHY_LEN];
+    int kc = 0, ki = 0;
+
+    search_params_default(&p);
+    struct search *s = new_search(&p, AUTO);
+    int n =
+        drive_wobbling(s, 1.2, equal_wobbling, "SO_RCVBUF stays auto: futile: ", why, sizeof(why));
+    assert_true(n > 0);
+    const char *at = strstr(why, "SO_RCVBUF stays auto: futile: ");
+    at = strstr(at, "(n=");
+    assert_non_null(at);
+    assert_int_equal(sscanf(at, "(n=%d/%d)", &kc, &ki), 2);
+    for (size_t i = 0; i < sizeof(looks) / sizeof(looks[0]); i++)
+        assert_int_not_equal(kc, looks[i]);
+    search_free(s);
 }
 
 /* Early on, a spread of 30% could hide a gain worth having behind a 5%
@@ -587,11 +621,9 @@ static void test_futile_waits_for_evidence(void **state)
     int kc = 0, ki = 0;
 
     search_params_default(&p);
-    memset(wobble, 0, sizeof(wobble));
-    wobble_amp = 1.3;
     large_gain = 1.05;
     struct search *s = new_search(&p, AUTO);
-    int n = drive_until(s, faster_large, 400, "SO_RCVBUF stays auto: ", why, sizeof(why));
+    int n = drive_wobbling(s, 1.3, faster_large, "SO_RCVBUF stays auto: ", why, sizeof(why));
     assert_true(n > 0);
     /* "(p=..., n=C/I)", or "samples left (n=C/I)" */
     const char *at = strstr(why, "n=");
@@ -599,7 +631,6 @@ static void test_futile_waits_for_evidence(void **state)
     assert_int_equal(sscanf(at, "n=%d/%d", &kc, &ki), 2);
     assert_true(kc >= 12 && ki >= 12);
     search_free(s);
-    wobble_amp = 1.05;
 }
 
 /* A trial sample below abort_ratio of the incumbent, or a timeout, ends
@@ -876,6 +907,7 @@ int main(void)
         cmocka_unit_test(test_ended_twice_is_not_futility),
         cmocka_unit_test(test_futile_spares_a_gain),
         cmocka_unit_test(test_futile_waits_for_evidence),
+        cmocka_unit_test(test_futile_between_looks),
         cmocka_unit_test(test_abort),
         cmocka_unit_test(test_accessors),
         cmocka_unit_test(test_budget),
