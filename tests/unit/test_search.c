@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "search.h"
+#include "search_dim.h"
 #include "sim.h"
 
 #define LEGACY ((struct search_config){8192, 8192})
@@ -592,7 +593,6 @@ static void test_futile_spares_a_gain(void **state)
  * look, before). */
 static void test_futile_between_looks(void **state)
 {
-    static const int looks[] = {3, 5, 8, 12, 18, 27, 41, 62};
     struct search_params p;
     char why[SEARCH_WHY_LEN];
     int kc = 0, ki = 0;
@@ -606,8 +606,11 @@ static void test_futile_between_looks(void **state)
     at = strstr(at, "(n=");
     assert_non_null(at);
     assert_int_equal(sscanf(at, "(n=%d/%d)", &kc, &ki), 2);
-    for (size_t i = 0; i < sizeof(looks) / sizeof(looks[0]); i++)
-        assert_int_not_equal(kc, looks[i]);
+    /* not a look of the schedule, at the cap or at the extended cap */
+    struct search_dim d = {.cap = p.max_samples};
+    assert_int_not_equal(search_dim_first_look(&p, &d, kc), kc);
+    d.cap = 2 * p.max_samples; /* the extension (search.c; below SEARCH_LEVEL_CAP here) */
+    assert_int_not_equal(search_dim_first_look(&p, &d, kc), kc);
     search_free(s);
 }
 
