@@ -262,13 +262,17 @@ static int check_file(int fd, const char *path, uid_t owner_uid, struct err *e)
     return 0;
 }
 
-/* The whole file into text (len bytes, NUL-terminated). */
+/* The whole file into text (at most len - 1 bytes, NUL-terminated). A file
+ * of exactly len - 1 bytes is whole: only a byte read past them makes it
+ * too large. */
 static int read_all(int fd, const char *path, char *text, size_t len, struct err *e)
 {
     size_t used = 0;
+    char more;
 
     for (;;) {
-        ssize_t got = read(fd, text + used, len - 1 - used);
+        bool full = used == len - 1;
+        ssize_t got = full ? read(fd, &more, 1) : read(fd, text + used, len - 1 - used);
 
         if (got < 0 && errno == EINTR)
             continue;
@@ -276,10 +280,10 @@ static int read_all(int fd, const char *path, char *text, size_t len, struct err
             return err_set(e, -errno, "credentials file %s: %s", path, strerror(errno));
         if (got == 0)
             break;
-        used += (size_t)got;
-        if (used == len - 1)
+        if (full)
             return err_set(e, -EFBIG, "credentials file %s is larger than %zu bytes", path,
                            len - 1);
+        used += (size_t)got;
     }
     text[used] = '\0';
     if (strlen(text) != used)

@@ -323,9 +323,15 @@ static void test_load_refusals(void **state)
     snprintf(want, sizeof(want), "credentials file %s: No such file", f.path);
     check_load(f.path, me, -ENOENT, want);
 
-    /* 8191 bytes are the most it reads. */
+    /* 8191 bytes are the most it reads: a file of 8191 loads, 8192 not
+     * (comment lines of 64 bytes). */
     memset(big, '#', sizeof(big));
     memcpy(big, "username = u\n", 13);
+    for (size_t i = 13 + 63; i < sizeof(big); i += 64)
+        big[i] = '\n';
+    make_cred(&f, big, 8191, 0600);
+    check_load(f.path, me, 0, NULL);
+    remove_cred(&f);
     make_cred(&f, big, 8192, 0600);
     snprintf(want, sizeof(want), "credentials file %s is larger than 8191 bytes", f.path);
     check_load(f.path, me, -EFBIG, want);
