@@ -15,10 +15,13 @@
 
 /* Characters that have a meaning of their own in a URL or that would make
  * the path ambiguous; a share or directory name with them is refused
- * rather than guessed at. */
+ * rather than guessed at. '%' among them: libsmbclient decodes "%2e%2e"
+ * in a URL as "..", and "%5c" as a backslash (SMBC_parse_path), so what it
+ * would be asked for is not what was checked here. The one '%' of a
+ * bracketed host, before its zone, is parse_host()'s to allow. */
 static bool url_char_ok(char ch)
 {
-    return isprint((unsigned char)ch) && !strchr("?#@\\ \"<>", ch);
+    return isprint((unsigned char)ch) && !strchr("?#@\\ \"<>%", ch);
 }
 
 int url_check_directory(const char *s, struct err *e)
@@ -80,12 +83,30 @@ static int v6_address(const char *host, struct in6_addr *a)
     return inet_pton(AF_INET6, addr, a) == 1 ? 0 : -EINVAL;
 }
 
+/* Samba's name for the IPv6 address a with its zone (NULL: none), before
+ * IPV6_LITERAL_SUFFIX: the eight groups in hex joined by '-', then 's'
+ * and the zone. out has room for 8 * 5 bytes and the zone's; returns the
+ * name's length. */
+static size_t smbc_literal(const struct in6_addr *a, const char *zone, char *out)
+{
+    size_t n = 0;
+
+    for (int i = 0; i < 8; i++)
+        n += (size_t)sprintf(out + n, "%s%x", i ? "-" : "",
+                             a->s6_addr[2 * i] << 8 | a->s6_addr[2 * i + 1]);
+    if (zone != NULL)
+        n += (size_t)sprintf(out + n, "s%s", zone);
+    return n;
+}
+
 /* The host, from p up to auth_end (the first '/'); *host_end is left
  * after it (on the ':' of a port, or at auth_end). */
 static int parse_host(const char *url, const char *p, const char *auth_end, struct url *u,
                       const char **host_end, struct err *e)
 {
     struct in6_addr a6;
+    char lit[8 * 5 + sizeof(u->host)];
+    const char *zone;
     size_t n;
 
     if (*p == '[') {
@@ -108,7 +129,9 @@ static int parse_host(const char *url, const char *p, const char *auth_end, stru
     for (n = 0; u->host[n] != '\0'; n++) {
         /* A bracket inside the host ("[[1]") would not survive a round
          * trip through url_format (found by tests/fuzz/fuzz_url). */
-        if (!url_char_ok(u->host[n]) || strchr("/[]", u->host[n]) != NULL)
+        bool zone_mark = *p == '[' && u->host[n] == '%' && strchr(u->host, '%') == u->host + n;
+
+        if ((!url_char_ok(u->host[n]) && !zone_mark) || strchr("/[]", u->host[n]) != NULL)
             return err_set(e, -EINVAL, "URL '%s': bad character in host", url);
     }
     if (*p != '[')
@@ -120,11 +143,28 @@ static int parse_host(const char *url, const char *p, const char *auth_end, stru
     /* A link-local address names a host on one link only: without its
      * interface the kernel refuses the connection, and libsmbclient would
      * report each probe as "Invalid argument". */
-    if (strchr(u->host, '%') == NULL && IN6_IS_ADDR_LINKLOCAL(&a6))
+    zone = strchr(u->host, '%');
+    if (zone == NULL && IN6_IS_ADDR_LINKLOCAL(&a6))
         return err_set(e, -EINVAL,
                        "URL '%s': %s is a link-local address: name its interface too, as in "
                        "smb://[%s%%eth0]/share",
                        url, u->host, u->host);
+    if (zone != NULL && zone[1] == '\0')
+        return err_set(e, -EINVAL, "URL '%s': no interface after the '%%' of [%s]", url, u->host);
+    /* Samba takes the name url_format_smbc() writes for an address only
+     * while its part before the suffix is shorter than INET6_ADDRSTRLEN
+     * (46: normalize_ipv6_literal() in lib/util/util_net.c); a longer one
+     * would go to DNS as a host name, address and interface with it
+     * (smbclient 4.17 on a veth pair: 45 characters connected, 46 were
+     * NT_STATUS_UNSUCCESSFUL). A link-local address takes 30 of them, so
+     * an interface name of 15 (enx and a MAC address) is one too many;
+     * its number is short, and Samba passes it to getaddrinfo. */
+    if (zone != NULL && smbc_literal(&a6, zone + 1, lit) >= INET6_ADDRSTRLEN)
+        return err_set(e, -EINVAL,
+                       "URL '%s': libsmbclient cannot connect to [%s]: the address and "
+                       "interface name are too long for it together; name the interface by "
+                       "its number instead (ip link shows it), as in smb://[%.*s%%2]/share",
+                       url, u->host, (int)(zone - u->host), u->host);
     return 0;
 }
 
@@ -221,7 +261,7 @@ int url_format_smbc(const struct url *u, const char *extra, char *out, size_t ou
     char host[8 * 5 + sizeof(u->host) + sizeof(IPV6_LITERAL_SUFFIX)];
     const char *zone = strchr(u->host, '%');
     struct in6_addr a;
-    size_t n = 0;
+    size_t n;
 
     if (strchr(u->host, ':') == NULL)
         return url_format(u, extra, out, outlen);
@@ -236,11 +276,8 @@ int url_format_smbc(const struct url *u, const char *extra, char *out, size_t ou
      * an address. */
     if (v6_address(u->host, &a) < 0)
         return -EINVAL;
-    for (int i = 0; i < 8; i++)
-        n += (size_t)snprintf(host + n, sizeof(host) - n, "%s%x", i ? "-" : "",
-                              a.s6_addr[2 * i] << 8 | a.s6_addr[2 * i + 1]);
-    snprintf(host + n, sizeof(host) - n, "%s%s%s", zone ? "s" : "", zone ? zone + 1 : "",
-             IPV6_LITERAL_SUFFIX);
+    n = smbc_literal(&a, zone ? zone + 1 : NULL, host);
+    strcpy(host + n, IPV6_LITERAL_SUFFIX);
     return format_with_host(u, host, false, extra, out, outlen);
 }
 

@@ -10,8 +10,10 @@
  *     message does not quote the URL): credentials come from a
  *     credentials file, never from a URL that ends up in a log;
  *   - the host is a name or an IPv4 literal, or an IPv6 literal in
- *     brackets; it may not be empty, nor hold '[', ']' or a character that
- *     URLs reserve (see url_check_directory());
+ *     brackets (a zone after its '%', not empty, and short enough for
+ *     Samba's name of the address: url_format_smbc()); it may not be
+ *     empty, nor hold '[', ']' or a character that URLs reserve (see
+ *     url_check_directory()), '%' included: libsmbclient decodes escapes;
  *   - an optional port, ":N" with N a number from 1 to 65535;
  *   - a share name, not empty, without reserved characters;
  *   - an optional directory inside the share (url_check_directory());

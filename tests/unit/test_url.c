@@ -132,6 +132,18 @@ static void test_host(void **state)
     check_bad_url("smb://f\"s/share", -EINVAL, "bad character in host");
     check_bad_url("smb://f\ts/share", -EINVAL, "bad character in host");
     check_bad_url("smb://fs?x/share", -EINVAL, "bad character in host");
+    check_bad_url("smb://[fe80::1%]/share", -EINVAL, "no interface after the '%' of [fe80::1%]");
+    /* Samba reads its name for an address (fe80-0-0-0-a8bb-ccff-fedd-eeff
+     * and 's' and the zone) as one only below 46 characters; the 15 of
+     * an interface named after its MAC address make 46. */
+    check_url("smb://[fe80::a8bb:ccff:fedd:eeff%enx00112233445]/s",
+              "fe80::a8bb:ccff:fedd:eeff%enx00112233445", 0, "s", "");
+    check_bad_url("smb://[fe80::a8bb:ccff:fedd:eeff%enx001122334455]/s", -EINVAL,
+                  "libsmbclient cannot connect to [fe80::a8bb:ccff:fedd:eeff%enx001122334455]: "
+                  "the address and interface name are too long for it together; name the "
+                  "interface by its number instead (ip link shows it), as in "
+                  "smb://[fe80::a8bb:ccff:fedd:eeff%2]/share");
+    check_url("smb://[fe80::a8bb:ccff:fedd:eeff%2]/s", "fe80::a8bb:ccff:fedd:eeff%2", 0, "s", "");
 }
 
 static void test_port(void **state)
@@ -183,6 +195,13 @@ static void test_directory_in_url(void **state)
     check_bad_url("smb://fs/share/./x", -EINVAL, "'.'");
     check_bad_url("smb://fs/share/d?x", -EINVAL, "reserve");
     check_bad_url("smb://fs/share/d x", -EINVAL, "reserve");
+    /* libsmbclient decodes escapes: "%2e%2e" would be "..", "%5c" a
+     * backslash, past the checks above. */
+    check_bad_url("smb://fs/share/%2e%2e/x", -EINVAL, "contains '%', which URLs reserve");
+    check_bad_url("smb://fs/share/a%5cb", -EINVAL, "contains '%'");
+    check_bad_url("smb://fs/sh%61re", -EINVAL, "bad character in share name");
+    check_bad_url("smb://f%73/share", -EINVAL, "bad character in host");
+    check_bad_url("smb://[fe80::1%eth0%32]/share", -EINVAL, "bad character in host");
     check_bad_url(with_run("smb://fs/s/", 1024, ""), -ENAMETOOLONG, "too long");
 }
 
@@ -244,9 +263,6 @@ static void test_format(void **state)
     assert_int_equal(url_format(&u, "x", out, sizeof(out)), -ENAMETOOLONG);
 }
 
-/* What libsmbclient is given: the same URL, except an IPv6 literal,
- * which it refuses in brackets ("Invalid argument", nothing sent) and
- * reads as Samba's name for it, ':' as '-' and a zone's '%' as 's'. */
 /* What libsmbclient is given: the same URL, except an IPv6 literal,
  * which it refuses in brackets ("Invalid argument", nothing sent) and
  * reads as Samba's name for it. */
