@@ -169,17 +169,46 @@ int files_read(const char *path, char **buf, size_t *len, struct err *e)
     return files_read_stat(path, buf, len, NULL, e);
 }
 
+/* Does the file open at fd hold exactly len bytes, expect's? */
+static bool holds_bytes(int fd, const char *expect, size_t len)
+{
+    char buf[65536];
+    size_t off = 0;
+
+    for (;;) {
+        size_t want = len - off < sizeof(buf) ? len - off : sizeof(buf);
+        /* one byte past the end: the file must end where expect does */
+        ssize_t got = pread(fd, buf, want ? want : 1, (off_t)off);
+
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return false;
+        if (want == 0)
+            return got == 0;
+        if (got == 0 || memcmp(buf, expect + off, (size_t)got) != 0)
+            return false;
+        off += (size_t)got;
+    }
+}
+
 /* Put tmp in place of base (both in dfd), but only while base is still the
  * file `like` describes: an admin's editor may rename its own file over it
  * at any moment up to ours, and a plain rename would throw that file away.
  * The two names are exchanged atomically, the one that came out is
  * checked, and exchanged back when it is not the file the caller judged
- * (-ESTALE). On return tmp names the old file, or ours (both for the
- * caller to remove), unless *keep is set: then it names nothing, or a file
- * that is not ours. A filesystem without RENAME_EXCHANGE gets the plain
+ * (-ESTALE). With expect, the file that came out (open at src) must also
+ * still hold expect's elen bytes: an editor that saves in place (nano,
+ * `echo >>`) changes the bytes but not the file, and its write in the
+ * moments between the caller's compare and the exchange (backups and
+ * fsyncs: tens of milliseconds) would be thrown away with the old file.
+ * On return tmp names the old file, or ours (both for the caller to
+ * remove), unless *keep is set: then it names nothing, or a file that is
+ * not ours. A filesystem without RENAME_EXCHANGE gets the plain
  * rename. Everything is relative to dfd: no name is looked up again from
  * "/", so no directory swapped meanwhile can redirect it. */
-static int swap_in(int dfd, const char *tmp, const char *base, const struct stat *like, bool *keep)
+static int swap_in(int dfd, const char *tmp, const char *base, const struct stat *like, int src,
+                   const char *expect, size_t elen, bool *keep)
 {
     struct stat st;
 
@@ -191,7 +220,7 @@ static int swap_in(int dfd, const char *tmp, const char *base, const struct stat
         return renameat(dfd, tmp, dfd, base) < 0 ? -errno : 0;
     }
     if (fstatat(dfd, tmp, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_dev == like->st_dev &&
-        st.st_ino == like->st_ino)
+        st.st_ino == like->st_ino && (expect == NULL || holds_bytes(src, expect, elen)))
         return 0;
     if (renameat2(dfd, tmp, dfd, base, RENAME_EXCHANGE) < 0) {
         *keep = true; /* the other file is at tmp now: never remove it */
@@ -287,9 +316,9 @@ static int tmp_name(char *out, size_t size, const char *base)
 
 /* files_write_atomic's work, all of it relative to dfd. src: base opened
  * O_NOFOLLOW by the caller (the file like describes), or -1 to open it
- * here. */
+ * here; expect (with like only): the bytes it must still hold (swap_in). */
 static int write_at(int dfd, const char *base, const char *data, size_t len,
-                    const struct stat *like, int src)
+                    const struct stat *like, int src, const char *expect, size_t elen)
 {
     char tmp[NAME_MAX + 1];
     bool have_tmp = false;
@@ -346,7 +375,7 @@ static int write_at(int dfd, const char *base, const char *data, size_t len,
     if (like != NULL) {
         bool keep;
 
-        r = swap_in(dfd, tmp, base, like, &keep);
+        r = swap_in(dfd, tmp, base, like, src, expect, elen, &keep);
         if (keep)
             have_tmp = false;
         if (r < 0)
@@ -386,7 +415,7 @@ int files_write_atomic_hooked(const char *path, const char *data, size_t len,
 
     if (dfd < 0)
         return dfd;
-    r = write_at(dfd, base, data, len, like, -1);
+    r = write_at(dfd, base, data, len, like, -1, NULL, 0);
     close(dfd);
     return r;
 }
@@ -474,9 +503,10 @@ int files_target_read(struct files_target *t, char **buf, size_t *len, struct er
     return read_fd(fd, t->path, buf, len, NULL, e);
 }
 
-int files_target_replace(struct files_target *t, const char *data, size_t len)
+int files_target_replace(struct files_target *t, const char *data, size_t len, const char *expect,
+                         size_t elen)
 {
-    return write_at(t->dfd, t->base, data, len, &t->st, t->fd);
+    return write_at(t->dfd, t->base, data, len, &t->st, t->fd, expect, elen);
 }
 
 /* Only next to the file being written, relative to its directory fd,

@@ -69,8 +69,13 @@ struct files_target {
 int files_target_open(struct files_target *t, const char *path, struct err *e);
 /* The target's bytes as files_read reads them. */
 int files_target_read(struct files_target *t, char **buf, size_t *len, struct err *e);
-/* files_write_atomic on the target, relative to its directory. */
-int files_target_replace(struct files_target *t, const char *data, size_t len);
+/* files_write_atomic on the target, relative to its directory. expect, if
+ * not NULL: the elen bytes the target must still hold as the new file takes
+ * its name, checked after the atomic exchange and undone by a second one
+ * (-ESTALE, the target as it is) when they differ: a change written in
+ * place up to that moment is never thrown away. */
+int files_target_replace(struct files_target *t, const char *data, size_t len, const char *expect,
+                         size_t elen);
 /* files_sweep_tmp next to the target. */
 void files_target_sweep(struct files_target *t);
 void files_target_close(struct files_target *t);

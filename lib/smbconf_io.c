@@ -291,11 +291,11 @@ static int replace_file(const char *state_dir, const struct smbconf_file *f, con
     files_target_sweep(&t);
     if (!undo && (r = backup(state_dir, t.path, f, e)) < 0)
         goto out;
-    r = files_target_replace(&t, data, len);
+    r = files_target_replace(&t, data, len, f->buf, f->len);
     if (r == -ESTALE)
         r = err_set(e, r,
-                    "%s was replaced on disk while smbtuned was editing it: nothing "
-                    "written",
+                    "%s was replaced or changed on disk while smbtuned was editing it: "
+                    "nothing written",
                     t.path);
     else if (r < 0)
         r = err_set(e, r,

@@ -237,12 +237,56 @@ static void test_swapped_directory_refused(void **state)
     assert_int_equal(files_target_read(&t, &buf, &len, &e), 0);
     assert_string_equal(buf, "theirs\n");
     free(buf);
-    assert_int_equal(files_target_replace(&t, "new\n", 4), 0);
+    assert_int_equal(files_target_replace(&t, "new\n", 4, "theirs\n", 7), 0);
     files_target_close(&t);
     assert_int_equal(files_read(target, &buf, &len, NULL), 0);
     assert_string_equal(buf, "new\n");
     free(buf);
     assert_int_equal(count_in(sw.sub), 1);
+}
+
+/* An editor that saves in place (the same file, new bytes) after the
+ * caller compared them: the exchange is undone, their bytes stay under the
+ * name and nothing of ours is left. Byte for byte, in length too. */
+static void test_replace_changed_in_place(void **state)
+{
+    static const struct {
+        const char *now; /* what the admin wrote in place after the compare */
+    } cases[] = {{"old\nsocket options = SO_RCVBUF=1\n"}, {"old"}, {"olD\n"}, {""}};
+    const char *p = path_in("smb.conf");
+    struct files_target t;
+    struct err e = {{0}};
+    char *buf;
+    size_t len;
+    int fd;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, "old\n", 4), 4);
+        close(fd);
+        assert_int_equal(files_target_open(&t, p, &e), 0);
+        fd = open(p, O_WRONLY | O_TRUNC);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, cases[i].now, strlen(cases[i].now)),
+                         (ssize_t)strlen(cases[i].now));
+        close(fd);
+        assert_int_equal(files_target_replace(&t, "new\n", 4, "old\n", 4), -ESTALE);
+        files_target_close(&t);
+        assert_int_equal(files_read(p, &buf, &len, NULL), 0);
+        assert_string_equal(buf, cases[i].now);
+        free(buf);
+        assert_int_equal(count_in(dir), 1);
+    }
+    /* unchanged: replaced */
+    assert_int_equal(files_target_open(&t, p, &e), 0);
+    assert_int_equal(files_target_replace(&t, "new\n", 4, "", 0), 0);
+    files_target_close(&t);
+    assert_int_equal(files_read(p, &buf, &len, NULL), 0);
+    assert_string_equal(buf, "new\n");
+    free(buf);
+    assert_int_equal(count_in(dir), 1);
 }
 
 /* /proc and /sys are kernel interfaces, never a configuration: refused by
@@ -438,6 +482,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_private_dir_on_the_way, setup, teardown),
         cmocka_unit_test_setup_teardown(test_swapped_directory_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_proc_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replace_changed_in_place, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep_not_others, setup, teardown),
     };
 
