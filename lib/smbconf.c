@@ -44,7 +44,10 @@ static void note_indent(struct smbconf_walk *w, int depth, const struct smbconf_
     if (depth != 0 || !w->want_indent)
         return;
     w->want_indent = false;
-    if (n < sizeof(w->c->indent)) {
+    /* Blanks and tabs only: Samba skips a lone carriage return (or a form
+     * feed) as a blank too, but copied into a new line it would end that
+     * line for whatever reads lines. The default indent stays then. */
+    if (n < sizeof(w->c->indent) && strspn(b + ll->start, " \t") >= n) {
         memcpy(w->c->indent, b + ll->start, n);
         w->c->indent[n] = '\0';
     }
@@ -207,6 +210,15 @@ int smbconf_parse(struct smbconf *c, const char *path, const struct smbconf_io *
                     "%s:%d: 'socket options' holds a double quote, which Samba reads as grouping "
                     "words into one option; smbtuned does not read or edit such a line: remove "
                     "the quotes",
+                    c->files[c->hit.file].path, c->hit.line);
+    /* No socket option has a backslash in it, and one left at the end of
+     * a token (`x\,`: the comma is a separator smbtuned drops) would end
+     * the line written and join the next one to it, a section header
+     * included. A continuation's own backslash is not in the value. */
+    if (r == 0 && c->found && strchr(c->value, '\\') != NULL)
+        r = err_set(e, -ENOTSUP,
+                    "%s:%d: 'socket options' holds a backslash, which no socket option has; "
+                    "smbtuned does not read or edit such a line: remove it",
                     c->files[c->hit.file].path, c->hit.line);
     if (r == 0 && !c->found) {
         c->value = strdup("TCP_NODELAY");

@@ -75,13 +75,18 @@ int smbconf_render(const struct smbconf *c, const char *value, char **out, size_
 
         while (p < c->hit.end && b[p] != '=' && b[p] != '\n')
             p++;
-        if (p < c->hit.end && b[p] == '=') {
+        /* A carriage return before the value (a lone one in the indent,
+         * which Samba skips as a blank) would end the edit's line early
+         * for everything that finds it again (line_len below, the undo):
+         * such a line is written anew too. */
+        if (p < c->hit.end && b[p] == '=' && !memchr(b + c->hit.start, '\r', p - c->hit.start)) {
             q = p + 1;
             while (q < c->hit.end && (b[q] == ' ' || b[q] == '\t'))
                 q++;
             prefix = strndup(b + c->hit.start, q - c->hit.start);
         } else {
-            /* The name itself was split by a continuation: write it anew. */
+            /* The name itself was split by a continuation, or a carriage
+             * return comes before it: write it anew. */
             prefix = concat(c->indent, "socket options = ", "", "");
         }
         if (prefix == NULL) {

@@ -172,6 +172,10 @@ static void test_refusals(void **state)
     check_refused(f, "/etc/smb.conf:2: 'socket options' holds a double quote");
     f[0].text = "[global]\nsocket options = SO_RCVBUF=A\nsocket options = SO_RCVBUF=\"8192\"\n";
     check_refused(f, "/etc/smb.conf:3: 'socket options' holds a double quote");
+    /* a backslash before a dropped comma would end the line written and
+     * join [share] to it */
+    f[0].text = "[global]\nsocket options = SO_RCVBUF=65536 x\\,\n[share]\n";
+    check_refused(f, "/etc/smb.conf:2: 'socket options' holds a backslash");
 
     /* a %-include after our line that can name a file setting it */
     f[0].text = "[global]\nsocket options = A\ninclude = /etc/smb.conf.%m\n";
@@ -417,6 +421,12 @@ static void test_render(void **state)
     /* a header at the very end without a newline: still no final newline */
     check_render("x = 1\n[global]", "V", "x = 1\n[global]\n\tsocket options = V");
     check_render("", "V", "[global]\n\tsocket options = V\n");
+    /* A lone carriage return in an indent (Samba skips it as a blank) is
+     * not copied into the line written, which could not be undone. */
+    check_render("[global]\n\r\tsocket options = TCP_NODELAY\n", "V",
+                 "[global]\n\tsocket options = V\n");
+    check_render("[global]\n\r\tworkgroup = W\n", "V",
+                 "[global]\n\tsocket options = V\n\r\tworkgroup = W\n");
 }
 
 static void test_unrender_refuses_foreign_edit(void **state)
