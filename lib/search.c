@@ -189,11 +189,12 @@ static void reject(struct search *s, struct search_dim *d, const struct search_c
 
     if (c->stay)
         why(s,
-            "%s stays %s: futile: auto %s %s so far; %s, and it is no gain of %.0f%% (n=%d/%d); "
+            "%s stays %s: futile: %s %s %s so far; %s, and it is no gain of %.0f%% (n=%d/%d); "
             "kept %s",
-            d->name, search_size_str(d->lv[d->inc].size, a, sizeof(a)), rate_names[d->rank],
+            d->name, search_size_str(d->lv[d->inc].size, a, sizeof(a)),
+            search_size_str(d->lv[cand].size, b, sizeof(b)), rate_names[d->rank],
             gain_str(c->d, g, sizeof(g)), futile_str(s, c, "it not worse by", f, sizeof(f)),
-            100 * SEARCH_STAY_GAIN, c->kc, c->ki, a);
+            100 * c->safe, c->kc, c->ki, a);
     else if (c->futile)
         why(s, "%s stays %s: futile: %s %s %s so far; %s (n=%d/%d); kept %s", d->name,
             search_size_str(d->lv[d->inc].size, a, sizeof(a)),

@@ -32,10 +32,6 @@ struct search_level {
  * of min_gain in the samples left (FUT_POWER_MIN in search_dim_cmp.c); the
  * why lines quote it. */
 #define SEARCH_FUTILE_CHANCE 0.10
-/* The smallest gain of one of AUTO and a size over the other that the
- * futility rule must not let go when it drops a candidate (search_dim_cmp.c's
- * FUT_SAFE_GAIN); the why line of a size kept against AUTO names it. */
-#define SEARCH_STAY_GAIN 0.20
 
 struct search_dim {
     const char *name; /* "SO_RCVBUF", "SO_SNDBUF", "SO_RCVBUF/SO_SNDBUF" */
@@ -70,9 +66,12 @@ struct search_cmp {
     double p; /* of the test that decides */
     int kc, ki;
     bool futile; /* decided by futility: the cheaper side kept */
-    bool stay;   /* decided by futility the other way: AUTO, a candidate
-                  * against a size, can neither be shown not worse nor be
-                  * a gain worth having; the size is kept */
+    bool stay;   /* decided by futility the other way: AUTO or a smaller
+                  * size, a candidate against a size, can neither be shown
+                  * not worse nor be a gain worth having; the incumbent is
+                  * kept */
+    double safe; /* then: the gain that was ruled out (FUT_SAFE_GAIN or
+                  * FUT_SAFE_MOVE in search_dim_cmp.c); the why line names it */
     int left;    /* then: the samples the comparison could still have taken */
 };
 

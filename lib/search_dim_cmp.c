@@ -58,7 +58,7 @@
  * 0.25. The candidate needs FUT_MIN samples first. */
 #define FUT_POWER_MIN SEARCH_FUTILE_CHANCE
 #define FUT_POWER_DET 0.80
-#define FUT_SAFE_GAIN SEARCH_STAY_GAIN
+#define FUT_SAFE_GAIN 0.20
 #define FUT_SAFE_MOVE 0.15
 #define FUT_Z_GAIN 2.0
 #define FUT_Z_MOVE 3.5
@@ -68,7 +68,29 @@
  * budget is below FUT_POWER_MIN and the data rule out, at FUT_Z_GAIN
  * standard errors, that AUTO is better by FUT_SAFE_GAIN: it is the
  * dropped-candidate rule, for the same pair (a size and AUTO) seen from
- * the size. No move is made, so the move's 3.5 does not apply. */
+ * the size. No move is made, so the move's 3.5 does not apply.
+ *
+ * A smaller size as a candidate against a larger one is dropped the same
+ * way, the larger kept, with the move's guard mirrored: the data must rule
+ * out at FUT_Z_MOVE standard errors that the side let go is FUT_SAFE_MOVE
+ * better, the step between neighbours where buffers matter (not AUTO's
+ * 20%), and the smaller needs FUTILITY_MIN samples first. And only where
+ * the noise leaves no real chance to show the two equal: were they equal,
+ * the non-inferiority test would pass within the budget less than
+ * STAY_EQ_MAX of the time. At low noise an equal smaller size soon passes
+ * it and wins the tie, and this rule must not take that away on a few
+ * samples that happen to lean against it (without that condition cliff at
+ * sigma 0.05 ended at its smallest full-rate size in 136 runs of 200, not
+ * 189).
+ * Without the rule such a comparison ran to the look at 41 a side and
+ * ended there undecided, the larger kept all the same: one demo on
+ * loopback spent 40 of its 118 samples on SO_RCVBUF 524288 against
+ * 1048576 (write -3.9%, p=0.58). bench/search-sim at sigma 0.15: constrained
+ * 118 -> 73 and cliff 103 -> 73 median samples from 8192; the cost is a
+ * step next to the peak let go by bad luck: on the interior objective
+ * (neighbours 15% below the peak) 2 or 3 runs more in 1000 end one step
+ * off it; at z 3.0 the saving was a sixth larger and the loss 5 to 9. */
+#define STAY_EQ_MAX 0.5
 /* A gain candidate is worth chasing only if it may gain twice min_gain:
  * gains just above min_gain would take hundreds of samples to prove. */
 #define GAIN_ZONE 2.0
@@ -156,7 +178,9 @@ static bool futile(const struct search_params *p, const struct search_dim *d,
 
 /* Is it futile to go on with AUTO as the candidate against a size (the
  * incumbent)? dh is log(AUTO / size) now, se its standard error, bar and
- * alpha the non-inferiority test's (search_dim_compare()).
+ * alpha the non-inferiority test's (search_dim_compare()). With `size`,
+ * the candidate is a smaller size instead, guarded as the comment at
+ * STAY_EQ_MAX says.
  *
  * Shown not worse, AUTO would win the tie; but at a spread of 15% and more
  * per sample showing two rates within min_gain (3%) of each other takes
@@ -181,14 +205,17 @@ static bool futile(const struct search_params *p, const struct search_dim *d,
  * smallest, like AUTO, when it is). */
 static bool stay_futile(const struct search_params *p, const struct search_dim *d,
                         const struct search_level *lc, const struct search_level *li, double dh,
-                        double se, double bar, double alpha, int *left)
+                        double se, double bar, double alpha, bool size, int *left)
 {
+    double z = size ? FUT_Z_MOVE : FUT_Z_GAIN, safe = size ? FUT_SAFE_MOVE : FUT_SAFE_GAIN;
     double se_f = se_at_end(p, d, lc, li, left);
     double need_f = bar + stats_t_quantile(1 - alpha, d->df) * se_f;
     double power = power_at_end(dh, se, se_f, need_f);
-    double t = stats_t_quantile(stats_norm_cdf(FUT_Z_GAIN), d->df);
+    double t = stats_t_quantile(stats_norm_cdf(z), d->df);
 
-    return power < FUT_POWER_MIN && dh + t * se < log1p(FUT_SAFE_GAIN);
+    if (size && power_at_end(0, se, se_f, need_f) >= STAY_EQ_MAX)
+        return false;
+    return power < FUT_POWER_MIN && dh + t * se < log1p(safe);
 }
 
 enum search_verdict search_dim_compare(const struct search_params *p, const struct search_dim *d,
@@ -239,11 +266,13 @@ enum search_verdict search_dim_compare(const struct search_params *p, const stru
             out->futile = true;
             return SEARCH_ACCEPT;
         }
-        /* Nor can AUTO be shown not worse, and it is no gain worth having:
-         * the size stays (checked after the move, which keeps the cheaper
-         * side whenever it can). */
-        if (search_dim_is_auto(d, c) && lc->kept >= FUT_MIN &&
-            stay_futile(p, d, lc, li, dh, se, bar, alpha, &out->left)) {
+        /* Nor can the candidate be shown not worse, and it is no gain
+         * worth having: the incumbent stays (checked after the move, which
+         * keeps the cheaper side whenever it can). */
+        bool a = search_dim_is_auto(d, c);
+        out->safe = a ? FUT_SAFE_GAIN : FUT_SAFE_MOVE;
+        if (lc->kept >= (a ? FUT_MIN : FUTILITY_MIN) &&
+            stay_futile(p, d, lc, li, dh, se, bar, alpha, !a, &out->left)) {
             out->stay = true;
             return SEARCH_REJECT;
         }
@@ -285,8 +314,8 @@ bool search_dim_at_look(const struct search_dim *d)
 }
 
 /* Between looks, only the futility rule's endings that make no move: a
- * candidate dropped (the incumbent kept as the cheaper side), or AUTO left
- * as a candidate against a size (stay_futile()). A drop moves nothing, so
+ * candidate dropped (the incumbent kept as the cheaper side), or AUTO or a
+ * smaller size left as a candidate against a size (stay_futile()). A drop moves nothing, so
  * looking for one at every sample adds no false move, where the gain and
  * non-inferiority tests keep their spaced looks (their levels are per
  * look). What it can cost is a better candidate dropped, and the rule
