@@ -14,7 +14,6 @@
 #include "journal.h"
 #include "report.h"
 #include "probe.h"
-#include "rmtree.h"
 #include "sockopts.h"
 #include "trial.h"
 #include "url.h"
@@ -56,13 +55,54 @@ static char *own_share_dir(const struct tuner_opts *o)
     return asprintf(&d, "%s/" PLACE_OWN_SHARE_DIR, o->state_dir) < 0 ? NULL : d;
 }
 
+/* The own share's directory, open, when it is ours: a directory (not a
+ * link) of our uid that nobody else may enter, as own_share_make() makes
+ * it. tune.state_dir may name any directory of root's (/srv, say), and
+ * STATE_DIR/share there may be a real share: smbtuned never serves it to
+ * a shadow nor removes a file from it. -ENOENT (no message) when missing. */
+static int own_share_open(const char *dir, struct err *e)
+{
+    struct stat st;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK), r;
+
+    if (fd < 0) {
+        r = -errno;
+        if (r == -ENOENT)
+            return r;
+        if (r == -ELOOP || r == -ENOTDIR)
+            return err_set(e, r,
+                           "%s is a symlink or not a directory: not smbtuned's own share, "
+                           "left as it is",
+                           dir);
+        return err_set(e, r, "cannot open %s: %s", dir, strerror(-r));
+    }
+    if (fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+        r = err_set(e, -EPERM,
+                    "%s is owned by uid %u with mode %04o: not smbtuned's own share (uid %u's, "
+                    "mode 0700), left as it is; give tune.state_dir a directory of its own",
+                    dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
+        close(fd);
+        return r;
+    }
+    return fd;
+}
+
 /* Made at each shadow's start, so that a tidy or a hand that removed it
  * does not break the next trial. 0700 like the state directory: only the
- * shadow's forced root user writes there (lib/trial_render.c). */
+ * shadow's forced root user writes there (lib/trial_render.c). One that
+ * is there already must be ours (own_share_open()). */
 static int own_share_make(const char *dir, struct err *e)
 {
+    int fd;
+
     if (mkdir(dir, 0700) < 0 && errno != EEXIST)
         return err_set(e, -errno, "cannot create %s: %s", dir, strerror(errno));
+    fd = own_share_open(dir, e);
+    if (fd == -ENOENT)
+        return err_set(e, fd, "cannot create %s: it went away", dir);
+    if (fd < 0)
+        return fd;
+    close(fd);
     return 0;
 }
 
@@ -124,36 +164,40 @@ int place_sweep(const struct tuner_opts *o, struct err *e)
 
 int place_tidy(const struct tuner_opts *o, struct err *e)
 {
-    char *dir = own_share_dir(o);
+    static const char prefix[] = PROBE_FILE_PREFIX;
+    char *dir;
     struct dirent *de;
     DIR *d;
-    int r = 0;
+    int fd, r = 0;
 
     if (!o->own_share)
         return 0;
+    dir = own_share_dir(o);
     if (dir == NULL)
         return err_set(e, -ENOMEM, "out of memory");
-    /* Not through a link: the state directory is ours, the name too. */
-    d = opendir(dir);
+    fd = own_share_open(dir, e);
+    d = fd < 0 ? NULL : fdopendir(fd);
     if (d == NULL) {
-        r = errno == ENOENT ? 0 : err_set(e, -errno, "cannot open %s: %s", dir, strerror(errno));
+        if (fd >= 0) {
+            r = err_set(e, -errno, "cannot read %s: %s", dir, strerror(errno));
+            close(fd);
+        } else {
+            r = fd == -ENOENT ? 0 : fd;
+        }
         free(dir);
         return r;
     }
+    /* Only what a probe makes: a regular file of ours under a probe's
+     * name. Anything else there was put by someone else; it stays. */
     while ((de = readdir(d)) != NULL) {
         struct stat st;
-        int r1 = 0;
 
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+        if (strncmp(de->d_name, prefix, sizeof(prefix) - 1) != 0 ||
+            fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+            st.st_uid != geteuid())
             continue;
-        /* Everything in it is a probe's (the directory is served to no
-         * one else); a directory, which a probe never makes, goes too. */
-        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
-            r1 = rmtree_at(dirfd(d), de->d_name, e);
-        else if (unlinkat(dirfd(d), de->d_name, 0) < 0 && errno != ENOENT)
-            r1 = err_set(e, -errno, "cannot remove %s/%s: %s", dir, de->d_name, strerror(errno));
-        if (r1 < 0 && r == 0)
-            r = r1;
+        if (unlinkat(dirfd(d), de->d_name, 0) < 0 && errno != ENOENT && r == 0)
+            r = err_set(e, -errno, "cannot remove %s/%s: %s", dir, de->d_name, strerror(errno));
     }
     closedir(d);
     free(dir);

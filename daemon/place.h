@@ -44,8 +44,11 @@ void place_down(struct place *p);
 /* Remove the shadows a killed run left. */
 int place_sweep(const struct tuner_opts *o, struct err *e);
 
-/* With the own share: remove what is in its directory (a killed probe's
- * file); nothing to do otherwise. Blocks for a directory listing only. */
+/* With the own share: remove a killed probe's files from its directory,
+ * and nothing else (only regular files of ours under a probe's name, and
+ * only from a directory of ours, mode 0700: tune.state_dir may be any
+ * directory of root's); nothing to do otherwise. Blocks for a directory
+ * listing only. */
 int place_tidy(const struct tuner_opts *o, struct err *e);
 
 #endif
