@@ -134,6 +134,10 @@ static void print_text(const struct status *s)
         printf("Written         : edited by hand since smbtuned wrote '%s'; it holds off %suntil "
                "`smbtuned --resume`\n",
                st->last_written, st->hold ? "(see Hold) " : "at its next cycle ");
+    else if (strcmp(s->line_word, "pending") == 0 && st->last_written == NULL)
+        /* a first cycle's live trial: nothing committed yet */
+        printf("Written         : a step in flight (see Pending); smbtuned has written no "
+               "line of its own yet\n");
     else if (strcmp(s->line_word, "pending") == 0)
         printf("Written         : a step in flight (see Pending); smbtuned last wrote '%s'\n",
                st->last_written);

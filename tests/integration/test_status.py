@@ -266,6 +266,25 @@ def test_a_direction_never_measured_is_null_not_zero(make_env):
     rc, obj = status_json(env)
     assert rc == 0 and (obj["write_mbps"], obj["read_mbps"]) == (None, 90.25), obj
 
+def test_pending_before_any_commit_says_so(make_env):
+    """A first cycle's live trial: a step in flight and no line of
+    smbtuned's yet. --status says that, not "smbtuned last wrote
+    '(null)'" (printf of a NULL string, which it once did)."""
+    env = make_env(LEGACY)
+    env.write_config()
+    conf = env.srv.conf
+    (env.state_dir / "state").write_text(STATE_V1.replace(
+        "pending no\n", f"pending yes\npending_file {conf}\n"
+        "pending_written [global]\\n\\tsocket options = X\\n\n"
+        "pending_original [global]\\n\n"))
+    rc, f, err = status_text(env)
+    assert rc == 0, err
+    assert f["Written"] == ("a step in flight (see Pending); smbtuned has written no line of "
+                            "its own yet"), f
+    rc, obj = status_json(env)
+    assert rc == 0 and obj["last_written"] is None, obj
+
+
 def test_state_not_readable_says_run_as_root(make_env):
     """An admin's --status without root: the state file's error says so."""
     env = make_env(LEGACY)
