@@ -172,6 +172,9 @@ static void reload(struct owned *w)
 
     if (state_load(w->o->state_dir, &disk, &e) < 0) {
         journal_log(LOG_ERR, "%s", e.msg);
+        /* The job's record is on disk, unread: ours must not replace it
+         * (the next cycle reads it and settles the step). */
+        w->st->unread = true;
         return;
     }
     ed = w->st->pending_edit;

@@ -281,6 +281,7 @@ static void cycle_begin(struct tuner *t)
     state_free(&t->st);
     if (state_load(t->o.state_dir, &t->st, &e) < 0) {
         report_error("state", t->o.smb_conf, "%s", e.msg);
+        t->st.unread = true; /* the cycle's end must not save a blank over it */
         tuner_cycle_end(t, false);
         return;
     }

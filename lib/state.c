@@ -186,6 +186,11 @@ int state_save(const char *dir, const struct state *s, struct err *e)
     bool mine = !holding();
     int r;
 
+    if (s->unread)
+        return err_set(e, -ESTALE,
+                       "%s/" STATE_FILE " not saved: it could not be read this cycle, and what "
+                       "it holds (a hold, a live trial's record) stays as it is",
+                       dir);
     if (mine && (r = state_lock(dir, e)) < 0)
         return r;
     text = state_format(s);

@@ -78,6 +78,12 @@ struct state {
      * 6): "W,R W,R ..." ranked log rates, oldest first (verify_recent) */
     char *ref_recent;
     long cycles;
+    /* Not in the file: this copy stands for a file that could not be
+     * read (a read error, not damage: EIO, EACCES, EMFILE, ...) or a
+     * record a job may have changed that could not be read back. The
+     * file may hold a hold, a live trial's record or the line we wrote:
+     * state_save refuses to write this copy over it (-ESTALE). */
+    bool unread;
 };
 
 /* The format this smbtuned writes, and the newest it reads. Version 2

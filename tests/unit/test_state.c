@@ -805,6 +805,32 @@ static void test_save_waits_for_the_lock(void **state)
     free(dir);
 }
 
+/* A copy that stands for a file it could not read is never saved over
+ * it: -ESTALE, the file as it was. */
+static void test_save_refuses_an_unread_copy(void **state)
+{
+    char *dir = tmpdir();
+    struct state s = {0}, back = {0};
+    struct err e;
+
+    (void)state;
+    s.hold = true;
+    s.cycles = 3;
+    assert_int_equal(state_save(dir, &s, &e), 0);
+    s.hold = false;
+    s.cycles = 0;
+    s.unread = true;
+    assert_int_equal(state_save(dir, &s, &e), -ESTALE);
+    assert_non_null(strstr(e.msg, "not saved: it could not be read this cycle"));
+    assert_int_equal(state_load(dir, &back, &e), 0);
+    assert_true(back.hold);
+    assert_int_equal(back.cycles, 3);
+    assert_false(back.unread);
+    state_free(&back);
+    rm_rf(dir);
+    free(dir);
+}
+
 /* --resume: the hold and our record go, and the rates of the line before
  * it with them; what else the state holds stays. */
 static void test_end_hold(void **state)
@@ -851,6 +877,7 @@ int main(void)
         cmocka_unit_test(test_load_keeps_damaged_aside),
         cmocka_unit_test(test_load_non_regular),
         cmocka_unit_test(test_save_waits_for_the_lock),
+        cmocka_unit_test(test_save_refuses_an_unread_copy),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

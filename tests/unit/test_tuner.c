@@ -1409,6 +1409,37 @@ static void test_restart_keeps_verifying(void **state)
     assert_true(s.measures_at[1] > 5);
 }
 
+/* A state file that cannot be read at a cycle's start (here a link that
+ * loops: -ELOOP; in the field EIO, EACCES, EMFILE) ends the cycle, and
+ * its end saves nothing over it: a blank state would drop a hold, the
+ * line we wrote and a live trial's record. It once did. */
+static void test_unread_state_not_saved_over(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+    struct world w = {&sim_ops, &s};
+    struct tuner *t;
+    struct err e;
+    struct stat st;
+    char path[400];
+
+    f->o.once = true;
+    sim_init(&s, &f->o);
+    s.ev = new_loop();
+    assert_int_equal(tuner_new_in(s.ev, &f->o, &w, &t, &e), 0);
+    assert_int_equal(tuner_recover(t, &e), 0);
+    snprintf(path, sizeof(path), "%s/state", f->state_dir);
+    unlink(path);
+    assert_int_equal(symlink("state", path), 0);
+    tuner_kick(t);
+    assert_int_equal(sd_event_loop(s.ev), 1);
+    tuner_free(t);
+    s.ev = sd_event_unref(s.ev);
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_int_equal(s.measures, 0);
+}
+
 /* A daemon's first two cycles (a search, a verification), its state
  * file loaded into st: converged. */
 static void converge_twice(struct fix *f, struct state *st)
@@ -1990,6 +2021,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failed_facts_skip_the_cycle, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_cycle_says_what_it_was_doing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_keeps_verifying, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unread_state_not_saved_over, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_sees_a_drift_made_while_down, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_keeps_the_refined_reference, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_with_other_settings_searches, setup, teardown),
