@@ -64,14 +64,16 @@ int tuner_exit_code(const struct tuner *t)
 
 void tuner_set_opts(struct tuner *t, const struct tuner_opts *o)
 {
-    char was[STATE_SETTINGS_LEN], now[STATE_SETTINGS_LEN];
+    char now[STATE_SETTINGS_LEN];
+    bool changed;
 
     /* A reload that changes what the probe measures, or the sizes the
      * search may take: the winner's reference no longer holds. */
-    tuner_settings_words(&t->o, was, sizeof(was));
     tuner_settings_words(o, now, sizeof(now));
+    changed = strcmp(t->settings, now) != 0;
+    memcpy(t->settings, now, sizeof(now));
     t->o = *o;
-    if (t->converged && strcmp(was, now) != 0) {
+    if (t->converged && changed) {
         journal_log(LOG_INFO, "the probe or search settings changed: the next cycle searches "
                               "again");
         tuner_unconverge(t);
@@ -613,6 +615,7 @@ int tuner_new_in(sd_event *ev, const struct tuner_opts *o, const struct world *w
         return err_set(e, -ENOMEM, "out of memory");
     t->ev = sd_event_ref(ev);
     t->o = *o;
+    tuner_settings_words(&t->o, t->settings, sizeof(t->settings));
     if (w != NULL)
         t->w = *w;
     else if (world_real_new(ev, &t->o, &t->w) < 0)

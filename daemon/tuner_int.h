@@ -54,6 +54,11 @@ struct tuner {
      * window's start, not an interval later */
     bool window_deferred;
     char status[256];
+    /* tuner_settings_words() of o when it was set: o's strings point into
+     * the caller's configuration, which a reload overwrites in place
+     * before tuner_set_opts() is called, so o itself cannot say what the
+     * settings were */
+    char settings[STATE_SETTINGS_LEN];
     void (*status_fn)(void *ud, const char *status); /* tuner_on_status */
     void *status_ud;
 

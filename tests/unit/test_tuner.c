@@ -1605,18 +1605,26 @@ struct reload_ctx {
     struct tuner *t;
     struct tuner_opts o;
     int idle, at;
+    char *url; /* when set: changed in place before the reload, as a
+                * SIGHUP overwrites the configuration the options point into */
 };
 
 static void reload_when_idle(void *ud, const char *status)
 {
     struct reload_ctx *r = ud;
 
-    if (strncmp(status, "idle", 4) == 0 && ++r->idle == r->at)
-        tuner_set_opts(r->t, &r->o);
+    if (strncmp(status, "idle", 4) != 0 || ++r->idle != r->at)
+        return;
+    if (r->url != NULL)
+        memcpy(r->url + strlen(r->url) - 3, "new", 3);
+    tuner_set_opts(r->t, &r->o);
 }
 
-static int searches_after_reload(struct fix *f, bool change)
+enum reload_change { RELOAD_NOTHING_MEASURED, RELOAD_SIZE, RELOAD_URL_IN_PLACE };
+
+static int searches_after_reload(struct fix *f, enum reload_change change)
 {
+    char url[] = "smb://fileserver.example/old";
     struct reload_ctx r = {.at = 2};
     struct sim s;
     struct seen sn;
@@ -1627,10 +1635,14 @@ static int searches_after_reload(struct fix *f, bool change)
     f->o.once = false;
     sim_init(&s, &f->o);
     s.cycles_wanted = 4;
+    if (change == RELOAD_URL_IN_PLACE) {
+        f->o.probe.url = url;
+        r.url = url;
+    }
     r.o = f->o;
-    if (change)
+    if (change == RELOAD_SIZE)
         r.o.probe.size *= 2;
-    else
+    else if (change == RELOAD_NOTHING_MEASURED)
         r.o.interval_s *= 2; /* not what the probe measures */
     seen_begin(&sn);
     s.ev = new_loop();
@@ -1647,12 +1659,25 @@ static int searches_after_reload(struct fix *f, bool change)
     return n;
 }
 
+static void fresh_state(struct fix *f)
+{
+    assert_int_equal(rmtree_path(f->state_dir, NULL), 0);
+    assert_int_equal(mkdir(f->state_dir, 0700), 0);
+}
+
 static void test_reload_with_other_settings_searches(void **state)
 {
-    assert_int_equal(searches_after_reload(*state, false), 1);
-    assert_int_equal(rmtree_path(((struct fix *)*state)->state_dir, NULL), 0);
-    assert_int_equal(mkdir(((struct fix *)*state)->state_dir, 0700), 0);
-    assert_int_equal(searches_after_reload(*state, true), 2);
+    struct fix *f = *state;
+    const char *url = f->o.probe.url;
+
+    assert_int_equal(searches_after_reload(f, RELOAD_NOTHING_MEASURED), 1);
+    fresh_state(f);
+    assert_int_equal(searches_after_reload(f, RELOAD_SIZE), 2);
+    /* a string (url, directory, socket options) changed where the options
+     * point: the tuner must not compare the new text with itself */
+    fresh_state(f);
+    assert_int_equal(searches_after_reload(f, RELOAD_URL_IN_PLACE), 2);
+    f->o.probe.url = url;
 }
 
 /* Loopback trials that keep autotuning although the search's winner was
