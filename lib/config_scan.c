@@ -50,6 +50,45 @@ static int scan_section(struct scan_word *seen, size_t *nseen, const struct scan
     return 0;
 }
 
+/* A word or string that names an option or a section (the next token is
+ * '=', '+=' or '{'): no '|', with which libconfuse would set section|option
+ * from the top level, past the checks made for the section's options
+ * (config.c's validate() and its "given twice"); and, quoted, no
+ * backslash, whose escapes libconfuse decodes after this scan compared the
+ * raw text ("\x70robe" { } would be a second section probe). */
+static int name_check(const struct scan_word *w, const char *after, bool quoted, const char *name,
+                      struct err *e)
+{
+    after += strspn(after, " \t\r");
+    if (*after != '=' && *after != '{' && !(after[0] == '+' && after[1] == '='))
+        return 0;
+    if (memchr(w->s, '|', w->n) != NULL)
+        return err_set(e, -EINVAL,
+                       "%s:%d: '%.*s': a name with '|' is not read here: set an option inside "
+                       "its section, section { option = value }",
+                       name, w->line, (int)w->n, w->s);
+    if (quoted && memchr(w->s, '\\', w->n) != NULL)
+        return err_set(e, -EINVAL, "%s:%d: '%.*s': a name with a backslash: write it plainly", name,
+                       w->line, (int)w->n, w->s);
+    return 0;
+}
+
+/* In a double-quoted string at p (a backslash): an escape libconfuse
+ * reads as the byte 0 (\0, \00, \000, \x0, \x00), which would cut the
+ * value short without a word. */
+static bool nul_escape(const char *p)
+{
+    bool hex = p[1] == 'x';
+    const char *digits = hex ? "0123456789abcdefABCDEF" : "01234567";
+    size_t most = hex ? 2 : 3, zeros = strspn(p + (hex ? 2 : 1), "0");
+
+    /* the escape's digits (at most `most`) are all zeros */
+    if (zeros == 0)
+        return false;
+    return zeros >= most || strchr(digits, p[(hex ? 2 : 1) + zeros]) == NULL ||
+           p[(hex ? 2 : 1) + zeros] == '\0';
+}
+
 /* Blanks (keeping newlines) in out, a copy of text, what lies between from
  * and to in text; nothing without out. */
 static void blank(char *out, const char *text, const char *from, const char *to)
@@ -94,6 +133,11 @@ static int scan(const char *text, const char *name, char *out, struct err *e)
             for (; *p != '\0' && *p != quote; p++) {
                 if (quote == '"' && p[0] == '$' && p[1] == '{')
                     return env_error(name, line, e);
+                if (quote == '"' && *p == '\\' && nul_escape(p))
+                    return err_set(e, -EINVAL,
+                                   "%s:%d: a NUL byte (\\0) in a string would cut the value "
+                                   "short: leave it out",
+                                   name, line);
                 if (*p == '\\' && p[1] != '\0')
                     p++;
                 line += *p == '\n';
@@ -107,6 +151,8 @@ static int scan(const char *text, const char *name, char *out, struct err *e)
              * "probe" { } is the section probe. */
             word = (struct scan_word){from, (size_t)(p - from), start};
             p++;
+            if (name_check(&word, p, true, name, e) < 0)
+                return -EINVAL;
         } else if (p[0] == '$' && p[1] == '{') {
             return env_error(name, line, e);
         } else if (word_char(*p)) {
@@ -115,6 +161,12 @@ static int scan(const char *text, const char *name, char *out, struct err *e)
                 if (p[0] == '$' && p[1] == '{')
                     return env_error(name, line, e);
             word.n = (size_t)(p - word.s);
+            if (name_check(&word, p, false, name, e) < 0)
+                return -EINVAL;
+        } else if (*p == '*' || (*p == '+' && p[1] != '=')) {
+            /* libconfuse's lexer drops a stray one without a word */
+            return err_set(e, -EINVAL, "%s:%d: a stray '%c': expected an option = value", name,
+                           line, *p);
         } else if (*p == '{') {
             if (depth == 0 && word.s != NULL && scan_section(seen, &nseen, &word, name, e) < 0)
                 return -EINVAL;

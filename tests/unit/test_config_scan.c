@@ -111,6 +111,34 @@ static void test_environment(void **state)
     check_ok("probe {\n  directory = a$b\n  url = \"$\"\n}\n");
 }
 
+/* What libconfuse would take without a word: section|option from the top
+ * level (past the section's checks), a NUL escape that cuts a value
+ * short, a section name whose escape hides a second one, a stray + or *. */
+static void test_paths_nul_escapes_strays(void **state)
+{
+    (void)state;
+    check_refused("tune {\n  max_size = 1M\n}\ntune|max_size = 2M\n",
+                  "/etc/smbtuned.conf:4: 'tune|max_size': a name with '|' is not read here");
+    check_refused("\"tune|trials\" = live\n", ":1: 'tune|trials': a name with '|'");
+    check_refused("probe {\n  a|b {\n}\n", ":2: 'a|b': a name with '|'");
+    /* in a value, '|' is a character like any other */
+    check_ok("probe {\n  directory = \"a|b\"\n  url = x|y\n}\n");
+    for (const char *const *v = (const char *const[]){"\\0", "\\00", "\\000", "\\0009", "\\x0",
+                                                      "\\x00", "\\x001", NULL};
+         *v != NULL; v++) {
+        char text[128];
+
+        snprintf(text, sizeof(text), "probe {\n\n  url = \"smb://h/s%sjunk\"\n}\n", *v);
+        check_refused(text, "/etc/smbtuned.conf:3: a NUL byte");
+    }
+    /* escapes of other bytes, and a NUL escape in single quotes (no escapes there) */
+    check_ok("probe {\n  url = \"\\01\\x0a\\x10\\\\0\"\n  directory = '\\0'\n}\n");
+    check_refused("\"\\x70robe\" {\n}\nprobe {\n}\n", ":1: '\\x70robe': a name with a backslash");
+    check_refused("tune {\n  max_size = +8M\n}\n", ":2: a stray '+'");
+    check_refused("tune {\n  max_size = 8M*\n}\n", ":2: a stray '*'");
+    check_ok("tune {\n  x += (a)\n}\n");
+}
+
 /* Comments and strings hide braces and ${ from the scan, as from
  * libconfuse: a single-quoted string is never expanded, an escaped $ in a
  * double-quoted one is not either. */
@@ -162,6 +190,7 @@ int main(void)
         cmocka_unit_test(test_stray_and_deep_braces),
         cmocka_unit_test(test_section_twice),
         cmocka_unit_test(test_environment),
+        cmocka_unit_test(test_paths_nul_escapes_strays),
         cmocka_unit_test(test_comments_and_strings),
         cmocka_unit_test(test_blank_comments),
     };
