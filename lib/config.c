@@ -138,6 +138,8 @@ static int parse_directory(const char *s, struct config *c, struct err *e)
 
     if (r < 0)
         return r;
+    /* config_parse_string() sets it again for a value from a file. */
+    p->directory_where[0] = '\0';
     return copy_str(p->directory, sizeof(p->directory), s, "directory", e);
 }
 
@@ -371,6 +373,9 @@ int config_parse_string(const char *text, const char *name, struct config *c, st
         else if (ctx.set[i] == find_field("tune", "state_dir"))
             snprintf(c->tune.state_dir_where, sizeof(c->tune.state_dir_where), "%s:%d", name,
                      ctx.set_line[i]);
+        else if (ctx.set[i] == find_field("probe", "directory"))
+            snprintf(c->probe.directory_where, sizeof(c->probe.directory_where), "%s:%d", name,
+                     ctx.set_line[i]);
     }
     cfg_free(cfg);
     free(plain);
@@ -422,8 +427,9 @@ int config_fill(const struct config *c, struct tuner_opts *t, struct err *e)
      * leftovers are cleared from it whole: no directory of the admin's. */
     if (t->own_share && c->probe.directory[0] != '\0')
         return err_set(e, -EINVAL,
-                       "probe: directory = %s needs a url: without one the probe files go "
+                       "%s%sprobe: directory = %s needs a url: without one the probe files go "
                        "into smbtuned's own share",
+                       c->probe.directory_where, c->probe.directory_where[0] ? ": " : "",
                        c->probe.directory);
 
     probe_params_default(p);

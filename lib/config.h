@@ -34,13 +34,16 @@
 #include "err.h"
 
 struct config_probe {
-    char url[1024];            /* smb://host[:port]/share[/dir]; "" = the own share */
-    char credentials[4096];    /* path of the credentials file; "" = guest */
-    long long size;            /* bytes written and read back */
-    long long request_size;    /* bytes per write/read call */
-    double deadline_s;         /* hard limit on one measurement (whole seconds in the file) */
-    double duration_s;         /* most seconds each way (whole in the file); 0: none */
-    char directory[1024];      /* directory inside the URL's path; "" = none */
+    char url[1024];         /* smb://host[:port]/share[/dir]; "" = the own share */
+    char credentials[4096]; /* path of the credentials file; "" = guest */
+    long long size;         /* bytes written and read back */
+    long long request_size; /* bytes per write/read call */
+    double deadline_s;      /* hard limit on one measurement (whole seconds in the file) */
+    double duration_s;      /* most seconds each way (whole in the file); 0: none */
+    char directory[1024];   /* directory inside the URL's path; "" = none */
+    /* "FILE:LINE" of the directory key, for the message that refuses it
+     * without a URL; "" when it did not come from a file. */
+    char directory_where[4160];
     char socket_options[1024]; /* the probe client's `socket options` */
 };
 

@@ -648,6 +648,13 @@ static void test_fill_no_url_trials(void **state)
     assert_int_equal(config_set(&c, "probe", "directory", "bench", &e), 0);
     assert_int_equal(config_fill(&c, &t, &e), -EINVAL);
     assert_non_null(strstr(e.msg, "directory = bench needs a url"));
+    assert_null(strstr(e.msg, "y.conf"));
+    /* from a file: its line */
+    assert_int_equal(config_parse_string("probe {\n\n  directory = bench\n}\n", "z.conf", &c, &e),
+                     0);
+    assert_int_equal(config_fill(&c, &t, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "z.conf:3: probe: directory = bench needs a url"));
+    assert_int_equal(config_set(&c, "probe", "directory", "bench", &e), 0);
     /* A url makes client trials fine again. */
     assert_int_equal(config_set(&c, "tune", "trials", "client", &e), 0);
     assert_int_equal(config_set(&c, "probe", "url", "smb://peer/s", &e), 0);
