@@ -96,12 +96,6 @@ static int read_fd(int fd, const char *path, char **buf, size_t *len, struct sta
         if (cap - n < 4096) {
             char *nb;
 
-            /* smb.conf files are small; refuse absurd sizes rather than
-             * exhaust memory on a wrong path. */
-            if (cap > FILES_MAX_SIZE) {
-                r = -EFBIG;
-                break;
-            }
             cap = cap ? cap * 2 : 8192;
             nb = realloc(b, cap + 1);
             if (nb == NULL) {
@@ -120,6 +114,13 @@ static int read_fd(int fd, const char *path, char **buf, size_t *len, struct sta
         if (got == 0)
             break;
         n += (size_t)got;
+        /* smb.conf files are small; refuse absurd sizes rather than
+         * exhaust memory on a wrong path (the bytes read, not the buffer:
+         * a file of up to twice the limit once passed). */
+        if (n > FILES_MAX_SIZE) {
+            r = -EFBIG;
+            break;
+        }
     }
     close(fd);
     if (r < 0) {

@@ -101,11 +101,13 @@ int state_load(const char *dir, struct state *s, struct err *e)
         return 0;
     /* A FIFO, directory, socket or device where the state file should be
      * (-EINVAL, -EISDIR; files_read opened it non-blocking and read
-     * nothing) is treated like a damaged file: named, kept aside and held.
+     * nothing), a file larger than any we write (-EFBIG) or one whose read
+     * would block (-EAGAIN) is treated like a damaged file: named, kept
+     * aside and held (state.h: damage never stops a start).
      * Renaming it aside is safe for any kind: it sits in our own 0700 state
      * dir, where nothing but smbtuned has business, and is kept intact
      * under the .damaged name, never opened for writing or removed. */
-    if (r == -EINVAL || r == -EISDIR)
+    if (r == -EINVAL || r == -EISDIR || r == -EFBIG || r == -EAGAIN)
         r = -EBADMSG;
     else if (r < 0)
         return err_set(e, r, "cannot read the state file: %s", why.msg);

@@ -3,6 +3,7 @@
  * line, and state_load keeps it aside and holds off. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -719,7 +720,7 @@ static void check_non_regular_held(int (*make)(const char *path), const char *ki
     assert_int_equal(make(p), 0);
     assert_int_equal(state_load(dir, &s, &e), 0);
     assert_true(s.hold);
-    snprintf(want_msg, sizeof(want_msg), "%s/state is %s", dir, kind);
+    snprintf(want_msg, sizeof(want_msg), "%s/state%s", dir, kind);
     if (strstr(s.hold_reason, want_msg) == NULL)
         fail_msg("hold reason '%s' lacks '%s'", s.hold_reason, want_msg);
     assert_int_equal(count_prefixed(dir, "state.damaged-", names, 4), 1);
@@ -747,11 +748,25 @@ static int make_dir(const char *path)
     return mkdir(path, 0700);
 }
 
+/* Larger than any state file we write, sparse (no disk taken). */
+static int make_big(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600), r;
+
+    if (fd < 0)
+        return -1;
+    r = ftruncate(fd, (off_t)FILES_MAX_SIZE + 1);
+    close(fd);
+    return r;
+}
+
 static void test_load_non_regular(void **state)
 {
     (void)state;
-    check_non_regular_held(make_fifo, "a FIFO", S_IFIFO);
-    check_non_regular_held(make_dir, "a directory", S_IFDIR);
+    check_non_regular_held(make_fifo, " is a FIFO", S_IFIFO);
+    check_non_regular_held(make_dir, " is a directory", S_IFDIR);
+    /* a damaged file too: it never stops a start */
+    check_non_regular_held(make_big, ": larger than 64 MiB", S_IFREG);
 }
 
 /* A save waits while another process holds the lock (`--resume` between
