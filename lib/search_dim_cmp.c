@@ -314,13 +314,14 @@ bool search_dim_at_look(const struct search_dim *d)
 }
 
 /* Between looks, only the futility rule's endings that make no move: a
- * candidate dropped (the incumbent kept as the cheaper side), or AUTO or a
- * smaller size left as a candidate against a size (stay_futile()). A drop moves nothing, so
- * looking for one at every sample adds no false move, where the gain and
- * non-inferiority tests keep their spaced looks (their levels are per
- * look). What it can cost is a better candidate dropped, and the rule
- * guards that by itself: whenever it is looked at, the data must rule out
- * at two standard errors a gain of 20% for the side let go. It waits for
+ * candidate dropped (the incumbent kept as the cheaper side), or AUTO or
+ * a smaller size left as a candidate against a size (stay_futile()). A
+ * drop moves nothing, so looking for one at every sample adds no false
+ * move, where the gain and non-inferiority tests keep their spaced looks
+ * (their levels are per look). What it can cost is a better candidate
+ * dropped, and the rule guards that by itself: whenever it is looked at,
+ * the data must rule out a gain for the side let go, of 20% at two
+ * standard errors (15% at 3.5 for a smaller size). It waits for
  * FUTILITY_MIN samples of the candidate, as the hopeless rule does: at
  * fewer, the incumbent's samples still carry the luck that made it win,
  * and drops from min_samples on lost wan-1g's 4 MiB (52% over AUTO) in 7
