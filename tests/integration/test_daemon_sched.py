@@ -23,8 +23,11 @@ def busy_clients(srv, stop, i=0, port=None):
     name = f"big.{i}.bin"
     with open(srv.share_dir / name, "wb") as f:
         f.write(b"\xa5" * (64 << 20))
+    # Sessions of 100 gets (6.4 GiB: seconds on loopback, 65 s at 100
+    # MB/s, inside smbclient's 120 s): few gaps between sessions, in
+    # which a client moves nothing.
     while not stop.is_set():
-        srv.smbclient("-c", "; ".join([f"get {name} /dev/null"] * 40), timeout=120, port=port)
+        srv.smbclient("-c", "; ".join([f"get {name} /dev/null"] * 100), timeout=120, port=port)
 
 
 @pytest.mark.parametrize("on", ["first", "second"])
@@ -35,10 +38,11 @@ def test_busy_clients_defer_the_cycle(make_env, on):
     env.write_config(tune={"busy_rate": "1M", "interval": "1h", "mode": q("tune")})
     before = env.srv.conf.read_bytes()
     stop = threading.Event()
-    # Two clients: the daemon looks for 1 s, and one client alone may move
-    # nothing for that long between its sessions (a new smbclient starting
-    # on a loaded machine; CI once saw the cycle go ahead).
-    ts = [threading.Thread(target=busy_clients, args=(env.srv, stop, i, port)) for i in range(2)]
+    # Three clients: the daemon looks for 1 s, and one client alone may
+    # move nothing for that long between its sessions (a new smbclient
+    # starting on a loaded machine; CI saw the cycle go ahead twice, once
+    # with two clients of 40 gets a session).
+    ts = [threading.Thread(target=busy_clients, args=(env.srv, stop, i, port)) for i in range(3)]
     for t in ts:
         t.start()
     try:
