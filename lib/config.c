@@ -424,7 +424,7 @@ int config_fill(const struct config *c, struct tuner_opts *t, struct err *e)
     if (t->own_share && own_share_trials(c, e) < 0)
         return -EINVAL;
     /* The own share holds nothing but probe files, and a killed probe's
-     * leftovers are cleared from it whole: no directory of the admin's. */
+     * leftovers are cleared from it: no directory of the admin's. */
     if (t->own_share && c->probe.directory[0] != '\0')
         return err_set(e, -EINVAL,
                        "%s%sprobe: directory = %s needs a url: without one the probe files go "

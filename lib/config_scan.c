@@ -79,14 +79,12 @@ static int name_check(const struct scan_word *w, const char *after, bool quoted,
 static bool nul_escape(const char *p)
 {
     bool hex = p[1] == 'x';
-    const char *digits = hex ? "0123456789abcdefABCDEF" : "01234567";
-    size_t most = hex ? 2 : 3, zeros = strspn(p + (hex ? 2 : 1), "0");
+    const char *d = p + (hex ? 2 : 1), *digits = hex ? "0123456789abcdefABCDEF" : "01234567";
+    size_t zeros = strspn(d, "0");
 
-    /* the escape's digits (at most `most`) are all zeros */
-    if (zeros == 0)
-        return false;
-    return zeros >= most || strchr(digits, p[(hex ? 2 : 1) + zeros]) == NULL ||
-           p[(hex ? 2 : 1) + zeros] == '\0';
+    /* the escape's digits (at most 2 hex or 3 octal) are all zeros */
+    return zeros > 0 &&
+           (zeros >= (hex ? 2u : 3u) || d[zeros] == '\0' || strchr(digits, d[zeros]) == NULL);
 }
 
 /* Blanks (keeping newlines) in out, a copy of text, what lies between from
