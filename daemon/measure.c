@@ -271,8 +271,12 @@ void measure_tidy(struct measure *m, const struct probe_params *p, bool wait)
     /* The job's copy of p is its own (taken at the fork). */
     m->tidy_p = *p;
     m->tidy_ours = m->ours;
-    if (job_start(m->ev, tidy_job, m, TIDY_DEADLINE_S, tidy_done, m, &m->tidy, &e) < 0)
+    if (job_start(m->ev, tidy_job, m, TIDY_DEADLINE_S, tidy_done, m, &m->tidy, &e) < 0) {
+        /* Nothing ran: the file is still to be removed, by the next tidy. */
         journal_log(LOG_WARNING, "removing a killed probe's file: %s", e.msg);
+        still_dirty(m, m->tidy_ours);
+        return;
+    }
     m->ours = false;
 }
 

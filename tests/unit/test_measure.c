@@ -6,7 +6,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -183,6 +185,53 @@ static void test_idle_measure(void **state)
     sd_event_unref(ev);
 }
 
+/* The children of this process (its only thread's): a tidy job's. */
+static int children(void)
+{
+    char path[64], buf[256] = "";
+    FILE *f;
+    int n = 0;
+
+    snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)getpid());
+    f = fopen(path, "r");
+    assert_non_null(f);
+    if (fgets(buf, sizeof(buf), f) != NULL)
+        for (char *tok = strtok(buf, " \n"); tok != NULL; tok = strtok(NULL, " \n"))
+            n++;
+    fclose(f);
+    return n;
+}
+
+/* A tidy whose job could not start leaves the file to the next tidy: here
+ * job_start refuses (SIGCHLD not blocked, as sd-event's child sources
+ * need), then starts. */
+static void test_tidy_that_did_not_start_is_kept(void **state)
+{
+    struct probe_params p = params(60);
+    struct measure *m = NULL;
+    sigset_t chld, old;
+    sd_event *ev;
+
+    (void)state;
+    /* a closed port: the job fails at once, whatever it finds */
+    p.url = "smb://127.0.0.1:1/none";
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    assert_int_equal(sd_event_new(&ev), 0);
+    assert_int_equal(measure_new(ev, &m), 0);
+    measure_dirty(m);
+    assert_int_equal(sigprocmask(SIG_UNBLOCK, &chld, &old), 0);
+    measure_tidy(m, &p, false);
+    assert_int_equal(children(), 0);
+    assert_int_equal(sigprocmask(SIG_BLOCK, &chld, NULL), 0);
+    measure_tidy(m, &p, false);
+    assert_int_equal(children(), 1);
+    measure_free(m);
+    assert_int_equal(children(), 0);
+    sd_event_unref(ev);
+    assert_int_equal(sigprocmask(SIG_SETMASK, &old, NULL), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -195,6 +244,7 @@ int main(void)
         cmocka_unit_test(test_cut_deadline_with_duration),
         cmocka_unit_test(test_cut_deadline_needs_both_rates),
         cmocka_unit_test(test_idle_measure),
+        cmocka_unit_test(test_tidy_that_did_not_start_is_kept),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
