@@ -67,15 +67,22 @@ static void read_state(struct status *s, const char *dir)
     size_t len;
     int r;
 
-    snprintf(s->path, sizeof(s->path), "%s/state", dir);
+    r = snprintf(s->path, sizeof(s->path), "%s/state", dir);
+    if (r < 0 || (size_t)r >= sizeof(s->path)) {
+        err_set(&s->state_err, -ENAMETOOLONG, "state directory %s: name too long", dir);
+        s->state_word = "unreadable";
+        return;
+    }
     r = files_read(s->path, &text, &len, &s->state_err);
     if (r == -ENOENT) {
         s->state_word = "missing";
         return;
     }
     if (r < 0) {
-        /* a FIFO or directory in its place is damage to state_load too */
-        s->state_word = r == -EINVAL || r == -EISDIR ? "damaged" : "unreadable";
+        /* what state_load keeps aside as damage (a FIFO or directory in
+         * its place, a file too large to be ours) is damage here too */
+        s->state_word =
+            r == -EINVAL || r == -EISDIR || r == -EFBIG || r == -EAGAIN ? "damaged" : "unreadable";
         s->denied = r == -EACCES || r == -EPERM;
         return;
     }

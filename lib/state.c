@@ -87,6 +87,16 @@ static int keep_aside(const char *path, char *aside, size_t len)
     return r;
 }
 
+/* dir/STATE_FILE into path: a truncated name would be another file. */
+static int state_path(const char *dir, char *path, size_t len, struct err *e)
+{
+    int n = snprintf(path, len, "%s/" STATE_FILE, dir);
+
+    if (n < 0 || (size_t)n >= len)
+        return err_set(e, -ENAMETOOLONG, "state directory %s: name too long", dir);
+    return 0;
+}
+
 int state_load(const char *dir, struct state *s, struct err *e)
 {
     char path[PATH_MAX], aside[PATH_MAX + 64], *text, *reason = NULL;
@@ -95,7 +105,9 @@ int state_load(const char *dir, struct state *s, struct err *e)
     int r;
 
     memset(s, 0, sizeof(*s));
-    snprintf(path, sizeof(path), "%s/" STATE_FILE, dir);
+    r = state_path(dir, path, sizeof(path), e);
+    if (r < 0)
+        return r;
     r = files_read(path, &text, &len, &why);
     if (r == -ENOENT)
         return 0;
@@ -200,11 +212,13 @@ int state_save(const char *dir, const struct state *s, struct err *e)
         r = err_set(e, -ENOMEM, "out of memory");
         goto out;
     }
-    snprintf(path, sizeof(path), "%s/" STATE_FILE, dir);
-    r = files_write_atomic(path, text, strlen(text), NULL);
+    r = state_path(dir, path, sizeof(path), e);
+    if (r == 0) {
+        r = files_write_atomic(path, text, strlen(text), NULL);
+        if (r < 0)
+            err_set(e, r, "cannot write %s: %s", path, strerror(-r));
+    }
     free(text);
-    if (r < 0)
-        err_set(e, r, "cannot write %s: %s", path, strerror(-r));
 out:
     if (mine)
         state_unlock();

@@ -419,6 +419,7 @@ char *state_format(const struct state *s)
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
+    bool failed;
 
     if (f == NULL)
         return NULL;
@@ -450,7 +451,9 @@ char *state_format(const struct state *s)
             break;
         }
     }
-    if (fclose(f) != 0) {
+    /* A write that failed (out of memory) leaves a short text: none. */
+    failed = ferror(f) != 0;
+    if (fclose(f) != 0 || failed) {
         free(buf);
         return NULL;
     }

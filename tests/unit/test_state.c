@@ -874,6 +874,28 @@ static void test_end_hold(void **state)
     state_free(&s);
 }
 
+/* A state directory whose name leaves no room for "/state": refused,
+ * never read or written as a truncated name (another file). */
+static void test_state_dir_too_long(void **state)
+{
+    char dir[PATH_MAX];
+    struct state st = {0};
+    struct err e;
+    size_t n = 0;
+
+    (void)state;
+    /* /tmp/xxxx.../xxxx...: components under NAME_MAX, 4092 bytes */
+    n += (size_t)snprintf(dir, sizeof(dir), "/tmp");
+    while (n < PATH_MAX - 4 - 100)
+        n += (size_t)snprintf(dir + n, sizeof(dir) - n, "/%0100d", 0);
+    memset(dir + n, 'x', PATH_MAX - 4 - n);
+    dir[PATH_MAX - 4] = '\0';
+    assert_int_equal(state_load(dir, &st, &e), -ENAMETOOLONG);
+    assert_int_equal(strncmp(e.msg, "state directory /tmp/", 21), 0);
+    st.unread = false;
+    assert_int_equal(state_save(dir, &st, &e), -ENAMETOOLONG);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -893,6 +915,7 @@ int main(void)
         cmocka_unit_test(test_load_non_regular),
         cmocka_unit_test(test_save_waits_for_the_lock),
         cmocka_unit_test(test_save_refuses_an_unread_copy),
+        cmocka_unit_test(test_state_dir_too_long),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
