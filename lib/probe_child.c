@@ -503,10 +503,13 @@ void probe_child_main(const struct probe_child_args *a, const char *workdir, int
      * libsmbclient made of it ("No such file or directory"). */
     if (c->sh->outcome != PROBE_OK && connect_guard_refused() != NULL)
         c->sh->outcome = refused(c);
+    /* The outcome is final: published before the logoff, which waits on
+     * the server. If that hangs (a server gone silent after a failure),
+     * the parent's deadline still reads this outcome, not a timeout. */
+    __atomic_store_n(&c->sh->done, 1, __ATOMIC_RELEASE);
     if (c->ctx != NULL)
         api.free_context(c->ctx, 1);
     creds_clear(&c->creds);
-    __atomic_store_n(&c->sh->done, 1, __ATOMIC_RELEASE);
     if (write(3, "x", 1) < 0)
         _exit(1);
     _exit(0);
