@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -386,6 +388,8 @@ int creds_check(const char *path, uid_t owner_uid, struct err *e)
     size_t got = 0;
     int p[2], status = 0, r;
     pid_t parent = getpid(), pid;
+    double deadline;
+    bool late = false;
 
     if (pipe2(p, O_CLOEXEC) < 0)
         return err_set(e, -errno, "credentials file %s: cannot check it: pipe: %s", path,
@@ -400,9 +404,21 @@ int creds_check(const char *path, uid_t owner_uid, struct err *e)
     if (pid == 0)
         check_child(path, owner_uid, p[1], parent);
     close(p[1]);
+    deadline = child_now() + CREDS_CHECK_DEADLINE_S;
     while (got < sizeof(rep)) {
-        ssize_t n = read(p[0], (char *)&rep + got, sizeof(rep) - got);
+        struct pollfd pf = {p[0], POLLIN, 0};
+        double left = deadline - child_now();
+        ssize_t n;
 
+        if (left <= 0 || (n = poll(&pf, 1, (int)(left * 1000) + 1)) == 0) {
+            late = true;
+            break;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            break;
+        n = read(p[0], (char *)&rep + got, sizeof(rep) - got);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -410,6 +426,19 @@ int creds_check(const char *path, uid_t owner_uid, struct err *e)
         got += (size_t)n;
     }
     close(p[0]);
+    if (late) {
+        /* A file system that does not answer (a stalled network mount):
+         * the child goes, and it is reaped once its I/O lets SIGKILL act;
+         * if that takes longer than a moment it stays a zombie until then
+         * (nobody else reaps it) rather than hold us. */
+        kill(pid, SIGKILL);
+        for (int i = 0; i < 100 && waitpid(pid, &status, WNOHANG) == 0; i++)
+            usleep(10000);
+        return err_set(e, -ETIMEDOUT,
+                       "credentials file %s: its check had no answer within %.0f s (a file "
+                       "system that does not answer?)",
+                       path, CREDS_CHECK_DEADLINE_S);
+    }
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     if (got < sizeof(rep))

@@ -38,9 +38,15 @@ int creds_parse(const char *text, const char *path, struct creds *c, struct err 
  * that a FIFO is refused rather than waited on. */
 int creds_load(const char *path, uid_t owner_uid, struct creds *c, struct err *e);
 
+/* How long creds_check() waits for its child: reading a small file takes
+ * milliseconds; a stalled network mount would take for ever. */
+#define CREDS_CHECK_DEADLINE_S 10.0
+
 /* creds_load() in a short-lived undumpable child that keeps nothing: for
  * the parent (config load, -t, the daemon), which checks the file but must
- * never hold the password. Same result and reason as creds_load(). */
+ * never hold the password. Same result and reason as creds_load(), or
+ * -ETIMEDOUT when the child has not answered within
+ * CREDS_CHECK_DEADLINE_S (it is killed). */
 int creds_check(const char *path, uid_t owner_uid, struct err *e);
 
 /* Overwrite the secret in memory. */

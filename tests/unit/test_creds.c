@@ -15,9 +15,11 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/fanotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "child.h"
 #include "creds.h"
 
 /* Words that the test files use as secrets: no message may show them. */
@@ -374,6 +376,35 @@ static void test_load_refusals(void **state)
     remove_cred(&f);
 }
 
+/* A file whose open never returns, as on a stalled network mount: an
+ * fanotify listener (root only) that never answers the open's permission
+ * event. creds_check gives up within its deadline, kills its child and
+ * says why; it does not hang. */
+static void test_check_has_a_deadline(void **state)
+{
+    struct cred_file f;
+    struct err e = {{0}};
+    const char *text = "username = u\npassword = s3cret\n";
+    double t0;
+    int fan;
+
+    (void)state;
+    fan = fanotify_init(FAN_CLASS_CONTENT | FAN_CLOEXEC, O_RDONLY);
+    if (fan < 0)
+        skip(); /* not root, or no fanotify in this kernel */
+    make_cred(&f, text, strlen(text), 0600);
+    assert_int_equal(fanotify_mark(fan, FAN_MARK_ADD, FAN_OPEN_PERM, AT_FDCWD, f.path), 0);
+    t0 = child_now();
+    assert_int_equal(creds_check(f.path, geteuid(), &e), -ETIMEDOUT);
+    /* bounded: the deadline and the moment given to the kill, not a
+     * measure of speed */
+    assert_true(child_now() - t0 < CREDS_CHECK_DEADLINE_S + 5);
+    assert_non_null(strstr(e.msg, "no answer within"));
+    assert_non_null(strstr(e.msg, f.path));
+    close(fan); /* a pending open is allowed when its listener goes */
+    remove_cred(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -383,6 +414,7 @@ int main(void)
         cmocka_unit_test(test_parse_errors_smbclient),
         cmocka_unit_test(test_load),
         cmocka_unit_test(test_load_refusals),
+        cmocka_unit_test(test_check_has_a_deadline),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
