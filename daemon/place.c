@@ -22,6 +22,23 @@
 #define SHADOW_READY_S 30.0
 /* How often a starting shadow is asked whether it serves. */
 #define SHADOW_POLL_S 0.1
+/* How often a stopping shadow is looked at; a healthy one takes tens of ms. */
+#define SHADOW_STOP_POLL_S 0.02
+/* Shadows still stopping (each up to about 2 x TRIAL_STOP_TIMEOUT_S when
+ * smbd does not heed SIGTERM) beyond which no new one is started: a
+ * machine where smbd hangs would otherwise gain one per candidate. */
+#define RETIRING_MAX 3
+
+/* A shadow on its way out. It is stopped in steps from a timer: one that
+ * does not heed SIGTERM (stopped, hung in I/O) would otherwise hold the
+ * loop, and the watchdog, for TRIAL_STOP_TIMEOUT_S and more. The next
+ * shadow does not wait for it: it has a port and run directory of its own. */
+struct retiring {
+    struct retiring *next;
+    struct place *place;
+    struct trial_shadow shadow;
+    sd_event_source *timer;
+};
 
 struct place {
     sd_event *ev;
@@ -35,6 +52,7 @@ struct place {
     char *client; /* a client trial's socket options */
     struct search_config cfg;
     sd_event_source *timer;
+    struct retiring *retiring;
     place_fn done;
     void *ud;
     char url[2048];
@@ -118,19 +136,95 @@ int place_new(sd_event *ev, const struct tuner_opts *o, struct place **pp)
     return 0;
 }
 
+/* The end of a retiring shadow's stop: r from trial_shadow_stop_step(). */
+static void retired(struct place *p, struct retiring *s, int r, const struct err *e)
+{
+    struct retiring **pp = &p->retiring;
+
+    if (r < 0)
+        journal_log(LOG_WARNING, "stopping the shadow smbd: %s", e->msg);
+    if (s->shadow.stop.killed)
+        journal_log(LOG_WARNING,
+                    "shadow smbd (%s) did not stop within %.0f s of SIGTERM: it was killed",
+                    s->shadow.conf, TRIAL_STOP_TIMEOUT_S);
+    else if (s->shadow.stop.killed_rest)
+        journal_log(LOG_INFO, "shadow smbd (%s): processes that outlived it were killed",
+                    s->shadow.conf);
+    while (*pp != s)
+        pp = &(*pp)->next;
+    *pp = s->next;
+    sd_event_source_disable_unref(s->timer);
+    free(s);
+}
+
+/* The retiring shadow's stop goes on until its processes are gone; if
+ * the timer cannot be armed again, the rest of the stop blocks. */
+static int on_retire(sd_event_source *src, uint64_t usec, void *ud)
+{
+    struct retiring *s = ud;
+    struct err e;
+    int r = trial_shadow_stop_step(&s->shadow, &e);
+
+    if (r == 0) {
+        r = sd_event_source_set_time_relative(src, (uint64_t)(SHADOW_STOP_POLL_S * 1e6));
+        if (r >= 0)
+            r = sd_event_source_set_enabled(src, SD_EVENT_ONESHOT);
+        if (r >= 0)
+            return 0;
+        r = trial_shadow_stop(&s->shadow, &e);
+    }
+    retired(s->place, s, r, &e);
+    return 0;
+}
+
+static int retiring_count(const struct place *p)
+{
+    int n = 0;
+
+    for (const struct retiring *s = p->retiring; s != NULL; s = s->next)
+        n++;
+    return n;
+}
+
+/* Hand the shadow, up or starting, to a stop in steps; p->shadow is free
+ * for the next one. Without memory for that, the stop blocks. */
+static void retire(struct place *p)
+{
+    struct retiring *s;
+    struct err e;
+    int r;
+
+    if (!p->up)
+        return;
+    p->up = false;
+    s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        if (trial_shadow_stop(&p->shadow, &e) < 0)
+            journal_log(LOG_WARNING, "stopping the shadow smbd: %s", e.msg);
+        return;
+    }
+    s->place = p;
+    s->shadow = p->shadow;
+    /* Only the copy may stop it now. */
+    memset(&p->shadow, 0, sizeof(p->shadow));
+    s->next = p->retiring;
+    p->retiring = s;
+    trial_shadow_stop_begin(&s->shadow);
+    r = sd_event_add_time_relative(p->ev, &s->timer, CLOCK_MONOTONIC,
+                                   (uint64_t)(SHADOW_STOP_POLL_S * 1e6), 5000, on_retire, s);
+    if (r < 0) {
+        r = trial_shadow_stop(&s->shadow, &e);
+        retired(p, s, r, &e);
+    }
+}
+
 static void shadow_stop(struct place *p)
 {
-    struct err e;
-
     p->timer = sd_event_source_disable_unref(p->timer);
     free(p->value);
     p->value = NULL;
     p->starting = false;
-    if (!p->up)
-        return;
-    if (trial_shadow_stop(&p->shadow, &e) < 0)
-        journal_log(LOG_WARNING, "stopping the shadow smbd: %s", e.msg);
-    p->up = false;
+    retire(p);
 }
 
 void place_down(struct place *p)
@@ -146,6 +240,14 @@ void place_free(struct place *p)
     if (p == NULL)
         return;
     place_down(p);
+    /* At the end, the loop is done with: what is still stopping is
+     * finished here, blocking. */
+    while (p->retiring != NULL) {
+        struct err e;
+        int r = trial_shadow_stop(&p->retiring->shadow, &e);
+
+        retired(p, p->retiring, r, &e);
+    }
     sd_event_unref(p->ev);
     free(p);
 }
@@ -291,18 +393,24 @@ static int on_poll(sd_event_source *src, uint64_t usec, void *ud)
         r = err_set(&e, -ETIMEDOUT,
                     "shadow smbd (%s, port %d) not listening after %.0f s (its log: %s)",
                     p->shadow.conf, p->shadow.port, SHADOW_READY_S, p->shadow.log);
-    trial_shadow_stop(&p->shadow, NULL);
-    p->up = false;
-    /* The port picked was taken meanwhile: another one. */
-    if (r == -EADDRINUSE && ++p->attempt < TRIAL_PORT_ATTEMPTS && spawn(p) == 0) {
+    retire(p);
+    /* The port picked was taken meanwhile: another one. spawn() reports
+     * its own failure. */
+    if (r == -EADDRINUSE && ++p->attempt < TRIAL_PORT_ATTEMPTS) {
+        r = spawn(p);
+        if (r < 0) {
+            shadow_stop(p);
+            told(p, r);
+            return 0;
+        }
         r = sd_event_add_time_relative(p->ev, &p->timer, CLOCK_MONOTONIC,
                                        (uint64_t)(SHADOW_POLL_S * 1e6), 10000, on_poll, p);
         if (r >= 0)
             return 0;
-        report_error("shadow", NULL, "shadow smbd: cannot poll it: %s", strerror(-r));
+        err_set(&e, r, "cannot poll it: %s", strerror(-r));
     }
-    if (r != -EADDRINUSE)
-        report_error("shadow", NULL, "shadow smbd: %s", e.msg);
+    /* The last attempt's port clash, too, is said. */
+    report_error("shadow", NULL, "shadow smbd: %s", e.msg);
     shadow_stop(p);
     told(p, r);
     return 0;
@@ -354,6 +462,14 @@ int place_put(struct place *p, const char *base, struct search_config c, place_f
         return soon(p);
     }
     shadow_stop(p);
+    if (retiring_count(p) >= RETIRING_MAX) {
+        report_error("shadow", NULL,
+                     "%d shadow smbds have not stopped yet (smbd does not heed SIGTERM, or hangs "
+                     "in I/O): no new one until they are gone",
+                     retiring_count(p));
+        p->done = NULL;
+        return -EAGAIN;
+    }
     p->value = sockopts_with(base, c.rcvbuf, c.sndbuf);
     p->cfg = c;
     p->attempt = 0;

@@ -28,11 +28,14 @@ struct place;
 typedef void (*place_fn)(void *ud, int r, const char *url, const char *client_sockopts);
 
 int place_new(sd_event *ev, const struct tuner_opts *o, struct place **pp);
-void place_free(struct place *p); /* stops a shadow */
+void place_free(struct place *p); /* stops the shadows, blocking */
 
 /* Make the next probe measure c, whose other tokens are those of base
  * (the value in force). done is called from the loop. -EBUSY while a
- * shadow starts. */
+ * shadow starts; -EAGAIN (reported) while too many earlier shadows are
+ * still stopping. A shadow replaced or put down is stopped in steps from
+ * the loop (it may outlive this call by up to 2 x TRIAL_STOP_TIMEOUT_S);
+ * place_free() finishes what is left, blocking. */
 int place_put(struct place *p, const char *base, struct search_config c, place_fn done, void *ud);
 
 /* Stop the shadow, if one runs (or starts). */

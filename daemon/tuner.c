@@ -507,7 +507,7 @@ static void on_ended(void *ud, int r)
 }
 
 /* The end of every cycle: nothing it put up (shadow, live trial, probe
- * file) outlives it. */
+ * file) outlives it (a shadow's stop may finish after: place.c). */
 void tuner_cycle_end(struct tuner *t, bool ok)
 {
     if (!ok)

@@ -105,7 +105,8 @@ static void real_measure_tidy(void *ctx, bool wait)
     struct err e;
 
     /* The own share is a directory of ours: a killed probe's file goes
-     * from here, without an SMB client (and no shadow may be up). */
+     * from here, without an SMB client, and no shadow needs to be up (a
+     * stopping one's open file is only unlinked). */
     if (w->o->own_share) {
         if (place_tidy(w->o, &e) < 0)
             journal_log(LOG_WARNING, "removing a killed probe's file: %s", e.msg);

@@ -351,29 +351,28 @@ int trial_shadow_poll(struct trial_shadow *t, struct err *e)
 {
     char tail[LOG_TAIL_BYTES + 1];
     unsigned long inode;
-    pid_t w;
-    int ws;
+    siginfo_t si = {0};
 
     if (t->pid <= 0 || t->reaped)
         return err_set(e, -ESRCH, "shadow smbd is not running");
-    w = waitpid(t->pid, &ws, WNOHANG);
-    if (w < 0 && errno == ECHILD) {
+    /* Left a zombie (WNOWAIT) until the stop reaps it: the pid, which is
+     * also the group's number, stays ours for the stop's signals. */
+    if (waitid(P_PID, (id_t)t->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 && errno == ECHILD) {
         /* Someone else reaped it (a child source in the caller's loop). */
         t->reaped = true;
         log_tail(t->log, tail, sizeof(tail));
         return err_set(e, -ECHILD, "shadow smbd (%s) is gone:\n%s", t->conf, tail);
     }
-    if (w == t->pid) {
-        t->reaped = true;
+    if (si.si_pid == t->pid) {
         log_tail(t->log, tail, sizeof(tail));
         /* smbd exits when it cannot bind its one port ("No sockets
          * available to bind to"), after logging why. */
         if (log_has(t->log, "Address already in use"))
             return err_set(e, -EADDRINUSE, "shadow smbd: port %d was taken:\n%s", t->port, tail);
-        if (WIFEXITED(ws))
+        if (si.si_code == CLD_EXITED)
             return err_set(e, -ECHILD, "shadow smbd (%s) exited with status %d:\n%s", t->conf,
-                           WEXITSTATUS(ws), tail);
-        return err_set(e, -ECHILD, "shadow smbd (%s) died of signal %d:\n%s", t->conf, WTERMSIG(ws),
+                           si.si_status, tail);
+        return err_set(e, -ECHILD, "shadow smbd (%s) died of signal %d:\n%s", t->conf, si.si_status,
                        tail);
     }
     /* Connecting is not enough: another program may hold the port picked,
@@ -412,75 +411,164 @@ int trial_shadow_start(const char *prod_conf, const char *base_dir, const char *
     return r;
 }
 
-/* Wait until pid (our child) exits, at most timeout_s; true when reaped. */
-static bool reap(pid_t pid, double timeout_s)
+/* The phases of a stop (struct trial_stop). */
+enum {
+    STOP_LEADER_TERM, /* SIGTERM sent; waiting for the leader to exit */
+    STOP_LEADER_KILL, /* SIGKILL sent; waiting for the leader to exit */
+    STOP_GROUP_TERM,  /* the leader has exited; waiting for the rest of its group */
+    STOP_GROUP_KILL,  /* SIGKILL sent to the rest */
+    STOP_DONE,
+};
+/* How long smbd's children get to leave after their parent. */
+#define GROUP_GRACE_S 1.0
+
+/* Begin to stop process group pgid: SIGTERM, then SIGKILL after grace_s.
+ * ours: its leader is our child, not yet reaped (perhaps a zombie). The
+ * leader is reaped only at the end: while it is a zombie its pid, and so
+ * the group's number, cannot be given to anyone else, and -pgid reaches
+ * only what is left of the shadow. A group whose leader is not ours (the
+ * sweep) is signalled only while it has members: Linux keeps the number
+ * from reuse while a group of that number has any. */
+static void stop_begin(struct trial_stop *s, pid_t pgid, bool ours, double grace_s)
 {
-    double deadline = child_now() + timeout_s;
-    int ws;
-
-    for (;;) {
-        pid_t w = waitpid(pid, &ws, WNOHANG);
-
-        if (w == pid || (w < 0 && errno == ECHILD))
-            return true;
-        if (child_now() >= deadline)
-            return false;
-        usleep(10000);
+    *s = (struct trial_stop){.pgid = pgid, .ours = ours, .grace_s = grace_s, .since = child_now()};
+    if (!ours && !kernel_pgrp_alive(pgid)) {
+        s->phase = STOP_DONE;
+        return;
     }
+    kill(-pgid, SIGTERM);
+    /* Before setsid the child is not yet a group leader. */
+    if (ours)
+        kill(pgid, SIGTERM);
+    s->phase = ours ? STOP_LEADER_TERM : STOP_GROUP_TERM;
 }
 
-/* Wait until process group pgid has no live member, at most timeout_s. */
-static bool group_gone(pid_t pgid, double timeout_s)
+static void stop_next(struct trial_stop *s, int phase, double grace_s, double now)
 {
-    double deadline = child_now() + timeout_s;
+    s->phase = phase;
+    s->grace_s = grace_s;
+    s->since = now;
+}
 
-    while (kernel_pgrp_alive(pgid)) {
-        if (child_now() >= deadline)
-            return false;
-        usleep(10000);
-    }
+/* Our leader has exited (a zombie, left unreaped: WNOWAIT), or someone
+ * else reaped it. */
+static bool leader_exited(pid_t pid)
+{
+    siginfo_t si = {0};
+
+    if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
+        return errno == ECHILD;
+    return si.si_pid == pid;
+}
+
+/* The end: our leader, a zombie by now unless SIGKILL could not end it,
+ * is reaped. */
+static bool stop_done(struct trial_stop *s)
+{
+    int ws;
+
+    s->phase = STOP_DONE;
+    if (s->ours)
+        while (waitpid(s->pgid, &ws, WNOHANG) < 0 && errno == EINTR)
+            ;
     return true;
 }
 
-/* SIGTERM a shadow's process group, then SIGKILL. Signalling -pgid after
- * its leader is gone is still safe: Linux keeps a pid number from reuse
- * while a process group of that number has members. */
-static void kill_group(pid_t pgid, bool our_child, double timeout_s)
+/* One look, never blocking: true once the stop is over (the group empty
+ * and the leader reaped, or given up on after SIGKILL and its grace). */
+static bool stop_step(struct trial_stop *s)
 {
-    kill(-pgid, SIGTERM);
-    /* Before setsid the child is not yet a group leader. */
-    if (our_child)
-        kill(pgid, SIGTERM);
-    if (our_child && !reap(pgid, timeout_s)) {
-        kill(-pgid, SIGKILL);
-        kill(pgid, SIGKILL);
-        reap(pgid, timeout_s);
-    }
-    /* smbd's children leave with their parent; give them a moment. */
-    if (!group_gone(pgid, our_child ? 1.0 : timeout_s)) {
-        kill(-pgid, SIGKILL);
-        group_gone(pgid, 1.0);
+    double now = child_now();
+
+    switch (s->phase) {
+    case STOP_LEADER_TERM:
+    case STOP_LEADER_KILL:
+        if (leader_exited(s->pgid)) {
+            stop_next(s, STOP_GROUP_TERM, GROUP_GRACE_S, now);
+            /* often the group's last: no need to wait for the next look */
+            return stop_step(s);
+        }
+        if (now - s->since < s->grace_s)
+            return false;
+        if (s->phase == STOP_LEADER_TERM) {
+            kill(-s->pgid, SIGKILL);
+            kill(s->pgid, SIGKILL);
+            s->killed = true;
+            stop_next(s, STOP_LEADER_KILL, s->grace_s, now);
+        } else {
+            /* Not even SIGKILL ended it (stuck in the kernel): it stays
+             * unreaped, which keeps its number; its group gets what is
+             * left of the stop. */
+            stop_next(s, STOP_GROUP_TERM, GROUP_GRACE_S, now);
+        }
+        return false;
+    case STOP_GROUP_TERM:
+    case STOP_GROUP_KILL:
+        if (!kernel_pgrp_alive(s->pgid))
+            return stop_done(s);
+        if (now - s->since < s->grace_s)
+            return false;
+        if (s->phase == STOP_GROUP_KILL)
+            return stop_done(s);
+        kill(-s->pgid, SIGKILL);
+        s->killed_rest = true;
+        stop_next(s, STOP_GROUP_KILL, GROUP_GRACE_S, now);
+        return false;
+    default:
+        return true;
     }
 }
 
-int trial_shadow_stop(struct trial_shadow *t, struct err *e)
+/* The blocking form, for the sweep at start-up: a group not ours to reap. */
+static void kill_group(pid_t pgid, double grace_s)
+{
+    struct trial_stop s;
+
+    stop_begin(&s, pgid, false, grace_s);
+    while (!stop_step(&s))
+        usleep(10000);
+}
+
+void trial_shadow_stop_begin(struct trial_shadow *t)
+{
+    if (t->pid <= 0 || t->stopping)
+        return;
+    /* One that died by itself is a zombie, ours (trial_shadow_poll leaves
+     * it unreaped): SIGTERM finds only its children, and they have the
+     * group's short grace after it. One reaped by someone else is not
+     * ours to pin: its group gets that grace too. */
+    stop_begin(&t->stop, t->pid, !t->reaped,
+               t->reaped             ? GROUP_GRACE_S
+               : t->stop_grace_s > 0 ? t->stop_grace_s
+                                     : TRIAL_STOP_TIMEOUT_S);
+    t->stopping = true;
+}
+
+int trial_shadow_stop_step(struct trial_shadow *t, struct err *e)
 {
     int r = 0;
 
-    if (t->pid > 0) {
-        if (!t->reaped)
-            kill_group(t->pid, true, TRIAL_STOP_TIMEOUT_S);
-        else if (kernel_pgrp_alive(t->pid))
-            kill_group(t->pid, false, 1.0);
-        t->pid = 0;
-        t->reaped = false;
-    }
+    if (t->stopping && !stop_step(&t->stop))
+        return 0;
+    t->stopping = false;
+    t->pid = 0;
+    t->reaped = false;
     if (t->run_dir[0] != '\0') {
         /* Only what is ours, never through a link (rmtree.h). */
         r = rmtree_path(t->run_dir, e);
         t->run_dir[0] = '\0';
     }
-    return r;
+    return r < 0 ? r : 1;
+}
+
+int trial_shadow_stop(struct trial_shadow *t, struct err *e)
+{
+    int r;
+
+    trial_shadow_stop_begin(t);
+    while ((r = trial_shadow_stop_step(t, e)) == 0)
+        usleep(10000);
+    return r < 0 ? r : 0;
 }
 
 /* The names smbd's processes go by (/proc/PID/comm): smbd, its children
@@ -517,7 +605,7 @@ static int sweep_one(int base_fd, const char *base_dir, const char *name, struct
 
             /* We made it a session leader: the group is its own. */
             if (kernel_proc_read(own.smbd_pid, &sp) == 0 && sp.pgrp == own.smbd_pid)
-                kill_group(own.smbd_pid, false, TRIAL_STOP_TIMEOUT_S);
+                kill_group(own.smbd_pid, TRIAL_STOP_TIMEOUT_S);
         } else if (own.smbd_pid > 0 && kill(own.smbd_pid, 0) < 0 && errno == ESRCH &&
                    kernel_pgrp_only(own.smbd_pid, own.smbd_pid, smbd_comms)) {
             /* The leader is gone but its group is not: smbd's children,
@@ -525,7 +613,7 @@ static int sweep_one(int base_fd, const char *base_dir, const char *name, struct
              * number and anything else is another program's: the number
              * came round again (a reboot since the record, or a long
              * time), and a leaderless group proves nothing by itself. */
-            kill_group(own.smbd_pid, false, TRIAL_STOP_TIMEOUT_S);
+            kill_group(own.smbd_pid, TRIAL_STOP_TIMEOUT_S);
         }
     } else if (kill(v, 0) == 0 || errno != ESRCH) {
         /* No record yet (or unreadable): its owner may be creating it right

@@ -65,10 +65,25 @@ struct trial_share {
 /* Seconds between SIGTERM and SIGKILL when a shadow is stopped. */
 #define TRIAL_STOP_TIMEOUT_S 10.0
 
+/* A stop under way: SIGTERM to a process group, SIGKILL when its grace
+ * runs out (trial.c). */
+struct trial_stop {
+    pid_t pgid;
+    bool ours; /* the leader is our child, reaped at the end */
+    int phase;
+    double since;     /* when the phase began (child_now()) */
+    double grace_s;   /* the phase's time before SIGKILL */
+    bool killed;      /* the leader needed SIGKILL */
+    bool killed_rest; /* the rest of its group outlived it and needed SIGKILL */
+};
+
 struct trial_shadow {
-    pid_t pid; /* smbd's parent process; also its process group and session */
-    int port;  /* on 127.0.0.1 */
-    bool reaped;
+    pid_t pid;           /* smbd's parent process; also its process group and session */
+    int port;            /* on 127.0.0.1 */
+    bool reaped;         /* by someone else (trial_shadow_poll: -ECHILD) */
+    bool stopping;       /* trial_shadow_stop_begin() was called */
+    double stop_grace_s; /* SIGTERM to SIGKILL; 0: TRIAL_STOP_TIMEOUT_S (tests shorten it) */
+    struct trial_stop stop;
     char run_dir[PATH_MAX];
     char conf[PATH_MAX];
     char log[PATH_MAX];
@@ -111,8 +126,9 @@ int trial_shadow_spawn(const char *prod_conf, const char *base_dir, const char *
 /* Non-blocking (at most a few ms): 1 when smbd listens on its port and
  * accepts a connection, 0 not yet, -EADDRINUSE when the port was taken by
  * someone else (stop it and spawn again), another negative errno when smbd
- * died (the reason ends with the last lines of its log). poll and stop
- * reap t->pid: the caller must not (no sd_event child source for it). */
+ * died (the reason ends with the last lines of its log; smbd is left a
+ * zombie, and the stop, which must follow, reaps it). Only the stop reaps
+ * t->pid: the caller must not (no sd_event child source for it). */
 int trial_shadow_poll(struct trial_shadow *t, struct err *e);
 
 /* Blocking convenience for --once and the tests: spawn and poll until
@@ -125,8 +141,20 @@ int trial_shadow_start(const char *prod_conf, const char *base_dir, const char *
 
 /* SIGTERM to the shadow's process group, SIGKILL after
  * TRIAL_STOP_TIMEOUT_S, reap, remove the run directory. Safe to call on a
- * shadow that already died or was already stopped. */
+ * shadow that already died, was already stopped, or whose stop in steps
+ * (below) is under way: it finishes that one. Blocks up to about twice
+ * TRIAL_STOP_TIMEOUT_S when smbd ignores SIGTERM. */
 int trial_shadow_stop(struct trial_shadow *t, struct err *e);
+
+/* The same stop in steps, for an event loop: a shadow that does not heed
+ * SIGTERM (stopped, hung in I/O) must not hold the loop up for
+ * TRIAL_STOP_TIMEOUT_S. begin sends SIGTERM; step, called from a timer,
+ * never blocks: 0 while the shadow's processes are still there, 1 once
+ * they are gone and its run directory is removed, a negative errno (e
+ * set) when the removal failed. t->stop.killed says whether SIGKILL was
+ * needed. t may be copied (struct assignment) before or after begin. */
+void trial_shadow_stop_begin(struct trial_shadow *t);
+int trial_shadow_stop_step(struct trial_shadow *t, struct err *e);
 
 /* Remove what a killed run left under base_dir: every run directory whose
  * owner is no longer alive; its smbd, when still alive (same pid and start

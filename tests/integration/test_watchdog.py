@@ -22,6 +22,7 @@ NOTIFY_SOCKET they inherit) get none.
 """
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -160,10 +161,11 @@ def longest_gap(pings, t0, t1):
     return max(b - a for a, b in zip(marks, marks[1:]))
 
 
-def first_cycle(env, extra_env):
-    """Run the daemon with a watchdog until its first cycle ends; returns
-    its pid, its notifications, and (monotonic, wall) times of READY=1 and
-    of the cycle's end line."""
+def first_cycle(env, extra_env, until=None, end_re=RESULT_RE):
+    """Run the daemon with a watchdog until its first cycle ends (end_re
+    matches its stderr) and until(daemon) is true, when given (it is called
+    on every look); returns its pid, its notifications, and (monotonic,
+    wall) times of READY=1 and of the end."""
     # a short path: a unix socket's name has at most 107 bytes
     sockdir = Path(tempfile.mkdtemp(prefix="smbtd-notify-", dir="/tmp"))
     notes = Notifications(sockdir / "notify")
@@ -182,7 +184,8 @@ def first_cycle(env, extra_env):
             if ready is None:
                 got = [m for m in notes.of(d.pid) if "READY=1" in m[3].split("\n")]
                 ready = (got[0][0], got[0][1]) if got else None
-            if ready is not None and RESULT_RE.search(d.stderr):
+            done = until is None or until(d)
+            if ready is not None and end_re.search(d.stderr) and done:
                 end = (time.monotonic(), time.time())
             time.sleep(0.01)
         msgs = notes.of(d.pid)
@@ -241,3 +244,82 @@ def test_watchdog_fed_while_smbcontrol_is_slow(make_env, tmp_path):
     slow_helper(bindir / "smbcontrol", shutil.which("smbcontrol"), runs, once=True)
     path = f"{bindir}:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}"
     check_fed(*first_cycle(env, {"PATH": path}), runs)
+
+
+# Any end of a cycle: a probe of the stopped shadow fails the cycle.
+CYCLE_END_RE = re.compile(r"^<\d>cycle (done|failed) after ", re.M)
+
+
+class StopOneShadow:
+    """Stops (SIGSTOP) the first shadow smbd once it serves: a shadow that
+    does not heed the SIGTERM of its stop, as one hung in I/O would not.
+    True once that smbd is gone (the daemon killed and reaped it). Signals
+    go through a pidfd: the number may be someone else's once reaped."""
+
+    def __init__(self, env):
+        self.base = env.state_dir / "shadow"
+        self.pid = None
+        self.pidfd = None
+
+    def serving(self, run_dir):
+        """The run's smbd pid once it listens on its port, else None."""
+        try:
+            owner = (run_dir / "trial.pid").read_text().split()
+            port = re.search(r"^\s*smb ports = (\d+)$", (run_dir / "smb.conf").read_text(),
+                             re.M)
+        except OSError:
+            return None
+        if len(owner) != 6 or owner[4] == "0" or port is None:
+            return None
+        try:
+            socket.create_connection(("127.0.0.1", int(port.group(1))), timeout=0.2).close()
+        except OSError:
+            return None
+        return int(owner[4])
+
+    def __call__(self, daemon):
+        if self.pid is None:
+            for run_dir in sorted(self.base.glob("shadow-*")) if self.base.exists() else []:
+                pid = self.serving(run_dir)
+                if pid is not None:
+                    self.pidfd = os.pidfd_open(pid)
+                    signal.pidfd_send_signal(self.pidfd, signal.SIGSTOP)
+                    self.pid = pid
+                    break
+            return False
+        return not Path(f"/proc/{self.pid}").exists()
+
+    def release(self):
+        """The stopped smbd, if the test failed before the daemon ended it."""
+        if self.pidfd is None:
+            return
+        try:
+            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.close(self.pidfd)
+
+
+def test_watchdog_fed_while_a_shadow_will_not_stop(make_env):
+    """A shadow smbd that does not heed SIGTERM is stopped in steps
+    (daemon/place.c): SIGKILL after TRIAL_STOP_TIMEOUT_S (10 s), and the
+    loop, with its watchdog, goes on meanwhile. The watch runs from READY=1
+    until that smbd is gone and the cycle has ended."""
+    env = make_env(ON_LATTICE)
+    # advise: measures and reports, never writes smb.conf; a short probe
+    # deadline, as the probe of the stopped shadow waits for it
+    env.write_config(probe={"deadline": "3"},
+                     tune={"mode": q("advise"), "trials": q("shadow"), "interval": "1h"})
+    stopper = StopOneShadow(env)
+    try:
+        d, msgs, ready, end = first_cycle(env, {}, until=stopper, end_re=CYCLE_END_RE)
+    finally:
+        stopper.release()
+    assert stopper.pid is not None, f"no shadow smbd was seen serving\n{d.stderr}"
+    pings = [m[0] for m in msgs if "WATCHDOG=1" in m[3].split("\n")]
+    gap = longest_gap(pings, ready[0], end[0])
+    assert gap <= WATCHDOG_USEC / 1e6, \
+        f"{gap:.1f} s without WATCHDOG=1 while a shadow smbd was being stopped (WATCHDOG_USEC " \
+        f"is {WATCHDOG_USEC / 1e6:.0f} s)\nstderr:\n{d.stderr}"
+    assert "did not stop within 10 s of SIGTERM: it was killed" in d.stderr, d.stderr
+    assert env.leftovers() == []
