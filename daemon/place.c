@@ -24,6 +24,8 @@
 #define SHADOW_POLL_S 0.1
 /* How often a stopping shadow is looked at; a healthy one takes tens of ms. */
 #define SHADOW_STOP_POLL_S 0.02
+/* ... and one that even SIGKILL has not ended yet. */
+#define SHADOW_STUCK_POLL_S 1.0
 /* Shadows still stopping (each up to about 2 x TRIAL_STOP_TIMEOUT_S when
  * smbd does not heed SIGTERM) beyond which no new one is started: a
  * machine where smbd hangs would otherwise gain one per candidate. */
@@ -38,6 +40,7 @@ struct retiring {
     struct place *place;
     struct trial_shadow shadow;
     sd_event_source *timer;
+    bool stuck_said;
 };
 
 struct place {
@@ -166,7 +169,21 @@ static int on_retire(sd_event_source *src, uint64_t usec, void *ud)
     int r = trial_shadow_stop_step(&s->shadow, &e);
 
     if (r == 0) {
-        r = sd_event_source_set_time_relative(src, (uint64_t)(SHADOW_STOP_POLL_S * 1e6));
+        double next = SHADOW_STOP_POLL_S;
+
+        /* Not even SIGKILL ended it yet: said once, then looked at
+         * seldom; it stays on the list (and counts against the cap)
+         * until it exits and is reaped. */
+        if (s->shadow.stop.stuck) {
+            if (!s->stuck_said)
+                journal_log(LOG_WARNING,
+                            "shadow smbd (pid %d, %s) did not end even %.0f s after SIGKILL "
+                            "(stuck in the kernel?): waiting for it",
+                            (int)s->shadow.pid, s->shadow.conf, TRIAL_STOP_TIMEOUT_S);
+            s->stuck_said = true;
+            next = SHADOW_STUCK_POLL_S;
+        }
+        r = sd_event_source_set_time_relative(src, (uint64_t)(next * 1e6));
         if (r >= 0)
             r = sd_event_source_set_enabled(src, SD_EVENT_ONESHOT);
         if (r >= 0)

@@ -417,6 +417,7 @@ enum {
     STOP_LEADER_KILL, /* SIGKILL sent; waiting for the leader to exit */
     STOP_GROUP_TERM,  /* the leader has exited; waiting for the rest of its group */
     STOP_GROUP_KILL,  /* SIGKILL sent to the rest */
+    STOP_STUCK,       /* not even SIGKILL ended the leader: waiting for it to exit */
     STOP_DONE,
 };
 /* How long smbd's children get to leave after their parent. */
@@ -496,10 +497,19 @@ static bool stop_step(struct trial_stop *s)
             s->killed = true;
             stop_next(s, STOP_LEADER_KILL, s->grace_s, now);
         } else {
-            /* Not even SIGKILL ended it (stuck in the kernel): it stays
-             * unreaped, which keeps its number; its group gets what is
-             * left of the stop. */
+            /* Not even SIGKILL ended it (stuck in the kernel, a hard
+             * mount): SIGKILL acts once its I/O returns. Nothing more to
+             * send; it is looked at until it exits, and then reaped, its
+             * group and run directory cleared as usual. A blocking
+             * caller gives up here (s->stuck). */
+            s->stuck = true;
+            stop_next(s, STOP_STUCK, 0, now);
+        }
+        return false;
+    case STOP_STUCK:
+        if (leader_exited(s->pgid)) {
             stop_next(s, STOP_GROUP_TERM, GROUP_GRACE_S, now);
+            return stop_step(s);
         }
         return false;
     case STOP_GROUP_TERM:
@@ -566,8 +576,14 @@ int trial_shadow_stop(struct trial_shadow *t, struct err *e)
     int r;
 
     trial_shadow_stop_begin(t);
-    while ((r = trial_shadow_stop_step(t, e)) == 0)
+    while ((r = trial_shadow_stop_step(t, e)) == 0) {
+        if (t->stop.stuck)
+            return err_set(e, -EBUSY,
+                           "shadow smbd (pid %d) did not end even after SIGKILL (stuck in the "
+                           "kernel?): left, with its run directory %s",
+                           (int)t->pid, t->run_dir);
         usleep(10000);
+    }
     return r < 0 ? r : 0;
 }
 

@@ -75,6 +75,7 @@ struct trial_stop {
     double grace_s;   /* the phase's time before SIGKILL */
     bool killed;      /* the leader needed SIGKILL */
     bool killed_rest; /* the rest of its group outlived it and needed SIGKILL */
+    bool stuck;       /* the leader outlived SIGKILL's grace too */
 };
 
 struct trial_shadow {
@@ -143,7 +144,10 @@ int trial_shadow_start(const char *prod_conf, const char *base_dir, const char *
  * TRIAL_STOP_TIMEOUT_S, reap, remove the run directory. Safe to call on a
  * shadow that already died, was already stopped, or whose stop in steps
  * (below) is under way: it finishes that one. Blocks up to about twice
- * TRIAL_STOP_TIMEOUT_S when smbd ignores SIGTERM. */
+ * TRIAL_STOP_TIMEOUT_S when smbd ignores SIGTERM. -EBUSY when smbd did
+ * not end even TRIAL_STOP_TIMEOUT_S after SIGKILL (stuck in the kernel):
+ * it is left, unreaped, with its run directory (the next start's sweep
+ * finds them). */
 int trial_shadow_stop(struct trial_shadow *t, struct err *e);
 
 /* The same stop in steps, for an event loop: a shadow that does not heed
@@ -152,7 +156,9 @@ int trial_shadow_stop(struct trial_shadow *t, struct err *e);
  * never blocks: 0 while the shadow's processes are still there, 1 once
  * they are gone and its run directory is removed, a negative errno (e
  * set) when the removal failed. t->stop.killed says whether SIGKILL was
- * needed. t may be copied (struct assignment) before or after begin. */
+ * needed; t->stop.stuck that even SIGKILL has not ended smbd yet (the
+ * steps go on until it does: it stays ours to reap). t may be copied (struct assignment) before or
+ * after begin. */
 void trial_shadow_stop_begin(struct trial_shadow *t);
 int trial_shadow_stop_step(struct trial_shadow *t, struct err *e);
 

@@ -23,6 +23,7 @@ NOTIFY_SOCKET they inherit) get none.
 
 import os
 import re
+import select
 import shutil
 import signal
 import socket
@@ -253,8 +254,8 @@ CYCLE_END_RE = re.compile(r"^<\d>cycle (done|failed) after ", re.M)
 class StopOneShadow:
     """Stops (SIGSTOP) the first shadow smbd once it serves: a shadow that
     does not heed the SIGTERM of its stop, as one hung in I/O would not.
-    True once that smbd is gone (the daemon killed and reaped it). Signals
-    go through a pidfd: the number may be someone else's once reaped."""
+    True once that smbd has exited (the daemon killed it). Signals and the
+    look go through a pidfd: the number may be someone else's once reaped."""
 
     def __init__(self, env):
         self.base = env.state_dir / "shadow"
@@ -287,7 +288,9 @@ class StopOneShadow:
                     self.pid = pid
                     break
             return False
-        return not Path(f"/proc/{self.pid}").exists()
+        # readable once it has exited: its number may be reused after
+        # the reap, the pidfd's process not
+        return bool(select.select([self.pidfd], [], [], 0)[0])
 
     def release(self):
         """The stopped smbd, if the test failed before the daemon ended it."""

@@ -26,8 +26,11 @@
 /* A generous bound on a whole stop, so that a broken one fails, not hangs. */
 #define STOP_BOUND_S 30.0
 
-/* The stand-ins of the test that runs, killed by teardown if it failed. */
+/* The stand-ins of the test that runs, killed by teardown if it failed;
+ * the write end of the pipe whose end also ends the member (it has no
+ * PDEATHSIG of ours: it must outlive its leader in one test). */
 static pid_t leader, member;
+static int hold = -1;
 
 /* Gone: no such process, or a zombie. */
 static bool gone(pid_t pid)
@@ -60,6 +63,9 @@ static int teardown(void **state)
         waitpid(leader, NULL, 0);
     }
     leader = member = 0;
+    if (hold >= 0)
+        close(hold);
+    hold = -1;
     return 0;
 }
 
@@ -67,22 +73,29 @@ static int teardown(void **state)
  * ignores SIGTERM when told. The leader dies with the test (PDEATHSIG). */
 static void stand_in(bool deaf_leader, bool deaf_member)
 {
-    int fds[2];
+    int fds[2], end[2];
     pid_t pid, m = 0;
 
     assert_int_equal(pipe(fds), 0);
+    assert_int_equal(pipe(end), 0);
     pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         setsid();
+        close(end[1]);
         signal(SIGTERM, deaf_member ? SIG_IGN : SIG_DFL);
         m = fork();
         if (m == 0) {
+            char c;
+
             close(fds[1]);
-            for (;;)
-                pause();
+            /* until a signal, or the test's end (EOF) */
+            while (read(end[0], &c, 1) < 0)
+                ;
+            _exit(0);
         }
+        close(end[0]);
         signal(SIGTERM, deaf_leader ? SIG_IGN : SIG_DFL);
         /* ready: SIGTERM's disposition is set in both */
         if (write(fds[1], &m, sizeof(m)) != (ssize_t)sizeof(m))
@@ -91,6 +104,8 @@ static void stand_in(bool deaf_leader, bool deaf_member)
             pause();
     }
     close(fds[1]);
+    close(end[0]);
+    hold = end[1];
     assert_int_equal(read(fds[0], &m, sizeof(m)), (ssize_t)sizeof(m));
     close(fds[0]);
     leader = pid;
