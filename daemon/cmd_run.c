@@ -111,15 +111,19 @@ int cmd_fill(const struct config *c, struct tuner_opts *t, struct err *e)
 }
 
 /* struct config -> struct tuner_opts, and what only the command line says.
- * The strings stay in d->cfg. */
-static int make_opts(struct daemon *d, struct err *e)
+ * The strings stay in d->cfg. again: the configuration a SIGHUP has just
+ * checked, filled a second time into d itself (its strings must point into
+ * d->cfg): the credentials file is not checked twice (that may take up to
+ * CREDS_CHECK_DEADLINE_S) nor the notice said twice. */
+static int make_opts(struct daemon *d, bool again, struct err *e)
 {
     const struct config *c = &d->cfg;
     struct tuner_opts *t = &d->topts;
 
-    if (cmd_fill(c, t, e) < 0)
+    if ((again ? config_fill(c, t, e) : cmd_fill(c, t, e)) < 0)
         return -EINVAL;
-    if (c->tune.mode == TUNER_ADVISE && !c->tune.trials_auto && c->tune.trials == TUNER_LIVE)
+    if (!again && c->tune.mode == TUNER_ADVISE && !c->tune.trials_auto &&
+        c->tune.trials == TUNER_LIVE)
         journal_log(LOG_NOTICE,
                     "advise mode never writes smb.conf: trying candidates on %s "
                     "instead of live",
@@ -216,7 +220,7 @@ static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *u
         sd_notify(0, "READY=1");
         return 0;
     }
-    if (make_opts(&tmp, &e) < 0) {
+    if (make_opts(&tmp, false, &e) < 0) {
         journal_log(LOG_ERR, "SIGHUP: %s; keeping the configuration in force", e.msg);
         sd_notify(0, "READY=1");
         return 0;
@@ -232,7 +236,9 @@ static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *u
         return 0;
     }
     d->cfg = fresh;
-    make_opts(d, &e);
+    /* tmp's options, made again: checked above, so it cannot fail */
+    if (make_opts(d, true, &e) < 0)
+        journal_log(LOG_ERR, "SIGHUP: %s", e.msg);
     tuner_set_opts(d->tuner, &d->topts);
     journal_log(LOG_NOTICE, "configuration reloaded from %s", d->o->config_file);
     sd_notify(0, "READY=1");
@@ -263,7 +269,7 @@ int cmd_check(const struct opts *o)
     char *v = NULL;
     int r;
 
-    if (cmd_load_config(o, &d.cfg, &e) < 0 || make_opts(&d, &e) < 0) {
+    if (cmd_load_config(o, &d.cfg, &e) < 0 || make_opts(&d, false, &e) < 0) {
         fprintf(stderr, "smbtuned: %s\n", e.msg);
         return CMD_EXIT_CONFIG;
     }
@@ -411,7 +417,7 @@ int cmd_run(const struct opts *o)
     bool scheduled;
     int r, lock;
 
-    if (cmd_load_config(o, &d.cfg, &e) < 0 || make_opts(&d, &e) < 0)
+    if (cmd_load_config(o, &d.cfg, &e) < 0 || make_opts(&d, false, &e) < 0)
         return refused(o, CMD_EXIT_CONFIG, NULL, "%s", e.msg);
     /* The daemon refuses what -t refuses, before READY=1 and with -t's
      * exit status (but for testparm's verdict, which each cycle reports,

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/fanotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -376,6 +377,27 @@ static void test_load_refusals(void **state)
     remove_cred(&f);
 }
 
+/* Answer every permission event still pending: on a kernel where the
+ * killed child still waits for one, its open goes on and it ends. */
+static void allow_pending(int fan)
+{
+    char buf[4096] __attribute__((aligned(8)));
+    struct pollfd pf = {fan, POLLIN, 0};
+    ssize_t n;
+
+    while (poll(&pf, 1, 0) == 1 && (n = read(fan, buf, sizeof(buf))) > 0) {
+        for (struct fanotify_event_metadata *m = (struct fanotify_event_metadata *)buf;
+             FAN_EVENT_OK(m, n); m = FAN_EVENT_NEXT(m, n)) {
+            struct fanotify_response ok = {.fd = m->fd, .response = FAN_ALLOW};
+
+            if (write(fan, &ok, sizeof(ok)) < 0)
+                break;
+            if (m->fd >= 0)
+                close(m->fd);
+        }
+    }
+}
+
 /* A file whose open never returns, as on a stalled network mount: an
  * fanotify listener (root only) that never answers the open's permission
  * event. creds_check gives up within its deadline, kills its child and
@@ -393,7 +415,11 @@ static void test_check_has_a_deadline(void **state)
     if (fan < 0)
         skip(); /* not root, or no fanotify in this kernel */
     make_cred(&f, text, strlen(text), 0600);
-    assert_int_equal(fanotify_mark(fan, FAN_MARK_ADD, FAN_OPEN_PERM, AT_FDCWD, f.path), 0);
+    if (fanotify_mark(fan, FAN_MARK_ADD, FAN_OPEN_PERM, AT_FDCWD, f.path) < 0) {
+        close(fan);
+        remove_cred(&f);
+        skip(); /* a file system without permission events */
+    }
     t0 = child_now();
     assert_int_equal(creds_check(f.path, geteuid(), &e), -ETIMEDOUT);
     /* bounded: the deadline and the moment given to the kill, not a
@@ -401,7 +427,8 @@ static void test_check_has_a_deadline(void **state)
     assert_true(child_now() - t0 < CREDS_CHECK_DEADLINE_S + 5);
     assert_non_null(strstr(e.msg, "no answer within"));
     assert_non_null(strstr(e.msg, f.path));
-    close(fan); /* a pending open is allowed when its listener goes */
+    allow_pending(fan);
+    close(fan);
     remove_cred(&f);
 }
 
