@@ -892,6 +892,7 @@ static void test_state_dir_too_long(void **state)
     dir[PATH_MAX - 4] = '\0';
     assert_int_equal(state_load(dir, &st, &e), -ENAMETOOLONG);
     assert_int_equal(strncmp(e.msg, "state directory /tmp/", 21), 0);
+    /* (save stops at its lock file's name, longer than "state", first) */
     st.unread = false;
     assert_int_equal(state_save(dir, &st, &e), -ENAMETOOLONG);
 }
