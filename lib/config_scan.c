@@ -73,6 +73,29 @@ static int name_check(const struct scan_word *w, const char *after, bool quoted,
     return 0;
 }
 
+/* An option `url = ...` (word w, the text after it at after) whose line
+ * holds an '@' anywhere: a user and password in the URL, which url_parse
+ * refuses too, but only after libconfuse has read the value, and an
+ * unquoted one ends at a blank, '#', '=' or ',' (smb://admin:pa#ss@fs/x
+ * reads as smb://admin:pa, the rest a comment); its messages about what is
+ * left, or about the tokens after it, would show a piece of the password.
+ * Refused here, the line not shown (nor its comment, which may hold the
+ * '@'). */
+static int url_check(const struct scan_word *w, const char *after, const char *name, struct err *e)
+{
+    const char *eq = after + strspn(after, " \t\r");
+
+    if (w->n != 3 || memcmp(w->s, "url", 3) != 0 || *eq != '=')
+        return 0;
+    if (memchr(eq, '@', strcspn(eq, "\n")) == NULL)
+        return 0;
+    return err_set(e, -EINVAL,
+                   "%s:%d: probe: URL must not carry a user or password (an '@' on the url "
+                   "line): set credentials instead (the line is not shown; an '@' in a "
+                   "comment on it is refused too: move the comment)",
+                   name, w->line);
+}
+
 /* In a double-quoted string at p (a backslash): an escape libconfuse
  * reads as the byte 0 (\0, \00, \000, \x0, \x00), which would cut the
  * value short without a word. */
@@ -149,7 +172,7 @@ static int scan(const char *text, const char *name, char *out, struct err *e)
              * "probe" { } is the section probe. */
             word = (struct scan_word){from, (size_t)(p - from), start};
             p++;
-            if (name_check(&word, p, true, name, e) < 0)
+            if (name_check(&word, p, true, name, e) < 0 || url_check(&word, p, name, e) < 0)
                 return -EINVAL;
         } else if (p[0] == '$' && p[1] == '{') {
             return env_error(name, line, e);
@@ -159,7 +182,7 @@ static int scan(const char *text, const char *name, char *out, struct err *e)
                 if (p[0] == '$' && p[1] == '{')
                     return env_error(name, line, e);
             word.n = (size_t)(p - word.s);
-            if (name_check(&word, p, false, name, e) < 0)
+            if (name_check(&word, p, false, name, e) < 0 || url_check(&word, p, name, e) < 0)
                 return -EINVAL;
         } else if (*p == '*' || (*p == '+' && p[1] != '=')) {
             /* libconfuse's lexer drops a stray one without a word */

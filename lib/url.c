@@ -169,21 +169,27 @@ static int parse_host(const char *url, const char *p, const char *auth_end, stru
 }
 
 /* ":N" between the host and auth_end, N from 1 to 65535. */
-static int parse_port(const char *url, const char *p, const char *auth_end, struct url *u,
-                      struct err *e)
+static int parse_port(const char *p, const char *auth_end, struct url *u, struct err *e)
 {
     char port[8];
     long long v;
 
-    if (*p != ':' || (size_t)(auth_end - p - 1) >= sizeof(port))
-        return err_set(e, -EINVAL, "URL '%s': bad port", url);
-    memcpy(port, p + 1, (size_t)(auth_end - p - 1));
-    port[auth_end - p - 1] = '\0';
-    if (parse_long(port, 1, 65535, &v) < 0)
-        return err_set(e, -EINVAL, "URL '%s': port '%s' is not a number from 1 to 65535", url,
-                       port);
-    u->port = (unsigned)v;
-    return 0;
+    if (*p == ':' && (size_t)(auth_end - p - 1) < sizeof(port)) {
+        memcpy(port, p + 1, (size_t)(auth_end - p - 1));
+        port[auth_end - p - 1] = '\0';
+        if (parse_long(port, 1, 65535, &v) == 0) {
+            u->port = (unsigned)v;
+            return 0;
+        }
+    }
+    /* Neither the URL nor the port is quoted: a URL whose password was
+     * cut before its '@' (at a blank or '#' of an unquoted value, where
+     * the config's lexer or the shell ends it) reads as
+     * smb://USER:PASSWORD, the password in the port's place. */
+    return err_set(e, -EINVAL,
+                   "URL smb://%s...: what follows the host is no port from 1 to 65535 (not "
+                   "shown: it may be a password cut short before its '@')",
+                   u->host);
 }
 
 int url_parse(const char *url, struct url *u, struct err *e)
@@ -210,7 +216,7 @@ int url_parse(const char *url, struct url *u, struct err *e)
     if (r < 0)
         return r;
     if (host_end < auth_end) {
-        r = parse_port(url, host_end, auth_end, u, e);
+        r = parse_port(host_end, auth_end, u, e);
         if (r < 0)
             return r;
     }

@@ -139,6 +139,31 @@ static void test_paths_nul_escapes_strays(void **state)
     check_ok("tune {\n  x += (a)\n}\n");
 }
 
+/* A url line with an '@': refused before libconfuse cuts an unquoted
+ * value short (at '#', a blank, '=' or ','), never showing the line. */
+static void test_url_with_a_password(void **state)
+{
+    static const char *const lines[] = {
+        "  url = smb://admin:s3cr#et@fs/share\n", "  url = smb://admin:s3 cr@fs/share\n",
+        "  url = smb://admin:p=w@fs/share\n",     "  url=\"smb://admin:pw@fs/share\"\n",
+        "  \"url\" = smb://a:p,w@fs/share\n",     "  url = smb://fs/share # mail admin@fs\n",
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+        char text[256];
+        struct err e = {{0}};
+
+        snprintf(text, sizeof(text), "probe {\n%s}\n", lines[i]);
+        check_refused(text, "/etc/smbtuned.conf:2: probe: URL must not carry a user or password");
+        config_scan(text, "/etc/smbtuned.conf", &e);
+        if (strstr(e.msg, "admin") != NULL || strstr(e.msg, "fs/") != NULL)
+            fail_msg("error for\n%s\nshows the line: '%s'", text, e.msg);
+    }
+    /* an '@' on another line, or in another option's value, is not the url's */
+    check_ok("probe {\n  url = smb://fs/share\n  # admin@fs\n  directory = a@b\n}\n");
+}
+
 /* Comments and strings hide braces and ${ from the scan, as from
  * libconfuse: a single-quoted string is never expanded, an escaped $ in a
  * double-quoted one is not either. */
@@ -191,6 +216,7 @@ int main(void)
         cmocka_unit_test(test_section_twice),
         cmocka_unit_test(test_environment),
         cmocka_unit_test(test_paths_nul_escapes_strays),
+        cmocka_unit_test(test_url_with_a_password),
         cmocka_unit_test(test_comments_and_strings),
         cmocka_unit_test(test_blank_comments),
     };
