@@ -98,7 +98,7 @@ static void take_mem(struct clients_sock *s, const uint32_t *mem, size_t len)
 int conns_parse(const struct inet_diag_msg *m, size_t len, struct clients_sock *s)
 {
     const struct rtattr *a;
-    unsigned alen;
+    int alen; /* signed: RTA_NEXT past an unaligned last attribute goes below 0 */
     bool info = false;
 
     if (len < NLMSG_ALIGN(sizeof(*m)))
@@ -111,7 +111,7 @@ int conns_parse(const struct inet_diag_msg *m, size_t len, struct clients_sock *
      * (tcp_diag_get_info): bytes in order, received, not yet read by smbd;
      * in every kernel's inet_diag_msg, no attribute needed. */
     s->unread = m->idiag_rqueue;
-    alen = (unsigned)(len - NLMSG_ALIGN(sizeof(*m)));
+    alen = (int)(len - NLMSG_ALIGN(sizeof(*m)));
     for (a = (const struct rtattr *)(m + 1); RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
         if (a->rta_type == INET_DIAG_INFO) {
             take_info(s, RTA_DATA(a), RTA_PAYLOAD(a));

@@ -48,7 +48,9 @@ int kernel_diag_dump(int family, unsigned states, unsigned exts, const int *port
             r = n < 0 ? -errno : 0;
             goto out;
         }
-        for (; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+        /* n stays signed: NLMSG_NEXT past an unaligned last message
+         * goes below 0, which NLMSG_OK refuses */
+        for (; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
             struct inet_diag_msg *m = NLMSG_DATA(h);
             bool ours = false;
 
@@ -83,7 +85,8 @@ struct one_ext {
 static void visit_one_ext(const struct inet_diag_msg *m, size_t len, void *ctx)
 {
     const struct one_ext *o = ctx;
-    unsigned alen = (unsigned)(len - NLMSG_ALIGN(sizeof(*m)));
+    /* signed: RTA_NEXT past an unaligned last attribute goes below 0 */
+    int alen = (int)(len - NLMSG_ALIGN(sizeof(*m)));
     struct rtattr *a;
 
     for (a = (struct rtattr *)(m + 1); RTA_OK(a, alen); a = RTA_NEXT(a, alen))

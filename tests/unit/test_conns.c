@@ -204,6 +204,24 @@ static void test_malformed(void **state)
     assert_int_equal(conns_parse(&m.d, m.len - 8, &s), -EINVAL);
 }
 
+/* The last attribute's length fills the message but is not a multiple of
+ * 4: the step past it (its aligned length) goes beyond the end. What lies
+ * there (here a whole tcp_info) is not read: it is not in the message. */
+static void test_unaligned_last_attribute(void **state)
+{
+    struct msg full = answer(FULL_INFO, 0), m = {0};
+    size_t hdr = NLMSG_ALIGN(sizeof(struct inet_diag_msg));
+    struct rtattr odd = {.rta_len = RTA_LENGTH(1), .rta_type = 99};
+    struct clients_sock s;
+
+    (void)state;
+    memcpy(m.buf, full.buf, hdr);
+    memcpy(m.buf + hdr, &odd, sizeof(odd));
+    /* past the odd one's aligned end, outside the length given */
+    memcpy(m.buf + hdr + RTA_ALIGN(odd.rta_len), full.buf + hdr, full.len - hdr);
+    assert_int_equal(conns_parse(&m.d, hdr + odd.rta_len, &s), -EINVAL);
+}
+
 static void test_ipv6(void **state)
 {
     struct msg m = answer(FULL_INFO, 0);
@@ -341,6 +359,7 @@ int main(void)
         cmocka_unit_test(test_shortest),
         cmocka_unit_test(test_longer),
         cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_unaligned_last_attribute),
         cmocka_unit_test(test_ipv6),
         cmocka_unit_test(test_live),
         cmocka_unit_test(test_live_dual_stack),
