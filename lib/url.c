@@ -151,6 +151,15 @@ static int parse_host(const char *url, const char *p, const char *auth_end, stru
                        url, u->host, u->host);
     if (zone != NULL && zone[1] == '\0')
         return err_set(e, -EINVAL, "URL '%s': no interface after the '%%' of [%s]", url, u->host);
+    /* An interface's name or number: a ':' there would read as a port
+     * in the name written for libsmbclient (url_format_smbc()). */
+    if (zone != NULL &&
+        zone[1 + strspn(zone + 1, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                  "0123456789_.-")] != '\0')
+        return err_set(e, -EINVAL,
+                       "URL '%s': [%s]: an interface is named with letters, digits, '_', '.' "
+                       "and '-' only",
+                       url, u->host);
     /* Samba takes the name url_format_smbc() writes for an address only
      * while its part before the suffix is shorter than INET6_ADDRSTRLEN
      * (46: normalize_ipv6_literal() in lib/util/util_net.c); a longer one

@@ -133,6 +133,9 @@ static void test_host(void **state)
     check_bad_url("smb://f\ts/share", -EINVAL, "bad character in host");
     check_bad_url("smb://fs?x/share", -EINVAL, "bad character in host");
     check_bad_url("smb://[fe80::1%]/share", -EINVAL, "no interface after the '%' of [fe80::1%]");
+    check_bad_url("smb://[fe80::1%e:9]/share", -EINVAL, "an interface is named with letters");
+    check_bad_url("smb://[fe80::1%e;x]/share", -EINVAL, "an interface is named with letters");
+    check_url("smb://[fe80::1%br-lan.2_x]/share", "fe80::1%br-lan.2_x", 0, "share", "");
     /* Samba reads its name for an address (fe80-0-0-0-a8bb-ccff-fedd-eeff
      * and 's' and the zone) as one only below 46 characters; the 15 of
      * an interface named after its MAC address make 46. */
