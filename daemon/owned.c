@@ -419,9 +419,25 @@ static void revert(struct owned *w, struct reply *rep)
         rep->r =
             smbconf_revert(w->st->pending_edit.file, w->o->state_dir, &w->st->pending_edit, &e);
     memcpy(rep->msg, e.msg, sizeof(rep->msg));
-    if (rep->r == 0)
+    /* (also after a shadowed take-back: smbd may not have read the line
+     * now in force yet) */
+    if (rep->r >= 0)
         rep->apply_r = apply_run(trial_apply(w->o), w->o->smb_conf, &ae);
     memcpy(rep->apply_msg, ae.msg, sizeof(rep->apply_msg));
+}
+
+/* The take-back's journal event; after: what the line holds now. */
+static void taken_back(struct owned *w, const struct reply *rep, const char *after)
+{
+    char conf[4200];
+    const char *f[] = {conf, NULL};
+
+    snprintf(conf, sizeof(conf), "SMBTUNED_SMB_CONF=%s", w->st->pending_edit.file);
+    journal_event(JOURNAL_ID_TAKE_BACK, LOG_NOTICE, f, "%s taken back in %s: %s",
+                  w->st->pending_commit ? "unfinished change" : "live trial",
+                  w->st->pending_edit.file, after);
+    if (rep->apply_r < 0)
+        journal_log(LOG_WARNING, "%s", rep->apply_msg);
 }
 
 /* What a revert came to, in the parent. */
@@ -430,22 +446,17 @@ static int settle(struct owned *w, const struct reply *rep)
     int r = rep->r;
 
     if (r == 0 || r == -EALREADY) {
-        if (r == 0) {
-            char conf[4200];
-            const char *f[] = {conf, NULL};
-
-            snprintf(conf, sizeof(conf), "SMBTUNED_SMB_CONF=%s", w->st->pending_edit.file);
-            journal_event(JOURNAL_ID_TAKE_BACK, LOG_NOTICE, f,
-                          "%s taken back in %s: the socket options line holds what "
-                          "it held before",
-                          w->st->pending_commit ? "unfinished change" : "live trial",
-                          w->st->pending_edit.file);
-        }
-        if (r == 0 && rep->apply_r < 0)
-            journal_log(LOG_WARNING, "%s", rep->apply_msg);
+        if (r == 0)
+            taken_back(w, rep, "the socket options line holds what it held before");
         owned_pending_clear(w->st);
         owned_save(w->o, w->st);
         r = 0;
+    } else if (r == SMBCONF_UNDONE_SHADOWED) {
+        /* ours is gone from the file, and the line in force is someone
+         * else's: a hand edit, held as any other */
+        taken_back(w, rep, "another socket options line is in force");
+        owned_hold(w, rep->msg);
+        r = -ECANCELED;
     } else if (r == -ECANCELED) {
         owned_hold(w, rep->msg);
     } else {

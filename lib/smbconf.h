@@ -111,11 +111,16 @@ int smbconf_render(const struct smbconf *c, const char *value, char **out, size_
                    struct smbconf_edit *ed, struct err *e);
 
 /* New bytes for ed->file with the edit taken back, computed on a fresh
- * parse: only while the line in force is still exactly what we wrote (or,
+ * parse: 0 while the line in force is still exactly what we wrote (or,
  * for a chained edit, what its previous step wrote: ed->prev).
- * -EALREADY when the file holds the original again (nothing to undo: the
- * edit never reached the disk, or was undone); -ECANCELED otherwise
- * (someone edited it since: theirs stands). */
+ * SMBCONF_UNDONE_SHADOWED (with out, and why in e) when another line is
+ * in force (someone added a later one) and ours is still in the file as
+ * we wrote it, once, a single parameter line: it is put back to what it
+ * replaced (theirs stays in force; ours would otherwise come back into
+ * force the day theirs goes). -EALREADY when the file holds the original
+ * again (nothing to undo: the edit never reached the disk, or was
+ * undone); -ECANCELED otherwise (our line was edited: theirs stands). */
+#define SMBCONF_UNDONE_SHADOWED 1
 int smbconf_unrender(const struct smbconf *c, const struct smbconf_edit *ed, char **out,
                      size_t *outlen, struct err *e);
 
@@ -196,7 +201,9 @@ void smbconf_plan_free(struct smbconf_plan *pl);
 int smbconf_set_buffers(const char *path, const char *state_dir, const struct smbconf_change *ch,
                         struct smbconf_result *res, struct err *e);
 
-/* Take an edit back (compare-and-set, see smbconf_unrender). */
+/* Take an edit back (compare-and-set, see smbconf_unrender; returns
+ * SMBCONF_UNDONE_SHADOWED, e saying why, when ours was taken back out of
+ * force). */
 int smbconf_revert(const char *path, const char *state_dir, const struct smbconf_edit *ed,
                    struct err *e);
 

@@ -181,41 +181,117 @@ static bool holds(const struct smbconf_file *f, size_t at, const struct smbconf_
            memcmp(f->buf + at + ed->line_off + len, ed->written + tail, rest) == 0;
 }
 
+/* Whether written is one parameter line, with at most its line end: its
+ * removal or replacement cannot move another line into another section. */
+static bool one_line(const struct smbconf_edit *ed)
+{
+    const char *end = ed->written + ed->line_len;
+
+    return ed->line_off == 0 && strcspn(ed->written, "\r\n") == ed->line_len &&
+           (strcmp(end, "") == 0 || strcmp(end, "\n") == 0 || strcmp(end, "\r\n") == 0);
+}
+
+/* ed->file among c's files (the first, if it is included twice). */
+static const struct smbconf_file *shadowed_file(const struct smbconf *c,
+                                                const struct smbconf_edit *ed)
+{
+    for (size_t i = 0; i < c->nfiles; i++)
+        if (strcmp(c->files[i].path, ed->file) == 0)
+            return &c->files[i];
+    return NULL;
+}
+
+/* Our line where it is not the line in force (someone put a later one in
+ * [global], or in a file included after it): its one place in ed->file,
+ * found as a whole line holding what we wrote (or, chained, what the step
+ * before wrote). 1 with *at and *cut when there is exactly one such place;
+ * 0 when there is none or more than one (then whose is which is unknown). */
+static int find_shadowed(const struct smbconf *c, const struct smbconf_edit *ed, size_t *at,
+                         size_t *cut)
+{
+    size_t wlen = strlen(ed->written), plen = ed->prev ? strlen(ed->prev) : 0, found = 0;
+    const struct smbconf_file *f = shadowed_file(c, ed);
+
+    if (f == NULL || !one_line(ed))
+        return 0;
+    for (size_t a = 0; a < f->len; a++) {
+        if (a > 0 && f->buf[a - 1] != '\n')
+            continue;
+        /* a whole line: what follows it is a line end or the file's end */
+        if (holds(f, a, ed, ed->written, ed->line_len) &&
+            (a + ed->line_len == f->len || strchr("\r\n", f->buf[a + ed->line_len]))) {
+            *at = a;
+            *cut = wlen;
+            found++;
+        } else if (ed->prev && holds(f, a, ed, ed->prev, plen) &&
+                   (a + plen == f->len || strchr("\r\n", f->buf[a + plen]))) {
+            *at = a;
+            *cut = wlen - ed->line_len + plen;
+            found++;
+        }
+    }
+    return found == 1;
+}
+
 int smbconf_unrender(const struct smbconf *c, const struct smbconf_edit *ed, char **out,
                      size_t *outlen, struct err *e)
 {
     const struct smbconf_file *f;
     size_t wlen = strlen(ed->written), at, hit, cut = 0;
+    bool ours_file = c->found && strcmp(c->files[c->hit.file].path, ed->file) == 0;
 
-    if (!c->found && ed->original[0] == '\0')
+    if (!c->found && ed->original[0] == '\0' && !find_shadowed(c, ed, &at, &cut))
         return err_set(e, -EALREADY, "%s: the line smbtuned added is not there", ed->file);
-    if (c->found && strcmp(c->files[c->hit.file].path, ed->file) == 0 &&
-        c->hit.end - c->hit.start == strlen(ed->original) &&
+    if (ours_file && c->hit.end - c->hit.start == strlen(ed->original) &&
         memcmp(c->files[c->hit.file].buf + c->hit.start, ed->original, strlen(ed->original)) == 0)
         return err_set(e, -EALREADY, "%s:%d: the line holds its old value already", ed->file,
                        c->hit.line);
-    if (!c->found || strcmp(c->files[c->hit.file].path, ed->file) != 0)
+    if (ours_file) {
+        f = &c->files[c->hit.file];
+        hit = c->hit.end - c->hit.start;
+        at = c->hit.start - ed->line_off;
+        cut = 0;
+        if (c->hit.start >= ed->line_off) {
+            if (hit == ed->line_len && holds(f, at, ed, ed->written + ed->line_off, hit))
+                cut = wlen;
+            else if (ed->prev && hit == strlen(ed->prev) && holds(f, at, ed, ed->prev, hit))
+                cut = wlen - ed->line_len + hit;
+        }
+        if (cut > 0)
+            return splice(f, at, cut, ed->original, out, outlen) < 0
+                       ? err_set(e, -ENOMEM, "out of memory")
+                       : 0;
+    }
+    /* The line in force is not ours as we wrote it: someone else's later
+     * line wins (in [global], or in a file included after ours), or ours
+     * was changed. Ours, where it is still there as we wrote it, goes back
+     * to what it replaced: theirs stays in force, and ours cannot come
+     * back into force the day theirs is removed. */
+    if (find_shadowed(c, ed, &at, &cut)) {
+        f = shadowed_file(c, ed);
+        if (splice(f, at, cut, ed->original, out, outlen) < 0)
+            return err_set(e, -ENOMEM, "out of memory");
+        if (c->found)
+            err_set(e, 0,
+                    "%s:%d: this socket options line, not the one smbtuned wrote in %s, is in "
+                    "force: smbtuned's was taken back, this one stands",
+                    c->files[c->hit.file].path, c->hit.line, ed->file);
+        else
+            err_set(e, 0,
+                    "%s: the socket options line smbtuned wrote was no longer in force: it was "
+                    "taken back",
+                    ed->file);
+        return SMBCONF_UNDONE_SHADOWED;
+    }
+    if (!ours_file)
         return err_set(e, -ECANCELED,
                        "the socket options line smbtuned wrote in %s is no longer the one in "
                        "force: leaving the file as it is",
                        ed->file);
-    f = &c->files[c->hit.file];
-    hit = c->hit.end - c->hit.start;
-    at = c->hit.start - ed->line_off;
-    if (c->hit.start >= ed->line_off) {
-        if (hit == ed->line_len && holds(f, at, ed, ed->written + ed->line_off, hit))
-            cut = wlen;
-        else if (ed->prev && hit == strlen(ed->prev) && holds(f, at, ed, ed->prev, hit))
-            cut = wlen - ed->line_len + hit;
-    }
-    if (cut == 0)
-        return err_set(e, -ECANCELED,
-                       "%s:%d: the socket options line was changed since smbtuned wrote it: "
-                       "leaving it as it is",
-                       ed->file, c->hit.line);
-    if (splice(f, at, cut, ed->original, out, outlen) < 0)
-        return err_set(e, -ENOMEM, "out of memory");
-    return 0;
+    return err_set(e, -ECANCELED,
+                   "%s:%d: the socket options line was changed since smbtuned wrote it: "
+                   "leaving it as it is",
+                   ed->file, c->hit.line);
 }
 
 int smbconf_edit_copy(const struct smbconf_edit *src, struct smbconf_edit *dst)

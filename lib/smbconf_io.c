@@ -349,8 +349,19 @@ static int revert_locked(const char *path, const char *state_dir, const struct s
      * so it sweeps here, as an edit does. */
     sweep_edited(&c);
     r = smbconf_unrender(&c, ed, &out, &outlen, e);
-    if (r == 0)
-        r = write_edit(state_dir, &c, ed->file, out, outlen, true, e);
+    if (r >= 0) {
+        struct err why = {{0}};
+        int w;
+
+        if (e != NULL)
+            why = *e;
+        w = write_edit(state_dir, &c, ed->file, out, outlen, true, e);
+        /* the shadowed take-back's reason stays, once written */
+        if (w < 0)
+            r = w;
+        else if (r == SMBCONF_UNDONE_SHADOWED && e != NULL)
+            *e = why;
+    }
     free(out);
     smbconf_free(&c);
     return r;

@@ -101,7 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct err e = {{0}};
     char *out = NULL, *back = NULL;
     size_t outlen, backlen;
-    int i;
+    int i, r;
 
     split(&fs, data, size);
     if (smbconf_parse(&c, "/fuzz/0", &io, &e) != 0)
@@ -118,7 +118,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 fprintf(stderr, "read back: '%s'\n", c2.value);
                 FUZZ_CHECK(!"the rendered file reads back as the value written");
             }
-            if (smbconf_unrender(&c2, &ed, &back, &backlen, &e) == 0) {
+            r = smbconf_unrender(&c2, &ed, &back, &backlen, &e);
+            /* right after the render, the line in force is ours */
+            FUZZ_CHECK(r != SMBCONF_UNDONE_SHADOWED);
+            if (r == 0) {
                 FUZZ_CHECK(backlen == fs.len[i] && memcmp(back, fs.buf[i], backlen) == 0);
                 free(back);
             }

@@ -273,16 +273,51 @@ def test_kill9_mid_live_trial_recovered(make_env, point, n):
     assert_clean(env)
 
 
+def test_kill9_trial_taken_back_under_an_admin_line(make_env):
+    """kill -9 with a live trial in smb.conf; then an admin adds a socket
+    options line of their own below ours in [global] (theirs is in force).
+    The next start puts our line back to what it replaced, keeps theirs,
+    in force, and holds off: our trial value must not stay in the file,
+    to come back into force the day their line goes."""
+    env = make_env(ON_LATTICE)
+    env.write_config(tune=LIVE_TUNE)
+    conf = env.srv.conf
+    before, mid = killed_in_a_live_trial(env)
+
+    admin_value = "TCP_NODELAY SO_RCVBUF=262144 SO_SNDBUF=262144"
+    admin = f"   socket options = {admin_value}\n".encode()
+
+    def below_ours(data):
+        lines = data.splitlines(keepends=True)
+        i = socket_line_index(lines)
+        return b"".join(lines[:i + 1] + [admin] + lines[i + 1:])
+
+    conf.write_bytes(below_ours(mid))
+    assert samba_value(conf) == admin_value
+
+    rc, out, err = env.run("--once", "--dry-run")
+    got = conf.read_bytes()
+    assert got == below_ours(before), \
+        f"smb.conf after the restart:\n{got.decode()}\nexpected:\n" \
+        f"{below_ours(before).decode()}\n{err}"
+    assert samba_value(conf) == admin_value
+    assert "taken back" in err and "another socket options line is in force" in err, err
+    st = env.state()
+    assert st.get("pending") == "no", st
+    assert st.get("hold") == "yes", f"no hold after an admin's line:\n{st}\n{err}"
+    assert_clean(env)
+
+
 RENAME_CALLS = "rename,renameat,renameat2"
 MAX_RENAMES = 60  # a bound on the loop below, far above a small live cycle's
 
-def test_kill9_trial_taken_back_after_smb_conf_moved(make_env, tmp_path):
-    """kill -9 with a live trial in smb.conf, then the config is pointed at
-    another file before the restart: the record names the file the trial
-    was written in, and the trial is taken back there, not dropped."""
-    env = make_env(ON_LATTICE)
-    tune = {"trials": q("live"), "apply": q("smbcontrol"), "max_bytes": "160M"}
-    env.write_config(tune=tune)
+# Live trials, a byte budget that keeps a recovering cycle short.
+LIVE_TUNE = {"trials": q("live"), "apply": q("smbcontrol"), "max_bytes": "160M"}
+
+
+def killed_in_a_live_trial(env):
+    """Start a --once live cycle and kill -9 it once a trial is in
+    smb.conf: (smb.conf's bytes before, with the trial)."""
     conf = env.srv.conf
     before = conf.read_bytes()
     d = env.start("--once")
@@ -291,9 +326,20 @@ def test_kill9_trial_taken_back_after_smb_conf_moved(make_env, tmp_path):
     d.proc.wait(timeout=30)
     mid = conf.read_bytes()
     assert socket_value(mid) != socket_value(before)
+    return before, mid
+
+
+def test_kill9_trial_taken_back_after_smb_conf_moved(make_env, tmp_path):
+    """kill -9 with a live trial in smb.conf, then the config is pointed at
+    another file before the restart: the record names the file the trial
+    was written in, and the trial is taken back there, not dropped."""
+    env = make_env(ON_LATTICE)
+    env.write_config(tune=LIVE_TUNE)
+    conf = env.srv.conf
+    before, mid = killed_in_a_live_trial(env)
     other = tmp_path / "other.conf"
     other.write_bytes(mid)
-    env.write_config(tune={**tune, "smb_conf": q(other)})
+    env.write_config(tune={**LIVE_TUNE, "smb_conf": q(other)})
     rc, out, err = env.run("--once", "--dry-run")
     assert conf.read_bytes() == before, f"the trial stayed in {conf}\n{err}"
     assert env.state().get("pending", "no") == "no", env.state()

@@ -429,6 +429,81 @@ static void test_render(void **state)
                  "[global]\n\tsocket options = V\n\r\tworkgroup = W\n");
 }
 
+/* Render value on before, then take it back from after (an admin's
+ * edit of the rendered file; inc: an included file's text, or NULL):
+ * the code, and the bytes back for the main file when it is not < 0. */
+static int unrender_after(const char *before, const char *value, const char *after, const char *inc,
+                          const char *want)
+{
+    struct mem_file files[] = {{"/etc/smb.conf", before}, {"/etc/inc.conf", ""}, {NULL, NULL}};
+    struct smbconf c, c2;
+    struct smbconf_edit ed;
+    struct err e = {{0}};
+    char *out, *back = NULL;
+    size_t outlen, backlen;
+    int r;
+
+    assert_int_equal(parse(files, &c, &e), 0);
+    assert_int_equal(smbconf_render(&c, value, &out, &outlen, &ed, &e), 0);
+    files[0].text = after;
+    files[1].text = inc ? inc : "";
+    assert_int_equal(parse(files, &c2, &e), 0);
+    r = smbconf_unrender(&c2, &ed, &back, &backlen, &e);
+    if (r >= 0) {
+        assert_string_equal(ed.file, "/etc/smb.conf");
+        assert_string_equal(back, want);
+        free(back);
+    }
+    smbconf_free(&c2);
+    smbconf_edit_free(&ed);
+    smbconf_free(&c);
+    free(out);
+    return r;
+}
+
+/* An admin's later line is in force over ours: ours goes back to what it
+ * replaced (or goes, if we added it), theirs stays, in force. Where ours
+ * cannot be told apart or is not one line, nothing is taken back. */
+static void test_unrender_shadowed_line(void **state)
+{
+    (void)state;
+    /* a second line later in [global] */
+    assert_int_equal(unrender_after("[global]\nsocket options = A\n", "B",
+                                    "[global]\nsocket options = B\nsocket options = ADMIN\n", NULL,
+                                    "[global]\nsocket options = A\nsocket options = ADMIN\n"),
+                     SMBCONF_UNDONE_SHADOWED);
+    /* in a file included after ours */
+    assert_int_equal(unrender_after("[global]\nsocket options = A\ninclude = /etc/inc.conf\n", "B",
+                                    "[global]\nsocket options = B\ninclude = /etc/inc.conf\n",
+                                    "[global]\nsocket options = ADMIN\n",
+                                    "[global]\nsocket options = A\ninclude = /etc/inc.conf\n"),
+                     SMBCONF_UNDONE_SHADOWED);
+    /* a line we added inside [global] goes */
+    assert_int_equal(
+        unrender_after("[global]\nworkgroup = W\n", "B",
+                       "[global]\nsocket options = B\nworkgroup = W\nsocket options = ADMIN\n",
+                       NULL, "[global]\nworkgroup = W\nsocket options = ADMIN\n"),
+        SMBCONF_UNDONE_SHADOWED);
+    /* ours twice (the admin copied it): whose is which is unknown */
+    assert_int_equal(unrender_after("[global]\nsocket options = A\n", "B",
+                                    "[global]\nsocket options = B\nsocket options = B\n"
+                                    "socket options = ADMIN\n",
+                                    NULL, NULL),
+                     -ECANCELED);
+    /* ours edited, theirs later: theirs, and what they made of ours, stand */
+    assert_int_equal(unrender_after("[global]\nsocket options = A\n", "B",
+                                    "[global]\nsocket options = B2\nsocket options = ADMIN\n", NULL,
+                                    NULL),
+                     -ECANCELED);
+    /* ours came with a [global] header of its own: taking both back could
+     * move the admin's line under another section */
+    assert_int_equal(unrender_after("[share]\npath = /x\n", "B",
+                                    "[global]\n\tsocket options = B\n[share]\npath = /x\n"
+                                    "[global]\nsocket options = ADMIN\n",
+                                    NULL, NULL),
+                     -ECANCELED);
+}
+
 static void test_unrender_refuses_foreign_edit(void **state)
 {
     struct mem_file files[] = {{"/etc/smb.conf", "[global]\nsocket options = A\n"}, {NULL, NULL}};
@@ -530,6 +605,7 @@ int main(void)
         cmocka_unit_test(test_backup_name),
         cmocka_unit_test(test_render),
         cmocka_unit_test(test_unrender_refuses_foreign_edit),
+        cmocka_unit_test(test_unrender_shadowed_line),
         cmocka_unit_test(test_edit_chain),
     };
 
