@@ -205,8 +205,8 @@ static bool holds_bytes(int fd, const char *expect, size_t len)
  * fsyncs: tens of milliseconds) would be thrown away with the old file.
  * On return tmp names the old file, or ours (both for the caller to
  * remove), unless *keep is set: then it names nothing, or a file that is
- * not ours. A filesystem without RENAME_EXCHANGE gets the plain
- * rename. Everything is relative to dfd: no name is looked up again from
+ * not ours. A filesystem without RENAME_EXCHANGE gets the checks, then
+ * a plain rename. Everything is relative to dfd: no name is looked up again from
  * "/", so no directory swapped meanwhile can redirect it. */
 static int swap_in(int dfd, const char *tmp, const char *base, const struct stat *like, int src,
                    const char *expect, size_t elen, bool *keep)
@@ -217,6 +217,13 @@ static int swap_in(int dfd, const char *tmp, const char *base, const struct stat
     if (renameat2(dfd, tmp, dfd, base, RENAME_EXCHANGE) < 0) {
         if (errno != EINVAL && errno != ENOSYS)
             return -errno;
+        /* No exchange here (OpenZFS before 2.2): the same checks, made
+         * right before a plain rename, leave a window of microseconds
+         * where the exchange leaves none; the caller's compare came tens
+         * of milliseconds (backups, fsyncs) earlier. */
+        if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_dev != like->st_dev ||
+            st.st_ino != like->st_ino || (expect != NULL && !holds_bytes(src, expect, elen)))
+            return -ESTALE;
         *keep = true;
         return renameat(dfd, tmp, dfd, base) < 0 ? -errno : 0;
     }

@@ -1335,3 +1335,55 @@ def test_swapped_directory_never_redirects_a_write(smbtuned, tmp_path):
     for d in (att / "sub", att / "lnk"):
         if d.is_dir() and not d.is_symlink():
             assert [p.name for p in d.iterdir()] == ["target"], sorted(d.iterdir())
+
+
+# ------------------------------------------------------------------ no RENAME_EXCHANGE
+
+EXCHANGE_DELAY_S = 3  # the failing exchange's delay: the admin saves within it
+
+
+@pytest.mark.parametrize("how", ["in-place", "by-rename"])
+def test_without_rename_exchange_an_admin_save_is_kept(smbtuned, tmp_path, how):
+    """A filesystem without RENAME_EXCHANGE (OpenZFS before 2.2), as
+    strace's fault injection makes it: the exchange fails with EINVAL, after
+    a delay during which an admin saves smb.conf (appending in place, or an
+    editor's rename over it). The plain rename that follows must not put our
+    file over theirs: the file is checked again right before it."""
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed")
+    d = copy_fixture(CORPUS / "old-tuning-guide", tmp_path / "c")
+    conf = d / "smb.conf"
+    inject = f"inject=renameat2:error=EINVAL:delay_enter={EXCHANGE_DELAY_S * 1000000}:when=1"
+    cmd = ["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=renameat2", "-e", inject,
+           str(smbtuned), "--smb-conf", str(conf), "--set-buffers", "262144,262144",
+           "--state-dir", str(tmp_path / "state")]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         stdin=subprocess.DEVNULL)
+    try:
+        # our temp file is there from its write to the exchange; the compare
+        # and the backups take tens of ms, the failing exchange seconds
+        deadline = time.monotonic() + 60
+        while not list(d.glob(".smbtuned-smb.conf.*")):
+            assert p.poll() is None, f"the editor ended first: {p.communicate()}"
+            assert time.monotonic() < deadline, "no temp file of the editor's"
+            time.sleep(0.005)
+        time.sleep(1)
+        admin = conf.read_bytes() + b"# saved by an admin\n"
+        if how == "in-place":
+            with open(conf, "r+b") as f:
+                f.seek(0, os.SEEK_END)
+                f.write(b"# saved by an admin\n")
+        else:
+            tmp = d / "smb.conf.editor-save"
+            tmp.write_bytes(admin)
+            os.rename(tmp, conf)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert conf.read_bytes() == admin, \
+        f"the admin's save was replaced:\n{conf.read_text()}\n{err}"
+    assert p.returncode != 0, f"the editor said it wrote:\n{out}\n{err}"
+    assert "changed on disk while smbtuned was editing it" in err, err
+    assert not list(d.glob(".smbtuned-smb.conf.*")), "a temp file was left"
