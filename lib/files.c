@@ -397,9 +397,13 @@ static int write_at(int dfd, const char *base, const char *data, size_t len,
     if (have_tmp)
         unlinkat(dfd, tmp, 0); /* the old file */
     have_tmp = false;
-    /* Make the rename itself durable. */
-    if (fsync(dfd) < 0)
-        r = -errno;
+    /* Make the rename itself durable. Its failure is not returned: the
+     * new file is in place all the same, and a caller told "failed" would
+     * say "nothing written" of a file that now holds the new bytes. A
+     * crash before the directory reaches the disk brings back the old
+     * file, whole (rename's own promise); the daemon then finds a line
+     * it did not write, and holds off. */
+    (void)fsync(dfd);
 out:
     if (fd >= 0)
         close(fd);
