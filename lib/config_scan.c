@@ -91,8 +91,8 @@ static int url_check(const struct scan_word *w, const char *after, const char *n
         return 0;
     return err_set(e, -EINVAL,
                    "%s:%d: probe: URL must not carry a user or password (an '@' on the url "
-                   "line): set credentials instead (the line is not shown; an '@' in a "
-                   "comment on it is refused too: move the comment)",
+                   "line): name a credentials file instead (credentials =); the line is not "
+                   "shown, and an '@' in a comment on it is refused too: move the comment",
                    name, w->line);
 }
 
