@@ -204,16 +204,17 @@ static const struct smbconf_file *shadowed_file(const struct smbconf *c,
 /* Our line where it is not the line in force (someone put a later one in
  * [global], or in a file included after it): its one place in ed->file,
  * found as a whole line holding what we wrote (or, chained, what the step
- * before wrote). 1 with *at and *cut when there is exactly one such place;
- * 0 when there is none or more than one (then whose is which is unknown). */
-static int find_shadowed(const struct smbconf *c, const struct smbconf_edit *ed, size_t *at,
-                         size_t *cut)
+ * before wrote). Its file, with *at and *cut, when there is exactly one
+ * such place; NULL when there is none or more than one (then whose is
+ * which is unknown). */
+static const struct smbconf_file *
+find_shadowed(const struct smbconf *c, const struct smbconf_edit *ed, size_t *at, size_t *cut)
 {
     size_t wlen = strlen(ed->written), plen = ed->prev ? strlen(ed->prev) : 0, found = 0;
     const struct smbconf_file *f = shadowed_file(c, ed);
 
     if (f == NULL || !one_line(ed))
-        return 0;
+        return NULL;
     for (size_t a = 0; a < f->len; a++) {
         if (a > 0 && f->buf[a - 1] != '\n')
             continue;
@@ -230,7 +231,7 @@ static int find_shadowed(const struct smbconf *c, const struct smbconf_edit *ed,
             found++;
         }
     }
-    return found == 1;
+    return found == 1 ? f : NULL;
 }
 
 int smbconf_unrender(const struct smbconf *c, const struct smbconf_edit *ed, char **out,
@@ -240,7 +241,7 @@ int smbconf_unrender(const struct smbconf *c, const struct smbconf_edit *ed, cha
     size_t wlen = strlen(ed->written), at, hit, cut = 0;
     bool ours_file = c->found && strcmp(c->files[c->hit.file].path, ed->file) == 0;
 
-    if (!c->found && ed->original[0] == '\0' && !find_shadowed(c, ed, &at, &cut))
+    if (!c->found && ed->original[0] == '\0' && find_shadowed(c, ed, &at, &cut) == NULL)
         return err_set(e, -EALREADY, "%s: the line smbtuned added is not there", ed->file);
     if (ours_file && c->hit.end - c->hit.start == strlen(ed->original) &&
         memcmp(c->files[c->hit.file].buf + c->hit.start, ed->original, strlen(ed->original)) == 0)
@@ -267,8 +268,8 @@ int smbconf_unrender(const struct smbconf *c, const struct smbconf_edit *ed, cha
      * was changed. Ours, where it is still there as we wrote it, goes back
      * to what it replaced: theirs stays in force, and ours cannot come
      * back into force the day theirs is removed. */
-    if (find_shadowed(c, ed, &at, &cut)) {
-        f = shadowed_file(c, ed);
+    f = find_shadowed(c, ed, &at, &cut);
+    if (f != NULL) {
         if (splice(f, at, cut, ed->original, out, outlen) < 0)
             return err_set(e, -ENOMEM, "out of memory");
         if (c->found)
