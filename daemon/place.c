@@ -146,7 +146,8 @@ static void retired(struct place *p, struct retiring *s, int r, const struct err
 
     if (r < 0)
         journal_log(LOG_WARNING, "stopping the shadow smbd: %s", e->msg);
-    if (s->shadow.stop.killed)
+    /* (a stuck one was said when it stuck) */
+    if (s->shadow.stop.killed && !s->shadow.stop.stuck)
         journal_log(LOG_WARNING,
                     "shadow smbd (%s) did not stop within %.0f s of SIGTERM: it was killed",
                     s->shadow.conf, TRIAL_STOP_TIMEOUT_S);
