@@ -3,7 +3,9 @@
  * its exit, a timer for its deadline (and, once the pipe is closed, a
  * timer that looks for the exit itself). The job ends when the child is
  * reaped and its pipe is closed; then done is called once and the job is
- * freed. */
+ * freed. A child killed at its deadline that is not reaped within
+ * JOB_KILL_GRACE_S is stuck in the kernel: done is told so (unreaped),
+ * and the job lives on, on the stuck list, only to reap it. */
 #include "job.h"
 
 #include <errno.h>
@@ -16,6 +18,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "child.h"
@@ -32,7 +35,19 @@ struct job {
     int status, signal; /* how it ended, once reaped */
     job_done_fn done;
     void *ud;
+    bool stuck;       /* done was told (or cancelled): only the reap is left */
+    struct job *next; /* on the stuck list */
 };
+
+/* The stuck jobs (see job.h): they outlive their callers, so they are
+ * kept here, for job_stuck_free. */
+static struct job *stuck_list;
+static int stuck_n;
+
+/* Seconds between looks for the exit once the pipe is closed: soon after
+ * a kill; once a second for a stuck child. */
+#define JOB_REAP_POLL_S 0.05
+#define JOB_STUCK_POLL_S 1.0
 
 /* The status the child exits with for what fn returned (see job.h). */
 static int exit_status(int r)
@@ -75,22 +90,52 @@ static void job_free(struct job *j)
     free(j);
 }
 
-/* Once the child is reaped and the pipe closed: report and free. */
-static void maybe_finish(struct job *j)
+static void stuck_unlink(struct job *j)
+{
+    for (struct job **p = &stuck_list; *p != NULL; p = &(*p)->next) {
+        if (*p == j) {
+            *p = j->next;
+            stuck_n--;
+            return;
+        }
+    }
+}
+
+/* Tell done what the job came to. */
+static void tell(struct job *j)
 {
     struct job_result r = {0};
 
-    if (j->pid > 0 || j->fd >= 0)
-        return;
     r.timed_out = j->timed_out;
-    r.status = j->status;
-    r.signal = j->signal;
+    r.unreaped = j->pid > 0;
+    r.status = r.unreaped ? -1 : j->status;
+    r.signal = r.unreaped ? 0 : j->signal;
     r.error = j->error;
     r.data = j->error == 0 && j->buf != NULL ? j->buf : "";
     r.len = j->error == 0 ? j->len : 0;
     r.ok = !r.timed_out && r.error == 0 && r.status == 0;
     j->done(j, &r, j->ud);
+}
+
+/* Once the child is reaped and the pipe closed: report and free. */
+static void maybe_finish(struct job *j)
+{
+    if (j->pid > 0 || j->fd >= 0)
+        return;
+    if (j->stuck)
+        stuck_unlink(j);
+    else
+        tell(j);
     job_free(j);
+}
+
+/* Put j on the stuck list: nothing is told any more, the reap frees it. */
+static void make_stuck(struct job *j)
+{
+    j->stuck = true;
+    j->next = stuck_list;
+    stuck_list = j;
+    stuck_n++;
 }
 
 /* Append what the pipe holds until it would block (0), or until its end,
@@ -168,9 +213,6 @@ static int on_child_exit(sd_event_source *s, const siginfo_t *si, void *ud)
     return 0;
 }
 
-/* Seconds between looks for the exit once the pipe is closed. */
-#define JOB_REAP_POLL_S 0.05
-
 static int on_reap_poll(sd_event_source *s, uint64_t usec, void *ud)
 {
     struct job *j = ud;
@@ -181,7 +223,8 @@ static int on_reap_poll(sd_event_source *s, uint64_t usec, void *ud)
         reap(j, &si);
         return 0;
     }
-    if (sd_event_source_set_time_relative(s, (uint64_t)(JOB_REAP_POLL_S * 1e6)) < 0 ||
+    if (sd_event_source_set_time_relative(
+            s, (uint64_t)((j->stuck ? JOB_STUCK_POLL_S : JOB_REAP_POLL_S) * 1e6)) < 0 ||
         sd_event_source_set_enabled(s, SD_EVENT_ONESHOT) < 0)
         j->reap_src = sd_event_source_disable_unref(j->reap_src);
     return 0;
@@ -221,6 +264,24 @@ static int on_output(sd_event_source *s, int fd, uint32_t revents, void *ud)
     return 0;
 }
 
+/* The killed child is still not reaped: stuck in the kernel. Tell done
+ * now (the loop and the cycle go on); the reap comes later, from the
+ * stuck list. On the list first: done may start another job, and the cap
+ * counts this one. */
+static int on_grace(sd_event_source *s, uint64_t usec, void *ud)
+{
+    struct job *j = ud;
+
+    (void)s;
+    (void)usec;
+    j->timer_src = sd_event_source_disable_unref(j->timer_src);
+    if (j->pid <= 0)
+        return 0;
+    make_stuck(j);
+    tell(j);
+    return 0;
+}
+
 static int on_deadline(sd_event_source *s, uint64_t usec, void *ud)
 {
     struct job *j = ud;
@@ -237,6 +298,12 @@ static int on_deadline(sd_event_source *s, uint64_t usec, void *ud)
         drain(j);
     close_pipe(j);
     watch_exit(j);
+    /* A child that SIGKILL does not end (stuck in an uninterruptible
+     * wait) is given a grace, then done is told without its exit. */
+    if (j->pid > 0 &&
+        sd_event_add_time_relative(j->ev, &j->timer_src, CLOCK_MONOTONIC,
+                                   (uint64_t)(JOB_KILL_GRACE_S * 1e6), 10000, on_grace, j) < 0)
+        j->timer_src = NULL;
     maybe_finish(j);
     return 0;
 }
@@ -279,6 +346,11 @@ int job_start(sd_event *ev, job_fn fn, void *arg, double deadline_s, job_done_fn
     *jp = NULL;
     if (!(deadline_s > 0) || !isfinite(deadline_s) || deadline_s > 86400.0)
         return err_set(e, -EINVAL, "job deadline out of range: %g s", deadline_s);
+    if (stuck_n >= JOB_STUCK_MAX)
+        return err_set(e, -EAGAIN,
+                       "%d earlier jobs were killed and are not gone yet (stuck in the kernel: "
+                       "a hung mount?); no new one starts until they go",
+                       stuck_n);
     /* sd-event refuses child sources otherwise (it reads exits through a
      * signalfd when pidfds are missing, e.g. under valgrind); refused here,
      * before anything is started, with the reason. */
@@ -339,14 +411,52 @@ pid_t job_pid(const struct job *j)
     return j->pid;
 }
 
-void job_cancel(struct job *j)
+/* Whether pid has exited, reaping it then (never blocks). */
+static bool reaped_now(pid_t pid)
 {
+    siginfo_t si = {0};
+
+    return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG) == 0 && si.si_pid == pid;
+}
+
+bool job_cancel(struct job *j)
+{
+    double until = child_now() + JOB_CANCEL_WAIT_S;
+
     if (j == NULL)
-        return;
+        return true;
     kill_group(j);
-    /* After SIGKILL the exit is a matter of the kernel tearing it down. */
-    while (j->pid > 0 && waitpid(j->pid, NULL, 0) < 0 && errno == EINTR)
-        ;
+    /* After SIGKILL the exit is a matter of the kernel tearing it down,
+     * unless the child is stuck in an uninterruptible wait: bounded. */
+    while (j->pid > 0 && !reaped_now(j->pid)) {
+        if (child_now() >= until) {
+            close_pipe(j);
+            j->timer_src = sd_event_source_disable_unref(j->timer_src);
+            watch_exit(j);
+            make_stuck(j);
+            return false;
+        }
+        nanosleep(&(struct timespec){0, 2000000}, NULL);
+    }
     j->pid = 0;
     job_free(j);
+    return true;
+}
+
+int job_stuck_count(void)
+{
+    return stuck_n;
+}
+
+void job_stuck_free(void)
+{
+    while (stuck_list != NULL) {
+        struct job *j = stuck_list;
+
+        stuck_list = j->next;
+        stuck_n--;
+        if (j->pid > 0)
+            reaped_now(j->pid);
+        job_free(j);
+    }
 }

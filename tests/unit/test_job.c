@@ -1,26 +1,32 @@
 /* Unit tests for lib/job: a function in a forked child, watched from a real
  * sd-event loop: its bytes and exit status arrive, the deadline kills it,
  * the loop keeps turning meanwhile, cancel, the output bound, the
- * process group (what the function started dies with it), and a job
- * traced by another process. */
+ * process group (what the function started dies with it), a job
+ * traced by another process, and one that SIGKILL does not end. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "child.h"
 #include "files.h"
 #include "job.h"
+#include "stuck.h"
 
 /* What a test's done function saw. */
 struct seen {
@@ -463,14 +469,188 @@ static void test_traced_job_ends(void **state)
     assert_no_children();
 }
 
+/* ---- a child that SIGKILL does not end ---- */
+
+static struct stuck mnt = {.fd = -1};
+
+static int stuck_teardown(void **state)
+{
+    (void)state;
+    stuck_release(&mnt);
+    job_stuck_free();
+    return 0;
+}
+
+/* Open a file on the stuck mount: it never returns. */
+static int fn_open_stuck(void *arg, int out_fd)
+{
+    const char *path = arg;
+
+    (void)out_fd;
+    return open(path, O_RDONLY) < 0 ? 1 : 0;
+}
+
+/* The loop's side of the stuck mount: every request read, none answered;
+ * how many in *ud. */
+static int on_fuse(sd_event_source *s, int fd, uint32_t revents, void *ud)
+{
+    (void)s;
+    (void)fd;
+    (void)revents;
+    *(int *)ud += stuck_take(&mnt);
+    return 0;
+}
+
+struct stuck_world {
+    sd_event *ev;
+    int requests;
+    int done;
+    struct job_result r[JOB_STUCK_MAX];
+    pid_t pid[JOB_STUCK_MAX];
+    double at[JOB_STUCK_MAX];
+};
+
+static void on_stuck_done(struct job *j, const struct job_result *r, void *ud)
+{
+    struct stuck_world *w = ud;
+
+    (void)j;
+    assert_true(w->done < JOB_STUCK_MAX);
+    w->at[w->done] = child_now();
+    w->r[w->done++] = *r;
+}
+
+/* Whether pid is still there, exited or not (never reaps). */
+static bool exists(pid_t pid)
+{
+    siginfo_t si = {0};
+
+    if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
+        return false;
+    return si.si_pid != pid;
+}
+
+/* Turn the loop until the stuck list is empty, at most 10 s. */
+static void run_until_reaped(sd_event *ev)
+{
+    double until = child_now() + 10;
+
+    while (job_stuck_count() > 0 && child_now() < until)
+        assert_true(sd_event_run(ev, 100000) >= 0);
+    assert_int_equal(job_stuck_count(), 0);
+}
+
+/* Jobs stuck in an open that SIGKILL cannot end (a hung mount): their
+ * deadline tells done within the grace, unreaped, while they still live,
+ * instead of waiting for them for ever; at most JOB_STUCK_MAX are kept,
+ * a job_start past it is refused; once the mount lets go, each is reaped
+ * from the loop, and jobs start again. */
+static void test_deadline_of_a_stuck_child(void **state)
+{
+    struct stuck_world w = {0};
+    struct say hello = {"hello\n", 1, 0};
+    sd_event_source *fuse = NULL;
+    char path[JOB_STUCK_MAX][PATH_MAX + 16];
+    struct job *j;
+    struct err e = {{0}};
+    double t0;
+
+    (void)state;
+    if (stuck_mount(&mnt) < 0)
+        skip(); /* not root, or no FUSE here */
+    assert_int_equal(sd_event_new(&w.ev), 0);
+    assert_int_equal(sd_event_add_io(w.ev, &fuse, mnt.fd, EPOLLIN, on_fuse, &w.requests), 0);
+    t0 = child_now();
+    for (int i = 0; i < JOB_STUCK_MAX; i++) {
+        snprintf(path[i], sizeof(path[i]), "%s/f%d", mnt.dir, i);
+        assert_int_equal(job_start(w.ev, fn_open_stuck, path[i], 0.3, on_stuck_done, &w, &j, &e),
+                         0);
+        w.pid[i] = job_pid(j);
+    }
+    while (w.done < JOB_STUCK_MAX && child_now() - t0 < 60)
+        assert_true(sd_event_run(w.ev, 100000) >= 0);
+    assert_int_equal(w.done, JOB_STUCK_MAX);
+    assert_int_equal(w.requests, JOB_STUCK_MAX); /* each in its open, read by us */
+    for (int i = 0; i < JOB_STUCK_MAX; i++) {
+        assert_true(w.r[i].timed_out);
+        assert_true(w.r[i].unreaped);
+        assert_false(w.r[i].ok);
+        assert_int_equal(w.r[i].status, -1);
+        /* the grace, not the stuck child, ended the wait (bound with room:
+         * not a measure of speed) */
+        assert_true(w.at[i] - t0 < 0.3 + JOB_KILL_GRACE_S + 5);
+        assert_true(exists(w.pid[i]));
+    }
+    assert_int_equal(job_stuck_count(), JOB_STUCK_MAX);
+    assert_int_equal(job_start(w.ev, fn_say, &hello, 30, on_stuck_done, &w, &j, &e), -EAGAIN);
+    assert_non_null(strstr(e.msg, "stuck in the kernel"));
+    assert_null(j);
+
+    stuck_release(&mnt);
+    run_until_reaped(w.ev);
+    for (int i = 0; i < JOB_STUCK_MAX; i++)
+        assert_false(exists(w.pid[i]));
+    assert_no_children();
+    assert_int_equal(job_start(w.ev, fn_say, &hello, 30, on_stuck_done, &w, &j, &e), 0);
+    job_cancel(j);
+    sd_event_source_disable_unref(fuse);
+    sd_event_unref(w.ev);
+}
+
+/* job_cancel of a stuck child returns within its bound, says so (false),
+ * and leaves the child to the stuck list, which reaps it once it can go. */
+static void test_cancel_of_a_stuck_child(void **state)
+{
+    struct stuck_world w = {0};
+    char path[PATH_MAX + 16];
+    sd_event_source *fuse = NULL;
+    struct job *j;
+    struct err e = {{0}};
+    double t0;
+    pid_t pid;
+
+    (void)state;
+    if (stuck_mount(&mnt) < 0)
+        skip();
+    assert_int_equal(sd_event_new(&w.ev), 0);
+    assert_int_equal(sd_event_add_io(w.ev, &fuse, mnt.fd, EPOLLIN, on_fuse, &w.requests), 0);
+    snprintf(path, sizeof(path), "%s/f", mnt.dir);
+    assert_int_equal(job_start(w.ev, fn_open_stuck, path, 60, on_stuck_done, &w, &j, &e), 0);
+    pid = job_pid(j);
+    t0 = child_now();
+    while (w.requests == 0 && child_now() - t0 < 30)
+        assert_true(sd_event_run(w.ev, 100000) >= 0);
+    assert_int_equal(w.requests, 1);
+    t0 = child_now();
+    assert_false(job_cancel(j));
+    assert_true(child_now() - t0 < JOB_CANCEL_WAIT_S + 3);
+    assert_true(exists(pid));
+    assert_int_equal(job_stuck_count(), 1);
+    assert_int_equal(w.done, 0); /* a cancel never tells done */
+
+    stuck_release(&mnt);
+    run_until_reaped(w.ev);
+    assert_false(exists(pid));
+    assert_no_children();
+    assert_true(job_cancel(NULL));
+    sd_event_source_disable_unref(fuse);
+    sd_event_unref(w.ev);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bytes_and_status), cmocka_unit_test(test_output_bound),
-        cmocka_unit_test(test_deadline),         cmocka_unit_test(test_loop_turns_meanwhile),
-        cmocka_unit_test(test_cancel),           cmocka_unit_test(test_group_killed),
-        cmocka_unit_test(test_two_at_once),      cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_bytes_and_status),
+        cmocka_unit_test(test_output_bound),
+        cmocka_unit_test(test_deadline),
+        cmocka_unit_test(test_loop_turns_meanwhile),
+        cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_group_killed),
+        cmocka_unit_test(test_two_at_once),
+        cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_traced_job_ends),
+        cmocka_unit_test_teardown(test_deadline_of_a_stuck_child, stuck_teardown),
+        cmocka_unit_test_teardown(test_cancel_of_a_stuck_child, stuck_teardown),
     };
     sigset_t ss;
 
