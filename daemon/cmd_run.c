@@ -19,6 +19,7 @@
 #include "config.h"
 #include "creds.h"
 #include "files.h"
+#include "job.h"
 #include "journal.h"
 #include "place.h"
 #include "probe.h"
@@ -499,6 +500,8 @@ int cmd_run(const struct opts *o)
         r = tuner_exit_code(d.tuner);
     sd_event_source_disable_unref(d.hup_retry);
     tuner_free(d.tuner);
+    /* jobs killed but stuck in the kernel are left to init */
+    job_stuck_free();
     sd_event_unref(d.ev);
     /* Last: a trial taken back at the stop (tuner_free) is still ours. */
     close(lock);

@@ -53,6 +53,7 @@ struct owned {
     bool hold_on_disk; /* st->hold was saved by us or read from the file */
     char *keep_value;  /* a commit in force that a take-back confirms */
     bool confirming;   /* the job under way confirms, not reverts */
+    bool stuck;        /* a job of ours was killed and did not end (see stuck()) */
 };
 
 int owned_new(sd_event *ev, const struct tuner_opts *o, struct state *st, struct owned **op)
@@ -301,6 +302,23 @@ static int put_job(void *arg, int out_fd)
     return r;
 }
 
+/* An editing job killed at its deadline that did not die (stuck in the
+ * kernel: smb.conf or an include on a hung mount): it may still finish
+ * the write or rename it is in, so nothing more is written until an
+ * admin has looked. The record of the edit (if it made one) stays for the
+ * take-back of `--resume` or the next start. */
+static void stuck(struct owned *w, const char *doing)
+{
+    char why[256];
+
+    snprintf(why, sizeof(why),
+             "%s: the job was killed at its deadline (%.0f s) and has not ended (stuck in the "
+             "kernel: smb.conf or an include on a hung mount?); it may still change the file",
+             doing, OWNED_JOB_DEADLINE_S);
+    w->stuck = true;
+    owned_hold(w, why);
+}
+
 static void put_done(struct job *j, const struct job_result *jr, void *ud)
 {
     struct owned *w = ud;
@@ -310,6 +328,14 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
 
     w->job = NULL;
     reload(w);
+    if (jr->unreaped) {
+        /* It may still finish the write or the rename it is stuck in:
+         * what smb.conf will hold cannot be known from here. */
+        stuck(w, "writing smb.conf");
+        res.msg = "the editing job did not end";
+        w->put_done(w->ud, -ETIMEDOUT, &res);
+        return;
+    }
     if (!jr->ok || jr->len < sizeof(*rep) + 1 || jr->data[jr->len - 1] != '\0') {
         r = jr->timed_out ? -ETIMEDOUT : jr->error < 0 ? jr->error : -EIO;
         journal_log(LOG_ERR, "writing smb.conf: the editing job %s",
@@ -624,7 +650,10 @@ static void back_done(struct job *j, const struct job_result *jr, void *ud)
 
     w->job = NULL;
     /* The job does not write the state: what we hold is current. */
-    if (!jr->ok || jr->len != sizeof(struct reply)) {
+    if (jr->unreaped) {
+        stuck(w, w->confirming ? "checking our change" : "taking our change back");
+        r = -ETIMEDOUT;
+    } else if (!jr->ok || jr->len != sizeof(struct reply)) {
         journal_log(LOG_ERR, "%s our change failed: the job %s",
                     w->confirming ? "checking" : "taking back",
                     jr->timed_out ? "did not finish within its deadline" : "failed");
@@ -674,11 +703,22 @@ void owned_take_back_now(struct owned *w, bool keep)
 
     if (w->job != NULL) {
         /* a put killed half-way may have recorded its edit already */
-        job_cancel(w->job);
+        w->stuck = !job_cancel(w->job) || w->stuck;
         w->job = NULL;
         reload(w);
     }
     w->defer = sd_event_source_disable_unref(w->defer);
+    if (w->stuck && w->st->pending) {
+        /* A job of ours that did not die may still write smb.conf after
+         * a take-back (which would likely hang on the same mount): the
+         * record stays, for the next start. */
+        journal_log(LOG_ERR,
+                    "stopping: a job editing %s did not end when killed (stuck in the "
+                    "kernel: a hung mount?); what it wrote is taken back at the next "
+                    "start",
+                    w->o->smb_conf);
+        return;
+    }
     switch (back_plan(w, keep)) {
     case BACK_NOTHING:
         return;
