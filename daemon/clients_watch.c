@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "conns.h"
 #include "err.h"
@@ -338,10 +339,25 @@ static void finish(struct clients_watch *cw, int r, const char *why)
             why = "out of memory";
         else
             clients_watch_summarize(v, n, &sum);
+        sum.snapshots = (int)cw->k;
         free(v);
     }
     clients_watch_stop(cw);
     done(cw->ud, r, r == 0 ? &sum : NULL, r == 0 ? "" : why);
+}
+
+/* The first slot of the watch's grid after the clock's now. */
+static uint64_t next_slot(const struct clients_watch *cw)
+{
+    struct timespec ts;
+    uint64_t now;
+
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) < 0)
+        return cw->t0 + (uint64_t)cw->k * SAMPLE_US;
+    now = (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
+    if (now < cw->t0)
+        return cw->t0 + SAMPLE_US;
+    return cw->t0 + ((now - cw->t0) / SAMPLE_US + 1) * SAMPLE_US;
 }
 
 static int on_tick(sd_event_source *src, uint64_t usec, void *ud)
@@ -370,8 +386,10 @@ static int on_tick(sd_event_source *src, uint64_t usec, void *ud)
         finish(cw, r, e.msg);
         return 0;
     }
-    /* on the grid from t0: a late tick does not shift the ones after it */
-    r = sd_event_source_set_time(src, cw->t0 + (uint64_t)cw->k * SAMPLE_US);
+    /* The next slot of the grid from t0 after this moment: a late tick
+     * does not shift the ones after it, and the slots a slow dump (or a
+     * stalled loop) missed are skipped, not taken back to back. */
+    r = sd_event_source_set_time(src, next_slot(cw));
     if (r >= 0)
         r = sd_event_source_set_enabled(src, SD_EVENT_ONESHOT);
     if (r < 0)

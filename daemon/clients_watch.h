@@ -33,6 +33,7 @@ struct clients_watch_summary {
     double bdp_max;
     double bdp[2];
     long buf_max[2]; /* the largest socket buffer (sk_rcvbuf, sk_sndbuf) among those */
+    int snapshots;   /* of the watch that made it: taken in its window */
     /* each connection (the first CLIENTS_WATCH_MAX): its kernel cookie,
      * no address */
     int nconns;
