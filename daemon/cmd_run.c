@@ -209,6 +209,9 @@ static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *u
                                        on_hup_retry, d);
         return 0;
     }
+    /* This reload serves an earlier SIGHUP still waiting too: its retry
+     * would only reload once more after the next cycle, and kick one. */
+    d->hup_retry = sd_event_source_disable_unref(d->hup_retry);
     sd_notify(0, "RELOADING=1");
     if (cmd_load_config(d->o, &fresh, &e) < 0) {
         journal_log(LOG_ERR, "SIGHUP: %s; keeping the configuration in force", e.msg);

@@ -591,13 +591,14 @@ void tuner_stop(struct tuner *t)
 {
     bool cut = t->state != T_IDLE;
 
-    t->w.ops->cancel(t->w.ctx);
     t->w.ops->measure_kill(t->w.ctx);
-    t->w.ops->place_down(t->w.ctx);
-    /* Stopping: blocking is all right, the loop is about to end. A
+    /* First what real clients may feel: a live trial in smb.conf.
+     * Stopping: blocking is all right, the loop is about to end. A
      * commit that reached the disk stays, as after a kill -9: the search
      * had decided it. */
     owned_take_back_now(t->line, true);
+    t->w.ops->cancel(t->w.ctx);
+    t->w.ops->place_down(t->w.ctx);
     t->w.ops->measure_tidy(t->w.ctx, true);
     t->timer = sd_event_source_disable_unref(t->timer);
     t->state = T_IDLE;

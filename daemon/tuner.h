@@ -54,7 +54,11 @@ bool tuner_keep_schedule(struct tuner *t);
 /* Start a cycle now (no-op when one runs). */
 void tuner_kick(struct tuner *t);
 
-/* Abort what runs, restore, save the state: for SIGTERM and SIGINT. */
+/* Abort what runs and restore: for SIGTERM and SIGINT. A take-back
+ * saves what it settles; the rest of a cut cycle (its counters, the
+ * clients it watched) is not saved: the state file keeps the last ended
+ * cycle's, and the next start runs a cycle at once (a cut one is not
+ * kept as a schedule). */
 void tuner_stop(struct tuner *t);
 
 /* For --once: 0 when the cycle did what it should, 1 otherwise. */
