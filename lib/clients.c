@@ -87,14 +87,18 @@ void clients_free(struct clients *c)
     free(c);
 }
 
+/* By cookie, and one socket seen twice in a snapshot by its first place. */
 static int by_cookie(const void *a, const void *b)
 {
-    uint64_t x = ((const struct track *)a)->first.cookie,
-             y = ((const struct track *)b)->first.cookie;
+    const struct track *p = a, *q = b;
+    uint64_t x = p->first.cookie, y = q->first.cookie;
 
-    return x < y ? -1 : x > y;
+    if (x != y)
+        return x < y ? -1 : 1;
+    return p->order < q->order ? -1 : p->order > q->order;
 }
 
+/* The track of cookie among those of earlier snapshots, or NULL. */
 static struct track *find(struct clients *c, uint64_t cookie)
 {
     size_t lo = 0, hi = c->nsorted;
@@ -109,11 +113,25 @@ static struct track *find(struct clients *c, uint64_t cookie)
         else
             hi = mid;
     }
-    /* the ones added in this snapshot, sorted at its end */
-    for (size_t i = c->nsorted; i < c->n; i++)
-        if (c->v[i].first.cookie == cookie)
-            return &c->v[i];
     return NULL;
+}
+
+/* Sort the tracks, the ones this snapshot added among them, and drop a
+ * socket the snapshot held twice but once (its first place kept). The new
+ * ones are not looked up while the snapshot is read: a linear look among
+ * them made a first snapshot of many connections quadratic. */
+static void settle(struct clients *c)
+{
+    size_t m = 0;
+
+    /* qsort's array may not be NULL, even for no element (C11 7.22.5) */
+    if (c->n > 0)
+        qsort(c->v, c->n, sizeof(*c->v), by_cookie);
+    for (size_t i = 0; i < c->n; i++)
+        if (m == 0 || c->v[i].first.cookie != c->v[m - 1].first.cookie)
+            c->v[m++] = c->v[i];
+    c->n = m;
+    c->nsorted = c->n;
 }
 
 static bool full(const struct clients_sock *s)
@@ -169,6 +187,9 @@ int clients_add(struct clients *c, double t, const struct clients_sock *v, size_
         struct track *k = find(c, v[i].cookie);
 
         if (k == NULL) {
+            /* beyond the bound, a new connection is not followed */
+            if (c->n >= CLIENTS_TRACK_MAX)
+                continue;
             if (c->n == c->cap) {
                 size_t cap = c->cap ? c->cap * 2 : 16;
                 struct track *nv = realloc(c->v, cap * sizeof(*nv));
@@ -192,10 +213,7 @@ int clients_add(struct clients *c, double t, const struct clients_sock *v, size_
         k->order = i;
         observe(k, &v[i]);
     }
-    /* qsort's array may not be NULL, even for no element (C11 7.22.5) */
-    if (c->n > 0)
-        qsort(c->v, c->n, sizeof(*c->v), by_cookie);
-    c->nsorted = c->n;
+    settle(c);
     return 0;
 }
 

@@ -92,6 +92,12 @@ struct clients;
 struct clients *clients_new(void);
 void clients_free(struct clients *c);
 
+/* The most connections followed over a window: beyond it (a server of
+ * more, or a flood of connections to smbd's port) a new connection is
+ * not followed, and lib/conns reads no more a snapshot; memory and each
+ * snapshot's work stay bounded. */
+#define CLIENTS_TRACK_MAX 16384
+
 /* One snapshot, taken at t seconds (any monotonic clock; t increases).
  * -ENOMEM, -EINVAL when t goes back. */
 int clients_add(struct clients *c, double t, const struct clients_sock *v, size_t n);

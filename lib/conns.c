@@ -147,7 +147,7 @@ static void visit(const struct inet_diag_msg *m, size_t len, void *ctx)
 {
     struct gather *g = ctx;
 
-    if (g->err < 0)
+    if (g->err < 0 || g->n >= CLIENTS_TRACK_MAX)
         return;
     if (g->n == g->cap) {
         size_t cap = g->cap ? g->cap * 2 : 32;

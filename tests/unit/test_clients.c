@@ -480,6 +480,43 @@ static void test_nothing_connected(void **state)
     clients_free(c);
 }
 
+/* A flood of connections: no more than CLIENTS_TRACK_MAX are followed,
+ * the first ones seen, the later ones left out; a socket a snapshot holds
+ * twice, new or not, is one connection with its first place's values. */
+static void test_many_and_twice(void **state)
+{
+    size_t total = CLIENTS_TRACK_MAX + 100;
+    struct clients_sock *snap = calloc(total + 1, sizeof(*snap));
+    struct clients *c = clients_new();
+    struct clients_conn *v;
+    size_t n;
+
+    (void)state;
+    assert_non_null(snap);
+    for (int round = 0; round < 2; round++) {
+        for (size_t i = 0; i < total; i++) {
+            struct flow f = flow(total - i, "10.199.0.1:50000"); /* cookies descending */
+
+            f.s.rcvbuf = (uint32_t)(1000 + i);
+            snap[i] = f.s;
+        }
+        /* the first socket once more, with other values: not a second one */
+        snap[total] = snap[0];
+        snap[total].rcvbuf = 7;
+        assert_int_equal(clients_add(c, round * STEP, snap, total + 1), 0);
+    }
+    assert_int_equal(clients_result(c, &v, &n), 0);
+    assert_int_equal(n, CLIENTS_TRACK_MAX);
+    /* the dump's order, from its first socket */
+    assert_int_equal(v[0].rcvbuf, 1000);
+    assert_int_equal(v[n - 1].rcvbuf, 1000 + CLIENTS_TRACK_MAX - 1);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(v[i].samples, 2);
+    free(v);
+    clients_free(c);
+    free(snap);
+}
+
 static void test_names(void **state)
 {
     (void)state;
@@ -494,6 +531,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sndbuf_limited_get),
+        cmocka_unit_test(test_many_and_twice),
         cmocka_unit_test(test_path_limited_get),
         cmocka_unit_test(test_sndbuf_share),
         cmocka_unit_test(test_rcvbuf_limited_put),
