@@ -53,7 +53,7 @@ struct owned {
     bool hold_on_disk; /* st->hold was saved by us or read from the file */
     char *keep_value;  /* a commit in force that a take-back confirms */
     bool confirming;   /* the job under way confirms, not reverts */
-    bool stuck;        /* a job of ours was killed and did not end (see stuck()) */
+    pid_t stuck_pid;   /* a job of ours killed that had not ended (see stuck()) */
 };
 
 int owned_new(sd_event *ev, const struct tuner_opts *o, struct state *st, struct owned **op)
@@ -86,9 +86,24 @@ const char *owned_live_value(const struct owned *w)
     return w->live_value;
 }
 
+static bool still_stuck(const struct owned *w);
+
 bool owned_busy(const struct owned *w)
 {
-    return w->job != NULL || w->defer != NULL;
+    return w->job != NULL || w->defer != NULL || still_stuck(w);
+}
+
+/* -EBUSY, said, while a job of ours that was killed may still write
+ * smb.conf (even after a `--resume`): nothing of ours may race it. */
+static int refuse_while_stuck(const struct owned *w)
+{
+    if (w->job != NULL || !still_stuck(w))
+        return 0;
+    journal_log(LOG_WARNING,
+                "%s: left alone: a job of ours that was killed (pid %d) has not "
+                "ended (stuck in the kernel: a hung mount?)",
+                w->o->smb_conf, (int)w->stuck_pid);
+    return -EBUSY;
 }
 
 void owned_pending_clear(struct state *st)
@@ -109,7 +124,10 @@ int owned_save(const struct tuner_opts *o, const struct state *st)
     return 0;
 }
 
-void owned_hold(struct owned *w, const char *why)
+/* Take the hold; keep_record: the pending edit's record stays (its
+ * outcome is not known yet), for the take-back of the next start or of
+ * the first cycle after `--resume`. */
+static void hold(struct owned *w, const char *why, bool keep_record)
 {
     const char *f[] = {NULL, NULL};
     char conf[4200];
@@ -120,8 +138,14 @@ void owned_hold(struct owned *w, const char *why)
     journal_log(LOG_WARNING, "hands off smb.conf until `smbtuned --resume`");
     w->st->hold = true;
     state_set_str(&w->st->hold_reason, why);
-    owned_pending_clear(w->st);
+    if (!keep_record)
+        owned_pending_clear(w->st);
     w->hold_on_disk = owned_save(w->o, w->st) == 0;
+}
+
+void owned_hold(struct owned *w, const char *why)
+{
+    hold(w, why, false);
 }
 
 void owned_hold_read(struct owned *w)
@@ -302,21 +326,27 @@ static int put_job(void *arg, int out_fd)
     return r;
 }
 
-/* An editing job killed at its deadline that did not die (stuck in the
- * kernel: smb.conf or an include on a hung mount): it may still finish
- * the write or rename it is in, so nothing more is written until an
- * admin has looked. The record of the edit (if it made one) stays for the
- * take-back of `--resume` or the next start. */
-static void stuck(struct owned *w, const char *doing)
+/* An editing job killed that did not die (stuck in the kernel: smb.conf
+ * or an include on a hung mount): it may still finish the write or rename
+ * it is in, so nothing more is written until an admin has looked. The
+ * record of the edit (if it made one) stays, for the take-back of the
+ * next start or of the first cycle after `--resume`. */
+static void stuck(struct owned *w, pid_t pid, const char *doing)
 {
     char why[256];
 
     snprintf(why, sizeof(why),
-             "%s: the job was killed at its deadline (%.0f s) and has not ended (stuck in the "
-             "kernel: smb.conf or an include on a hung mount?); it may still change the file",
-             doing, OWNED_JOB_DEADLINE_S);
-    w->stuck = true;
-    owned_hold(w, why);
+             "%s: the job was killed and has not ended (stuck in the kernel: smb.conf or an "
+             "include on a hung mount?); it may still change the file",
+             doing);
+    w->stuck_pid = pid;
+    hold(w, why, true);
+}
+
+/* Whether a job of ours that was killed may still be running. */
+static bool still_stuck(const struct owned *w)
+{
+    return w->stuck_pid > 0 && job_is_stuck(w->stuck_pid);
 }
 
 static void put_done(struct job *j, const struct job_result *jr, void *ud)
@@ -331,7 +361,7 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
     if (jr->unreaped) {
         /* It may still finish the write or the rename it is stuck in:
          * what smb.conf will hold cannot be known from here. */
-        stuck(w, "writing smb.conf");
+        stuck(w, job_pid(j), "writing smb.conf");
         res.msg = "the editing job did not end";
         w->put_done(w->ud, -ETIMEDOUT, &res);
         return;
@@ -385,7 +415,7 @@ int owned_put(struct owned *w, const char *expect, struct search_config c, enum 
     struct err e;
     int r;
 
-    if (owned_busy(w))
+    if (refuse_while_stuck(w) < 0 || owned_busy(w))
         return -EBUSY;
     w->expect = expect ? expect : w->live_value;
     w->c = c;
@@ -651,7 +681,7 @@ static void back_done(struct job *j, const struct job_result *jr, void *ud)
     w->job = NULL;
     /* The job does not write the state: what we hold is current. */
     if (jr->unreaped) {
-        stuck(w, w->confirming ? "checking our change" : "taking our change back");
+        stuck(w, job_pid(j), w->confirming ? "checking our change" : "taking our change back");
         r = -ETIMEDOUT;
     } else if (!jr->ok || jr->len != sizeof(struct reply)) {
         journal_log(LOG_ERR, "%s our change failed: the job %s",
@@ -682,7 +712,7 @@ int owned_take_back(struct owned *w, bool keep, owned_back_fn done, void *ud)
     struct err e;
     int r;
 
-    if (owned_busy(w))
+    if (refuse_while_stuck(w) < 0 || owned_busy(w))
         return -EBUSY;
     w->back_done = done;
     w->ud = ud;
@@ -702,13 +732,17 @@ void owned_take_back_now(struct owned *w, bool keep)
     struct reply rep;
 
     if (w->job != NULL) {
+        pid_t pid = job_pid(w->job);
+        bool gone = job_cancel(w->job);
+
         /* a put killed half-way may have recorded its edit already */
-        w->stuck = !job_cancel(w->job) || w->stuck;
         w->job = NULL;
         reload(w);
+        if (!gone)
+            stuck(w, pid, "stopping");
     }
     w->defer = sd_event_source_disable_unref(w->defer);
-    if (w->stuck && w->st->pending) {
+    if (still_stuck(w) && w->st->pending) {
         /* A job of ours that did not die may still write smb.conf after
          * a take-back (which would likely hang on the same mount): the
          * record stays, for the next start. */

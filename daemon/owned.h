@@ -93,7 +93,8 @@ bool owned_resumed(struct owned *w);
 /* The value a live trial put in smb.conf now, or NULL. */
 const char *owned_live_value(const struct owned *w);
 
-/* An operation runs. */
+/* An operation runs, or a job of ours that was killed has not ended yet
+ * (stuck in the kernel: it may still write smb.conf). */
 bool owned_busy(const struct owned *w);
 
 /* Nothing left to undo or confirm (and the state saved by the caller). */

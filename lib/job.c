@@ -246,6 +246,20 @@ static void watch_exit(struct job *j)
         j->reap_src = NULL;
 }
 
+static int on_grace(sd_event_source *s, uint64_t usec, void *ud);
+
+/* After a kill: a child that SIGKILL does not end (stuck in an
+ * uninterruptible wait) is given a grace, in place of its deadline, then
+ * done is told without its exit. */
+static void arm_grace(struct job *j)
+{
+    j->timer_src = sd_event_source_disable_unref(j->timer_src);
+    if (j->pid > 0 &&
+        sd_event_add_time_relative(j->ev, &j->timer_src, CLOCK_MONOTONIC,
+                                   (uint64_t)(JOB_KILL_GRACE_S * 1e6), 10000, on_grace, j) < 0)
+        j->timer_src = NULL;
+}
+
 static int on_output(sd_event_source *s, int fd, uint32_t revents, void *ud)
 {
     struct job *j = ud;
@@ -255,11 +269,13 @@ static int on_output(sd_event_source *s, int fd, uint32_t revents, void *ud)
     (void)revents;
     if (drain(j) == 0)
         return 0;
-    /* A job whose answer cannot be collected has nothing left to do. */
-    if (j->error < 0)
-        kill_group(j);
     close_pipe(j);
     watch_exit(j);
+    /* A job whose answer cannot be collected has nothing left to do. */
+    if (j->error < 0) {
+        kill_group(j);
+        arm_grace(j);
+    }
     maybe_finish(j);
     return 0;
 }
@@ -298,12 +314,7 @@ static int on_deadline(sd_event_source *s, uint64_t usec, void *ud)
         drain(j);
     close_pipe(j);
     watch_exit(j);
-    /* A child that SIGKILL does not end (stuck in an uninterruptible
-     * wait) is given a grace, then done is told without its exit. */
-    if (j->pid > 0 &&
-        sd_event_add_time_relative(j->ev, &j->timer_src, CLOCK_MONOTONIC,
-                                   (uint64_t)(JOB_KILL_GRACE_S * 1e6), 10000, on_grace, j) < 0)
-        j->timer_src = NULL;
+    arm_grace(j);
     maybe_finish(j);
     return 0;
 }
@@ -446,6 +457,14 @@ bool job_cancel(struct job *j)
 int job_stuck_count(void)
 {
     return stuck_n;
+}
+
+bool job_is_stuck(pid_t pid)
+{
+    for (const struct job *j = stuck_list; j != NULL; j = j->next)
+        if (j->pid == pid)
+            return pid > 0;
+    return false;
 }
 
 void job_stuck_free(void)

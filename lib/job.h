@@ -87,6 +87,9 @@ bool job_cancel(struct job *j);
 /* How many killed children are still waited for (see unreaped). */
 int job_stuck_count(void);
 
+/* Whether pid (a job's, from job_pid before its end) is one of them. */
+bool job_is_stuck(pid_t pid);
+
 /* Forget the stuck children (at exit: the loop goes, and they are
  * reparented once this process ends): one last look reaps the ones that
  * have died. */

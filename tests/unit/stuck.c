@@ -4,6 +4,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <stdbool.h>
 #include <linux/fuse.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +46,24 @@ static int answer_init(int fd)
     return 0;
 }
 
+/* The mount is the test's own: in a mount namespace of its process (and
+ * its children), so that no other process on the machine (a walker of
+ * /tmp) meets a file that never answers, and a test killed half-way
+ * leaves no mount behind. */
+static int private_mounts(void)
+{
+    static bool done;
+
+    if (done)
+        return 0;
+    if (unshare(CLONE_NEWNS) < 0)
+        return -errno;
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        return -errno;
+    done = true;
+    return 0;
+}
+
 int stuck_mount(struct stuck *s)
 {
     const char *tmp = getenv("TMPDIR");
@@ -51,6 +71,10 @@ int stuck_mount(struct stuck *s)
     int r;
 
     s->fd = -1;
+    s->dir[0] = '\0';
+    r = private_mounts();
+    if (r < 0)
+        return r;
     snprintf(s->dir, sizeof(s->dir), "%s/stuck.XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
     if (mkdtemp(s->dir) == NULL) {
         s->dir[0] = '\0';
