@@ -296,7 +296,7 @@ static double watch(int port, double seconds, struct watched *w)
 static void test_window(void **state)
 {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    struct watched w;
+    struct watched w = {0};
     int port, lfd, cfd, afd;
     double took;
 
