@@ -179,14 +179,42 @@ static int make_subdirs(const char *run_dir, const char *const *names, size_t n,
     return 0;
 }
 
+/* The base directory opened (made first with make) and checked ours
+ * alone: owned by our uid, no link at its name, and no access for group
+ * or others (as it is made). Everything under it is reached by path, by
+ * root, and the sweep removes and signals by what it finds there: a
+ * directory someone else may write in (a state_dir whose `shadow` an
+ * admin's user owns) would let them swap a run directory for a link, or
+ * plant a record that names a process to kill. The fd, or <0 with e set
+ * (-ENOENT: it is not there). */
+static int open_base(const char *base_dir, bool make, struct err *e)
+{
+    struct stat st;
+    int fd = files_private_dir(base_dir, FILES_DIR_OWN | (make ? FILES_DIR_MAKE : 0), e);
+
+    if (fd < 0)
+        return fd;
+    if (fstat(fd, &st) < 0 || (st.st_mode & 077) != 0) {
+        err_set(e, -EPERM,
+                "shadow base directory %s has mode %04o: refused, it must be open to its owner "
+                "only (0700, as smbtuned makes it)",
+                base_dir, (unsigned)(st.st_mode & 07777));
+        close(fd);
+        return -EPERM;
+    }
+    return fd;
+}
+
 static int make_run_dir(const char *base_dir, bool own_share, struct trial_shadow *t, struct err *e)
 {
     int r;
 
     if (trial_path_check("shadow base directory", base_dir, e) < 0)
         return -EINVAL;
-    if (mkdir(base_dir, 0700) < 0 && errno != EEXIST)
-        return err_set(e, -errno, "cannot create %s: %s", base_dir, strerror(errno));
+    r = open_base(base_dir, true, e);
+    if (r < 0)
+        return r;
+    close(r);
     /* The owner's pid in the name: the sweep can tell a live run's
      * directory even before trial.pid is written. */
     if (snprintf(t->run_dir, sizeof(t->run_dir), "%s/" TRIAL_DIR_PREFIX "%d-XXXXXX", base_dir,
@@ -604,8 +632,12 @@ static int sweep_one(int base_fd, const char *base_dir, const char *name, struct
     struct stat st;
     int r;
 
-    /* Only names of our shape: shadow-PID-XXXXXX, a directory, no link. */
-    if (parse_pid_name(name, TRIAL_DIR_PREFIX, &v, &rest) < 0 || rest == NULL || strlen(rest) != 6)
+    /* Only names of our shape: shadow-PID-XXXXXX (mkdtemp's letters and
+     * digits), a directory, no link. */
+    if (parse_pid_name(name, TRIAL_DIR_PREFIX, &v, &rest) < 0 || rest == NULL ||
+        strlen(rest) != 6 ||
+        strspn(rest, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                     "0123456789") != 6)
         return 0;
     if (fstatat(base_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
         return 0;
@@ -619,8 +651,11 @@ static int sweep_one(int base_fd, const char *base_dir, const char *name, struct
         if (own.smbd_pid > 0 && kernel_pid_is(own.smbd_pid, own.smbd_start)) {
             struct kernel_proc sp;
 
-            /* We made it a session leader: the group is its own. */
-            if (kernel_proc_read(own.smbd_pid, &sp) == 0 && sp.pgrp == own.smbd_pid)
+            /* We made it a session leader: the group is its own, and
+             * smbds alone are in it (a record naming another program's
+             * group is not ours to act on). */
+            if (kernel_proc_read(own.smbd_pid, &sp) == 0 && sp.pgrp == own.smbd_pid &&
+                kernel_pgrp_only(own.smbd_pid, own.smbd_pid, smbd_comms))
                 kill_group(own.smbd_pid, TRIAL_STOP_TIMEOUT_S);
         } else if (own.smbd_pid > 0 && kill(own.smbd_pid, 0) < 0 && errno == ESRCH &&
                    kernel_pgrp_only(own.smbd_pid, own.smbd_pid, smbd_comms)) {
@@ -650,13 +685,19 @@ int trial_shadow_sweep(const char *base_dir, struct err *e)
 {
     struct dirent *de;
     DIR *d;
-    int r = 0;
+    int fd, r = 0;
 
-    d = opendir(base_dir);
+    /* A base directory that is not ours alone is not swept (open_base). */
+    fd = open_base(base_dir, false, e);
+    if (fd == -ENOENT)
+        return 0;
+    if (fd < 0)
+        return fd;
+    d = fdopendir(fd);
     if (d == NULL) {
-        if (errno == ENOENT)
-            return 0;
-        return err_set(e, -errno, "cannot open %s: %s", base_dir, strerror(errno));
+        r = err_set(e, -errno, "cannot open %s: %s", base_dir, strerror(errno));
+        close(fd);
+        return r;
     }
     while ((de = readdir(d)) != NULL) {
         int r1;

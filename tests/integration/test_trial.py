@@ -454,7 +454,7 @@ def test_sweep_leaves_alone_a_group_that_is_not_its_smbds(driver, base, tmp_path
     exited (after a reboot, or once the number came round again): a group
     with no leader is not proof that its members are that smbd's children.
     The sweep removes the directory and kills no one."""
-    base.mkdir()
+    base.mkdir(mode=0o700)
     # A session of its own whose leader (sh) exits and leaves sleep behind
     # in the group numbered after it: no smbd, nobody's shadow.
     sh = subprocess.Popen(["sh", "-c", "sleep 300 & echo $!"], stdout=subprocess.PIPE,
@@ -476,6 +476,60 @@ def test_sweep_leaves_alone_a_group_that_is_not_its_smbds(driver, base, tmp_path
             os.kill(orphan, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def test_sweep_leaves_alone_a_live_group_that_is_not_smbds(driver, base, tmp_path):
+    """A record that names a live session leader with its true start time,
+    one that is not an smbd (a record smbtuned did not write, or one whose
+    numbers were taken again): the sweep removes the directory and kills
+    no one. Before, any such group was killed."""
+    base.mkdir(mode=0o700)
+    other = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        stale = base / "shadow-999999-stuvwx"
+        stale.mkdir()
+        write_owner(stale, 999999, 1, other.pid, proc_stat(other.pid)[2])
+        r = subprocess.run([str(driver), "sweep", str(base)], capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert not stale.exists()
+        assert other.poll() is None, "sweep killed a process group that was not an smbd's"
+    finally:
+        other.kill()
+        other.wait()
+
+
+@pytest.mark.parametrize("how", ["group-writable", "readable", "someone else's", "a link"])
+def test_a_base_that_is_not_ours_alone_is_refused(smbd_factory, driver, base, tmp_path, how):
+    """The shadows' base directory is reached by path, as root: one that
+    another user may write in (a state_dir whose `shadow` is theirs) would
+    let them swap a run directory for a link, or plant a record naming a
+    process to kill. Neither a sweep nor a start uses it; nothing in it is
+    removed, and the error names it."""
+    srv = smbd_factory()
+    real = base.parent / "elsewhere" if how == "a link" else base
+    real.mkdir(mode=0o700)
+    if how == "group-writable":
+        os.chmod(real, 0o770)
+    elif how == "readable":
+        os.chmod(real, 0o755)
+    elif how == "someone else's":
+        os.chown(real, 65534, 65534)
+    else:
+        base.symlink_to(real)
+    planted = real / "shadow-999999-abcdef"
+    planted.mkdir()
+    os.chown(planted, 0, 0)
+    r = subprocess.run([str(driver), "sweep", str(base)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 1
+    assert str(base) in r.stderr
+    assert planted.exists()
+    r = subprocess.run([str(driver), "start", str(srv.conf), str(base), "TCP_NODELAY", "10"],
+                       capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode == 1
+    assert str(base) in r.stderr
+    assert sorted(p.name for p in real.iterdir()) == [planted.name]
 
 
 def connects(port):
