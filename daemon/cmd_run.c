@@ -441,6 +441,12 @@ int cmd_run(const struct opts *o)
     lock = run_lock(o, mode, d.topts.state_dir);
     if (lock < 0)
         return 1;
+    /* What a killed run's atomic writes left next to the state file and
+     * the backups (a failure here is the lock's, which the first save
+     * reports anyway). */
+    if (state_sweep_tmp(d.topts.state_dir, &e) < 0)
+        journal_log(LOG_WARNING, "%s", e.msg);
+    smbconf_backup_sweep(d.topts.state_dir);
     /* Signals arrive as events; block them for the default handlers.
      * SIGCHLD too: the jobs' child sources (lib/job.h) need it blocked. */
     sigemptyset(&ss);

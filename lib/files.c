@@ -524,6 +524,7 @@ int files_target_replace(struct files_target *t, const char *data, size_t len, c
 /* Only next to the file being written, relative to its directory fd,
  * only regular files of our own uid, never following a link: a file of
  * that shape that someone else made (in a 1777 directory, say) is theirs. */
+/* base NULL: the temporary files of any target in the directory. */
 static void sweep_at(int dfd, const char *base)
 {
     char prefix[NAME_MAX + 16];
@@ -532,7 +533,8 @@ static void sweep_at(int dfd, const char *base)
     DIR *d;
     int fd;
 
-    if ((size_t)snprintf(prefix, sizeof(prefix), FILES_TMP_PREFIX "%s.", base) >= sizeof(prefix))
+    if ((size_t)snprintf(prefix, sizeof(prefix), FILES_TMP_PREFIX "%s%s", base ? base : "",
+                         base ? "." : "") >= sizeof(prefix))
         return;
     plen = strlen(prefix);
     fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -546,8 +548,12 @@ static void sweep_at(int dfd, const char *base)
     while ((de = readdir(d)) != NULL) {
         struct stat st;
 
-        /* Only names of exactly our shape: prefix plus six characters. */
-        if (strncmp(de->d_name, prefix, plen) != 0 || strlen(de->d_name) != plen + 6)
+        size_t len = strlen(de->d_name);
+
+        /* Only names of exactly our shape: prefix plus six characters
+         * (any target's: prefix, a name, '.', six characters). */
+        if (strncmp(de->d_name, prefix, plen) != 0 ||
+            (base ? len != plen + 6 : len < plen + 8 || de->d_name[len - 7] != '.'))
             continue;
         if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
             st.st_uid != geteuid())
@@ -573,6 +579,16 @@ void files_target_close(struct files_target *t)
     memset(t, 0, sizeof(*t));
     t->dfd = -1;
     t->fd = -1;
+}
+
+void files_sweep_tmp_dir(const char *dir)
+{
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+
+    if (dfd < 0)
+        return;
+    sweep_at(dfd, NULL);
+    close(dfd);
 }
 
 void files_sweep_tmp(const char *path)

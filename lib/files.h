@@ -102,6 +102,10 @@ int files_target_open_hooked(struct files_target *t, const char *path, const str
  * shape in a shared directory is theirs). */
 void files_sweep_tmp(const char *path);
 
+/* The same for every target in dir, a directory of ours (reached without
+ * a link at its name): where the names of the targets vary (backups). */
+void files_sweep_tmp_dir(const char *dir);
+
 /* mkdir -p; the last component gets mode 0700 when created. */
 int files_mkdir_p(const char *dir);
 

@@ -146,6 +146,11 @@ int smbconf_load(struct smbconf *c, const char *path, struct err *e);
  * absolute path): an injective encoding of the whole path. malloc'ed. */
 char *smbconf_backup_name(const char *real);
 
+/* Remove the temporary files a backup killed between its write and its
+ * rename left in STATE_DIR/backup and backup/first (files.h). Only the
+ * daemon writes backups: call it under the run lock. */
+void smbconf_backup_sweep(const char *state_dir);
+
 /* The value of a global parameter according to Samba's own parser
  * (testparm), e.g. "socket options", "pid directory", "smb ports". */
 int smbconf_testparm(const char *path, const char *param, char **value, struct err *e);

@@ -191,6 +191,17 @@ char *smbconf_backup_name(const char *real)
     return out;
 }
 
+void smbconf_backup_sweep(const char *state_dir)
+{
+    char path[PATH_MAX];
+
+    if ((size_t)snprintf(path, sizeof(path), "%s/backup/first", state_dir) >= sizeof(path))
+        return;
+    files_sweep_tmp_dir(path);
+    path[strlen(path) - strlen("/first")] = '\0';
+    files_sweep_tmp_dir(path);
+}
+
 /* The previous bytes of a file, kept in the state directory under a name
  * made from the file's path: in backup/ those before our last write, and
  * in backup/first/ those before our first, never overwritten (the last

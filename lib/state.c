@@ -187,6 +187,21 @@ int state_lock(const char *dir, struct err *e)
     return 0;
 }
 
+int state_sweep_tmp(const char *dir, struct err *e)
+{
+    char path[PATH_MAX];
+    int r = state_path(dir, path, sizeof(path), e);
+
+    if (r < 0)
+        return r;
+    r = state_lock(dir, e);
+    if (r < 0)
+        return r;
+    files_sweep_tmp(path);
+    state_unlock();
+    return 0;
+}
+
 void state_unlock(void)
 {
     if (holding())

@@ -129,6 +129,11 @@ int state_save(const char *dir, const struct state *s, struct err *e);
 int state_lock(const char *dir, struct err *e);
 void state_unlock(void);
 
+/* Remove the temporary copies of the state file that a save killed
+ * between its write and its rename left (files.h), under the lock (a
+ * `--resume` may be saving). 0, or <0 with e set (the lock). */
+int state_sweep_tmp(const char *dir, struct err *e);
+
 /* Replace *dst by a copy of src (NULL allowed). */
 int state_set_str(char **dst, const char *src);
 

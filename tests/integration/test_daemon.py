@@ -717,6 +717,28 @@ def test_sighup_mid_live_cycle_waits_for_its_end(make_env):
     assert_clean(env)
 
 
+def test_start_removes_what_killed_writes_left(make_env):
+    """A run killed between a temporary file's write and its rename (the
+    state file's, a backup's) leaves it: the next start removes those of
+    ours, of exactly that shape, and nothing else."""
+    env = make_env(ON_LATTICE)
+    env.write_config(tune={"trials": q("shadow"), "mode": q("advise")})
+    backup = env.state_dir / "backup"
+    first = backup / "first"
+    first.mkdir(parents=True, mode=0o700)
+    os.chmod(backup, 0o700)
+    left = [env.state_dir / ".smbtuned-state.Ab12Cd", backup / ".smbtuned-etc%2Fsmb.conf.zz99YY",
+            first / ".smbtuned-etc%2Fsmb.conf.Qw12Er"]
+    kept = [env.state_dir / ".smbtuned-state.Ab12C", env.state_dir / "notes",
+            backup / "etc%2Fsmb.conf", first / ".smbtuned-x"]
+    for p in left + kept:
+        p.write_text("x")
+    rc, out, err = env.run("--once")
+    assert rc == 0, err
+    assert [p for p in left if p.exists()] == []
+    assert [p for p in kept if not p.exists()] == []
+
+
 # ---------------------------------------------------------------------- -t
 
 def test_debug_tells_the_programs_and_shadows(make_env):

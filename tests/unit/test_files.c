@@ -163,6 +163,35 @@ static void test_sweep_only_ours(void **state)
     assert_int_equal(entries(), 4);
 }
 
+/* In a directory of ours whose targets vary (backups): every target's
+ * temporary files go, nothing else, and never through a link. */
+static void test_sweep_a_whole_directory(void **state)
+{
+    struct stat st;
+
+    (void)state;
+    touch("a%2Fsmb.conf");
+    touch(FILES_TMP_PREFIX "a%2Fsmb.conf.Ab12Cd");
+    touch(FILES_TMP_PREFIX "b.conf.zz99YY");
+    /* not of that shape: kept */
+    touch(FILES_TMP_PREFIX "b.conf.zz99Y");
+    touch(FILES_TMP_PREFIX "Ab12Cd");
+    touch("smbtuned-b.conf.Ab12Cd");
+    assert_int_equal(symlink("a%2Fsmb.conf", path_in(FILES_TMP_PREFIX "c.conf.Qw12Er")), 0);
+    assert_int_equal(mkdir(path_in(FILES_TMP_PREFIX "d.conf.Qw12Er"), 0700), 0);
+    files_sweep_tmp_dir(dir);
+    assert_int_equal(stat(path_in(FILES_TMP_PREFIX "a%2Fsmb.conf.Ab12Cd"), &st), -1);
+    assert_int_equal(stat(path_in(FILES_TMP_PREFIX "b.conf.zz99YY"), &st), -1);
+    assert_int_equal(stat(path_in(FILES_TMP_PREFIX "b.conf.zz99Y"), &st), 0);
+    assert_int_equal(stat(path_in(FILES_TMP_PREFIX "Ab12Cd"), &st), 0);
+    assert_int_equal(stat(path_in("smbtuned-b.conf.Ab12Cd"), &st), 0);
+    assert_int_equal(lstat(path_in(FILES_TMP_PREFIX "c.conf.Qw12Er"), &st), 0);
+    assert_int_equal(stat(path_in(FILES_TMP_PREFIX "d.conf.Qw12Er"), &st), 0);
+    assert_int_equal(stat(path_in("a%2Fsmb.conf"), &st), 0);
+    assert_int_equal(entries(), 6);
+    assert_int_equal(rmdir(path_in(FILES_TMP_PREFIX "d.conf.Qw12Er")), 0);
+}
+
 /* The race of a user who owns a directory on the path (att/sub), run
  * deterministically: right after the path is resolved, sub becomes a
  * symlink to a directory only root writes (vic). Nothing may be written in
@@ -476,6 +505,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_read_fifo_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_atomic_keeps_metadata, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sweep_a_whole_directory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep_only_ours, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mkdir_p, setup, teardown),
         cmocka_unit_test_setup_teardown(test_private_dir, setup, teardown),
