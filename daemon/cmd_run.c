@@ -150,6 +150,35 @@ static int smb_conf_check(const char *smb_conf, struct err *e)
     return 0;
 }
 
+/* Under the unit's sandbox (ProtectSystem=strict) the service writes only
+ * where ReadWritePaths= lets it: a socket options line in a file of
+ * another directory (an include under /srv) would be found read-only at
+ * the first commit, after a whole search. Said at the start instead
+ * (tune mode: advise writes nothing). Only EROFS: a permission error is
+ * the editor's to report, with its own words. */
+static int writable_check(const char *smb_conf, struct err *e)
+{
+    struct smbconf c;
+    char dir[PATH_MAX];
+    char *slash;
+    int r = 0;
+
+    if (smbconf_load(&c, smb_conf, e) < 0)
+        return -EINVAL;
+    snprintf(dir, sizeof(dir), "%s", c.found ? c.files[c.hit.file].path : smb_conf);
+    slash = strrchr(dir, '/');
+    if (slash != NULL)
+        *(slash == dir ? slash + 1 : slash) = '\0';
+    if (access(dir, W_OK) < 0 && errno == EROFS)
+        r = err_set(e, -EROFS,
+                    "%s: its directory %s is read-only here, so the socket options line cannot "
+                    "be written: under systemd, add ReadWritePaths=%s in a drop-in (systemctl "
+                    "edit smbtuned), or set tune { mode = \"advise\" }",
+                    c.found ? c.files[c.hit.file].path : smb_conf, dir, dir);
+    smbconf_free(&c);
+    return r;
+}
+
 static int on_term(sd_event_source *s, const struct signalfd_siginfo *si, void *ud)
 {
     struct daemon *d = ud;
@@ -430,6 +459,8 @@ int cmd_run(const struct opts *o)
      * RestartPreventExitStatus=78 keeps systemd from retrying such a start
      * for ever. (--once reports it as its cycle's failure.) */
     if (!o->once && smb_conf_check(d.topts.smb_conf, &e) < 0)
+        return refused(o, CMD_EXIT_CONFIG, NULL, "%s", e.msg);
+    if (!o->once && d.topts.mode == TUNER_TUNE && writable_check(d.topts.smb_conf, &e) < 0)
         return refused(o, CMD_EXIT_CONFIG, NULL, "%s", e.msg);
     mode = d.topts.mode == TUNER_ADVISE ? "advise" : "tune";
     r = files_private_dir(d.topts.state_dir, FILES_DIR_MAKE, &e);

@@ -739,6 +739,39 @@ def test_start_removes_what_killed_writes_left(make_env):
     assert [p for p in kept if not p.exists()] == []
 
 
+def test_start_refuses_a_read_only_line(make_env, tmp_path):
+    """Under the unit's sandbox a directory outside ReadWritePaths= is
+    read-only: a socket options line there (an include elsewhere) could
+    not be committed, which a search would find only at its end. The start
+    refuses it at once, naming the file, the directory and the fix (78);
+    advise writes nothing and starts. A mount namespace of the test's own
+    makes the include's directory read-only, as systemd's would."""
+    env = make_env(None)
+    inc_dir = tmp_path / "elsewhere"
+    inc_dir.mkdir()
+    inc = inc_dir / "tuning.conf"
+    inc.write_text(f"socket options = {ON_LATTICE}\n")
+    conf = env.srv.conf
+    conf.write_text(conf.read_text().replace("[global]\n", f"[global]\n   include = {inc}\n", 1))
+    ro = ('mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"')
+    env.prefix = ["unshare", "-m", "--propagation", "private", "sh", "-c", ro, str(inc_dir)]
+    env.write_config(tune={"trials": q("shadow"), "mode": q("tune")})
+    before = conf.read_bytes(), inc.read_bytes()
+    rc, out, err = env.run(timeout=60)
+    assert rc == 78, err
+    assert f"{inc}: its directory {inc_dir} is read-only here" in err, err
+    assert f"ReadWritePaths={inc_dir}" in err, err
+    assert (conf.read_bytes(), inc.read_bytes()) == before
+    # advise: it starts and samples (stopped by us then)
+    env.write_config(tune={"trials": q("shadow"), "mode": q("advise")})
+    d = env.start()
+    d.wait_samples(1)
+    d.signal(signal.SIGTERM)
+    assert d.wait(timeout=60) == 0, d.stderr
+    assert "read-only here" not in d.stderr
+    assert (conf.read_bytes(), inc.read_bytes()) == before
+
+
 # ---------------------------------------------------------------------- -t
 
 def test_debug_tells_the_programs_and_shadows(make_env):
