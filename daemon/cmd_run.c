@@ -153,28 +153,34 @@ static int smb_conf_check(const char *smb_conf, struct err *e)
 /* Under the unit's sandbox (ProtectSystem=strict) the service writes only
  * where ReadWritePaths= lets it: a socket options line in a file of
  * another directory (an include under /srv) would be found read-only at
- * the first commit, after a whole search. Said at the start instead
- * (tune mode: advise writes nothing). Only EROFS: a permission error is
- * the editor's to report, with its own words. */
-static int writable_check(const char *smb_conf, struct err *e)
+ * the first commit, after a whole search. Said at the start, on SIGHUP
+ * and by -t (which ExecReload= runs in the sandbox) instead; tune mode
+ * only (advise writes nothing). The directory is the one the editor
+ * writes in: the file's real path's (smb.conf may be a link). Only
+ * EROFS: a permission error is the editor's to report, in its words. */
+static int writable_check(const struct tuner_opts *o, struct err *e)
 {
     struct smbconf c;
-    char dir[PATH_MAX];
-    char *slash;
+    const char *file;
+    char *real, *slash;
     int r = 0;
 
-    if (smbconf_load(&c, smb_conf, e) < 0)
+    if (o->mode != TUNER_TUNE)
+        return 0;
+    if (smbconf_load(&c, o->smb_conf, e) < 0)
         return -EINVAL;
-    snprintf(dir, sizeof(dir), "%s", c.found ? c.files[c.hit.file].path : smb_conf);
-    slash = strrchr(dir, '/');
-    if (slash != NULL)
-        *(slash == dir ? slash + 1 : slash) = '\0';
-    if (access(dir, W_OK) < 0 && errno == EROFS)
-        r = err_set(e, -EROFS,
-                    "%s: its directory %s is read-only here, so the socket options line cannot "
-                    "be written: under systemd, add ReadWritePaths=%s in a drop-in (systemctl "
-                    "edit smbtuned), or set tune { mode = \"advise\" }",
-                    c.found ? c.files[c.hit.file].path : smb_conf, dir, dir);
+    file = c.found ? c.files[c.hit.file].path : o->smb_conf;
+    real = realpath(file, NULL);
+    if (real != NULL && (slash = strrchr(real, '/')) != NULL) {
+        *(slash == real ? slash + 1 : slash) = '\0';
+        if (access(real, W_OK) < 0 && errno == EROFS)
+            r = err_set(e, -EROFS,
+                        "%s: its directory %s is read-only here, so the socket options line "
+                        "cannot be written: under systemd, add ReadWritePaths=%s in a drop-in "
+                        "(systemctl edit smbtuned), or set tune { mode = \"advise\" }",
+                        file, real, real);
+    }
+    free(real);
     smbconf_free(&c);
     return r;
 }
@@ -263,7 +269,7 @@ static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *u
      * configuration would only make every cycle fail. (Not testparm's
      * verdict, which -t asks for too: it may take up to 60 s, and the
      * event loop does not wait; each cycle reports it.) */
-    if (smb_conf_check(tmp.topts.smb_conf, &e) < 0) {
+    if (smb_conf_check(tmp.topts.smb_conf, &e) < 0 || writable_check(&tmp.topts, &e) < 0) {
         journal_log(LOG_ERR, "SIGHUP: %s; keeping the configuration in force", e.msg);
         sd_notify(0, "READY=1");
         return 0;
@@ -320,6 +326,12 @@ int cmd_check(const struct opts *o)
         return CMD_EXIT_CONFIG;
     }
     free(v);
+    /* and where the line would be written, as the start judges it */
+    if (writable_check(&d.topts, &e) < 0) {
+        fprintf(stderr, "smbtuned: %s\n", e.msg);
+        smbconf_free(&c);
+        return CMD_EXIT_CONFIG;
+    }
     /* and the state directory as the start judges it (the start refuses
      * it with exit 1; here it is a configuration found wanting), made by
      * neither: -t changes nothing. */
@@ -460,7 +472,7 @@ int cmd_run(const struct opts *o)
      * for ever. (--once reports it as its cycle's failure.) */
     if (!o->once && smb_conf_check(d.topts.smb_conf, &e) < 0)
         return refused(o, CMD_EXIT_CONFIG, NULL, "%s", e.msg);
-    if (!o->once && d.topts.mode == TUNER_TUNE && writable_check(d.topts.smb_conf, &e) < 0)
+    if (!o->once && writable_check(&d.topts, &e) < 0)
         return refused(o, CMD_EXIT_CONFIG, NULL, "%s", e.msg);
     mode = d.topts.mode == TUNER_ADVISE ? "advise" : "tune";
     r = files_private_dir(d.topts.state_dir, FILES_DIR_MAKE, &e);

@@ -571,20 +571,26 @@ void tuner_kick(struct tuner *t)
 
 int tuner_recover(struct tuner *t, struct err *e)
 {
-    int r;
+    struct err swept = {{0}};
+    int rs, r;
 
-    r = t->w.ops->sweep(t->w.ctx, e);
-    if (r < 0)
-        return r;
+    /* A sweep that fails (a shadow base directory refused) fails the
+     * start, but only after the live trial a killed run left in smb.conf
+     * is taken back: that must not wait for the admin's fix. */
+    rs = t->w.ops->sweep(t->w.ctx, &swept);
     r = state_load(t->o.state_dir, &t->st, e);
-    if (r < 0 || !t->st.pending)
-        return r;
-    t->recovered = true;
-    journal_log(LOG_NOTICE, "a run that did not finish left a %s of %s pending: settling it",
-                t->st.pending_commit ? "change" : "live trial", t->st.pending_edit.file);
-    /* Before the loop runs: nothing else waits yet. */
-    owned_recover(t->line);
-    return 0;
+    if (r >= 0 && t->st.pending) {
+        t->recovered = true;
+        journal_log(LOG_NOTICE, "a run that did not finish left a %s of %s pending: settling it",
+                    t->st.pending_commit ? "change" : "live trial", t->st.pending_edit.file);
+        /* Before the loop runs: nothing else waits yet. */
+        owned_recover(t->line);
+    }
+    if (rs < 0) {
+        *e = swept;
+        return rs;
+    }
+    return r;
 }
 
 void tuner_stop(struct tuner *t)

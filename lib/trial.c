@@ -180,29 +180,17 @@ static int make_subdirs(const char *run_dir, const char *const *names, size_t n,
 }
 
 /* The base directory opened (made first with make) and checked ours
- * alone: owned by our uid, no link at its name, and no access for group
- * or others (as it is made). Everything under it is reached by path, by
- * root, and the sweep removes and signals by what it finds there: a
- * directory someone else may write in (a state_dir whose `shadow` an
- * admin's user owns) would let them swap a run directory for a link, or
- * plant a record that names a process to kill. The fd, or <0 with e set
- * (-ENOENT: it is not there). */
+ * alone: owned by our uid, writable by it only, no link at its name
+ * (files_private_dir). Everything under it is reached by path, by root,
+ * and the sweep removes and signals by what it finds there: a directory
+ * someone else may write in (a state_dir whose `shadow` an admin's user
+ * owns) would let them swap a run directory for a link, or plant a record
+ * that names a process to kill. Read and search bits for others let no
+ * one do either (a 0755 state directory is accepted the same way). The
+ * fd, or <0 with e set (-ENOENT: it is not there). */
 static int open_base(const char *base_dir, bool make, struct err *e)
 {
-    struct stat st;
-    int fd = files_private_dir(base_dir, FILES_DIR_OWN | (make ? FILES_DIR_MAKE : 0), e);
-
-    if (fd < 0)
-        return fd;
-    if (fstat(fd, &st) < 0 || (st.st_mode & 077) != 0) {
-        err_set(e, -EPERM,
-                "shadow base directory %s has mode %04o: refused, it must be open to its owner "
-                "only (0700, as smbtuned makes it)",
-                base_dir, (unsigned)(st.st_mode & 07777));
-        close(fd);
-        return -EPERM;
-    }
-    return fd;
+    return files_private_dir(base_dir, FILES_DIR_OWN | (make ? FILES_DIR_MAKE : 0), e);
 }
 
 static int make_run_dir(const char *base_dir, bool own_share, struct trial_shadow *t, struct err *e)
@@ -651,11 +639,15 @@ static int sweep_one(int base_fd, const char *base_dir, const char *name, struct
         if (own.smbd_pid > 0 && kernel_pid_is(own.smbd_pid, own.smbd_start)) {
             struct kernel_proc sp;
 
-            /* We made it a session leader: the group is its own, and
-             * smbds alone are in it (a record naming another program's
-             * group is not ours to act on). */
+            char comm[32];
+
+            /* We made it a session leader: the group is its own, with
+             * what smbd runs (a share's preexec script too). A record
+             * naming a live leader that is not an smbd is not ours to act
+             * on: another program's, or a record we did not write. */
             if (kernel_proc_read(own.smbd_pid, &sp) == 0 && sp.pgrp == own.smbd_pid &&
-                kernel_pgrp_only(own.smbd_pid, own.smbd_pid, smbd_comms))
+                kernel_proc_comm(own.smbd_pid, comm, sizeof(comm)) == 0 &&
+                strcmp(comm, "smbd") == 0)
                 kill_group(own.smbd_pid, TRIAL_STOP_TIMEOUT_S);
         } else if (own.smbd_pid > 0 && kill(own.smbd_pid, 0) < 0 && errno == ESRCH &&
                    kernel_pgrp_only(own.smbd_pid, own.smbd_pid, smbd_comms)) {

@@ -346,6 +346,25 @@ def test_kill9_trial_taken_back_after_smb_conf_moved(make_env, tmp_path):
 
 
 
+def test_kill9_trial_taken_back_before_a_refused_sweep(make_env):
+    """kill -9 with a live trial in smb.conf, and the shadows' base
+    directory made group-writable meanwhile: the start refuses it, naming
+    it, but only after the trial is taken back (the refusal waits for an
+    admin; production must not)."""
+    env = make_env(ON_LATTICE)
+    env.write_config(tune=LIVE_TUNE)
+    conf = env.srv.conf
+    before, mid = killed_in_a_live_trial(env)
+    shadow = env.state_dir / "shadow"
+    shadow.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(shadow, 0o770)
+    rc, out, err = env.run(timeout=120)
+    assert rc == 1, err
+    assert str(shadow) in err, err
+    assert conf.read_bytes() == before, f"the trial stayed in {conf}\n{err}"
+    assert env.state().get("pending", "no") == "no", env.state()
+
+
 def test_kill9_at_each_rename_of_a_live_cycle(make_env):
     """Every state save and every smb.conf write (a trial value, the next
     one, the commit) ends in a rename, and each edit is recorded before its
@@ -762,6 +781,10 @@ def test_start_refuses_a_read_only_line(make_env, tmp_path):
     assert f"{inc}: its directory {inc_dir} is read-only here" in err, err
     assert f"ReadWritePaths={inc_dir}" in err, err
     assert (conf.read_bytes(), inc.read_bytes()) == before
+    # -t says the same (systemctl reload runs it in the unit's sandbox)
+    rc, out, err = env.run("-t", timeout=60)
+    assert rc == 78, err
+    assert f"ReadWritePaths={inc_dir}" in err, err
     # advise: it starts and samples (stopped by us then)
     env.write_config(tune={"trials": q("shadow"), "mode": q("advise")})
     d = env.start()
@@ -770,6 +793,22 @@ def test_start_refuses_a_read_only_line(make_env, tmp_path):
     assert d.wait(timeout=60) == 0, d.stderr
     assert "read-only here" not in d.stderr
     assert (conf.read_bytes(), inc.read_bytes()) == before
+
+
+def test_a_link_to_smb_conf_is_judged_where_it_leads(make_env, tmp_path):
+    """smb.conf named through a link in a read-only directory: the editor
+    writes next to the file the link leads to, which is writable, so
+    nothing is refused."""
+    env = make_env(ON_LATTICE)
+    links = tmp_path / "links"
+    links.mkdir()
+    (links / "smb.conf").symlink_to(env.srv.conf)
+    ro = ('mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"')
+    env.prefix = ["unshare", "-m", "--propagation", "private", "sh", "-c", ro, str(links)]
+    env.write_config(tune={"trials": q("shadow"), "mode": q("tune"),
+                           "smb_conf": q(links / "smb.conf")})
+    rc, out, err = env.run("-t", timeout=60)
+    assert rc == 0, err
 
 
 # ---------------------------------------------------------------------- -t

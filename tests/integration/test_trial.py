@@ -499,20 +499,21 @@ def test_sweep_leaves_alone_a_live_group_that_is_not_smbds(driver, base, tmp_pat
         other.wait()
 
 
-@pytest.mark.parametrize("how", ["group-writable", "readable", "someone else's", "a link"])
+@pytest.mark.parametrize("how", ["group-writable", "world-writable", "someone else's", "a link"])
 def test_a_base_that_is_not_ours_alone_is_refused(smbd_factory, driver, base, tmp_path, how):
     """The shadows' base directory is reached by path, as root: one that
     another user may write in (a state_dir whose `shadow` is theirs) would
     let them swap a run directory for a link, or plant a record naming a
     process to kill. Neither a sweep nor a start uses it; nothing in it is
-    removed, and the error names it."""
+    removed, and the error names it. (Read and search bits for others are
+    fine: they let no one put anything there.)"""
     srv = smbd_factory()
     real = base.parent / "elsewhere" if how == "a link" else base
     real.mkdir(mode=0o700)
     if how == "group-writable":
         os.chmod(real, 0o770)
-    elif how == "readable":
-        os.chmod(real, 0o755)
+    elif how == "world-writable":
+        os.chmod(real, 0o757)
     elif how == "someone else's":
         os.chown(real, 65534, 65534)
     else:
