@@ -177,10 +177,27 @@ static void observe(struct track *k, const struct clients_sock *s)
     k->wnd_estimated |= !(s->have & CLIENTS_HAVE_RCV_WND);
 }
 
+/* Forget the connections the last snapshot no longer held: they closed,
+ * and clients_result leaves them out anyway. The order, and so the sort,
+ * is kept. */
+static void forget_gone(struct clients *c)
+{
+    size_t m = 0;
+
+    for (size_t i = 0; i < c->n; i++)
+        if (c->v[i].epoch == c->epoch)
+            c->v[m++] = c->v[i];
+    c->n = c->nsorted = m;
+}
+
 int clients_add(struct clients *c, double t, const struct clients_sock *v, size_t n)
 {
     if (c->epoch > 0 && t < c->t)
         return -EINVAL;
+    /* At the bound, room first: a flood of connections opened and closed
+     * early in the window must not keep out the ones that come later. */
+    if (c->n + n > CLIENTS_TRACK_MAX)
+        forget_gone(c);
     c->epoch++;
     c->t = t;
     for (size_t i = 0; i < n; i++) {

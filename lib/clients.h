@@ -92,10 +92,11 @@ struct clients;
 struct clients *clients_new(void);
 void clients_free(struct clients *c);
 
-/* The most connections followed over a window: beyond it (a server of
- * more, or a flood of connections to smbd's port) a new connection is
- * not followed, and lib/conns reads no more a snapshot; memory and each
- * snapshot's work stay bounded. */
+/* The most connections followed over a window: at it, those that have
+ * closed are forgotten first; beyond it (a server of more, or a flood of
+ * connections to smbd's port) a new connection is not followed, and
+ * lib/conns reads no more a snapshot; memory and each snapshot's work
+ * stay bounded. */
 #define CLIENTS_TRACK_MAX 16384
 
 /* One snapshot, taken at t seconds (any monotonic clock; t increases).

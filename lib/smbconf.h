@@ -147,8 +147,8 @@ int smbconf_load(struct smbconf *c, const char *path, struct err *e);
 char *smbconf_backup_name(const char *real);
 
 /* Remove the temporary files a backup killed between its write and its
- * rename left in STATE_DIR/backup and backup/first (files.h). Only the
- * daemon writes backups: call it under the run lock. */
+ * rename left in STATE_DIR/backup and backup/first (files.h), under the
+ * edit lock; nothing when an editor holds it. */
 void smbconf_backup_sweep(const char *state_dir);
 
 /* The value of a global parameter according to Samba's own parser

@@ -194,12 +194,23 @@ char *smbconf_backup_name(const char *real)
 void smbconf_backup_sweep(const char *state_dir)
 {
     char path[PATH_MAX];
+    struct err e;
+    int lock;
 
-    if ((size_t)snprintf(path, sizeof(path), "%s/backup/first", state_dir) >= sizeof(path))
+    /* Under the edit lock, not waited for: an editor holding it (an
+     * `smbtuned --set-buffers`) may be writing a backup right now, and
+     * the next start sweeps what this one leaves. */
+    if ((size_t)snprintf(path, sizeof(path), "%s/" LOCK_NAME, state_dir) >= sizeof(path))
         return;
-    files_sweep_tmp_dir(path);
-    path[strlen(path) - strlen("/first")] = '\0';
-    files_sweep_tmp_dir(path);
+    lock = files_lock(path, 0, &e);
+    if (lock < 0)
+        return;
+    if ((size_t)snprintf(path, sizeof(path), "%s/backup/first", state_dir) < sizeof(path)) {
+        files_sweep_tmp_dir(path);
+        path[strlen(path) - strlen("/first")] = '\0';
+        files_sweep_tmp_dir(path);
+    }
+    close(lock);
 }
 
 /* The previous bytes of a file, kept in the state directory under a name

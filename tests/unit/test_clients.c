@@ -513,6 +513,14 @@ static void test_many_and_twice(void **state)
     for (size_t i = 0; i < n; i++)
         assert_int_equal(v[i].samples, 2);
     free(v);
+    /* they all close, and 100 others come: those are followed */
+    for (size_t i = 0; i < 100; i++)
+        snap[i] = flow(total + 1 + i, "10.199.0.1:50000").s;
+    assert_int_equal(clients_add(c, 2 * STEP, NULL, 0), 0);
+    assert_int_equal(clients_add(c, 3 * STEP, snap, 100), 0);
+    assert_int_equal(clients_result(c, &v, &n), 0);
+    assert_int_equal(n, 100);
+    free(v);
     clients_free(c);
     free(snap);
 }

@@ -2,6 +2,7 @@
  * them): the two steps of a write, the undo, and the undo of a write that
  * was killed between its temp file and its rename. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -277,10 +278,38 @@ static void test_testparm_not_run(void **state)
     free(v);
 }
 
+/* The start's sweep of the backups' temporary files: taken while no
+ * editor holds the edit lock, left while one does (its backup may be
+ * under way). */
+static void test_backup_sweep_waits_for_no_editor(void **state)
+{
+    struct fix *f = *state;
+    char first[400], tmp[500], lockp[400];
+    struct err e = {{0}};
+    struct stat st;
+    int lock, fd;
+
+    snprintf(first, sizeof(first), "%s/backup/first", f->state_dir);
+    assert_int_equal(files_mkdir_p(first), 0);
+    snprintf(tmp, sizeof(tmp), "%s/" FILES_TMP_PREFIX "x%%2Fsmb.conf.Ab3dE9", first);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    close(fd);
+    snprintf(lockp, sizeof(lockp), "%s/smbconf.lock", f->state_dir);
+    lock = files_lock(lockp, 0, &e);
+    assert_true(lock >= 0);
+    smbconf_backup_sweep(f->state_dir);
+    assert_int_equal(stat(tmp, &st), 0);
+    close(lock);
+    smbconf_backup_sweep(f->state_dir);
+    assert_int_equal(stat(tmp, &st), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_prepare_write_revert, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_backup_sweep_waits_for_no_editor, setup, teardown),
         cmocka_unit_test_setup_teardown(test_revert_sweeps_a_killed_write, setup, teardown),
         cmocka_unit_test_setup_teardown(test_revert_past_an_uncertain_include, setup, teardown),
         cmocka_unit_test_setup_teardown(test_percent_include_names, setup, teardown),
