@@ -5,7 +5,10 @@
  * moment can be settled by the next: a trial taken back, a commit kept.
  * Only our line is ever touched, and only while it holds what we wrote
  * (compare-and-set); a line someone else changed stands, and we hold off
- * (owned_hold) until `smbtuned --resume`.
+ * (owned_hold) until `smbtuned --resume`. So we do when a job editing it
+ * was killed and did not end (stuck in the kernel: it may still write):
+ * the record of its edit stays, and nothing of ours writes while it lives
+ * (owned_busy).
  *
  * Writing blocks (testparm before and after, smbcontrol): owned_put and
  * owned_take_back run it in a job (lib/job.h) and call their done function
@@ -34,7 +37,9 @@ struct owned_put_result {
 
 /* r: 0; -ECANCELED when the line was not ours to change (the hold is
  * taken already); -ESRCH when a trial was written but smbd was not told
- * (the trial stays recorded: take it back); other -errno. */
+ * (the trial stays recorded: take it back); -ETIMEDOUT when the job did
+ * not finish (with the hold taken when it did not even end when killed);
+ * other -errno. */
 typedef void (*owned_put_fn)(void *ud, int r, const struct owned_put_result *res);
 typedef void (*owned_back_fn)(void *ud, int r);
 
@@ -50,7 +55,7 @@ void owned_free(struct owned *w); /* kills an operation under way */
  * unless configured otherwise: a live trial measures nothing until smbd
  * has it); a commit as configured, or with restart by restarting
  * smbd.service. done is called from the loop. -EBUSY while an operation
- * runs. */
+ * runs, or while a job of ours that was killed has not ended (said). */
 int owned_put(struct owned *w, const char *expect, struct search_config c, enum owned_kind kind,
               bool restart, owned_put_fn done, void *ud);
 
@@ -65,7 +70,9 @@ int owned_take_back(struct owned *w, bool keep, owned_back_fn done, void *ud);
 /* owned_take_back in the caller's process, blocking: at a stop, when
  * there is no loop to come back to. It does not wait for testparm or
  * smbd: a commit in force to be confirmed stays recorded, for the next
- * start. */
+ * start. A job under way that does not end when killed, or one of before
+ * that has not ended, leaves the record too (and a hold): it may still
+ * write. */
 void owned_take_back_now(struct owned *w, bool keep);
 
 /* At start-up, blocking, what a run that died or stopped left pending: a

@@ -52,7 +52,7 @@ static void facts_job_done(struct job *j, const struct job_result *r, void *ud)
     w->facts_job = NULL;
     if (!r->ok || r->len != sizeof(f)) {
         report_error("facts", NULL, "gathering facts: the job %s: cycle skipped",
-                     r->unreaped    ? "was killed at its deadline and has not ended (testparm "
+                     r->unreaped    ? "was killed and has not ended (testparm "
                                       "or smbd stuck in the kernel: an include on a hung mount?)"
                      : r->timed_out ? "did not finish within its deadline"
                                     : "failed");

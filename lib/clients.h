@@ -92,8 +92,8 @@ struct clients;
 struct clients *clients_new(void);
 void clients_free(struct clients *c);
 
-/* The most connections followed over a window: at it, those that have
- * closed are forgotten first; beyond it (a server of more, or a flood of
+/* The most connections followed over a window: at it, those the last
+ * snapshot did not hold (closed) are forgotten first; beyond it (a server of more, or a flood of
  * connections to smbd's port) a new connection is not followed, and
  * lib/conns reads no more a snapshot; memory and each snapshot's work
  * stay bounded. */
@@ -104,8 +104,8 @@ void clients_free(struct clients *c);
 int clients_add(struct clients *c, double t, const struct clients_sock *v, size_t n);
 
 /* The connections of the last snapshot (a connection that closed during
- * the window is left out: it is no longer smbd's), malloc'ed, in the order
- * of that snapshot. */
+ * the window is left out: it is no longer smbd's; at most
+ * CLIENTS_TRACK_MAX), malloc'ed, in the order of that snapshot. */
 int clients_result(const struct clients *c, struct clients_conn **v, size_t *n);
 
 void clients_summarize(const struct clients_conn *v, size_t n, struct clients_summary *s);

@@ -13,7 +13,8 @@
 struct inet_diag_msg;
 
 /* The established connections whose local port is one of ports, IPv4 and
- * IPv6, malloc'ed into *v (NULL when there are none). The reason in e
+ * IPv6 (the first CLIENTS_TRACK_MAX of them), malloc'ed into *v (NULL
+ * when there are none). The reason in e
  * when sock_diag is not there or refuses. */
 int conns_read(const int *ports, int nports, struct clients_sock **v, size_t *n, struct err *e);
 

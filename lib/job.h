@@ -24,7 +24,8 @@ struct job;
 struct job_result {
     bool ok;        /* exited with status 0 before its deadline, its bytes collected whole */
     bool timed_out; /* the deadline passed: its process group was killed */
-    /* timed out, and its process outlived SIGKILL by JOB_KILL_GRACE_S:
+    /* killed (at its deadline, or for output that could not be
+     * collected), and its process outlived SIGKILL by JOB_KILL_GRACE_S:
      * stuck in the kernel (a hung mount). It may still finish the system
      * call it is in (a write, a rename); this module reaps it later. */
     bool unreaped;

@@ -16,8 +16,9 @@
 #define JOURNAL_ID_TAKE_BACK "ebdcd335fb1147cf82b7ffdf9c486473"
 
 /* Hands off: the socket options line no longer holds what smbtuned wrote
- * (edited by hand) or the state file is damaged; nothing is changed until
- * `smbtuned --resume`. */
+ * (edited by hand), the state file is damaged, or a job editing smb.conf
+ * was killed and did not end; nothing is changed until `smbtuned
+ * --resume`. */
 #define JOURNAL_ID_HOLD "ec5b93e10bf14673b8d0108819ff6f92"
 
 /* A search started from the configuration in force. */

@@ -114,7 +114,8 @@ int trial_shadow_render(const char *prod_conf, const char *run_dir, int port,
 int trial_owner_parse(const char *text, struct trial_owner *o);
 int trial_owner_format(const struct trial_owner *o, char *buf, size_t len);
 
-/* Make a run directory under base_dir (created if missing), write the
+/* Make a run directory under base_dir (created 0700 if missing; refused
+ * unless ours alone: our uid's, writable by it only, no link), write the
  * config for a fresh port, fork smbd and return at once: t->pid and
  * t->port are set, the shadow is not ready yet. For an event loop: call
  * trial_shadow_poll() from a timer until it returns 1 or fails. On failure
@@ -164,9 +165,11 @@ int trial_shadow_stop_step(struct trial_shadow *t, struct err *e);
 
 /* Remove what a killed run left under base_dir: every run directory whose
  * owner is no longer alive; its smbd, when still alive (same pid and start
- * time), is killed with its process group first. Run directories of live
- * owners (this process included) are left alone. A missing base_dir is
- * not an error. */
+ * time, a session leader named smbd), is killed with its process group
+ * first. Run directories of live owners (this process included) are left
+ * alone. A missing base_dir is not an error; one that is not ours alone
+ * (our uid's, writable by it only, no link at its name) is refused with
+ * nothing done, as trial_shadow_spawn refuses it. */
 int trial_shadow_sweep(const char *base_dir, struct err *e);
 
 #endif
