@@ -27,6 +27,7 @@ struct clients_watch {
     int ports[SMBD_MAX_PORTS], nports;
     uint64_t t0, end; /* CLOCK_MONOTONIC microseconds */
     unsigned k;       /* snapshots so far */
+    bool capped;      /* a snapshot held CLIENTS_TRACK_MAX: said once */
     clients_watch_fn done;
     void *ud;
 };
@@ -346,15 +347,15 @@ static void finish(struct clients_watch *cw, int r, const char *why)
     done(cw->ud, r, r == 0 ? &sum : NULL, r == 0 ? "" : why);
 }
 
-/* The first slot of the watch's grid after the clock's now. */
-static uint64_t next_slot(const struct clients_watch *cw)
+/* The first slot of the watch's grid after the clock's now (or, without
+ * a clock, after the tick's time). */
+static uint64_t next_slot(const struct clients_watch *cw, uint64_t tick)
 {
     struct timespec ts;
-    uint64_t now;
+    uint64_t now = tick;
 
-    if (clock_gettime(CLOCK_MONOTONIC, &ts) < 0)
-        return cw->t0 + (uint64_t)cw->k * SAMPLE_US;
-    now = (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) == 0)
+        now = (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
     if (now < cw->t0)
         return cw->t0 + SAMPLE_US;
     return cw->t0 + ((now - cw->t0) / SAMPLE_US + 1) * SAMPLE_US;
@@ -372,6 +373,11 @@ static int on_tick(sd_event_source *src, uint64_t usec, void *ud)
     if (sd_event_now(cw->ev, CLOCK_MONOTONIC, &now) < 0)
         now = usec;
     r = conns_read(cw->ports, cw->nports, &v, &n, &e);
+    if (r == 0 && n >= CLIENTS_TRACK_MAX && !cw->capped) {
+        cw->capped = true;
+        journal_log(LOG_NOTICE, "smbd has %zu connections or more: the first %d are watched", n,
+                    CLIENTS_TRACK_MAX);
+    }
     if (r == 0) {
         r = clients_add(cw->c, (double)(now - cw->t0) / 1e6, v, n);
         if (r < 0)
@@ -389,7 +395,7 @@ static int on_tick(sd_event_source *src, uint64_t usec, void *ud)
     /* The next slot of the grid from t0 after this moment: a late tick
      * does not shift the ones after it, and the slots a slow dump (or a
      * stalled loop) missed are skipped, not taken back to back. */
-    r = sd_event_source_set_time(src, next_slot(cw));
+    r = sd_event_source_set_time(src, next_slot(cw, now));
     if (r >= 0)
         r = sd_event_source_set_enabled(src, SD_EVENT_ONESHOT);
     if (r < 0)
@@ -413,6 +419,7 @@ int clients_watch_start(struct clients_watch *cw, const int *ports, int nports, 
     cw->done = done;
     cw->ud = ud;
     cw->k = 0;
+    cw->capped = false;
     r = sd_event_now(cw->ev, CLOCK_MONOTONIC, &cw->t0);
     if (r >= 0) {
         cw->end = cw->t0 + (uint64_t)(seconds * 1e6);

@@ -514,6 +514,7 @@ int cmd_run(const struct opts *o)
     if (tuner_new(d.ev, &d.topts, &d.tuner, &e) < 0 || tuner_recover(d.tuner, &e) < 0) {
         r = refused(o, 1, mode, "%s", e.msg);
         tuner_free(d.tuner);
+        job_stuck_free();
         sd_event_unref(d.ev);
         close(lock);
         return r;

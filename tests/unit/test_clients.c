@@ -480,6 +480,37 @@ static void test_nothing_connected(void **state)
     clients_free(c);
 }
 
+/* A new socket a snapshot holds twice is one connection, with its first
+ * place's values and place; so is a known one. */
+static void test_twice_in_a_snapshot(void **state)
+{
+    struct clients *c = clients_new();
+    struct clients_sock snap[4];
+    struct clients_conn *v;
+    size_t n;
+
+    (void)state;
+    for (int round = 0; round < 2; round++) {
+        snap[0] = flow(7, "10.199.0.1:50007").s;
+        snap[1] = flow(3, "10.199.0.1:50003").s;
+        snap[2] = snap[0];
+        snap[3] = snap[1];
+        snap[0].rcvbuf = 1000;
+        snap[1].rcvbuf = 2000;
+        snap[2].rcvbuf = 7;
+        snap[3].rcvbuf = 9;
+        assert_int_equal(clients_add(c, round * STEP, snap, 4), 0);
+        assert_int_equal(clients_result(c, &v, &n), 0);
+        assert_int_equal(n, 2);
+        assert_int_equal(v[0].rcvbuf, 1000);
+        assert_int_equal(v[1].rcvbuf, 2000);
+        assert_int_equal(v[0].samples, round + 1);
+        assert_int_equal(v[1].samples, round + 1);
+        free(v);
+    }
+    clients_free(c);
+}
+
 /* A flood of connections: no more than CLIENTS_TRACK_MAX are followed,
  * the first ones seen, the later ones left out; a socket a snapshot holds
  * twice, new or not, is one connection with its first place's values. */
@@ -540,6 +571,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sndbuf_limited_get),
         cmocka_unit_test(test_many_and_twice),
+        cmocka_unit_test(test_twice_in_a_snapshot),
         cmocka_unit_test(test_path_limited_get),
         cmocka_unit_test(test_sndbuf_share),
         cmocka_unit_test(test_rcvbuf_limited_put),
