@@ -161,7 +161,10 @@ static void probe_failed(struct tuner *t, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    report_error("probe", t->o.smb_conf, "probe of %s failed: %s%s", t->probe_url, why,
+    /* The own share's name is what keeps others off it while a shadow
+     * serves it: not for the journal. */
+    report_error("probe", t->o.smb_conf, "probe of %s failed: %s%s",
+                 t->o.own_share ? "smbtuned's own share" : t->probe_url, why,
                  t->o.trials == TUNER_SHADOW ? " (a trial's shadow smbd)" : "");
     tuner_cycle_end(t, false);
 }

@@ -310,6 +310,11 @@ int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e)
     while (waitpid(job->pid, &ws, 0) < 0 && errno == EINTR)
         ;
     done = __atomic_load_n(&sh->done, __ATOMIC_ACQUIRE);
+    /* The child wrote them with snprintf; terminated here all the same,
+     * since they are read as strings whatever it wrote. */
+    sh->cause[sizeof(sh->cause) - 1] = '\0';
+    sh->recycle_path[sizeof(sh->recycle_path) - 1] = '\0';
+    sh->recycle_why[sizeof(sh->recycle_why) - 1] = '\0';
     if (done) {
         r->outcome = (enum probe_outcome)sh->outcome;
         snprintf(r->cause, sizeof(r->cause), "%s", sh->cause);

@@ -107,9 +107,12 @@ static void read_client_buffers(struct child *c)
     }
 }
 
-/* A probe file of this host: PREFIX<host>-<pid>-<tag>, the tag 16 hex
- * digits (or, from older versions, a decimal counter). Returns its pid, or
- * -1 when the name is not exactly that (another host's, or not ours). */
+/* A probe file of this host: PREFIX<host>-<pid>-<tag>, the tag exactly
+ * the 16 hex digits of the random tag probe files are made with (a
+ * shorter one, as older versions' counters, is not taken: the fewer names
+ * a share's user could have given a file of their own, the better).
+ * Returns its pid, or -1 when the name is not exactly that (another
+ * host's, or not ours). */
 static pid_t own_probe_pid(const struct child *c, const char *name)
 {
     char prefix[sizeof(PROBE_FILE_PREFIX) + sizeof(c->host) + 1];
@@ -117,8 +120,8 @@ static pid_t own_probe_pid(const struct child *c, const char *name)
     pid_t pid;
 
     snprintf(prefix, sizeof(prefix), PROBE_FILE_PREFIX "%s-", c->host);
-    if (parse_pid_name(name, prefix, &pid, &tag) < 0 || tag == NULL || strlen(tag) < 1 ||
-        strlen(tag) > 16 || strspn(tag, "0123456789abcdef") != strlen(tag))
+    if (parse_pid_name(name, prefix, &pid, &tag) < 0 || tag == NULL || strlen(tag) != 16 ||
+        strspn(tag, "0123456789abcdef") != 16)
         return -1;
     return pid;
 }
@@ -162,7 +165,9 @@ static int remove_leftovers(struct child *c, int *why, char *kept_at)
         busy = 0;
         while (n < max && scanned++ < LEFTOVER_SCAN_MAX && probe_mono_ns() < stop &&
                (d = readdir_fn(c->ctx, dir)) != NULL) {
-            pid_t pid = own_probe_pid(c, d->name);
+            /* Files only: libsmbclient's unlink also removes an empty
+             * directory, and a probe never makes one. */
+            pid_t pid = d->smbc_type == SMBC_FILE ? own_probe_pid(c, d->name) : -1;
 
             if (pid > 0 && !kernel_pid_alive(pid) && strlen(d->name) < sizeof(names[0]))
                 snprintf(names[n++], sizeof(names[0]), "%s", d->name);

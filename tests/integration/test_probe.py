@@ -404,19 +404,27 @@ def test_short_deadline_is_timeout_with_lower_bound(smbd, smbtuned, tmp_path):
 
 
 def test_leftovers_of_dead_probes_are_removed(smbd, smbtuned, tmp_path):
+    """Only a file of exactly the shape ours have (this host, a dead pid,
+    the 16 hex digits of the random tag) goes: not a shorter tag (older
+    versions' counter, or a name a share's user chose), not another host's
+    or a live process's, and not a directory of that name."""
     host = own_host()
-    dead = f"{PREFIX}{host}-{dead_pid()}-3"  # the old form: a counter
     dead_new = f"{PREFIX}{host}-{dead_pid()}-0123456789abcdef"  # the random tag
+    short = f"{PREFIX}{host}-{dead_pid()}-3"  # the old form: a counter
     alive = f"{PREFIX}{host}-{os.getpid()}-0"  # a live process: not ours to remove
     alive_new = f"{PREFIX}{host}-{os.getpid()}-fedcba9876543210"
-    other = f"{PREFIX}otherhost-{dead_pid()}-0"  # another host's
+    other = f"{PREFIX}otherhost-{dead_pid()}-0123456789abcdef"  # another host's
     unrelated = f"{PREFIX}{host}-notapid"
     not_a_tag = f"{PREFIX}{host}-{dead_pid()}-0123456789abcdefX"
-    for n in (dead, dead_new, alive, alive_new, other, unrelated, not_a_tag):
+    a_dir = f"{PREFIX}{host}-{dead_pid()}-00000000000000dd"
+    for n in (dead_new, short, alive, alive_new, other, unrelated, not_a_tag):
         (smbd.share_dir / n).write_bytes(b"x")
+    (smbd.share_dir / a_dir).mkdir()
+    os.chmod(smbd.share_dir / a_dir, 0o777)
     r = run_probe(smbtuned, probe_conf(tmp_path), url=smbd.url)
     assert r.returncode == 0, r.stderr
-    assert probe_files(smbd.share_dir) == sorted([alive, alive_new, other, unrelated, not_a_tag])
+    assert probe_files(smbd.share_dir) == sorted([short, alive, alive_new, other, unrelated,
+                                                  not_a_tag, a_dir])
 
 
 # ---- credentials file checks ----
