@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon_util import SMALL_PROBE, DaemonEnv, conf_text, only_socket_line_changed, q
+from daemon_util import SMALL_PROBE, conf_text, only_socket_line_changed, q
 from smbd import SMBCLIENT
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "netem"))
@@ -65,11 +65,14 @@ def sizes(value):
     return {k: int(v) for k, v in re.findall(r"(SO_RCVBUF|SO_SNDBUF)=(\d+)", value)}
 
 
-def test_loopback_trials_keep_a_far_client_covered(smbd_factory, smbtuned, tmp_path):
+def test_loopback_trials_keep_a_far_client_covered(make_env, tmp_path):
     with WanPath(tmp_path / "wan", rtt_ms=RTT_MS, rate_mbit=RATE_MBIT) as w:
-        srv = smbd_factory(prefix_cmd=w.prefix("server"), bind_addr=w.server_addr,
-                           extra_global=SMBD_GLOBAL, socket_options=LEGACY_64K)
-        env = DaemonEnv(smbtuned, srv, tmp_path, prefix=w.prefix("server"))
+        # make_env's: its state and tmp directories (in /tmp) are removed
+        # at the end, as the other tests' are
+        env = make_env(LEGACY_64K, prefix_cmd=w.prefix("server"), bind_addr=w.server_addr,
+                       extra_global=SMBD_GLOBAL)
+        env.prefix = list(w.prefix("server"))
+        srv = env.srv
         env.conf.write_text(conf_text(
             {**SMALL_PROBE},
             {"smb_conf": q(srv.conf), "state_dir": q(env.state_dir), "min_size": "64K",
