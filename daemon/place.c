@@ -14,6 +14,7 @@
 #include "journal.h"
 #include "report.h"
 #include "probe.h"
+#include "probe_made.h"
 #include "sockopts.h"
 #include "trial.h"
 #include "url.h"
@@ -321,6 +322,10 @@ int place_tidy(const struct tuner_opts *o, struct err *e)
     }
     closedir(d);
     free(dir);
+    /* what the records of those files say is now done */
+    if (r == 0 && (r = probe_made_forget_dead(o->state_dir)) < 0)
+        r = err_set(e, r, "forgetting killed probes' files in %s/%s/%s: %s", o->state_dir,
+                    PROBE_WORKDIR_SUBDIR, PROBE_MADE_SUBDIR, strerror(-r));
     return r;
 }
 

@@ -23,6 +23,7 @@
 #include "kernel.h"
 #include "parse.h"
 #include "probe_child.h"
+#include "probe_made.h"
 #include "rmtree.h"
 #include "sockopts.h"
 #include "url.h"
@@ -221,6 +222,17 @@ static int start(const struct probe_params *p, bool cleanup_only, struct probe_j
         return basefd;
     remove_stale_workdirs(basefd);
     close(basefd);
+    /* The record of the probe files made lives beside the private
+     * directories, in the state directory only (never in /tmp). */
+    if (p->workdir_base != NULL && p->workdir_base[0] != '\0') {
+        if ((size_t)snprintf(c.made_dir, sizeof(c.made_dir), "%s/%s", base, PROBE_MADE_SUBDIR) >=
+            sizeof(c.made_dir))
+            return err_set(e, -ENAMETOOLONG, "work directory name too long");
+        r = files_private_dir(c.made_dir, FILES_DIR_MAKE | FILES_DIR_OWN, e);
+        if (r < 0)
+            return r;
+        close(r);
+    }
     if ((size_t)snprintf(job->workdir, sizeof(job->workdir), "%s/%s%ld-XXXXXX", base,
                          PROBE_WORKDIR_PREFIX, (long)parent) >= sizeof(job->workdir))
         return err_set(e, -ENAMETOOLONG, "work directory name too long");

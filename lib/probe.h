@@ -70,8 +70,9 @@ enum probe_outcome {
 #define PROBE_DEFAULT_SOCKET_OPTIONS "TCP_NODELAY"
 #define PROBE_MAX_REQUEST_SIZE (8LL * 1024 * 1024)
 /* Probe files are PREFIX<host>-<pid>-<16 hex digits from getrandom>: a
- * name nobody can plant in advance. The pid lets a later probe of this host
- * tell a killed probe's file (pid gone) from a running one's. */
+ * name nobody can plant in advance. Each is recorded in the state
+ * directory before it is made (probe_made.h); the pid lets a clean-up
+ * tell a killed probe's recorded file (pid gone) from a running one's. */
 #define PROBE_FILE_PREFIX ".smbtuned-probe-"
 #define PROBE_WORKDIR_SUBDIR "probe"
 #define PROBE_WORKDIR_PREFIX "smbtuned-probe-"
@@ -185,8 +186,8 @@ double probe_kill_time(const struct probe_job *job);
  * outcome in r, or a negative errno when the result cannot be had. */
 int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e);
 
-/* Remove the files that killed probes from this host left in the target
- * directory (a short child of its own, at most a few seconds; a
+/* Remove the files that killed probes recorded (probe_made.h) and left in
+ * the target directory (a short child of its own, at most a few seconds; a
  * measurement never does: probe_child.c says why). For the start, and
  * after a probe was killed at its deadline or by a stop. -ENOTCONN when the share
  * could not be reached: nothing was removed, nor looked for; -EIO when it

@@ -27,6 +27,7 @@
 #include "creds.h"
 #include "kernel.h"
 #include "parse.h"
+#include "probe_made.h"
 #include "smbc_api.h"
 
 /* libsmbclient, loaded in this child only (smbc_api.h says why). */
@@ -36,14 +37,13 @@ static struct smbc_api api;
 static const struct addrinfo lookup_hints = {.ai_socktype = SOCK_STREAM};
 
 /* Probe files left by killed probes are removed by a cleanup-only child,
- * never by a measurement: libsmbclient's opendir fetches the whole
- * listing in one call, which no bound of ours can cut short, and whoever
- * can write to the share can make it long (200 000 entries took 5 s and
- * 84 MB of the child's memory), or a hostile server endless. The
- * clean-up runs in a job of its own, under its own deadline; it deletes
- * at most LEFTOVER_MAX files, spends at most LEFTOVER_S seconds and looks
- * at no more than LEFTOVER_SCAN_MAX entries once the listing is in. */
-#define LEFTOVER_SCAN_MAX 10000
+ * never by a measurement (whose time is its sample's: a file the server
+ * still holds for a connection that just died takes retries), and only
+ * those whose names our probes recorded
+ * before they made them (probe_made.h): a clean-up lists nothing on the
+ * share (a listing is as long as whoever can write there makes it, and
+ * its names are anybody's). It deletes at most LEFTOVER_MAX files a pass
+ * and spends at most LEFTOVER_S seconds. */
 #define LEFTOVER_MAX 256
 #define LEFTOVER_S 10
 
@@ -107,95 +107,69 @@ static void read_client_buffers(struct child *c)
     }
 }
 
-/* A probe file of this host: PREFIX<host>-<pid>-<tag>, the tag exactly
- * the 16 hex digits of the random tag probe files are made with (a
- * shorter one, as older versions' counters, is not taken: the fewer names
- * a share's user could have given a file of their own, the better).
- * Returns its pid, or -1 when the name is not exactly that (another
- * host's, or not ours). */
-static pid_t own_probe_pid(const struct child *c, const char *name)
-{
-    char prefix[sizeof(PROBE_FILE_PREFIX) + sizeof(c->host) + 1];
-    const char *tag;
-    pid_t pid;
-
-    snprintf(prefix, sizeof(prefix), PROBE_FILE_PREFIX "%s-", c->host);
-    if (parse_pid_name(name, prefix, &pid, &tag) < 0 || tag == NULL || strlen(tag) != 16 ||
-        strspn(tag, "0123456789abcdef") != 16)
-        return -1;
-    return pid;
-}
-
-/* Remove this host's probe files whose process is gone (a probe killed at
- * its deadline leaves its file). Files of other hosts and of live probes
- * are left alone. A file still held open by the server for a connection
- * that just died cannot be deleted yet: the pass is retried a few times.
- * Bounded (see LEFTOVER_MAX). Returns how many found stayed (the last
- * pass's), or -1 when the directory could not be listed; *why the errno
- * of the last refusal; kept_at (PROBE_RECYCLE_PATH bytes) the place of a
- * recycle copy that stays, or "". */
+/* Remove the probe files our probes recorded (probe_made.h) whose
+ * process is gone (a probe killed at its deadline leaves its file), and
+ * forget them: those of live probes are left alone. A file still held
+ * open by the server for a connection that just died cannot be deleted
+ * yet: the pass is retried a few times. A record whose file is not there
+ * (deleted after all, or made in another target before the configuration
+ * changed) is forgotten too. Bounded (see LEFTOVER_MAX). Returns how many
+ * stayed (the last pass's), or -1 when the record could not be read; *why
+ * the errno of the last refusal; kept_at (PROBE_RECYCLE_PATH bytes) the
+ * place of a recycle copy that stays, or "". */
 static int remove_leftovers(struct child *c, int *why, char *kept_at)
 {
     char(*names)[256];
-    smbc_opendir_fn opendir_fn = api.getFunctionOpendir(c->ctx);
-    smbc_readdir_fn readdir_fn = api.getFunctionReaddir(c->ctx);
-    smbc_closedir_fn closedir_fn = api.getFunctionClosedir(c->ctx);
     smbc_unlink_fn unlink_fn = api.getFunctionUnlink(c->ctx);
+    smbc_stat_fn stat_fn = api.getFunctionStat(c->ctx);
     int max = LEFTOVER_MAX, attempts = 10, i, busy = 0, kept = 0;
     int64_t stop = probe_mono_ns() + LEFTOVER_S * 1000000000LL;
 
+    if (c->made < 0)
+        return 0; /* no state directory: nothing was recorded */
     names = malloc(sizeof(*names) * (size_t)max);
     if (names == NULL) {
         *why = ENOMEM;
         return -1;
     }
     for (i = 0; i < attempts && probe_mono_ns() < stop; i++) {
-        int n = 0, k;
-        long scanned = 0;
-        struct smbc_dirent *d;
-        SMBCFILE *dir = opendir_fn(c->ctx, c->dir_url);
+        int n = probe_made_dead(c->made, names, max), k;
 
-        /* A listing refused is no clean-up that left nothing behind (nor,
-         * on a pass after the first, one whose files went). */
-        if (dir == NULL) {
-            *why = errno;
+        if (n < 0) {
+            *why = -n;
             busy = -1;
             break;
         }
         busy = 0;
-        while (n < max && scanned++ < LEFTOVER_SCAN_MAX && probe_mono_ns() < stop &&
-               (d = readdir_fn(c->ctx, dir)) != NULL) {
-            /* Files only: libsmbclient's unlink also removes an empty
-             * directory, and a probe never makes one. */
-            pid_t pid = d->smbc_type == SMBC_FILE ? own_probe_pid(c, d->name) : -1;
-
-            if (pid > 0 && !kernel_pid_alive(pid) && strlen(d->name) < sizeof(names[0]))
-                snprintf(names[n++], sizeof(names[0]), "%s", d->name);
-        }
-        closedir_fn(c->ctx, dir);
         for (k = 0; k < n && probe_mono_ns() < stop; k++) {
             char url[4352], where[PROBE_RECYCLE_PATH];
+            struct stat st;
             int rwhy = 0;
 
             snprintf(url, sizeof(url), "%s/%s", c->dir_url, names[k]);
-            if (unlink_fn(c->ctx, url) < 0) {
-                if (errno != ENOENT) {
-                    *why = errno;
-                    busy++;
-                }
+            /* What has the name now is not a file we made (libsmbclient's
+             * unlink also removes an empty directory): not ours. */
+            if (stat_fn(c->ctx, url, &st) == 0 && !S_ISREG(st.st_mode)) {
+                probe_made_drop(c->made, names[k]);
                 continue;
             }
-            /* Deleted, or moved into a recycle repository: its copy is
-             * looked for where probe_recycle_places says, with stats.
-             * (The repository is not listed for older copies: it holds
-             * every file the share's users deleted.) A copy that stays is
-             * not in the root's next listing: counted apart. */
+            if (unlink_fn(c->ctx, url) < 0 && errno != ENOENT) {
+                *why = errno;
+                busy++;
+                continue;
+            }
+            /* Deleted (or gone already), or moved into a recycle
+             * repository: its copy is looked for where
+             * probe_recycle_places says, with stats. (The repository is
+             * not listed: it holds every file the share's users
+             * deleted.) A copy that stays is said, and not tried again. */
             if (probe_recycle_sweep(c, names[k], stop, where, sizeof(where), &rwhy) ==
                 PROBE_RECYCLE_LEFT) {
                 *why = rwhy;
                 snprintf(kept_at, PROBE_RECYCLE_PATH, "%s", where);
                 kept++;
             }
+            probe_made_drop(c->made, names[k]);
         }
         if (busy == 0)
             break;
@@ -205,9 +179,17 @@ static int remove_leftovers(struct child *c, int *why, char *kept_at)
     return busy < 0 ? busy : busy + kept;
 }
 
+/* The probe file name is gone from the share: forget its record. */
+static void forget(struct child *c, const char *name)
+{
+    if (c->made >= 0)
+        probe_made_drop(c->made, name);
+}
+
 /* PREFIX<host>-<pid>-<16 hex digits>: unpredictable, so that nobody can
  * plant the names of future probes (an exclusive create would fail on
- * each), and still carrying the pid for remove_leftovers(). */
+ * each), and still carrying the pid, by which remove_leftovers() tells
+ * a recorded file of a live probe from a killed one's. */
 static int probe_file_name(const struct child *c, char *out, size_t len)
 {
     uint64_t tag;
@@ -236,11 +218,19 @@ static enum probe_outcome create_probe_file(struct child *c, char *file_url, siz
             return fail(c, PROBE_ERROR, "naming the probe file: %s", strerror(-r));
         if ((size_t)snprintf(file_url, len, "%s/%s", c->dir_url, name) >= len)
             return fail(c, PROBE_ERROR, "URL too long");
+        /* The name is recorded before the file can exist: a probe killed
+         * from here on leaves a file a later clean-up may remove. */
+        if (c->made >= 0 && (r = probe_made_add(c->made, name)) < 0)
+            return fail(c, PROBE_ERROR, "recording the probe file's name in %s: %s", c->made_dir,
+                        strerror(-r));
         publish(&c->sh->stage, PROBE_STAGE_CREATING);
         *f = open_fn(c->ctx, file_url, O_WRONLY | O_CREAT | O_EXCL, 0600);
         if (*f != NULL)
             return PROBE_OK;
         er = errno;
+        /* not made: not ours to remove (EEXIST: someone else's) */
+        if (c->made >= 0)
+            probe_made_drop(c->made, name);
         if (er != EEXIST)
             break;
     }
@@ -302,8 +292,12 @@ static enum probe_outcome measure(struct child *c)
     struct stat st;
     enum probe_outcome o;
     SMBCFILE *f = NULL;
+    const char *name;
     int r, left, why = 0;
 
+    /* Set-up: the parent made the record's directory ours alone (probe.c). */
+    if (c->made_dir[0] != '\0' && (c->made = probe_made_open(c->made_dir)) < 0)
+        return fail(c, PROBE_ERROR, "%s: %s", c->made_dir, strerror(-c->made));
     /* Resolve the name ourselves first: libsmbclient reports an unknown
      * host with the same errno as an unknown share (and its set-up below
      * need not run for a host that is not there). Its own resolution is
@@ -391,8 +385,8 @@ static enum probe_outcome measure(struct child *c)
 
         left = remove_leftovers(c, &why, kept_at);
         if (left < 0)
-            return fail(c, PROBE_ERROR, "listing %s for killed probes' files: %s",
-                        shown_dir(c, shown, sizeof(shown)), strerror(why));
+            return fail(c, PROBE_ERROR, "reading the record of probe files made in %s: %s",
+                        c->made_dir, strerror(why));
         /* A copy in a recycle bin names the bin and the fix: "File exists"
          * (still there after its delete) would say neither. */
         if (left > 0 && kept_at[0] != '\0')
@@ -413,21 +407,29 @@ static enum probe_outcome measure(struct child *c)
         return o;
     o = probe_transfer(c, f, file_url);
     unlink_fn = api.getFunctionUnlink(c->ctx);
+    name = strrchr(file_url, '/') + 1;
     if (unlink_fn(c->ctx, file_url) < 0) {
         int er = errno;
 
-        if (er != ENOENT && o == PROBE_OK)
-            return fail(c, probe_classify_errno(er, false), "deleting the probe file: %s",
-                        strerror(er));
+        /* still there: its record stays, for a clean-up */
+        if (er != ENOENT)
+            return o == PROBE_OK ? fail(c, probe_classify_errno(er, false),
+                                        "deleting the probe file: %s", strerror(er))
+                                 : o;
+        forget(c, name);
         return o;
     }
     /* Deleted: in a share with the recycle module only moved, after a
-     * failed measurement too. The name is file_url's last segment. */
-    return probe_recycle_after_delete(c, o, strrchr(file_url, '/') + 1);
+     * failed measurement too. The record goes once the copy was looked
+     * for: a probe killed in the look leaves it to a clean-up's. */
+    o = probe_recycle_after_delete(c, o, name);
+    forget(c, name);
+    return o;
 }
 
-/* This host's name as it goes into probe file names: a later probe of
- * this host tells its own leftovers by it. */
+/* This host's name as it goes into probe file names: it tells an admin
+ * which machine a file a probe left came from. (A clean-up goes by its
+ * record, probe_made.h, not by the name.) */
 static void own_host(char *out, size_t len)
 {
     char h[256] = "";
@@ -502,7 +504,9 @@ void probe_child_main(const struct probe_child_args *a, const char *workdir, int
     signal(SIGPIPE, SIG_IGN);
 
     snprintf(c->dir_url, sizeof(c->dir_url), "%s", a->dir_url);
+    snprintf(c->made_dir, sizeof(c->made_dir), "%s", a->made_dir);
     own_host(c->host, sizeof(c->host));
+    c->made = -1;
     c->sh->outcome = measure(c);
     /* A failure that came of a refused connection says so, not what
      * libsmbclient made of it ("No such file or directory"). */

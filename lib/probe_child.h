@@ -51,7 +51,10 @@ struct probe_child_args {
     struct url url;     /* p->url, parsed */
     char dir_url[4096]; /* the probe file's directory, as libsmbclient reads it */
     bool cleanup_only;  /* only remove leftovers of killed probes, measure nothing */
-    double deadline;    /* child_now() time at which the parent kills the child */
+    /* The record of the probe files made (probe_made.h), made by the
+     * parent ours alone; "": none kept (no state directory) */
+    char made_dir[4096];
+    double deadline; /* child_now() time at which the parent kills the child */
     struct probe_shared *sh;
 };
 

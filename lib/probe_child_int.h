@@ -27,6 +27,10 @@ struct child {
     int sock; /* libsmbclient's TCP socket (read_client_buffers), -1: not found */
     char dir_url[4096];
     char host[64]; /* ours, as it appears in probe file names */
+    /* The record of the probe files made (probe_made.h), open; -1: none
+     * kept (no state directory) */
+    int made;
+    char made_dir[4096];
     /* Read by the child itself, after fork, so that the parent never
      * holds the password. */
     struct creds creds;

@@ -59,6 +59,28 @@ def q(s):
     return '"' + str(s).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+
+def made_dir(state_dir):
+    """Where the probe records the names of the files it makes
+    (lib/probe_made.h)."""
+    return Path(state_dir) / "probe" / "made"
+
+
+def record_made(state_dir, name):
+    """Record name as one our probes made, as a probe does before its
+    create (the directories private, as the probe makes them)."""
+    d = made_dir(state_dir)
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(d.parent, 0o700)
+    os.chmod(d.parent.parent, 0o700)
+    (d / name).write_bytes(b"")
+
+
+def records(state_dir):
+    """The names the probe's record holds."""
+    d = made_dir(state_dir)
+    return sorted(p.name for p in d.iterdir()) if d.exists() else []
+
 def read_state(state_dir):
     """STATE_DIR/state as {key: value} (the value's raw text); {} if absent."""
     p = Path(state_dir) / "state"
@@ -298,6 +320,7 @@ class DaemonEnv:
         # too, as nothing of ours may go there.
         out += [f"probe work dir left: {p}" for d in (self.tmpdir, self.state_dir / "probe")
                 for p in sorted(d.glob("smbtuned-probe-*"))]
+        out += [f"probe file still recorded: {n}" for n in records(self.state_dir)]
         out += [f"editor temp file left: {p}"
                 for p in sorted(Path(self.srv.conf).parent.glob(EDITOR_TEMP_GLOB))]
         return out

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from daemon_util import record_made, records
 from smbd import free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "netem"))
@@ -404,27 +405,51 @@ def test_short_deadline_is_timeout_with_lower_bound(smbd, smbtuned, tmp_path):
 
 
 def test_leftovers_of_dead_probes_are_removed(smbd, smbtuned, tmp_path):
-    """Only a file of exactly the shape ours have (this host, a dead pid,
-    the 16 hex digits of the random tag) goes: not a shorter tag (older
-    versions' counter, or a name a share's user chose), not another host's
-    or a live process's, and not a directory of that name."""
-    host = own_host()
-    dead_new = f"{PREFIX}{host}-{dead_pid()}-0123456789abcdef"  # the random tag
-    short = f"{PREFIX}{host}-{dead_pid()}-3"  # the old form: a counter
-    alive = f"{PREFIX}{host}-{os.getpid()}-0"  # a live process: not ours to remove
-    alive_new = f"{PREFIX}{host}-{os.getpid()}-fedcba9876543210"
-    other = f"{PREFIX}otherhost-{dead_pid()}-0123456789abcdef"  # another host's
-    unrelated = f"{PREFIX}{host}-notapid"
-    not_a_tag = f"{PREFIX}{host}-{dead_pid()}-0123456789abcdefX"
+    """A file goes only when our probes recorded its name before they made
+    it and its probe is gone: not one of exactly our shape that a share's
+    user made (this host, a dead pid, a random tag), not a recorded one of
+    a live probe, and not a directory that now has a recorded name. A
+    recorded file whose host part is another name (the host renamed) goes:
+    the record is ours. Records of files that went, or are not files,
+    are forgotten."""
+    host, state = own_host(), tmp_path / "state"
+    made = f"{PREFIX}{host}-{dead_pid()}-0123456789abcdef"
+    renamed = f"{PREFIX}oldname-{dead_pid()}-0123456789abcdee"
+    planted = f"{PREFIX}{host}-{dead_pid()}-00000000000000aa"  # not recorded
+    alive = f"{PREFIX}{host}-{os.getpid()}-fedcba9876543210"
+    gone = f"{PREFIX}{host}-{dead_pid()}-00000000000000bb"  # recorded, no file
     a_dir = f"{PREFIX}{host}-{dead_pid()}-00000000000000dd"
-    for n in (dead_new, short, alive, alive_new, other, unrelated, not_a_tag):
+    for n in (made, renamed, planted, alive):
         (smbd.share_dir / n).write_bytes(b"x")
     (smbd.share_dir / a_dir).mkdir()
     os.chmod(smbd.share_dir / a_dir, 0o777)
+    for n in (made, renamed, alive, gone, a_dir):
+        record_made(state, n)
     r = run_probe(smbtuned, probe_conf(tmp_path), url=smbd.url)
     assert r.returncode == 0, r.stderr
-    assert probe_files(smbd.share_dir) == sorted([short, alive, alive_new, other, unrelated,
-                                                  not_a_tag, a_dir])
+    assert probe_files(smbd.share_dir) == sorted([planted, alive, a_dir])
+    assert records(state) == [alive]
+
+
+def test_a_probe_records_its_file_until_it_is_deleted(smbd, smbtuned, tmp_path):
+    """While the probe file exists its name is recorded in the state
+    directory; once the probe deleted it, the record is gone."""
+    state = tmp_path / "state"
+    seen = []
+    p = subprocess.Popen([str(smbtuned), "--probe", "-c", str(probe_conf(tmp_path, duration="2")),
+                          "--url", smbd.url, "--json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while p.poll() is None and time.monotonic() < deadline:
+        files = probe_files(smbd.share_dir)
+        if files:
+            seen.append((files, records(state)))
+        time.sleep(0.05)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    assert seen, "the probe file was never seen"
+    assert all(set(f) <= set(rec) for f, rec in seen), seen
+    assert probe_files(smbd.share_dir) == [] and records(state) == []
 
 
 # ---- credentials file checks ----
@@ -584,22 +609,27 @@ def test_probe_duration_over_emulated_wan(smbd_factory, smbtuned, tmp_path):
 
 
 def test_measurement_does_not_list_the_share(smbd_factory, smbtuned, tmp_path):
-    """A measurement never lists the share: libsmbclient fetches a whole
-    listing in one call, which anyone who can write to the share can make
-    as long as they like. Only the clean-up child, after it, looks for
-    killed probes' files, and still removes them. Told from smbd's own
-    log at debug level 10: connections of --probe come one after another,
-    each opens with a NEGPROT, and the one that writes sends no
+    """No connection of a probe lists the share: libsmbclient fetches a
+    whole listing in one call, which anyone who can write to the share
+    can make as long as they like, and its names are anybody's. The
+    clean-up child after the measurement goes by the record of the files
+    our probes made, and still removes a killed probe's. Told from smbd's
+    own log at debug level 10: connections of --probe come one after
+    another, each opens with a NEGPROT, and none sends a
     QUERY_DIRECTORY."""
     srv = smbd_factory(extra_args=["--debuglevel=10"])
     dead = f"{PREFIX}{own_host()}-{dead_pid()}-0123456789abcdef"
     (srv.share_dir / dead).write_bytes(b"x")
+    record_made(tmp_path / "state", dead)
     r = run_probe(smbtuned, probe_conf(tmp_path), url=srv.url)
     assert r.returncode == 0, r.stderr
     assert probe_files(srv.share_dir) == []
     log = srv.stdout_path.read_text(errors="replace")
     conns = log.split("opcode[SMB2_OP_NEGPROT]")[1:]
-    writers = [c for c in conns if "opcode[SMB2_OP_WRITE]" in c]
-    listers = [c for c in conns if "opcode[SMB2_OP_QUERY_DIRECTORY]" in c]
-    assert len(writers) == 1 and listers, (len(conns), len(writers), len(listers))
-    assert "opcode[SMB2_OP_QUERY_DIRECTORY]" not in writers[0]
+    writers = [i for i, c in enumerate(conns) if "opcode[SMB2_OP_WRITE]" in c]
+    assert len(writers) == 1, (len(conns), writers)
+    # The fixture's own readiness check (smbclient) may list before; the
+    # probe's connections are the writer's and the clean-up's after it.
+    ours = conns[writers[0]:]
+    listers = [c for c in ours if "opcode[SMB2_OP_QUERY_DIRECTORY]" in c]
+    assert len(ours) >= 2 and listers == [], (len(conns), writers, len(listers))

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon_util import q
+from daemon_util import q, record_made
 from test_probe import PASSWORD, USER, cred_file, dead_pid, own_host, probe_conf, run_probe
 
 pytestmark = pytest.mark.smbd
@@ -56,11 +56,13 @@ def rec_url(srv):
     return srv.url.rsplit("/", 1)[0] + "/rec"
 
 
-def plant_dead(share, tag):
-    """A file of this host's probe whose process is gone, for a clean-up."""
+def plant_dead(env, share, tag):
+    """A recorded file of a probe of ours whose process is gone, for a
+    clean-up."""
     dead = share / f"{PREFIX}{own_host()}-{dead_pid()}-00000000000000{tag}"
     dead.write_bytes(b"x" * 4096)
     dead.chmod(0o666)
+    record_made(env.state_dir, dead.name)
     return dead
 
 
@@ -134,7 +136,7 @@ def test_client_trials_and_clean_up_leave_no_copy_and_warn_once(make_env):
     env = make_env(WRITTEN, shares=recycle_share(**{"recycle:directory_mode": "0777",
                                                     "recycle:subdir_mode": "0777"}))
     share = env.srv.shares["rec"]
-    plant_dead(share, "ab")
+    plant_dead(env, share, "ab")
     once_config(env)
     rc, out, err = env.run("--once", "--dry-run", timeout=180)
     assert rc == 0, f"exit {rc}\n{out}\n{err}"
@@ -193,7 +195,7 @@ def test_a_clean_up_whose_copy_stays_names_the_recycle_bin(make_env):
     recycle bin, the copy's place and the fix, not "File exists"."""
     env = make_env(WRITTEN, shares=recycle_share())
     share = env.srv.shares["rec"]
-    dead = plant_dead(share, "ac")
+    dead = plant_dead(env, share, "ac")
     once_config(env)
     rc, out, err = env.run("--once", "--dry-run", timeout=180)
     assert re.search(r"^<4>removing a killed probe's file: the clean-up failed \(1 file of "

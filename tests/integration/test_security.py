@@ -109,8 +109,10 @@ def test_planted_trees_of_another_user_are_left_alone(smbtuned, tmp_path, root_o
     r = run(smbtuned, "--probe", "-c", conf(tmp_path), "--url", refused_url(), "--json", env=env)
     assert json.loads(r.stdout)["outcome"] == "connect_refused", r.stderr
     assert [listing(t) for t in planted] == before
-    # The probe's own directory is gone; nothing else of ours is left.
-    assert sorted(p.name for p in base.iterdir()) == [name]
+    # The probe's own directory is gone; nothing else of ours is left but
+    # the (empty) record of the probe files made.
+    assert sorted(p.name for p in base.iterdir()) == ["made", name]
+    assert list((base / "made").iterdir()) == []
 
 
 def test_stale_tree_of_ours_goes_but_not_what_its_links_point_to(smbtuned, tmp_path, root_only):
@@ -127,7 +129,7 @@ def test_stale_tree_of_ours_goes_but_not_what_its_links_point_to(smbtuned, tmp_p
     assert json.loads(r.stdout)["outcome"] == "connect_refused", r.stderr
     assert not stale.exists() and not stale.is_symlink()
     assert sorted(p.name for p in precious.iterdir()) == [f"f{i}" for i in range(5)]
-    assert list(base.iterdir()) == []
+    assert list(base.iterdir()) == [base / "made"]
 
 
 def test_work_base_that_is_a_symlink_or_not_ours_is_refused(smbtuned, tmp_path, root_only):
@@ -150,6 +152,15 @@ def test_work_base_that_is_a_symlink_or_not_ours_is_refused(smbtuned, tmp_path, 
     assert r.returncode == 1
     assert "owned by uid 65534" in r.stderr
     assert list((state / "probe").iterdir()) == []
+
+    # The record of the probe files made, beside the work directories,
+    # is judged the same way: a link there is not followed.
+    os.chown(state / "probe", 0, 0)
+    (state / "probe" / "made").symlink_to(elsewhere)
+    r = run(smbtuned, "--probe", "-c", conf(tmp_path), "--url", refused_url(), "--json")
+    assert r.returncode == 1
+    assert f"{state / 'probe' / 'made'} is a symlink" in r.stderr
+    assert listing(elsewhere) == ["keep"]
 
 
 # ---- 7. the password stays in the child that logs on ----
@@ -385,7 +396,7 @@ def test_planted_probe_names_do_not_stop_probing(smbd, smbtuned, tmp_path):
                 timeout=120)
         assert r.returncode == 0, r.stdout + r.stderr
         assert json.loads(r.stdout)["outcome"] == "ok"
-    # The clean-up is bounded: it removed some of the planted files (they
-    # look like dead probes' files), not necessarily all.
+    # None was recorded as made by a probe of ours: the clean-up removed
+    # none, however much they look like dead probes' files.
     left = sum(1 for p in share.iterdir() if p.name.startswith(PREFIX))
-    assert 0 < left < 6000
+    assert left == 6000

@@ -27,6 +27,7 @@
 
 #include "probe.h"
 #include "probe_child.h"
+#include "probe_made.h"
 
 static void test_check_socket_options(void **state)
 {
@@ -597,10 +598,36 @@ static void test_recycle_text(void **state)
     assert_non_null(strstr(out, "could not be deleted there (Permission denied): every probe"));
 }
 
+/* The record's names: exactly PREFIX<host>-<pid>-<16 hex>, any host. */
+static void test_made_pid(void **state)
+{
+    (void)state;
+    assert_int_equal(probe_made_pid(".smbtuned-probe-nas-1-4242-0123456789abcdef"), 4242);
+    assert_int_equal(probe_made_pid(".smbtuned-probe-h-1-0123456789abcdef"), 1);
+    assert_int_equal(probe_made_pid(".smbtuned-probe-a-b-c-77-fedcba9876543210"), 77);
+    /* no host, no pid, a pid with a leading 0 or out of range */
+    assert_int_equal(probe_made_pid(".smbtuned-probe--4242-0123456789abcdef"), -1);
+    assert_int_equal(probe_made_pid(".smbtuned-probe-h--0123456789abcdef"), -1);
+    assert_int_equal(probe_made_pid(".smbtuned-probe-4242-0123456789abcdef"), -1);
+    assert_int_equal(probe_made_pid(".smbtuned-probe-h-042-0123456789abcdef"), -1);
+    assert_int_equal(probe_made_pid(".smbtuned-probe-h-0-0123456789abcdef"), -1);
+    assert_int_equal(probe_made_pid(".smbtuned-probe-h-99999999999-0123456789abcdef"), -1);
+    /* the tag: 16 lower-case hex digits, nothing after */
+    assert_int_equal(probe_made_pid(".smbtuned-probe-h-42-0123456789abcde"), -1);
+    assert_int_equal(probe_made_pid(".smbtuned-probe-h-42-0123456789ABCDEF"), -1);
+    assert_int_equal(probe_made_pid(".smbtuned-probe-h-42-0123456789abcdef0"), -1);
+    assert_int_equal(probe_made_pid(".smbtuned-probe-h-42-0123456789abcdefX"), -1);
+    assert_int_equal(probe_made_pid(".smbtuned-probe-h-42-3"), -1);
+    assert_int_equal(probe_made_pid("smbtuned-probe-h-42-0123456789abcdef"), -1);
+    assert_int_equal(probe_made_pid(""), -1);
+    assert_int_equal(probe_made_pid("."), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_socket_options),
+        cmocka_unit_test(test_made_pid),
         cmocka_unit_test(test_classify),
         cmocka_unit_test(test_outcome_names),
         cmocka_unit_test(test_json),

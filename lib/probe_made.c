@@ -1,0 +1,132 @@
+/* probe_made: the record of the probe files our probes made (see
+ * probe_made.h). Used by the probe child only. */
+#include "probe_made.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kernel.h"
+#include "probe.h"
+
+#define TAG_LEN 16
+
+pid_t probe_made_pid(const char *name)
+{
+    size_t plen = strlen(PROBE_FILE_PREFIX), n = strlen(name);
+    const char *tag, *p;
+    char *end;
+    long pid;
+
+    /* from the end: the host part may hold '-' */
+    if (strncmp(name, PROBE_FILE_PREFIX, plen) != 0 || n < plen + TAG_LEN + 4)
+        return -1;
+    tag = name + n - TAG_LEN;
+    if (tag[-1] != '-' || strspn(tag, "0123456789abcdef") != TAG_LEN)
+        return -1;
+    for (p = tag - 2; p > name + plen && *p >= '0' && *p <= '9'; p--)
+        ;
+    /* p is the '-' before the pid, after a host of at least one byte */
+    if (*p != '-' || p == name + plen || p + 1 == tag - 1 || p[1] == '0')
+        return -1;
+    errno = 0;
+    pid = strtol(p + 1, &end, 10);
+    if (errno != 0 || end != tag - 1 || pid <= 0 || pid > 0x3fffffff)
+        return -1;
+    return (pid_t)pid;
+}
+
+int probe_made_open(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+    return fd < 0 ? -errno : fd;
+}
+
+int probe_made_add(int fd, const char *name)
+{
+    int f = openat(fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+
+    if (f < 0)
+        return -errno;
+    close(f);
+    /* The name must outlive a power cut that the share's file outlives:
+     * a record lost would leave that file for good. */
+    if (fsync(fd) < 0) {
+        int r = -errno;
+
+        unlinkat(fd, name, 0);
+        return r;
+    }
+    return 0;
+}
+
+int probe_made_drop(int fd, const char *name)
+{
+    return unlinkat(fd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
+}
+
+int probe_made_forget_dead(const char *state_dir)
+{
+    static const char *const way[] = {PROBE_WORKDIR_SUBDIR, PROBE_MADE_SUBDIR};
+    char names[64][256];
+    int fd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), n, i;
+    size_t k;
+
+    for (k = 0; fd >= 0 && k < sizeof(way) / sizeof(way[0]); k++) {
+        int next = openat(fd, way[k], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+        close(fd);
+        fd = next;
+    }
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -errno;
+    /* a batch at a time: each pass sees only what is still there */
+    while ((n = probe_made_dead(fd, names, 64)) > 0) {
+        for (i = 0; i < n; i++)
+            if (unlinkat(fd, names[i], 0) < 0 && errno != ENOENT) {
+                n = -errno;
+                break;
+            }
+        if (n < 0 || n < 64)
+            break;
+    }
+    close(fd);
+    return n < 0 ? n : 0;
+}
+
+int probe_made_dead(int fd, char (*names)[256], int max)
+{
+    int dfd = dup(fd), n = 0;
+    struct dirent *de;
+    DIR *d;
+
+    if (dfd < 0)
+        return -errno;
+    d = fdopendir(dfd);
+    if (d == NULL) {
+        int r = -errno;
+
+        close(dfd);
+        return r;
+    }
+    /* the fd's offset is shared with dfd: read from the start */
+    rewinddir(d);
+    while (n < max && (de = readdir(d)) != NULL) {
+        pid_t pid = probe_made_pid(de->d_name);
+        struct stat st;
+
+        if (pid < 0 || strlen(de->d_name) >= sizeof(names[0]) ||
+            fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+            kernel_pid_alive(pid))
+            continue;
+        snprintf(names[n++], sizeof(names[0]), "%s", de->d_name);
+    }
+    closedir(d);
+    return n;
+}

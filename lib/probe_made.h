@@ -1,0 +1,44 @@
+/* probe_made: the record of the probe files our probes made, kept in the
+ * state directory (<state_dir>/probe/made, ours alone, 0700): one empty
+ * file per probe file, of the same name, written (and made durable)
+ * before the probe file is created on the share, removed once the probe
+ * file is deleted. A clean-up deletes on the share only names recorded
+ * here whose probe is gone: never a name it found in a listing, which any
+ * user of the share could have given a file of their own, nor one another
+ * host with the same name made. */
+#ifndef SMBTUNE_PROBE_MADE_H
+#define SMBTUNE_PROBE_MADE_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#define PROBE_MADE_SUBDIR "made"
+
+/* The pid of a recorded name PREFIX<host>-<pid>-<16 hex digits> (any
+ * host: the record is ours wherever the name says it was made), or -1
+ * when name is not exactly that shape. Pure. */
+pid_t probe_made_pid(const char *name);
+
+/* Open the record directory dir (not through a link): the fd, or -errno. */
+int probe_made_open(const char *dir);
+
+/* Record name in the directory fd, durably (the directory synced), before
+ * its probe file is created: 0 or -errno (-EEXIST: recorded already). */
+int probe_made_add(int fd, const char *name);
+
+/* Forget name: 0 (also when it was not recorded) or -errno. */
+int probe_made_drop(int fd, const char *name);
+
+/* Up to max recorded names whose probe is gone, into names (each of
+ * len bytes): their count, or -errno when the directory cannot be read.
+ * Entries that are not regular files of exactly the recorded shape are
+ * passed over. */
+int probe_made_dead(int fd, char (*names)[256], int max);
+
+/* Forget the records of probes that are gone, in STATE_DIR/probe/made
+ * (not through a link): for the own share, whose files the daemon
+ * removes itself, without a clean-up child (place_tidy). 0, also when
+ * there is no record; or -errno. */
+int probe_made_forget_dead(const char *state_dir);
+
+#endif
