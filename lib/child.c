@@ -73,6 +73,44 @@ int child_setup(const struct child_spec *spec)
     return 0;
 }
 
+static pid_t strays[CHILD_STRAYS_MAX];
+
+int child_reap_strays(void)
+{
+    int left = 0;
+
+    for (int i = 0; i < CHILD_STRAYS_MAX; i++) {
+        if (strays[i] > 0 && waitpid(strays[i], NULL, WNOHANG) != 0)
+            strays[i] = 0;
+        left += strays[i] > 0;
+    }
+    return left;
+}
+
+bool child_reap_within(pid_t pid, double wait_s, int *status)
+{
+    double end = child_now() + wait_s;
+    int ws = 0;
+    pid_t w;
+
+    child_reap_strays();
+    /* SIGKILL usually acts at once: the first look reaps it */
+    while ((w = waitpid(pid, &ws, WNOHANG)) == 0 || (w < 0 && errno == EINTR)) {
+        if (child_now() >= end) {
+            for (int i = 0; i < CHILD_STRAYS_MAX; i++)
+                if (strays[i] <= 0) {
+                    strays[i] = pid;
+                    break;
+                }
+            return false;
+        }
+        usleep(5000);
+    }
+    if (status != NULL)
+        *status = ws;
+    return true;
+}
+
 double child_now(void)
 {
     struct timespec ts;

@@ -30,6 +30,20 @@ struct child_spec {
  * then _exits. */
 int child_setup(const struct child_spec *spec);
 
+/* Reap pid, a child of ours that was sent SIGKILL, waiting at most
+ * wait_s seconds: true when reaped (*status, when not NULL, its wait
+ * status). A child whose I/O in the kernel does not let SIGKILL act (a
+ * file system that does not answer: a hung NFS or FUSE mount) may take
+ * any time: false, and it is kept and reaped, once it can go, by a later
+ * call (of any caller), so that a stalled mount leaves no zombie per
+ * call for good; more than CHILD_STRAYS_MAX at once are left to our
+ * exit. */
+#define CHILD_STRAYS_MAX 8
+bool child_reap_within(pid_t pid, double wait_s, int *status);
+
+/* Reap the kept children that can go now: how many are still kept. */
+int child_reap_strays(void);
+
 /* Monotonic clock in seconds: the clock every deadline is counted on. */
 double child_now(void);
 

@@ -382,29 +382,6 @@ check_child(const char *path, uid_t owner_uid, int fd, pid_t parent)
  * (wiping it afterwards leaves it in freed stack, in a core dump, in
  * /proc/PID/mem meanwhile). Only the probe's measuring child holds it,
  * right before it logs on. */
-/* Checking children killed at the deadline but not reaped yet (their
- * I/O had not let SIGKILL act): looked for at the next check, so that a
- * stalled mount does not leave one zombie per reload for good. More than
- * this many at once are left to the daemon's end. */
-#define STRAYS_MAX 8
-static pid_t strays[STRAYS_MAX];
-
-static void reap_strays(void)
-{
-    for (int i = 0; i < STRAYS_MAX; i++)
-        if (strays[i] > 0 && waitpid(strays[i], NULL, WNOHANG) != 0)
-            strays[i] = 0;
-}
-
-static void keep_stray(pid_t pid)
-{
-    for (int i = 0; i < STRAYS_MAX; i++)
-        if (strays[i] <= 0) {
-            strays[i] = pid;
-            return;
-        }
-}
-
 int creds_check(const char *path, uid_t owner_uid, struct err *e)
 {
     struct creds_report rep;
@@ -414,7 +391,6 @@ int creds_check(const char *path, uid_t owner_uid, struct err *e)
     double deadline;
     bool late = false;
 
-    reap_strays();
     if (pipe2(p, O_CLOEXEC) < 0)
         return err_set(e, -errno, "credentials file %s: cannot check it: pipe: %s", path,
                        strerror(errno));
@@ -451,16 +427,11 @@ int creds_check(const char *path, uid_t owner_uid, struct err *e)
     }
     close(p[0]);
     if (late) {
-        int w = 0;
-
         /* A file system that does not answer (a stalled network mount):
          * the child goes, and it is reaped once its I/O lets SIGKILL act;
-         * if that takes longer than a moment, by a later check. */
+         * if that takes longer than a moment, later (child.h). */
         kill(pid, SIGKILL);
-        for (int i = 0; i < 100 && (w = waitpid(pid, &status, WNOHANG)) == 0; i++)
-            usleep(10000);
-        if (w == 0)
-            keep_stray(pid);
+        child_reap_within(pid, 1.0, NULL);
         return err_set(e, -ETIMEDOUT,
                        "credentials file %s: its check had no answer within %.0f s (a file "
                        "system that does not answer?)",

@@ -179,6 +179,9 @@ static int write_client_conf(const char *workdir, const char *socket_options, st
     return 0;
 }
 
+/* How long probe_finish waits for a child it killed to be reaped. */
+#define PROBE_REAP_WAIT_S 1.0
+
 static int start(const struct probe_params *p, bool cleanup_only, struct probe_job *job,
                  struct err *e)
 {
@@ -304,7 +307,7 @@ double probe_kill_time(const struct probe_job *job)
 int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e)
 {
     struct probe_shared *sh = job->shm;
-    bool done, late;
+    bool done, late, reaped;
     int64_t end;
     int ws = 0;
 
@@ -319,9 +322,12 @@ int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e)
      * `done` is read once it is dead: one that came between a read and
      * the kill would otherwise be lost. */
     kill(job->pid, SIGKILL);
-    while (waitpid(job->pid, &ws, 0) < 0 && errno == EINTR)
-        ;
-    done = __atomic_load_n(&sh->done, __ATOMIC_ACQUIRE);
+    /* Not without a bound: a child in the kernel on a file system that
+     * does not answer (its credentials file on a hung mount) would hold
+     * the caller, the daemon's loop, for as long. It is then left to
+     * child.h's strays, and is no result. */
+    reaped = child_reap_within(job->pid, PROBE_REAP_WAIT_S, &ws);
+    done = reaped && __atomic_load_n(&sh->done, __ATOMIC_ACQUIRE);
     /* The child wrote them with snprintf; terminated here all the same,
      * since they are read as strings whatever it wrote. */
     sh->cause[sizeof(sh->cause) - 1] = '\0';
@@ -333,6 +339,13 @@ int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e)
         r->recycle = (enum probe_recycle)sh->recycle;
         snprintf(r->recycle_path, sizeof(r->recycle_path), "%s", sh->recycle_path);
         snprintf(r->recycle_why, sizeof(r->recycle_why), "%s", sh->recycle_why);
+    } else if (!reaped) {
+        r->outcome = PROBE_ERROR;
+        snprintf(r->cause, sizeof(r->cause),
+                 "the probe process did not end within %.0f s of SIGKILL: it waits in the "
+                 "kernel (a file system that does not answer: its credentials file on a hung "
+                 "mount?)",
+                 PROBE_REAP_WAIT_S);
     } else if (probe_shared_peek(&sh->measured)) {
         /* Killed while it looked for a recycle copy after its delete, past
          * its grace (a server that stopped answering): the measurement

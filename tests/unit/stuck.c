@@ -13,6 +13,13 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
 /* A read of /dev/fuse takes a buffer this large at least (the kernel's
  * FUSE_MIN_READ_BUFFER is 8192; max_write below is 4096). */
 #define STUCK_BUF 16384
@@ -130,4 +137,16 @@ void stuck_release(struct stuck *s)
         rmdir(s->dir);
         s->dir[0] = '\0';
     }
+}
+
+void stuck_mount_or_skip(struct stuck *s)
+{
+    const char *req = getenv("SMBTUNED_REQUIRE_FUSE");
+
+    if (stuck_mount(s) == 0)
+        return;
+    if (req != NULL && req[0] != '\0' && strcmp(req, "0") != 0)
+        fail_msg("no FUSE mount could be made (root and /dev/fuse are needed), and "
+                 "SMBTUNED_REQUIRE_FUSE is set");
+    skip();
 }

@@ -481,19 +481,6 @@ static int stuck_teardown(void **state)
     return 0;
 }
 
-/* Without FUSE (not root, none in this container) the stuck tests skip,
- * unless SMBTUNED_REQUIRE_FUSE is set (scripts/test, as CI runs it): there
- * a skip would hide that they never ran. */
-static void no_fuse(void)
-{
-    const char *req = getenv("SMBTUNED_REQUIRE_FUSE");
-
-    if (req != NULL && req[0] != '\0' && strcmp(req, "0") != 0)
-        fail_msg("no FUSE mount could be made (root and /dev/fuse are needed), and "
-                 "SMBTUNED_REQUIRE_FUSE is set");
-    skip();
-}
-
 /* The deadline of the stuck jobs: long enough for each child, under
  * valgrind on a busy machine too, to reach its open and for the loop to
  * read its request before the kill (a request not yet read is dropped by
@@ -575,8 +562,7 @@ static void test_deadline_of_a_stuck_child(void **state)
     double t0;
 
     (void)state;
-    if (stuck_mount(&mnt) < 0)
-        no_fuse(); /* not root, or no FUSE here */
+    stuck_mount_or_skip(&mnt);
     assert_int_equal(sd_event_new(&w.ev), 0);
     assert_int_equal(sd_event_add_io(w.ev, &fuse, mnt.fd, EPOLLIN, on_fuse, &w.requests), 0);
     t0 = child_now();
@@ -630,8 +616,7 @@ static void test_cancel_of_a_stuck_child(void **state)
     pid_t pid;
 
     (void)state;
-    if (stuck_mount(&mnt) < 0)
-        no_fuse();
+    stuck_mount_or_skip(&mnt);
     assert_int_equal(sd_event_new(&w.ev), 0);
     assert_int_equal(sd_event_add_io(w.ev, &fuse, mnt.fd, EPOLLIN, on_fuse, &w.requests), 0);
     snprintf(path, sizeof(path), "%s/f", mnt.dir);

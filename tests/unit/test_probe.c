@@ -28,6 +28,8 @@
 #include "probe.h"
 #include "probe_child.h"
 #include "probe_made.h"
+#include "child.h"
+#include "stuck.h"
 
 static void test_check_socket_options(void **state)
 {
@@ -598,6 +600,55 @@ static void test_recycle_text(void **state)
     assert_non_null(strstr(out, "could not be deleted there (Permission denied): every probe"));
 }
 
+/* A probe child that SIGKILL does not end (its credentials file on a
+ * file system that does not answer: tests/unit/stuck.c) holds
+ * probe_finish no longer than its bound: an error that says so, the child
+ * kept as a stray and reaped once it can go. (Before, probe_finish
+ * waited for it without a bound: the alarm would end this test.) */
+static void test_finish_of_a_stuck_child(void **state)
+{
+    struct stuck mnt;
+    struct probe_params p;
+    struct probe_job job;
+    struct probe_result r;
+    struct err e = {{0}};
+    char base[] = "/tmp/test_probe_stuck.XXXXXX", cred[PATH_MAX + 16], cmd[128];
+    double t0;
+    int taken = 0;
+
+    (void)state;
+    stuck_mount_or_skip(&mnt);
+    assert_non_null(mkdtemp(base));
+    snprintf(cred, sizeof(cred), "%s/cred", mnt.dir);
+    probe_params_default(&p);
+    p.url = "smb://127.0.0.1:1/share"; /* the credentials come first */
+    p.credentials = cred;
+    p.deadline_s = 30;
+    p.workdir_base = base;
+    assert_int_equal(probe_start(&p, &job, &e), 0);
+    /* the child's look-up of the file, read and never answered */
+    t0 = child_now();
+    while ((taken += stuck_take(&mnt)) == 0 && child_now() - t0 < 30)
+        usleep(10000);
+    assert_true(taken >= 1);
+    alarm(60);
+    t0 = child_now();
+    assert_int_equal(probe_finish(&job, &r, &e), 0);
+    alarm(0);
+    assert_true(child_now() - t0 < 20); /* the bound, with room: not a speed */
+    assert_int_equal(r.outcome, PROBE_ERROR);
+    assert_non_null(strstr(r.cause, "did not end within"));
+    assert_int_equal(child_reap_strays(), 1);
+
+    stuck_release(&mnt);
+    t0 = child_now();
+    while (child_reap_strays() > 0 && child_now() - t0 < 30)
+        usleep(10000);
+    assert_int_equal(child_reap_strays(), 0);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* The record's names: exactly PREFIX<host>-<pid>-<16 hex>, any host. */
 static void test_made_pid(void **state)
 {
@@ -628,6 +679,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_socket_options),
         cmocka_unit_test(test_made_pid),
+        cmocka_unit_test(test_finish_of_a_stuck_child),
         cmocka_unit_test(test_classify),
         cmocka_unit_test(test_outcome_names),
         cmocka_unit_test(test_json),
