@@ -98,10 +98,11 @@ static int on_done(sd_event_source *src, int fd, uint32_t revents, void *ud)
     m->running = false;
     m->failed = false;
     ret = probe_finish(&m->job, &r, &e);
-    /* Only a probe that ended well removed its file itself (a failed
-     * delete is a failure: probe.c); one that failed before it sent its
-     * create (no connection, no logon, no share) made none. */
-    if (ret < 0 || (r.outcome != PROBE_OK && r.stage >= PROBE_STAGE_CREATING))
+    /* Only a probe that ended well by itself removed its file and its
+     * record (a failed delete is a failure: probe.c); one that failed
+     * before it sent its create (no connection, no logon, no share) made
+     * none. */
+    if (ret < 0 || ((r.outcome != PROBE_OK || r.killed) && r.stage >= PROBE_STAGE_CREATING))
         m->dirty = m->ours = true;
     /* The share is in reach again: the look a clean-up could not make
      * (a predecessor's file) is made at the next tidy. */

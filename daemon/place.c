@@ -323,7 +323,7 @@ int place_tidy(const struct tuner_opts *o, struct err *e)
     closedir(d);
     free(dir);
     /* what the records of those files say is now done */
-    if (r == 0 && (r = probe_made_forget_dead(o->state_dir)) < 0)
+    if (r == 0 && (r = probe_made_forget_dead(o->state_dir, PROBE_PLACE_OWN_SHARE)) < 0)
         r = err_set(e, r, "forgetting killed probes' files in %s/%s/%s: %s", o->state_dir,
                     PROBE_WORKDIR_SUBDIR, PROBE_MADE_SUBDIR, strerror(-r));
     return r;

@@ -209,6 +209,8 @@ static void on_placed(void *ud, int r, const char *url, const char *client)
         return;
     }
     p.url = url;
+    /* one place, whichever port of it a trial probes (probe_made.h) */
+    p.place = t->o.own_share ? PROBE_PLACE_OWN_SHARE : t->o.probe.url;
     p.seq = ++t->seq;
     if (client != NULL)
         p.socket_options = client;

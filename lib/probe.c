@@ -182,6 +182,40 @@ static int write_client_conf(const char *workdir, const char *socket_options, st
 /* How long probe_finish waits for a child it killed to be reaped. */
 #define PROBE_REAP_WAIT_S 1.0
 
+/* The record of the files made for p's place (probe_made.h): base/made
+ * and base/made/<key>, ours alone, made when absent, its path into out; a
+ * new one says which place it is for. 0, or <0 with e set. */
+static int make_made_dir(const struct probe_params *p, const char *base, char *out, size_t len,
+                         struct err *e)
+{
+    char key[PROBE_MADE_KEY_LEN + 1];
+    int fd, f;
+
+    probe_made_key(p->place ? p->place : p->url, p->directory, key);
+    if ((size_t)snprintf(out, len, "%s/%s", base, PROBE_MADE_SUBDIR) >= len)
+        return err_set(e, -ENAMETOOLONG, "work directory name too long");
+    fd = files_private_dir(out, FILES_DIR_MAKE | FILES_DIR_OWN, e);
+    if (fd < 0)
+        return fd;
+    close(fd);
+    if ((size_t)snprintf(out, len, "%s/%s/%s", base, PROBE_MADE_SUBDIR, key) >= len)
+        return err_set(e, -ENAMETOOLONG, "work directory name too long");
+    fd = files_private_dir(out, FILES_DIR_MAKE | FILES_DIR_OWN, e);
+    if (fd < 0)
+        return fd;
+    /* For the admin who looks (README.Debian): no secret, a URL holds
+     * none (url.h refuses '@'). */
+    f = openat(fd, PROBE_MADE_PLACE_FILE, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+               0600);
+    if (f >= 0) {
+        dprintf(f, "%s%s%s\n", p->place ? p->place : p->url, p->directory ? " directory " : "",
+                p->directory ? p->directory : "");
+        close(f);
+    }
+    close(fd);
+    return 0;
+}
+
 static int start(const struct probe_params *p, bool cleanup_only, struct probe_job *job,
                  struct err *e)
 {
@@ -197,6 +231,13 @@ static int start(const struct probe_params *p, bool cleanup_only, struct probe_j
     memset(&c, 0, sizeof(c));
     c.p = p;
     c.cleanup_only = cleanup_only;
+    /* Each probe child that SIGKILL could not end is still there (child.h):
+     * while they fill the strays, another would only join them unseen. */
+    if (child_reap_strays() >= CHILD_STRAYS_MAX)
+        return err_set(e, -EAGAIN,
+                       "%d probe processes killed earlier have not ended: they wait in the "
+                       "kernel (a file system that does not answer?)",
+                       CHILD_STRAYS_MAX);
     if (p->url == NULL || p->url[0] == '\0')
         return err_set(e, -EINVAL, "no URL to probe");
     r = url_parse(p->url, &c.url, e);
@@ -228,13 +269,9 @@ static int start(const struct probe_params *p, bool cleanup_only, struct probe_j
     /* The record of the probe files made lives beside the private
      * directories, in the state directory only (never in /tmp). */
     if (p->workdir_base != NULL && p->workdir_base[0] != '\0') {
-        if ((size_t)snprintf(c.made_dir, sizeof(c.made_dir), "%s/%s", base, PROBE_MADE_SUBDIR) >=
-            sizeof(c.made_dir))
-            return err_set(e, -ENAMETOOLONG, "work directory name too long");
-        r = files_private_dir(c.made_dir, FILES_DIR_MAKE | FILES_DIR_OWN, e);
+        r = make_made_dir(p, base, c.made_dir, sizeof(c.made_dir), e);
         if (r < 0)
             return r;
-        close(r);
     }
     if ((size_t)snprintf(job->workdir, sizeof(job->workdir), "%s/%s%ld-XXXXXX", base,
                          PROBE_WORKDIR_PREFIX, (long)parent) >= sizeof(job->workdir))
@@ -327,7 +364,9 @@ int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e)
      * the caller, the daemon's loop, for as long. It is then left to
      * child.h's strays, and is no result. */
     reaped = child_reap_within(job->pid, PROBE_REAP_WAIT_S, &ws);
-    done = reaped && __atomic_load_n(&sh->done, __ATOMIC_ACQUIRE);
+    /* `done` is stored last and never undone: final even before the
+     * reap (a slow exit under memory pressure). */
+    done = __atomic_load_n(&sh->done, __ATOMIC_ACQUIRE);
     /* The child wrote them with snprintf; terminated here all the same,
      * since they are read as strings whatever it wrote. */
     sh->cause[sizeof(sh->cause) - 1] = '\0';
@@ -393,6 +432,7 @@ int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e)
         1e6;
     r->write_pace_bps = probe_shared_peek(&sh->write_pace);
     r->stage = (enum probe_stage)probe_shared_peek(&sh->stage);
+    r->killed = !done;
     r->client_rcvbuf = sh->client_rcvbuf ? sh->client_rcvbuf : -1;
     r->client_sndbuf = sh->client_sndbuf ? sh->client_sndbuf : -1;
 

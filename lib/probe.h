@@ -75,6 +75,7 @@ enum probe_outcome {
  * tell a killed probe's recorded file (pid gone) from a running one's. */
 #define PROBE_FILE_PREFIX ".smbtuned-probe-"
 #define PROBE_WORKDIR_SUBDIR "probe"
+#define PROBE_PLACE_OWN_SHARE "smbtuned's own share"
 #define PROBE_WORKDIR_PREFIX "smbtuned-probe-"
 
 /* A `socket options` value the probe can write into its private smb.conf:
@@ -102,6 +103,11 @@ struct probe_params {
      * its subdirectory `probe` (created 0700; refused when it is a symlink
      * or not ours). NULL: $TMPDIR or /tmp, which others can write too. */
     const char *workdir_base;
+    /* Where the probe file goes, as the record of files made names it
+     * (probe_made.h): the same for every probe of one place, whatever
+     * port serves it (the configured URL when the probe goes to a shadow
+     * smbd; PROBE_PLACE_OWN_SHARE for the own share). NULL: the url. */
+    const char *place;
     unsigned seq; /* the caller's measurement counter (not in the file name: see above) */
 };
 
@@ -147,8 +153,13 @@ struct probe_result {
      * requested size when one was set), -1 when unknown. */
     int client_rcvbuf, client_sndbuf;
     /* How far it got: from PROBE_STAGE_CREATING on, unless it ended ok
-     * (it removed the file then), its file may be left in the share. */
+     * by itself (it removed the file then), its file may be left in the
+     * share. */
     enum probe_stage stage;
+    /* Killed before it ended by itself: an ok outcome then is one
+     * measured before (its look for a recycle copy cut short), and its
+     * file's record may remain. */
+    bool killed;
     char cause[512]; /* why, for any outcome but ok; no secret */
     enum probe_recycle recycle;
     /* With a copy found: its path inside the share (".recycle/<name>"),

@@ -171,8 +171,16 @@ static int remove_leftovers(struct child *c, int *why, char *kept_at)
             }
             probe_made_drop(c->made, names[k]);
         }
-        if (busy == 0)
+        /* names the time bound left untried stay too */
+        if (k < n) {
+            busy += n - k;
+            if (*why == 0)
+                *why = ETIMEDOUT;
+        }
+        if (busy == 0 && n < max)
             break;
+        if (busy == 0)
+            continue; /* a whole batch gone: the next */
         usleep(200 * 1000);
     }
     free(names);
@@ -228,11 +236,11 @@ static enum probe_outcome create_probe_file(struct child *c, char *file_url, siz
         if (*f != NULL)
             return PROBE_OK;
         er = errno;
-        /* not made: not ours to remove (EEXIST: someone else's) */
+        if (er != EEXIST)
+            break; /* it may have been made all the same: the record stays */
+        /* someone else's: not ours to remove */
         if (c->made >= 0)
             probe_made_drop(c->made, name);
-        if (er != EEXIST)
-            break;
     }
     file_url[0] = '\0';
     return fail(c, probe_classify_errno(er, false), "creating the probe file: %s%s", strerror(er),

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,17 @@ pid_t probe_made_pid(const char *name)
     return (pid_t)pid;
 }
 
+void probe_made_key(const char *place, const char *directory, char *out)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    const char *parts[] = {place, "\n", directory ? directory : ""};
+
+    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
+        for (const unsigned char *c = (const unsigned char *)parts[i]; *c; c++)
+            h = (h ^ *c) * 0x100000001b3ULL;
+    snprintf(out, PROBE_MADE_KEY_LEN + 1, "%016llx", (unsigned long long)h);
+}
+
 int probe_made_open(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -71,13 +83,15 @@ int probe_made_drop(int fd, const char *name)
     return unlinkat(fd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
 }
 
-int probe_made_forget_dead(const char *state_dir)
+int probe_made_forget_dead(const char *state_dir, const char *place)
 {
-    static const char *const way[] = {PROBE_WORKDIR_SUBDIR, PROBE_MADE_SUBDIR};
+    char key[PROBE_MADE_KEY_LEN + 1];
+    const char *const way[] = {PROBE_WORKDIR_SUBDIR, PROBE_MADE_SUBDIR, key};
     char names[64][256];
     int fd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), n, i;
     size_t k;
 
+    probe_made_key(place, NULL, key);
     for (k = 0; fd >= 0 && k < sizeof(way) / sizeof(way[0]); k++) {
         int next = openat(fd, way[k], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 

@@ -1,11 +1,14 @@
 /* probe_made: the record of the probe files our probes made, kept in the
- * state directory (<state_dir>/probe/made, ours alone, 0700): one empty
- * file per probe file, of the same name, written (and made durable)
- * before the probe file is created on the share, removed once the probe
- * file is deleted. A clean-up deletes on the share only names recorded
- * here whose probe is gone: never a name it found in a listing, which any
- * user of the share could have given a file of their own, nor one another
- * host with the same name made. */
+ * state directory (<state_dir>/probe/made, ours alone, 0700): a directory
+ * per place probed (probe_params.place: its name is probe_made_key(), and
+ * its file `place` says which), holding one empty file per probe file, of
+ * the same name, written (and made durable) before the probe file is
+ * created on the share, removed once the probe file is deleted. A
+ * clean-up of a place deletes there only names recorded for it whose
+ * probe is gone: never a name it found in a listing, which any user of
+ * the share could have given a file of their own, nor one another host
+ * with the same name made; the records of other places wait for a
+ * clean-up of theirs. */
 #ifndef SMBTUNE_PROBE_MADE_H
 #define SMBTUNE_PROBE_MADE_H
 
@@ -13,6 +16,13 @@
 #include <sys/types.h>
 
 #define PROBE_MADE_SUBDIR "made"
+#define PROBE_MADE_PLACE_FILE "place"
+#define PROBE_MADE_KEY_LEN 16
+
+/* The directory name of a place's records: 16 hex digits of a hash (FNV-1a,
+ * 64 bits) of place and directory (NULL: none), into out
+ * (PROBE_MADE_KEY_LEN + 1 bytes). Pure. */
+void probe_made_key(const char *place, const char *directory, char *out);
 
 /* The pid of a recorded name PREFIX<host>-<pid>-<16 hex digits> (any
  * host: the record is ours wherever the name says it was made), or -1
@@ -35,10 +45,11 @@ int probe_made_drop(int fd, const char *name);
  * passed over. */
 int probe_made_dead(int fd, char (*names)[256], int max);
 
-/* Forget the records of probes that are gone, in STATE_DIR/probe/made
- * (not through a link): for the own share, whose files the daemon
- * removes itself, without a clean-up child (place_tidy). 0, also when
- * there is no record; or -errno. */
-int probe_made_forget_dead(const char *state_dir);
+/* Forget the records of probes that are gone of one place (probe_made_key
+ * of place, no directory), in STATE_DIR/probe/made (not through a link):
+ * for the own share, whose files the daemon removes itself, without a
+ * clean-up child (place_tidy). 0, also when there is no record; or
+ * -errno. */
+int probe_made_forget_dead(const char *state_dir, const char *place);
 
 #endif

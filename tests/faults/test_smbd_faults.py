@@ -235,7 +235,7 @@ def test_predecessor_file_removed_once_smbd_is_back(fault_env, faults):
     gone.wait()  # a pid no probe runs under now
     planted = env.srv.share_dir / f".smbtuned-probe-{socket.gethostname()}-{gone.pid}-00000000000000ef"
     planted.write_bytes(b"x" * 4096)
-    record_made(env.state_dir, planted.name)
+    record_made(env.state_dir, planted.name, env.srv.url)
     env.write_config(probe={"size": "2M", "request_size": "1M", "deadline": "5"},
                      tune={**TUNE, "trials": q("client"), "max_bytes": "8M"})
     env.srv.stop()

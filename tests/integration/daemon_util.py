@@ -60,26 +60,39 @@ def q(s):
 
 
 
-def made_dir(state_dir):
+OWN_SHARE_PLACE = "smbtuned's own share"  # lib/probe.h PROBE_PLACE_OWN_SHARE
+
+
+def made_dir(state_dir, place=None, directory=None):
     """Where the probe records the names of the files it makes
-    (lib/probe_made.h)."""
-    return Path(state_dir) / "probe" / "made"
+    (lib/probe_made.h): STATE_DIR/probe/made, and with a place (the URL as
+    configured) its directory there, named by probe_made_key()."""
+    d = Path(state_dir) / "probe" / "made"
+    if place is None:
+        return d
+    h = 0xcbf29ce484222325
+    for ch in f"{place}\n{directory or ''}".encode():
+        h = ((h ^ ch) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return d / f"{h:016x}"
 
 
-def record_made(state_dir, name):
-    """Record name as one our probes made, as a probe does before its
-    create (the directories private, as the probe makes them)."""
-    d = made_dir(state_dir)
+def record_made(state_dir, name, place, directory=None):
+    """Record name as one our probes made at place, as a probe does before
+    its create (the directories private, as the probe makes them)."""
+    d = made_dir(state_dir, place, directory)
     d.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(d.parent, 0o700)
-    os.chmod(d.parent.parent, 0o700)
+    for up in (d.parent, d.parent.parent):
+        os.chmod(up, 0o700)
     (d / name).write_bytes(b"")
 
 
-def records(state_dir):
-    """The names the probe's record holds."""
-    d = made_dir(state_dir)
-    return sorted(p.name for p in d.iterdir()) if d.exists() else []
+def records(state_dir, place=None, directory=None):
+    """The names the probe's record holds (of one place, or of all)."""
+    d = made_dir(state_dir, place, directory)
+    if not d.exists():
+        return []
+    files = d.iterdir() if place is not None else d.glob("*/*")
+    return sorted(p.name for p in files if p.name != "place")
 
 def read_state(state_dir):
     """STATE_DIR/state as {key: value} (the value's raw text); {} if absent."""

@@ -204,8 +204,8 @@ def test_share_that_refuses_the_clean_up_is_a_warning(make_env):
     name = f".smbtuned-probe-{socket.gethostname()}-{gone.pid}-00000000000000ab"
     planted = env.srv.shares["ro"] / name
     planted.write_bytes(b"x" * 4096)
-    record_made(env.state_dir, name)
     url = env.srv.url.rsplit("/", 1)[0] + "/ro"
+    record_made(env.state_dir, name, url)
     env.write_config(probe={"url": q(url)}, tune={"trials": q("client")})
     rc, out, err = env.run("--once", "--dry-run", timeout=120)
     assert rc == EXIT_FAILURE, f"exit {rc}\n{out}\n{err}"
@@ -228,8 +228,8 @@ def test_a_file_the_clean_up_cannot_remove_is_tried_again(make_env):
     gone.wait()
     planted = share / f".smbtuned-probe-{socket.gethostname()}-{gone.pid}-00000000000000cd"
     planted.write_bytes(b"x" * 4096)  # root's: the guest may not remove it
-    record_made(env.state_dir, planted.name)
     url = env.srv.url.rsplit("/", 1)[0] + "/sticky"
+    record_made(env.state_dir, planted.name, url)
     env.write_config(probe={"url": q(url)},
                      tune={"trials": q("client"), "max_bytes": "8M"})
     rc, out, err = env.run("--once", "--dry-run", timeout=120)
@@ -254,8 +254,8 @@ def test_a_share_that_refuses_a_listing_needs_none(make_env):
     gone.wait()
     planted = share / f".smbtuned-probe-{socket.gethostname()}-{gone.pid}-00000000000000ce"
     planted.write_bytes(b"x" * 4096)
-    record_made(env.state_dir, planted.name)
     url = env.srv.url.rsplit("/", 1)[0] + "/blind"
+    record_made(env.state_dir, planted.name, url)
     env.write_config(probe={"url": q(url)}, tune={"trials": q("client"), "max_bytes": "8M"})
     rc, out, err = env.run("--once", "--dry-run", timeout=120)
     assert rc == 0, f"exit {rc}\n{out}\n{err}"

@@ -20,7 +20,7 @@ import pytest
 
 from conftest import REPO, run_editor, samba_value
 from daemon_util import (PROBE_FILE_GLOB, SMALL_PROBE, SMALL_TUNE, DaemonEnv, conf_text, q,
-                         record_made,
+                         OWN_SHARE_PLACE, record_made,
                          only_socket_line_changed)
 
 SHIPPED = REPO / "conf" / "smbtuned.conf"
@@ -93,7 +93,7 @@ def test_once_without_url_tunes_on_the_own_share(make_env):
     share.mkdir(mode=0o700)
     planted = share / ".smbtuned-probe-127.0.0.1-99999-0123456789abcdef"
     planted.write_bytes(b"x" * 4096)
-    record_made(env.state_dir, planted.name)
+    record_made(env.state_dir, planted.name, OWN_SHARE_PLACE)
 
     d = env.start("--once", "--json")
     saw_probe_file = False

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon_util import record_made, records
+from daemon_util import made_dir, record_made, records
 from smbd import free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "netem"))
@@ -424,11 +424,19 @@ def test_leftovers_of_dead_probes_are_removed(smbd, smbtuned, tmp_path):
     (smbd.share_dir / a_dir).mkdir()
     os.chmod(smbd.share_dir / a_dir, 0o777)
     for n in (made, renamed, alive, gone, a_dir):
-        record_made(state, n)
+        record_made(state, n, smbd.url)
+    # made at another place (another share, or this one under another
+    # URL): not this clean-up's to try, nor to forget
+    elsewhere = f"{PREFIX}{host}-{dead_pid()}-00000000000000ee"
+    (smbd.share_dir / elsewhere).write_bytes(b"x")
+    record_made(state, elsewhere, "smb://127.0.0.1:1/other")
     r = run_probe(smbtuned, probe_conf(tmp_path), url=smbd.url)
     assert r.returncode == 0, r.stderr
-    assert probe_files(smbd.share_dir) == sorted([planted, alive, a_dir])
-    assert records(state) == [alive]
+    assert probe_files(smbd.share_dir) == sorted([planted, alive, a_dir, elsewhere])
+    assert records(state, smbd.url) == [alive]
+    assert records(state, "smb://127.0.0.1:1/other") == [elsewhere]
+    place = made_dir(state, smbd.url) / "place"
+    assert place.read_text() == smbd.url + "\n"
 
 
 def test_a_probe_records_its_file_until_it_is_deleted(smbd, smbtuned, tmp_path):
@@ -620,7 +628,7 @@ def test_measurement_does_not_list_the_share(smbd_factory, smbtuned, tmp_path):
     srv = smbd_factory(extra_args=["--debuglevel=10"])
     dead = f"{PREFIX}{own_host()}-{dead_pid()}-0123456789abcdef"
     (srv.share_dir / dead).write_bytes(b"x")
-    record_made(tmp_path / "state", dead)
+    record_made(tmp_path / "state", dead, srv.url)
     r = run_probe(smbtuned, probe_conf(tmp_path), url=srv.url)
     assert r.returncode == 0, r.stderr
     assert probe_files(srv.share_dir) == []

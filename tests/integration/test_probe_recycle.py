@@ -62,7 +62,7 @@ def plant_dead(env, share, tag):
     dead = share / f"{PREFIX}{own_host()}-{dead_pid()}-00000000000000{tag}"
     dead.write_bytes(b"x" * 4096)
     dead.chmod(0o666)
-    record_made(env.state_dir, dead.name)
+    record_made(env.state_dir, dead.name, rec_url(env.srv))
     return dead
 
 

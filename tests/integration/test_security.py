@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from daemon_util import records
 from test_probe import PREFIX, dead_pid, own_host
 
 NOBODY = 65534
@@ -112,7 +113,7 @@ def test_planted_trees_of_another_user_are_left_alone(smbtuned, tmp_path, root_o
     # The probe's own directory is gone; nothing else of ours is left but
     # the (empty) record of the probe files made.
     assert sorted(p.name for p in base.iterdir()) == ["made", name]
-    assert list((base / "made").iterdir()) == []
+    assert records(tmp_path / "state") == []
 
 
 def test_stale_tree_of_ours_goes_but_not_what_its_links_point_to(smbtuned, tmp_path, root_only):
