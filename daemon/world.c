@@ -10,6 +10,7 @@
 #include "files.h"
 #include "job.h"
 #include "journal.h"
+#include "probe_made.h"
 #include "report.h"
 
 /* facts_gather's helpers have deadlines of their own (testparm 60 s,
@@ -33,6 +34,9 @@ struct real {
     world_busy_fn busy_done;
     void *busy_ud;
     struct clients_watch *clients;
+    /* the place (probe_made_key) whose other places' records were told:
+     * once a run for each configuration, not at its start and its stop */
+    char others_told[PROBE_MADE_KEY_LEN + 1];
 };
 
 static int facts_job(void *arg, int out_fd)
@@ -102,9 +106,20 @@ static void real_measure_kill(void *ctx)
     measure_kill(((struct real *)ctx)->measure);
 }
 
+static void say_other_place(const char *where, const char *records, int n, void *ud)
+{
+    (void)ud;
+    journal_log(LOG_NOTICE,
+                "%d%s file%s of killed probes at %s, which is probed no more, stay%s there: "
+                "remove %s by hand (the names: ls -A %s), or probe it once more",
+                n, n == PROBE_MADE_COUNT_MAX ? " or more" : "", n == 1 ? "" : "s", where,
+                n == 1 ? "s" : "", n == 1 ? "it" : "them", records);
+}
+
 static void real_measure_tidy(void *ctx, bool wait)
 {
     struct real *w = ctx;
+    const struct probe_params *p = &w->o->probe;
     struct err e;
 
     /* The own share is a directory of ours: a killed probe's file goes
@@ -113,9 +128,23 @@ static void real_measure_tidy(void *ctx, bool wait)
     if (w->o->own_share) {
         if (place_tidy(w->o, &e) < 0)
             journal_log(LOG_WARNING, "removing a killed probe's file: %s", e.msg);
-        return;
+    } else {
+        measure_tidy(w->measure, p, wait);
     }
-    measure_tidy(w->measure, &w->o->probe, wait);
+    /* At the start (and the stop, after a reload that moved the probe):
+     * records no clean-up of this configuration visits (a url or
+     * directory changed since). */
+    if (wait) {
+        const char *place = w->o->own_share ? PROBE_PLACE_OWN_SHARE : p->url;
+        const char *dir = w->o->own_share ? NULL : p->directory;
+        char key[PROBE_MADE_KEY_LEN + 1];
+
+        probe_made_key(place, dir, key);
+        if (strcmp(key, w->others_told) != 0) {
+            memcpy(w->others_told, key, sizeof(key));
+            probe_made_others(w->o->state_dir, place, dir, say_other_place, NULL);
+        }
+    }
 }
 
 static void busy_stop(struct real *w)

@@ -189,18 +189,24 @@ static int make_made_dir(const struct probe_params *p, const char *base, char *o
                          struct err *e)
 {
     char key[PROBE_MADE_KEY_LEN + 1];
-    int fd, f;
+    int made, fd, f;
 
     probe_made_key(p->place ? p->place : p->url, p->directory, key);
     if ((size_t)snprintf(out, len, "%s/%s", base, PROBE_MADE_SUBDIR) >= len)
         return err_set(e, -ENAMETOOLONG, "work directory name too long");
-    fd = files_private_dir(out, FILES_DIR_MAKE | FILES_DIR_OWN, e);
-    if (fd < 0)
-        return fd;
-    close(fd);
-    if ((size_t)snprintf(out, len, "%s/%s/%s", base, PROBE_MADE_SUBDIR, key) >= len)
+    made = files_private_dir(out, FILES_DIR_MAKE | FILES_DIR_OWN, e);
+    if (made < 0)
+        return made;
+    if ((size_t)snprintf(out, len, "%s/%s/%s", base, PROBE_MADE_SUBDIR, key) >= len) {
+        close(made);
         return err_set(e, -ENAMETOOLONG, "work directory name too long");
+    }
     fd = files_private_dir(out, FILES_DIR_MAKE | FILES_DIR_OWN, e);
+    /* a new place's directory as durable as the records made in it (an
+     * fsync with nothing to write costs little) */
+    if (fd >= 0 && fsync(made) < 0)
+        fd = err_set(e, -errno, "%s: %s", out, strerror(errno));
+    close(made);
     if (fd < 0)
         return fd;
     /* For the admin who looks (README.Debian): no secret, a URL holds
@@ -210,6 +216,7 @@ static int make_made_dir(const struct probe_params *p, const char *base, char *o
     if (f >= 0) {
         dprintf(f, "%s%s%s\n", p->place ? p->place : p->url, p->directory ? " directory " : "",
                 p->directory ? p->directory : "");
+        fsync(f);
         close(f);
     }
     close(fd);
@@ -231,13 +238,6 @@ static int start(const struct probe_params *p, bool cleanup_only, struct probe_j
     memset(&c, 0, sizeof(c));
     c.p = p;
     c.cleanup_only = cleanup_only;
-    /* Each probe child that SIGKILL could not end is still there (child.h):
-     * while they fill the strays, another would only join them unseen. */
-    if (child_reap_strays() >= CHILD_STRAYS_MAX)
-        return err_set(e, -EAGAIN,
-                       "%d probe processes killed earlier have not ended: they wait in the "
-                       "kernel (a file system that does not answer?)",
-                       CHILD_STRAYS_MAX);
     if (p->url == NULL || p->url[0] == '\0')
         return err_set(e, -EINVAL, "no URL to probe");
     r = url_parse(p->url, &c.url, e);
@@ -261,6 +261,13 @@ static int start(const struct probe_params *p, bool cleanup_only, struct probe_j
     if (!(p->duration_s >= 0 && p->duration_s <= PROBE_MAX_DURATION_S))
         return err_set(e, -EINVAL, "the duration must be from 0 to %.0f s", PROBE_MAX_DURATION_S);
 
+    /* Each child that SIGKILL could not end is still there (child.h):
+     * while they fill the strays, another would only join them unseen. */
+    if (child_reap_strays() >= CHILD_STRAYS_MAX)
+        return err_set(e, -EAGAIN,
+                       "%d processes killed earlier (probes or credentials checks) have not "
+                       "ended: they wait in the kernel (a file system that does not answer?)",
+                       CHILD_STRAYS_MAX);
     basefd = open_workdir_base(p, base, sizeof(base), e);
     if (basefd < 0)
         return basefd;
@@ -356,13 +363,13 @@ int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e)
     end = probe_mono_ns();
     /* Done or not, the child has nothing left to do for us: SIGKILL is
      * harmless after `done` and the deadline's enforcement before it.
-     * `done` is read once it is dead: one that came between a read and
+     * `done` is read after the kill: one that came between a read and
      * the kill would otherwise be lost. */
     kill(job->pid, SIGKILL);
     /* Not without a bound: a child in the kernel on a file system that
      * does not answer (its credentials file on a hung mount) would hold
      * the caller, the daemon's loop, for as long. It is then left to
-     * child.h's strays, and is no result. */
+     * child.h's strays, and is no result unless it said `done`. */
     reaped = child_reap_within(job->pid, PROBE_REAP_WAIT_S, &ws);
     /* `done` is stored last and never undone: final even before the
      * reap (a slow exit under memory pressure). */

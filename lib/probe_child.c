@@ -123,6 +123,7 @@ static int remove_leftovers(struct child *c, int *why, char *kept_at)
     smbc_unlink_fn unlink_fn = api.getFunctionUnlink(c->ctx);
     smbc_stat_fn stat_fn = api.getFunctionStat(c->ctx);
     int max = LEFTOVER_MAX, attempts = 10, i, busy = 0, kept = 0;
+    bool more = false; /* the last pass took a whole batch: more may wait */
     int64_t stop = probe_mono_ns() + LEFTOVER_S * 1000000000LL;
 
     if (c->made < 0)
@@ -177,13 +178,20 @@ static int remove_leftovers(struct child *c, int *why, char *kept_at)
             if (*why == 0)
                 *why = ETIMEDOUT;
         }
-        if (busy == 0 && n < max)
+        more = n == max;
+        if (busy == 0 && !more)
             break;
         if (busy == 0)
             continue; /* a whole batch gone: the next */
         usleep(200 * 1000);
     }
     free(names);
+    /* a bound ended it after a whole batch: untold ones stay */
+    if (busy == 0 && more) {
+        busy = 1;
+        if (*why == 0)
+            *why = ETIMEDOUT;
+    }
     return busy < 0 ? busy : busy + kept;
 }
 

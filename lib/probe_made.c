@@ -2,6 +2,7 @@
  * probe_made.h). Used by the probe child only. */
 #include "probe_made.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -143,4 +144,82 @@ int probe_made_dead(int fd, char (*names)[256], int max)
     }
     closedir(d);
     return n;
+}
+
+/* A place's `place` file, one line of printable characters, into out. */
+static void read_place(int dfd, char *out, size_t len)
+{
+    int f = openat(dfd, PROBE_MADE_PLACE_FILE, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    ssize_t n = f < 0 ? -1 : read(f, out, len - 1);
+
+    if (f >= 0)
+        close(f);
+    if (n <= 0) {
+        snprintf(out, len, "(a place not named)");
+        return;
+    }
+    out[n] = '\0';
+    out[strcspn(out, "\n")] = '\0';
+    for (char *c = out; *c; c++)
+        if (!isprint((unsigned char)*c))
+            *c = '?';
+}
+
+int probe_made_others(const char *state_dir, const char *place, const char *directory,
+                      probe_made_place_fn fn, void *ud)
+{
+    char key[PROBE_MADE_KEY_LEN + 1], where[1024], (*names)[256];
+    int fd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), r = 0;
+    struct dirent *de;
+    DIR *d;
+
+    probe_made_key(place, directory, key);
+    if (fd >= 0) {
+        int up = openat(fd, PROBE_WORKDIR_SUBDIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+        close(fd);
+        fd = up < 0
+                 ? -1
+                 : openat(up, PROBE_MADE_SUBDIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (up >= 0)
+            close(up);
+    }
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -errno;
+    d = fdopendir(fd);
+    names = malloc(sizeof(*names) * PROBE_MADE_COUNT_MAX);
+    if (d == NULL || names == NULL) {
+        r = -ENOMEM;
+        if (d == NULL) {
+            r = -errno;
+            close(fd);
+        } else {
+            closedir(d);
+        }
+        free(names);
+        return r;
+    }
+    while ((de = readdir(d)) != NULL) {
+        int sub, n;
+
+        if (strlen(de->d_name) != PROBE_MADE_KEY_LEN || strcmp(de->d_name, key) == 0 ||
+            strspn(de->d_name, "0123456789abcdef") != PROBE_MADE_KEY_LEN)
+            continue;
+        sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0)
+            continue;
+        n = probe_made_dead(sub, names, PROBE_MADE_COUNT_MAX);
+        if (n > 0) {
+            char records[4200];
+
+            read_place(sub, where, sizeof(where));
+            snprintf(records, sizeof(records), "%s/%s/%s/%s", state_dir, PROBE_WORKDIR_SUBDIR,
+                     PROBE_MADE_SUBDIR, de->d_name);
+            fn(where, records, n, ud);
+        }
+        close(sub);
+    }
+    closedir(d);
+    free(names);
+    return 0;
 }

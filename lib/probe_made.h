@@ -52,4 +52,13 @@ int probe_made_dead(int fd, char (*names)[256], int max);
  * -errno. */
 int probe_made_forget_dead(const char *state_dir, const char *place);
 
+/* The places other than (place, directory) whose records hold names of
+ * probes that are gone (a url changed since: no clean-up of ours goes
+ * there now): fn is told each one's `place` text (printable only), the
+ * directory of its records and how many, up to PROBE_MADE_COUNT_MAX. 0 or -errno (no record: 0). */
+#define PROBE_MADE_COUNT_MAX 64
+typedef void (*probe_made_place_fn)(const char *where, const char *records, int n, void *ud);
+int probe_made_others(const char *state_dir, const char *place, const char *directory,
+                      probe_made_place_fn fn, void *ud);
+
 #endif

@@ -83,6 +83,8 @@ def record_made(state_dir, name, place, directory=None):
     d.mkdir(mode=0o700, parents=True, exist_ok=True)
     for up in (d.parent, d.parent.parent):
         os.chmod(up, 0o700)
+    if not (d / "place").exists():
+        (d / "place").write_text(f"{place}{' directory ' + directory if directory else ''}\n")
     (d / name).write_bytes(b"")
 
 

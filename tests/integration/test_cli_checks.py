@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from daemon_util import q, record_made
+from daemon_util import made_dir, q, record_made, records
 
 pytestmark = [pytest.mark.smbd]
 
@@ -262,3 +262,26 @@ def test_a_share_that_refuses_a_listing_needs_none(make_env):
     assert "removing a killed probe's file" not in err, err
     assert not planted.exists()
     assert env.leftovers() == []
+
+
+def test_records_of_a_place_probed_no_more_are_told_and_kept(make_env):
+    """A killed probe's file recorded at a place the configuration no
+    longer probes (its url changed since): no clean-up of this run goes
+    there, so the start says where it stays and how to remove it, once a
+    run, and keeps the record; the file there is left alone."""
+    env = make_env(WRITTEN, shares={"old": {}})
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    planted = env.srv.shares["old"] / f".smbtuned-probe-{socket.gethostname()}-{gone.pid}-00000000000000cf"
+    planted.write_bytes(b"x" * 4096)
+    old = env.srv.url.rsplit("/", 1)[0] + "/old"
+    record_made(env.state_dir, planted.name, old)
+    env.write_config(tune={"trials": q("client"), "max_bytes": "8M"})
+    rc, out, err = env.run("--once", "--dry-run", timeout=120)
+    assert rc == 0, f"exit {rc}\n{out}\n{err}"
+    told = re.findall(r"^<5>1 file of killed probes at " + re.escape(old) +
+                      r", which is probed no more, stays there: remove it by hand \(the names: "
+                      r"ls -A " + re.escape(str(made_dir(env.state_dir, old))) + r"\)", err, re.M)
+    assert len(told) == 1, err
+    assert planted.exists()
+    assert records(env.state_dir, old) == [planted.name]
