@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,12 +62,32 @@ int probe_made_open(const char *dir)
     return fd < 0 ? -errno : fd;
 }
 
+/* This boot's id (36 characters), or "" when it cannot be read. */
+static void boot_id(char *out, size_t len)
+{
+    int f = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    ssize_t n = f < 0 ? -1 : read(f, out, len - 1);
+
+    if (f >= 0)
+        close(f);
+    out[n > 0 ? n : 0] = '\0';
+    out[strcspn(out, "\n")] = '\0';
+}
+
 int probe_made_add(int fd, const char *name)
 {
     int f = openat(fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    unsigned long long start = 0;
+    char boot[64];
 
     if (f < 0)
         return -errno;
+    /* Who made it, beyond the pid in the name: after a power cut the pid
+     * may be a long-lived process of the next boot, which would keep the
+     * file for as long. Lost (an empty record), the pid alone judges. */
+    boot_id(boot, sizeof(boot));
+    if (boot[0] != '\0' && kernel_proc_start(getpid(), &start) == 0)
+        dprintf(f, "boot=%s start=%llu\n", boot, start);
     close(f);
     /* The name must outlive a power cut that the share's file outlives:
      * a record lost would leave that file for good. */
@@ -115,8 +136,26 @@ int probe_made_forget_dead(const char *state_dir, const char *place)
     return n < 0 ? n : 0;
 }
 
+/* Is the probe that recorded name (pid from the name) still running? By
+ * the record's boot and start time when it has them, else by the pid. */
+static bool recorder_alive(int fd, const char *name, pid_t pid, const char *boot)
+{
+    char buf[160], rboot[64];
+    unsigned long long start;
+    int f = openat(fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    ssize_t n = f < 0 ? -1 : read(f, buf, sizeof(buf) - 1);
+
+    if (f >= 0)
+        close(f);
+    buf[n > 0 ? n : 0] = '\0';
+    if (boot[0] != '\0' && sscanf(buf, "boot=%63s start=%llu", rboot, &start) == 2)
+        return strcmp(rboot, boot) == 0 && kernel_pid_is(pid, start);
+    return kernel_pid_alive(pid);
+}
+
 int probe_made_dead(int fd, char (*names)[256], int max)
 {
+    char boot[64];
     int dfd = dup(fd), n = 0;
     struct dirent *de;
     DIR *d;
@@ -132,13 +171,14 @@ int probe_made_dead(int fd, char (*names)[256], int max)
     }
     /* the fd's offset is shared with dfd: read from the start */
     rewinddir(d);
+    boot_id(boot, sizeof(boot));
     while (n < max && (de = readdir(d)) != NULL) {
         pid_t pid = probe_made_pid(de->d_name);
         struct stat st;
 
         if (pid < 0 || strlen(de->d_name) >= sizeof(names[0]) ||
             fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
-            kernel_pid_alive(pid))
+            recorder_alive(fd, de->d_name, pid, boot))
             continue;
         snprintf(names[n++], sizeof(names[0]), "%s", de->d_name);
     }

@@ -1,8 +1,9 @@
 /* probe_made: the record of the probe files our probes made, kept in the
  * state directory (<state_dir>/probe/made, ours alone, 0700): a directory
  * per place probed (probe_params.place: its name is probe_made_key(), and
- * its file `place` says which), holding one empty file per probe file, of
- * the same name, written (and made durable) before the probe file is
+ * its file `place` says which), holding one file per probe file, of the
+ * same name and holding the boot and start time of the probe that made
+ * it, written (and made durable) before the probe file is
  * created on the share, removed once the probe file is deleted. A
  * clean-up of a place deletes there only names recorded for it whose
  * probe is gone: never a name it found in a listing, which any user of
@@ -39,7 +40,9 @@ int probe_made_add(int fd, const char *name);
 /* Forget name: 0 (also when it was not recorded) or -errno. */
 int probe_made_drop(int fd, const char *name);
 
-/* Up to max recorded names whose probe is gone, into names (each of
+/* Up to max recorded names whose probe is gone (another boot's, or its
+ * pid no longer the process that started then; a record without them: the
+ * pid gone), into names (each of
  * len bytes): their count, or -errno when the directory cannot be read.
  * Entries that are not regular files of exactly the recorded shape are
  * passed over. */

@@ -448,15 +448,24 @@ def test_a_probe_records_its_file_until_it_is_deleted(smbd, smbtuned, tmp_path):
                           "--url", smbd.url, "--json"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
+    texts = set()
     while p.poll() is None and time.monotonic() < deadline:
         files = probe_files(smbd.share_dir)
         if files:
             seen.append((files, records(state)))
+            for r in made_dir(state, smbd.url).glob(PREFIX + "*"):
+                try:
+                    texts.add(r.read_text())
+                except FileNotFoundError:
+                    pass
         time.sleep(0.05)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err
     assert seen, "the probe file was never seen"
     assert all(set(f) <= set(rec) for f, rec in seen), seen
+    # who made it: this boot, and the start time of the pid in its name
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert texts and all(re.fullmatch(rf"boot={boot} start=\d+\n", t) for t in texts), texts
     assert probe_files(smbd.share_dir) == [] and records(state) == []
 
 

@@ -29,6 +29,7 @@
 #include "probe_child.h"
 #include "probe_made.h"
 #include "child.h"
+#include "kernel.h"
 #include "stuck.h"
 
 static void test_check_socket_options(void **state)
@@ -658,6 +659,72 @@ static void test_finish_of_a_stuck_child(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* Who made a record: a probe of another boot, or one whose pid is now
+ * another process, is gone whatever lives under its pid; a record without
+ * them is judged by its pid. */
+static void write_record(const char *dir, const char *name, const char *text)
+{
+    char path[PATH_MAX + 300];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    assert_int_equal(fclose(f), 0);
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+static void test_made_dead_by_boot_and_start(void **state)
+{
+    char dir[] = "/tmp/test_probe_made.XXXXXX", boot[64] = "", text[200], cmd[128];
+    char names[8][256], me[128], gone[128];
+    unsigned long long start;
+    long self = (long)getpid();
+    FILE *f;
+    int fd, n;
+
+    (void)state;
+    f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    assert_non_null(f);
+    assert_non_null(fgets(boot, sizeof(boot), f));
+    fclose(f);
+    boot[strcspn(boot, "\n")] = '\0';
+    assert_int_equal(kernel_proc_start(getpid(), &start), 0);
+    assert_non_null(mkdtemp(dir));
+    fd = open(dir, O_RDONLY | O_DIRECTORY);
+    assert_true(fd >= 0);
+
+    /* what probe_made_add writes: this process, alive */
+    snprintf(me, sizeof(me), PROBE_FILE_PREFIX "h-%ld-00000000000000a1", self);
+    assert_int_equal(probe_made_add(fd, me), 0);
+    /* this pid, but made in another boot: a power cut ago */
+    snprintf(gone, sizeof(gone), PROBE_FILE_PREFIX "h-%ld-00000000000000a2", self);
+    write_record(dir, gone, "boot=00000000-0000-0000-0000-000000000000 start=1\n");
+    /* this pid and boot, another start: the pid was taken again */
+    snprintf(text, sizeof(text), "boot=%s start=%llu\n", boot, start + 1);
+    write_record(dir, PROBE_FILE_PREFIX "h-1-00000000000000a3", "");
+    snprintf(names[0], sizeof(names[0]), PROBE_FILE_PREFIX "h-%ld-00000000000000a4", self);
+    write_record(dir, names[0], text);
+    /* no content: the pid alone (alive: this process; 1 is init) */
+    snprintf(names[1], sizeof(names[1]), PROBE_FILE_PREFIX "h-%ld-00000000000000a5", self);
+    write_record(dir, names[1], "");
+
+    n = probe_made_dead(fd, names, 8);
+    assert_int_equal(n, 2);
+    qsort(names, (size_t)n, sizeof(names[0]), by_name);
+    assert_string_equal(names[0], gone);
+    snprintf(text, sizeof(text), PROBE_FILE_PREFIX "h-%ld-00000000000000a4", self);
+    assert_string_equal(names[1], text);
+    close(fd);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* The record's names: exactly PREFIX<host>-<pid>-<16 hex>, any host. */
 static void test_made_pid(void **state)
 {
@@ -688,6 +755,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_socket_options),
         cmocka_unit_test(test_made_pid),
+        cmocka_unit_test(test_made_dead_by_boot_and_start),
         cmocka_unit_test(test_finish_of_a_stuck_child),
         cmocka_unit_test(test_classify),
         cmocka_unit_test(test_outcome_names),
