@@ -54,7 +54,7 @@ int cmd_probe(const struct opts *o)
     struct tuner_opts t;
     struct probe_params p;
     struct probe_result r;
-    struct err e = {{0}};
+    struct err e = {{0}}, tidy = {{0}};
     int ret;
 
     /* Until the URL has been checked it is not shown: it may carry a
@@ -75,9 +75,12 @@ int cmd_probe(const struct opts *o)
                              "on a share of their own)");
     p = t.probe;
 
-    ret = probe_run(&p, &r, &e);
+    ret = probe_run(&p, &r, &tidy, &e);
     if (ret < 0)
         return setup_failure(o, p.url, e.msg);
+    /* a killed probe's file left in the share: said, not the outcome */
+    if (tidy.msg[0] != '\0')
+        fprintf(stderr, "smbtuned: probe: warning: removing killed probes' files: %s\n", tidy.msg);
 
     if (o->json) {
         char line[1024];

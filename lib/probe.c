@@ -494,12 +494,12 @@ int probe_cleanup(const struct probe_params *p, struct err *e)
     return ret;
 }
 
-int probe_run(const struct probe_params *p, struct probe_result *r, struct err *e)
+int probe_run(const struct probe_params *p, struct probe_result *r, struct err *tidy, struct err *e)
 {
     struct probe_job job;
-    struct err e2;
     int ret;
 
+    tidy->msg[0] = '\0';
     ret = probe_start(p, &job, e);
     if (ret < 0)
         return ret;
@@ -508,8 +508,9 @@ int probe_run(const struct probe_params *p, struct probe_result *r, struct err *
     /* A measurement does not look for killed probes' files (probe_child.c
      * says why): a clean-up child does, once the share was reached, which
      * also takes the file of a child killed at its deadline. Best effort,
-     * bounded. */
-    if (ret == 0 && r->stage >= PROBE_STAGE_REACHED)
-        probe_cleanup(p, &e2);
+     * bounded; the caller says when it failed. */
+    if (ret == 0 && r->stage >= PROBE_STAGE_REACHED && probe_cleanup(p, tidy) < 0 &&
+        tidy->msg[0] == '\0')
+        snprintf(tidy->msg, sizeof(tidy->msg), "the clean-up failed");
     return ret;
 }

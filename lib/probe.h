@@ -207,8 +207,10 @@ int probe_cleanup(const struct probe_params *p, struct err *e);
 
 /* probe_start + wait + probe_finish. Then, once the share was reached, a
  * short cleanup-only child removes the files killed probes left, this
- * one's after a timeout included. */
-int probe_run(const struct probe_params *p, struct probe_result *r, struct err *e);
+ * one's after a timeout included; when that fails, why goes into tidy
+ * (not NULL: its msg is "" when it did not fail). */
+int probe_run(const struct probe_params *p, struct probe_result *r, struct err *tidy,
+              struct err *e);
 
 const char *probe_outcome_name(enum probe_outcome o);
 

@@ -17,7 +17,7 @@ int main(int argc, char **argv)
 {
     struct probe_params p;
     struct probe_result r;
-    struct err e = {{0}};
+    struct err e = {{0}}, tidy = {{0}};
     char line[4096];
     char *end;
 
@@ -36,7 +36,7 @@ int main(int argc, char **argv)
     p.duration_s = 0;
     p.workdir_base = argv[4];
     p.credentials = argc == 6 ? argv[5] : NULL;
-    if (probe_run(&p, &r, &e) < 0 || probe_result_json(&r, line, sizeof(line)) < 0) {
+    if (probe_run(&p, &r, &tidy, &e) < 0 || probe_result_json(&r, line, sizeof(line)) < 0) {
         fprintf(stderr, "probe_driver: %s\n", e.msg);
         return 1;
     }

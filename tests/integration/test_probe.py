@@ -360,6 +360,26 @@ def test_read_only_share_is_access_denied(smbd_factory, smbtuned, tmp_path):
     assert url in r.stderr
 
 
+def test_a_file_the_clean_up_cannot_remove_is_a_warning(smbd_factory, smbtuned, tmp_path):
+    """--probe measures, then its clean-up finds a killed probe's recorded
+    file it may not remove (root's, in a sticky share): the outcome stands
+    and the exit status is 0, and stderr says the file stays."""
+    srv = smbd_factory(shares={"sticky": {}})
+    share = srv.shares["sticky"]
+    share.chmod(0o1777)
+    url = f"smb://127.0.0.1:{srv.port}/sticky"
+    dead = f"{PREFIX}{own_host()}-{dead_pid()}-00000000000000fa"
+    (share / dead).write_bytes(b"x")  # root's: the guest may not remove it
+    record_made(tmp_path / "state", dead, url)
+    r = run_probe(smbtuned, probe_conf(tmp_path), url=url)
+    assert r.returncode == 0, r.stderr
+    assert result(r)["outcome"] == "ok"
+    assert re.search(r"^smbtuned: probe: warning: removing killed probes' files: the clean-up "
+                     r"failed \(1 file of killed probes could not be removed", r.stderr,
+                     re.M), r.stderr
+    assert (share / dead).exists()
+
+
 @pytest.fixture
 def full_tmpfs(tmp_path):
     """A 2 MiB tmpfs under tmp_path (unmounted at the end)."""
