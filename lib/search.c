@@ -20,11 +20,9 @@
  * AUTO, then the other sizes next to it; from AUTO, a walk down from the
  * cap in steps of four (cap, cap/4, ...), which stops at the first point
  * significantly below a point above it (on the rising side of the curve
- * every smaller size is worse still), or at one level with the best one
- * walked (a plateau: WALK_LEVEL_GAIN in search_dim_cmp.c). A size that
- * times out is no place to climb from: from it the walk is tried too.
- * Levels that were incumbents are never tried again, so the search cannot
- * cycle.
+ * every smaller size is worse still). A size that times out is no place to
+ * climb from: from it the walk is tried too. Levels that were incumbents
+ * are never tried again, so the search cannot cycle.
  *
  * A candidate is compared with the incumbent (how: search_dim_cmp.c) once
  * both sides are sampled up to the next look (3, 5, 8, 12, ... samples a
@@ -211,9 +209,7 @@ static void reject(struct search *s, struct search_dim *d, const struct search_c
     d->cand = -1;
     if (!d->cand_walk)
         return;
-    bool below = d->walk_best >= 0 && search_dim_below(d, cand, d->walk_best);
-    bool level = d->walk_best >= 0 && !below && search_dim_level(&s->p, d, cand, d->walk_best);
-    if (below || level) {
+    if (d->walk_best >= 0 && search_dim_below(d, cand, d->walk_best)) {
         int n = 0;
         for (int j = 0; j < d->nqueue; j++) {
             if (!d->queue_walk[j] || d->lv[d->queue[j]].size > d->lv[cand].size) {
@@ -222,7 +218,7 @@ static void reject(struct search *s, struct search_dim *d, const struct search_c
             }
         }
         d->nqueue = n;
-        why(s, "%s: %s is %s %s, the walk down stops", d->name, b, below ? "below" : "level with",
+        why(s, "%s: %s is below %s, the walk down stops", d->name, b,
             search_size_str(d->lv[d->walk_best].size, a, sizeof(a)));
     }
     if (d->walk_best < 0 || d->lv[cand].mean > d->lv[d->walk_best].mean)

@@ -127,9 +127,6 @@ bool search_dim_futile_between(const struct search_params *p, const struct searc
                                struct search_cmp *out);
 /* Is level a significantly below level b? */
 bool search_dim_below(const struct search_dim *d, int a, int b);
-/* Do the data rule out that level a is well above level b (the walk's
- * "level with", search_dim_cmp.c)? */
-bool search_dim_level(const struct search_params *p, const struct search_dim *d, int a, int b);
 
 /* ---- the queue of neighbours ---- */
 

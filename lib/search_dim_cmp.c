@@ -97,31 +97,6 @@
 /* The walk down from the cap stops at a point below a higher one at this
  * level. */
 #define WALK_STOP_ALPHA 0.05
-/* It also stops at a point level with the best one walked: one the data
- * show is not WALK_LEVEL_GAIN above it (the upper bound at FUT_Z_GAIN
- * standard errors, at FUT_Z_MOVE while either side has fewer than
- * FUTILITY_MIN samples; never before min_samples). The walk looks for a
- * size that beats AUTO by what the sizes worth taking gain in FACTS.md,
- * 35% and more, and no point it has walked was such a gain. A smaller
- * size is worth walking to only while the curve rises towards it: above a
- * peak the rate falls as the size grows (interior: 15% per doubling, 38%
- * from one walked point to the next, the walk taking each second size);
- * below one every smaller size is worse (the rule above). Two walked
- * points within 35% of each other show no such rise: a plateau (flat;
- * wan-100's 4M and 1M), and the sizes below it are no higher. What this
- * could miss is a peak below a plateau that falls by less than 35% per
- * two doublings above it; no curve measured in FACTS.md does (they rise
- * to a plateau; loopback's cannot rank 64 KiB and above).
- *
- * Why: on the flat objective the walk tried all five sizes, each dropped
- * at 5 to 40 samples, most of the cost from AUTO (bench/search-sim median
- * samples from AUTO at sigma 0.05, 0.15, 0.25: 32, 60, 128 before; 16,
- * 37, 77 with it). The guards on few samples: without them (z 2 from
- * FUT_MIN samples) interior at sigma 0.25 ended 4 to 6 runs of 2000 more
- * outside 10% (its 1M, 42% above AUTO, dropped at 5 samples a side, where
- * the walk used to go on to 256K, as good); with "not significantly
- * above" at WALK_STOP_ALPHA instead of the bound, 8 to 10. */
-#define WALK_LEVEL_GAIN 0.35
 
 /* ---- the comparison ---- */
 
@@ -373,16 +348,4 @@ bool search_dim_below(const struct search_dim *d, int a, int b)
         return false;
     double se = d->sigma * sqrt(1.0 / la->kept + 1.0 / lb->kept);
     return stats_t_cdf((la->mean - lb->mean) / se, d->df) < WALK_STOP_ALPHA;
-}
-
-/* Is level a shown not to be WALK_LEVEL_GAIN above level b? */
-bool search_dim_level(const struct search_params *p, const struct search_dim *d, int a, int b)
-{
-    const struct search_level *la = &d->lv[a], *lb = &d->lv[b];
-    if (la->kept < p->min_samples || lb->kept < p->min_samples || isnan(d->sigma))
-        return false;
-    double se = d->sigma * sqrt(1.0 / la->kept + 1.0 / lb->kept);
-    double z = la->kept >= FUTILITY_MIN && lb->kept >= FUTILITY_MIN ? FUT_Z_GAIN : FUT_Z_MOVE;
-    double t = stats_t_quantile(stats_norm_cdf(z), d->df);
-    return la->mean - lb->mean + t * se < log1p(WALK_LEVEL_GAIN);
 }

@@ -285,36 +285,6 @@ static void test_walk_from_cap(void **state)
     search_free(s);
 }
 
-/* From AUTO on a plateau (every size as fast as AUTO) the walk down stops
- * at its second size, level with the first: 16M and 4M are tried, 1M and
- * below are not, and the search ends at AUTO. */
-static void test_walk_stops_on_a_plateau(void **state)
-{
-    struct search_params p;
-    struct search_config c;
-    bool tried[64] = {false}, level = false;
-    int i = 0;
-
-    search_params_default(&p);
-    struct search *s = new_search(&p, AUTO);
-    while (i++ < 400 && search_ask(s, &c) == SEARCH_MEASURE) {
-        struct search_sample x = {0};
-        flat_rates(c, &x);
-        if (c.rcvbuf != SEARCH_AUTO)
-            tried[__builtin_ctzl((unsigned long)c.rcvbuf)] = true;
-        assert_true(search_tell(s, c, &x) >= 0);
-        level = level || strstr(search_why(s), "SO_RCVBUF: 4194304 is level with 16777216, "
-                                               "the walk down stops") != NULL;
-    }
-    assert_true(search_converged(s));
-    assert_true(level);
-    for (int k = 0; k < 64; k++)
-        assert_int_equal(tried[k], k == 24 || k == 22);
-    assert_int_equal(search_incumbent(s).rcvbuf, SEARCH_AUTO);
-    assert_int_equal(search_incumbent(s).sndbuf, SEARCH_AUTO);
-    search_free(s);
-}
-
 /* A move logs why, then what; the rate that ranks the buffer is named. */
 static void test_why(void **state)
 {
@@ -967,7 +937,6 @@ int main(void)
         cmocka_unit_test(test_off_lattice),
         cmocka_unit_test(test_plateau_without_auto),
         cmocka_unit_test(test_walk_from_cap),
-        cmocka_unit_test(test_walk_stops_on_a_plateau),
         cmocka_unit_test(test_why),
         cmocka_unit_test(test_futile_keeps_auto),
         cmocka_unit_test(test_futile_at_the_cap_says_so),
