@@ -111,7 +111,8 @@ static void say_other_place(const char *where, const char *records, int n, void 
     (void)ud;
     journal_log(LOG_NOTICE,
                 "%d%s file%s of killed probes at %s, which is probed no more, stay%s there: "
-                "remove %s by hand (the names: ls -A %s), or probe it once more",
+                "remove %s by hand (the names: ls -A %s), then that directory, which this "
+                "notice reads",
                 n, n == PROBE_MADE_COUNT_MAX ? " or more" : "", n == 1 ? "" : "s", where,
                 n == 1 ? "s" : "", n == 1 ? "it" : "them", records);
 }

@@ -204,8 +204,12 @@ static int make_made_dir(const struct probe_params *p, const char *base, char *o
     fd = files_private_dir(out, FILES_DIR_MAKE | FILES_DIR_OWN, e);
     /* a new place's directory as durable as the records made in it (an
      * fsync with nothing to write costs little) */
-    if (fd >= 0 && fsync(made) < 0)
-        fd = err_set(e, -errno, "%s: %s", out, strerror(errno));
+    if (fd >= 0 && fsync(made) < 0) {
+        int r = -errno;
+
+        close(fd);
+        fd = err_set(e, r, "%s/%s: %s", base, PROBE_MADE_SUBDIR, strerror(-r));
+    }
     close(made);
     if (fd < 0)
         return fd;

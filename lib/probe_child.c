@@ -412,6 +412,11 @@ static enum probe_outcome measure(struct child *c)
                         "' to that share",
                         left, left == 1 ? "" : "s", kept_at,
                         why == EEXIST ? "still there after a delete" : strerror(why));
+        if (left > 0 && why == ETIMEDOUT)
+            return fail(c, PROBE_ERROR,
+                        "at least %d file%s of killed probes stay%s: the clean-up's %d s were "
+                        "over; the next clean-up goes on",
+                        left, left == 1 ? "" : "s", left == 1 ? "s" : "", LEFTOVER_S);
         return left == 0
                    ? PROBE_OK
                    : fail(c, PROBE_ERROR, "%d file%s of killed probes could not be removed: %s",

@@ -1,5 +1,6 @@
 /* probe_made: the record of the probe files our probes made (see
- * probe_made.h). Used by the probe child only. */
+ * probe_made.h). The probe child writes and reads it; the daemon forgets
+ * the own share's and tells of other places'. */
 #include "probe_made.h"
 
 #include <ctype.h>
@@ -88,6 +89,15 @@ int probe_made_add(int fd, const char *name)
     boot_id(boot, sizeof(boot));
     if (boot[0] != '\0' && kernel_proc_start(getpid(), &start) == 0)
         dprintf(f, "boot=%s start=%llu\n", boot, start);
+    /* its content too: a power cut within the writeback delay would
+     * leave an empty record, judged by the pid alone */
+    if (fsync(f) < 0) {
+        int r = -errno;
+
+        close(f);
+        unlinkat(fd, name, 0);
+        return r;
+    }
     close(f);
     /* The name must outlive a power cut that the share's file outlives:
      * a record lost would leave that file for good. */
@@ -148,8 +158,16 @@ static bool recorder_alive(int fd, const char *name, pid_t pid, const char *boot
     if (f >= 0)
         close(f);
     buf[n > 0 ? n : 0] = '\0';
-    if (boot[0] != '\0' && sscanf(buf, "boot=%63s start=%llu", rboot, &start) == 2)
-        return strcmp(rboot, boot) == 0 && kernel_pid_is(pid, start);
+    if (boot[0] != '\0' && sscanf(buf, "boot=%63s start=%llu", rboot, &start) == 2) {
+        unsigned long long now;
+
+        /* Gone only when known to be: of another boot, or a pid that is
+         * no process or another one now. A stat we may not read (hidepid)
+         * is a live probe's, whose file must not go. */
+        if (strcmp(rboot, boot) != 0 || !kernel_pid_alive(pid))
+            return false;
+        return kernel_proc_start(pid, &now) < 0 || now == start;
+    }
     return kernel_pid_alive(pid);
 }
 
@@ -189,8 +207,9 @@ int probe_made_dead(int fd, char (*names)[256], int max)
 /* A place's `place` file, one line of printable characters, into out. */
 static void read_place(int dfd, char *out, size_t len)
 {
-    int f = openat(dfd, PROBE_MADE_PLACE_FILE, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    ssize_t n = f < 0 ? -1 : read(f, out, len - 1);
+    int f = openat(dfd, PROBE_MADE_PLACE_FILE, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    ssize_t n = f < 0 || fstat(f, &st) < 0 || !S_ISREG(st.st_mode) ? -1 : read(f, out, len - 1);
 
     if (f >= 0)
         close(f);
