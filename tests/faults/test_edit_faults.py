@@ -46,7 +46,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon_util import EDITOR_TEMP_GLOB, LEGACY, q, socket_line_index, socket_value
+from daemon_util import EDITOR_TEMP_GLOB, LEGACY, q, records, socket_line_index, socket_value
 from faultutil import (FaultEnv, check_journal, check_promises, journal_lines, wait_until,
                        wrapper)
 
@@ -187,10 +187,12 @@ class ConfOnTmpfs:
 
 
 def assert_no_state_temps(env):
-    """No temp file of an atomic write, no probe work directory left in the
-    state directory."""
+    """No temp file of an atomic write, no probe work directory and no
+    record of a probe file left in the state directory (the record's
+    directories, probe/made, stay: they are its)."""
     sd = Path(env.state_dir)
-    left = sorted(sd.glob(".smbtuned-*")) + sorted(sd.glob("probe/*"))
+    left = (sorted(sd.glob(".smbtuned-*")) +
+            sorted(p for p in sd.glob("probe/*") if p.name != "made") + records(sd))
     assert not left, f"left in the state directory: {left}"
 
 

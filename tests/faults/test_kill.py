@@ -39,7 +39,7 @@ import time
 
 import pytest
 
-from daemon_util import LEGACY, RESULT_RE, only_socket_line_changed, q, socket_value
+from daemon_util import LEGACY, RESULT_RE, only_socket_line_changed, q, record_made, socket_value
 from faultutil import (check_journal, check_promises, fault_env, hold_after_write,  # noqa: F401
                        shadow_pids, wait_until, wrapper)
 
@@ -337,6 +337,7 @@ def test_start_removes_the_file_of_a_probe_killed_with_its_daemon(fault_env, fau
         name = f".smbtuned-probe-{socket.gethostname()}-{zombie.pid}-00000000000000ab"
         planted = env.srv.share_dir / name
         planted.write_bytes(b"x" * 4096)
+        record_made(env.state_dir, name, env.srv.url)
         before = env.srv.conf.read_bytes()
         r = Rounds(env, "live", random.Random(SEED), faults)
         d = r.start_recovered(PROBE_SIZES[0])
