@@ -25,8 +25,6 @@
 #include "child.h"
 #include "connect_guard.h"
 #include "creds.h"
-#include "kernel.h"
-#include "parse.h"
 #include "probe_made.h"
 #include "smbc_api.h"
 
@@ -39,11 +37,11 @@ static const struct addrinfo lookup_hints = {.ai_socktype = SOCK_STREAM};
 /* Probe files left by killed probes are removed by a cleanup-only child,
  * never by a measurement (whose time is its sample's: a file the server
  * still holds for a connection that just died takes retries), and only
- * those whose names our probes recorded
- * before they made them (probe_made.h): a clean-up lists nothing on the
- * share (a listing is as long as whoever can write there makes it, and
- * its names are anybody's). It deletes at most LEFTOVER_MAX files a pass
- * and spends at most LEFTOVER_S seconds. */
+ * those whose names our probes recorded before they made them
+ * (probe_made.h): a clean-up lists nothing on the share (a listing is as
+ * long as whoever can write there makes it, and its names are
+ * anybody's). It deletes at most LEFTOVER_MAX files a pass and spends at
+ * most LEFTOVER_S seconds. */
 #define LEFTOVER_MAX 256
 #define LEFTOVER_S 10
 
@@ -107,13 +105,20 @@ static void read_client_buffers(struct child *c)
     }
 }
 
+/* The probe file name is gone from the share: forget its record. */
+static void forget(struct child *c, const char *name)
+{
+    if (c->made >= 0)
+        probe_made_drop(c->made, name);
+}
+
 /* Remove the probe files our probes recorded (probe_made.h) whose
  * process is gone (a probe killed at its deadline leaves its file), and
  * forget them: those of live probes are left alone. A file still held
  * open by the server for a connection that just died cannot be deleted
  * yet: the pass is retried a few times. A record whose file is not there
- * (deleted after all, or made in another target before the configuration
- * changed) is forgotten too. Bounded (see LEFTOVER_MAX). Returns how many
+ * (deleted after all, or never made: its create failed) is forgotten
+ * too. Bounded (see LEFTOVER_MAX). Returns how many
  * stayed (the last pass's), or -1 when the record could not be read; *why
  * the errno of the last refusal; kept_at (PROBE_RECYCLE_PATH bytes) the
  * place of a recycle copy that stays, or "". */
@@ -151,7 +156,7 @@ static int remove_leftovers(struct child *c, int *why, char *kept_at)
             /* What has the name now is not a file we made (libsmbclient's
              * unlink also removes an empty directory): not ours. */
             if (stat_fn(c->ctx, url, &st) == 0 && !S_ISREG(st.st_mode)) {
-                probe_made_drop(c->made, names[k]);
+                forget(c, names[k]);
                 continue;
             }
             if (unlink_fn(c->ctx, url) < 0 && errno != ENOENT) {
@@ -170,7 +175,7 @@ static int remove_leftovers(struct child *c, int *why, char *kept_at)
                 snprintf(kept_at, PROBE_RECYCLE_PATH, "%s", where);
                 kept++;
             }
-            probe_made_drop(c->made, names[k]);
+            forget(c, names[k]);
         }
         /* names the time bound left untried stay too */
         if (k < n) {
@@ -193,13 +198,6 @@ static int remove_leftovers(struct child *c, int *why, char *kept_at)
             *why = ETIMEDOUT;
     }
     return busy < 0 ? busy : busy + kept;
-}
-
-/* The probe file name is gone from the share: forget its record. */
-static void forget(struct child *c, const char *name)
-{
-    if (c->made >= 0)
-        probe_made_drop(c->made, name);
 }
 
 /* PREFIX<host>-<pid>-<16 hex digits>: unpredictable, so that nobody can
@@ -245,10 +243,8 @@ static enum probe_outcome create_probe_file(struct child *c, char *file_url, siz
             return PROBE_OK;
         er = errno;
         if (er != EEXIST)
-            break; /* it may have been made all the same: the record stays */
-        /* someone else's: not ours to remove */
-        if (c->made >= 0)
-            probe_made_drop(c->made, name);
+            break;       /* it may have been made all the same: the record stays */
+        forget(c, name); /* someone else's: not ours to remove */
     }
     file_url[0] = '\0';
     return fail(c, probe_classify_errno(er, false), "creating the probe file: %s%s", strerror(er),

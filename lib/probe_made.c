@@ -115,23 +115,36 @@ int probe_made_drop(int fd, const char *name)
     return unlinkat(fd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
 }
 
+/* STATE_DIR/probe/made, or its directory key (not NULL), opened without
+ * following a link on the way: the fd, or -errno. */
+static int open_records(const char *state_dir, const char *key)
+{
+    const char *const way[] = {PROBE_WORKDIR_SUBDIR, PROBE_MADE_SUBDIR, key};
+    size_t k, steps = key != NULL ? 3 : 2;
+    int fd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+    for (k = 0; fd >= 0 && k < steps; k++) {
+        int next = openat(fd, way[k], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int er = errno;
+
+        close(fd);
+        if (next < 0)
+            return -er;
+        fd = next;
+    }
+    return fd < 0 ? -errno : fd;
+}
+
 int probe_made_forget_dead(const char *state_dir, const char *place)
 {
     char key[PROBE_MADE_KEY_LEN + 1];
-    const char *const way[] = {PROBE_WORKDIR_SUBDIR, PROBE_MADE_SUBDIR, key};
     char names[64][256];
-    int fd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), n, i;
-    size_t k;
+    int fd, n, i;
 
     probe_made_key(place, NULL, key);
-    for (k = 0; fd >= 0 && k < sizeof(way) / sizeof(way[0]); k++) {
-        int next = openat(fd, way[k], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-
-        close(fd);
-        fd = next;
-    }
+    fd = open_records(state_dir, key);
     if (fd < 0)
-        return errno == ENOENT ? 0 : -errno;
+        return fd == -ENOENT ? 0 : fd;
     /* a batch at a time: each pass sees only what is still there */
     while ((n = probe_made_dead(fd, names, 64)) > 0) {
         for (i = 0; i < n; i++)
@@ -228,35 +241,23 @@ int probe_made_others(const char *state_dir, const char *place, const char *dire
                       probe_made_place_fn fn, void *ud)
 {
     char key[PROBE_MADE_KEY_LEN + 1], where[1024], (*names)[256];
-    int fd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), r = 0;
     struct dirent *de;
     DIR *d;
+    int fd;
 
     probe_made_key(place, directory, key);
-    if (fd >= 0) {
-        int up = openat(fd, PROBE_WORKDIR_SUBDIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-
-        close(fd);
-        fd = up < 0
-                 ? -1
-                 : openat(up, PROBE_MADE_SUBDIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (up >= 0)
-            close(up);
-    }
-    if (fd < 0)
-        return errno == ENOENT ? 0 : -errno;
-    d = fdopendir(fd);
     names = malloc(sizeof(*names) * PROBE_MADE_COUNT_MAX);
-    if (d == NULL || names == NULL) {
-        r = -ENOMEM;
-        if (d == NULL) {
-            r = -errno;
+    if (names == NULL)
+        return -ENOMEM;
+    fd = open_records(state_dir, NULL);
+    d = fd < 0 ? NULL : fdopendir(fd);
+    if (d == NULL) {
+        int r = fd < 0 ? fd : -errno;
+
+        if (fd >= 0)
             close(fd);
-        } else {
-            closedir(d);
-        }
         free(names);
-        return r;
+        return r == -ENOENT ? 0 : r;
     }
     while ((de = readdir(d)) != NULL) {
         int sub, n;
