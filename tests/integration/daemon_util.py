@@ -59,7 +59,6 @@ def q(s):
     return '"' + str(s).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-
 OWN_SHARE_PLACE = "smbtuned's own share"  # lib/probe.h PROBE_PLACE_OWN_SHARE
 
 
@@ -95,6 +94,7 @@ def records(state_dir, place=None, directory=None):
         return []
     files = d.iterdir() if place is not None else d.glob("*/*")
     return sorted(p.name for p in files if p.name != "place")
+
 
 def read_state(state_dir):
     """STATE_DIR/state as {key: value} (the value's raw text); {} if absent."""
