@@ -20,8 +20,9 @@
  * AUTO, then the other sizes next to it; from AUTO, a walk down from the
  * cap in steps of four (cap, cap/4, ...), which stops at the first point
  * significantly below a point above it (on the rising side of the curve
- * every smaller size is worse still). A size that times out is no place to
- * climb from: from it the walk is tried too. Levels that were incumbents
+ * every smaller size is worse still); from the cap, AUTO and then the same
+ * walk. A size that times out is no place to climb from: from it the walk
+ * is tried too. Levels that were incumbents
  * are never tried again, so the search cannot cycle.
  *
  * A candidate is compared with the incumbent (how: search_dim_cmp.c) once

@@ -28,6 +28,7 @@ enum sim_kind {
     SIM_INTERIOR,    /* a single peak at 512 KiB, 15% lower one step away */
     SIM_FLAT,        /* loopback-like: every configuration equal */
     SIM_DRIFT,       /* wan-100 whose link rate steps down 20% */
+    SIM_LOOPBACK,    /* the probe on loopback: reads peak at 256-512 KiB */
 };
 
 struct sim_objective {
