@@ -28,6 +28,7 @@ struct reply {
     int r;                           /* the edit: 0 or -errno */
     int apply_r;                     /* telling smbd: 0 or -errno */
     bool checked, undone, restarted; /* a confirm: see confirm() */
+    bool not_restarted;              /* a restart it would want, left (--dry-run) */
     int line;
     char msg[sizeof(((struct err *)0)->msg)];
     char apply_msg[sizeof(((struct err *)0)->msg)];
@@ -573,7 +574,7 @@ static bool restart_wanted(const struct owned *w, const char *value)
 static void confirm(struct owned *w, struct reply *rep)
 {
     struct err e = {{0}}, ae = {{0}};
-    bool checked, undone;
+    bool checked, undone, restart;
 
     memset(rep, 0, sizeof(*rep));
     rep->r = smbconf_confirm(w->o->smb_conf, w->o->state_dir, &w->st->pending_edit, w->keep_value,
@@ -581,7 +582,14 @@ static void confirm(struct owned *w, struct reply *rep)
     rep->checked = checked;
     rep->undone = undone;
     memcpy(rep->msg, e.msg, sizeof(rep->msg));
-    if (rep->r == 0 && (rep->restarted = restart_wanted(w, w->keep_value)))
+    /* --dry-run settles what a killed run left in smb.conf, as the man
+     * page says, but restarts nothing: a restart drops every client, and
+     * an admin asking for a dry run expects none. smbd is told as `apply`
+     * says; autotuning reaches new connections once smbd restarts. */
+    restart = rep->r == 0 && restart_wanted(w, w->keep_value);
+    rep->restarted = restart && !w->o->dry_run;
+    rep->not_restarted = restart && w->o->dry_run;
+    if (rep->restarted)
         rep->apply_r = apply_restart_smbd(&ae);
     else if (rep->r == 0)
         rep->apply_r = apply_run(w->o->apply, w->o->smb_conf, &ae);
@@ -626,6 +634,11 @@ static int confirmed(struct owned *w, const struct reply *rep)
         snprintf(how, sizeof(how),
                  "smbd is restarted now, so that autotuning reaches new "
                  "connections (restart_smbd = yes)");
+    else if (rep->not_restarted)
+        snprintf(how, sizeof(how),
+                 "smbd is told (apply = %s) but not restarted (--dry-run): autotuning "
+                 "reaches new connections once smbd restarts",
+                 apply_name(w->o->apply));
     else if (w->o->apply == APPLY_NONE)
         snprintf(how, sizeof(how),
                  "smbd takes it at its next reload-config or restart "

@@ -281,7 +281,30 @@ class DaemonEnv:
         e = dict(os.environ)
         e["HOME"] = str(self.home)
         e["TMPDIR"] = str(self.tmpdir)
+        # No test may reach the machine's systemd (apply = systemd,
+        # restart_smbd): a bus that is not there makes such a call fail.
+        e["DBUS_SYSTEM_BUS_ADDRESS"] = f"unix:path={self.tmpdir}/no-system-bus"
         return e
+
+    def plant_pending_commit(self, value):
+        """smb.conf's socket options line set to `value` and the state file
+        saying a run wrote it as a commit and was killed before it was
+        checked: what the next start confirms. Needs a state file (a cycle
+        run before). Returns (the old line, the new line)."""
+        conf = self.srv.conf
+        text = conf.read_text()
+        old = next(line for line in text.splitlines() if "socket options" in line)
+        new = old.split("=", 1)[0] + "= " + value
+        conf.write_text(text.replace(old, new))
+        state = self.state_dir / "state"
+        st = state.read_text()
+        assert "\npending no\npending_commit no\n" in st, st
+        st = st.replace("\npending no\npending_commit no\n",
+                        f"\npending yes\npending_commit yes\npending_file {conf}\n"
+                        f"pending_written {new}\npending_original {old}\n")
+        st = re.sub(r"\npending_line_len \d+\n", f"\npending_line_len {len(new)}\n", st)
+        state.write_text(st)
+        return old, new
 
     def cmd(self, *args, conf=None):
         return [*self.prefix, str(self.smbtuned), "-c", str(conf or self.conf),

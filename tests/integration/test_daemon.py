@@ -641,6 +641,29 @@ def test_sighup_while_busy_is_said_once(make_env, tmp_path):
     assert_clean(env)
 
 
+def test_dry_run_settles_a_commit_without_a_restart(make_env):
+    """--once --dry-run settles a commit a killed run left (checked, kept,
+    smbd told), but never restarts smbd, though restart_smbd = yes and the
+    commit leaves SO_SNDBUF to autotuning while smbd's listener holds an
+    explicit one: a restart drops every client. It tried to (here it
+    failed: the test's environment has no system bus)."""
+    env = make_env(LEGACY)
+    env.write_config(tune={"mode": q("advise"), "apply": q("smbcontrol"),
+                           "restart_smbd": "yes"})
+    rc, out, err = env.run("--once")  # a state file, as a cycle leaves it
+    assert rc == 0, err
+    old, new = env.plant_pending_commit("TCP_NODELAY SO_RCVBUF=262144")
+    rc, out, err = env.run("--once", "--dry-run")
+    assert rc == 0, err
+    assert re.search(r"^<5>.*written by a run that did not finish, checked and kept: smbd is "
+                     r"told \(apply = smbcontrol\) but not restarted \(--dry-run\): autotuning "
+                     r"reaches new connections once smbd restarts", err, re.M), err
+    assert "restart" not in err.replace("not restarted", "").replace("smbd restarts", ""), err
+    assert socket_value(env.srv.conf.read_bytes()) == new.split("=", 1)[1].strip()
+    assert env.state().get("pending") == "no"
+    assert_clean(env)
+
+
 def test_sigterm_during_a_commit_keeps_it(make_env, tmp_path):
     """SIGTERM while the commit's job tells smbd (a smbcontrol that hangs):
     the commit is on disk, and it stays, as after a kill -9: the search had

@@ -148,18 +148,7 @@ def test_confirmed_commit_event(make_env, tmp_path):
     rc, out, err = env.run("--once")  # a state file, as a cycle leaves it
     assert rc == 0, err
     conf = env.srv.conf
-    text = conf.read_text()
-    old = next(line for line in text.splitlines() if "socket options" in line)
-    new = old.split("=", 1)[0] + "= TCP_NODELAY SO_RCVBUF=262144"
-    conf.write_text(text.replace(old, new))
-    state = env.state_dir / "state"
-    st = state.read_text()
-    assert "\npending no\npending_commit no\n" in st, st
-    st = st.replace("\npending no\npending_commit no\n",
-                    f"\npending yes\npending_commit yes\npending_file {conf}\n"
-                    f"pending_written {new}\npending_original {old}\n")
-    st = re.sub(r"\npending_line_len \d+\n", f"\npending_line_len {len(new)}\n", st)
-    state.write_text(st)
+    env.plant_pending_commit("TCP_NODELAY SO_RCVBUF=262144")
     rc, entries, err = native(env, tmp_path / "journal.jsonl", "--once", "--dry-run")
     assert rc == 0, err
     commit = [e for e in of(entries, ids()["COMMIT"])
