@@ -280,14 +280,21 @@ void search_dim_queue(const struct search_params *p, struct search_dim *d)
         return;
     }
     /* At the cap with AUTO observable (where a stalled 8192 jumps to):
-     * AUTO, then the same walk down. Stepping to the next size down alone,
-     * a dip there ended the search at the cap: loopback's reads from 8192
-     * (tests/unit/sim.c), 2 MiB 6% above 4 MiB and the peak at 256-512
-     * KiB, ended 17% of the runs at sigma 0.25 at 4 or 2 MiB, 79-83% of
-     * the peak; with the walk 0.1% (bench/search-sim). */
+     * AUTO, then the same walk down. Stepping down one size at a time,
+     * steps of a few percent stopped the search short: loopback's reads
+     * from 8192 (tests/unit/sim.c: 2 MiB 6% above 4 MiB, 1 MiB 9% above
+     * that, the peak at 256-512 KiB) ended 17% of the runs at sigma 0.25
+     * at 4 or 2 MiB, 79-83% of the peak; with the walk 1 in 400
+     * (bench/search-sim). A dip below the cap would have stopped it too
+     * (test_walk_from_cap_with_auto). */
     if (d->inc == top_level(d)) {
         push(p, d, auto_level(d), false);
         push_walk(p, d);
+        /* The cap counts as walked, as it does from AUTO: a walk point
+         * significantly below it ends the walk (on wan-1g, where the cap
+         * is best, at 1M instead of 256K: 4 samples fewer in the median,
+         * each a trial at a fraction of the cap's rate). */
+        d->walk_best = d->inc;
         return;
     }
     int up = lattice_step(d, d->inc, +1), down = lattice_step(d, d->inc, -1);

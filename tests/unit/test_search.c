@@ -315,6 +315,32 @@ static void test_walk_from_cap_with_auto(void **state)
     search_free(s);
 }
 
+/* From the cap with AUTO observable the cap counts as walked, as from
+ * AUTO: where it is the best (a window-limited write), the first walk
+ * point, 1M, is significantly below it and ends the walk; 256K is never
+ * tried (it was, when the walk's best began at 1M: 4 samples more on
+ * wan-1g in bench/search-sim, each a trial at a sixteenth of the rate). */
+static void test_walk_from_cap_with_auto_stops(void **state)
+{
+    struct search_params p;
+    long seen[64];
+    int n = 0;
+
+    search_params_default(&p);
+    p.max_rcvbuf = p.max_sndbuf = 4194304;
+    struct search *s = new_search(&p, (struct search_config){4194304, 4194304});
+    drive(s, window_limited, 400, seen, &n);
+    assert_true(search_converged(s));
+    assert_int_equal(search_incumbent(s).rcvbuf, 4194304);
+    bool tried_1m = false;
+    for (int i = 0; i < n; i++) {
+        tried_1m = tried_1m || seen[i] == 1048576;
+        assert_true(seen[i] != 262144);
+    }
+    assert_true(tried_1m);
+    search_free(s);
+}
+
 /* A move logs why, then what; the rate that ranks the buffer is named. */
 static void test_why(void **state)
 {
@@ -858,9 +884,9 @@ static int allowed(int n, double share)
 
 /* The share of runs allowed to end outside the tolerance: the issue's 5%,
  * except loopback's reads from 8192 or AUTO with AUTO observable at sigma
- * 0.15 and 0.25, below the issue's limit: 175 and 171 of 200 within 5% at
+ * 0.15 and 0.25, below the issue's limit: 174 and 171 of 200 within 5% at
  * 0.15, 169 and 151 within 10% at 0.25 (bench/search-sim, 1000 seeds:
- * 897 / 889 and 833 / 741). The walk from AUTO meets 1 MiB 7% and 256 KiB
+ * 896 / 889 and 824 / 741). The walk from AUTO meets 1 MiB 7% and 256 KiB
  * 18% above it, and the futility rule drops a candidate once the data
  * rule out a gain of 20% (FUT_SAFE_GAIN), looking at every sample: an
  * 18% gain is dropped in about one run in nine. A floor of 15% kept more
@@ -1003,6 +1029,7 @@ int main(void)
         cmocka_unit_test(test_plateau_without_auto),
         cmocka_unit_test(test_walk_from_cap),
         cmocka_unit_test(test_walk_from_cap_with_auto),
+        cmocka_unit_test(test_walk_from_cap_with_auto_stops),
         cmocka_unit_test(test_why),
         cmocka_unit_test(test_futile_keeps_auto),
         cmocka_unit_test(test_futile_at_the_cap_says_so),
