@@ -634,6 +634,10 @@ static int confirmed(struct owned *w, const struct reply *rep)
         snprintf(how, sizeof(how),
                  "smbd is restarted now, so that autotuning reaches new "
                  "connections (restart_smbd = yes)");
+    else if (rep->not_restarted && w->o->apply == APPLY_NONE)
+        snprintf(how, sizeof(how),
+                 "smbd is neither told (apply = none) nor restarted (--dry-run): autotuning "
+                 "reaches new connections once smbd restarts");
     else if (rep->not_restarted)
         snprintf(how, sizeof(how),
                  "smbd is told (apply = %s) but not restarted (--dry-run): autotuning "
