@@ -269,32 +269,30 @@ void search_dim_queue(const struct search_params *p, struct search_dim *d)
     d->nqueue = 0;
     d->walk_best = -1;
     d->walked = false;
-    /* Without AUTO, the largest size stands in for it (below), and so
-     * does the walk down from it: each second size, so that one unlucky
-     * comparison with the next size down does not end the search at the
-     * cap (bench/search-sim, "8192, no AUTO"). As from AUTO, the walk ends
-     * at a size below the best one walked, not at the first one below the
-     * cap: two trials cut short by a loopback stall would end it there. */
-    if (search_dim_is_auto(d, d->inc) || (!p->auto_observable && d->inc == top_level(d))) {
+    /* From AUTO, and from the cap, the walk down: each second size.
+     * Without AUTO the largest size stands in for AUTO (below), and so
+     * does the walk down from it, so that one unlucky comparison with the
+     * next size down does not end the search at the cap (bench/search-sim,
+     * "8192, no AUTO"); there the walk ends at a size below the best one
+     * walked, not at the first one below the cap: two trials cut short by
+     * a loopback stall would end it there (the demo's start).
+     * With AUTO observable the cap is where a stalled 8192 jumps to: AUTO
+     * first, then the walk, the cap counting as walked as it does from
+     * AUTO (the cap is AUTO's first walk point), so that a size
+     * significantly below it ends the walk (wan-1g, the cap best: at 1M,
+     * not 256K, 4 samples fewer in the median). Stepping down one size at
+     * a time from the cap instead, steps of a few percent stopped the
+     * search short: loopback's reads from 8192 (tests/unit/sim.c: 2 MiB 6%
+     * above 4 MiB, 1 MiB 9% above that, the peak at 256-512 KiB) ended 17%
+     * of the runs at sigma 0.25 at 4 or 2 MiB, 79-83% of the peak; with
+     * the walk 1 in 400 (bench/search-sim); a dip below the cap stopped it
+     * too (test_walk_from_cap_with_auto). */
+    if (search_dim_is_auto(d, d->inc) || d->inc == top_level(d)) {
+        if (!search_dim_is_auto(d, d->inc) && p->auto_observable) {
+            push(p, d, auto_level(d), false);
+            d->walk_best = d->inc;
+        }
         push_walk(p, d);
-        return;
-    }
-    /* At the cap with AUTO observable (where a stalled 8192 jumps to):
-     * AUTO, then the same walk down. Stepping down one size at a time,
-     * steps of a few percent stopped the search short: loopback's reads
-     * from 8192 (tests/unit/sim.c: 2 MiB 6% above 4 MiB, 1 MiB 9% above
-     * that, the peak at 256-512 KiB) ended 17% of the runs at sigma 0.25
-     * at 4 or 2 MiB, 79-83% of the peak; with the walk 1 in 400
-     * (bench/search-sim). A dip below the cap would have stopped it too
-     * (test_walk_from_cap_with_auto). */
-    if (d->inc == top_level(d)) {
-        push(p, d, auto_level(d), false);
-        push_walk(p, d);
-        /* The cap counts as walked, as it does from AUTO: a walk point
-         * significantly below it ends the walk (on wan-1g, where the cap
-         * is best, at 1M instead of 256K: 4 samples fewer in the median,
-         * each a trial at a fraction of the cap's rate). */
-        d->walk_best = d->inc;
         return;
     }
     int up = lattice_step(d, d->inc, +1), down = lattice_step(d, d->inc, -1);

@@ -248,6 +248,17 @@ static void window_limited(struct search_config c, struct search_sample *x)
     x->read = 50;
 }
 
+/* A search from the cap, 4 MiB, with AUTO observable or not. */
+static struct search *from_cap(bool auto_observable)
+{
+    struct search_params p;
+
+    search_params_default(&p);
+    p.auto_observable = auto_observable;
+    p.max_rcvbuf = p.max_sndbuf = 4194304;
+    return new_search(&p, (struct search_config){4194304, 4194304});
+}
+
 /* Without AUTO, from the cap the search walks down as from AUTO: each
  * second size (1M before 2M), until a size is below the best one walked
  * (262144 below 1M): 65536 and smaller are never tried. Every trial
@@ -256,16 +267,11 @@ static void window_limited(struct search_config c, struct search_sample *x)
  * incumbent for two samples in a row). */
 static void test_walk_from_cap(void **state)
 {
-    struct search_params p;
     struct search_config c;
     long trials[256];
     int n = 0, i = 0;
     bool after_abort = false;
-
-    search_params_default(&p);
-    p.auto_observable = false;
-    p.max_rcvbuf = p.max_sndbuf = 4194304;
-    struct search *s = new_search(&p, (struct search_config){4194304, 4194304});
+    struct search *s = from_cap(false);
     while (i++ < 400 && search_ask(s, &c) == SEARCH_MEASURE) {
         struct search_sample x = {0};
         window_limited(c, &x);
@@ -304,11 +310,7 @@ static void dip_below_cap(struct search_config c, struct search_sample *x)
  * peak (bench/search-sim). */
 static void test_walk_from_cap_with_auto(void **state)
 {
-    struct search_params p;
-
-    search_params_default(&p);
-    p.max_rcvbuf = p.max_sndbuf = 4194304;
-    struct search *s = new_search(&p, (struct search_config){4194304, 4194304});
+    struct search *s = from_cap(true);
     drive(s, dip_below_cap, 400, NULL, NULL);
     assert_true(search_converged(s));
     assert_int_equal(search_incumbent(s).rcvbuf, 1048576);
@@ -322,13 +324,10 @@ static void test_walk_from_cap_with_auto(void **state)
  * wan-1g in bench/search-sim, each a trial at a sixteenth of the rate). */
 static void test_walk_from_cap_with_auto_stops(void **state)
 {
-    struct search_params p;
     long seen[64];
     int n = 0;
+    struct search *s = from_cap(true);
 
-    search_params_default(&p);
-    p.max_rcvbuf = p.max_sndbuf = 4194304;
-    struct search *s = new_search(&p, (struct search_config){4194304, 4194304});
     drive(s, window_limited, 400, seen, &n);
     assert_true(search_converged(s));
     assert_int_equal(search_incumbent(s).rcvbuf, 4194304);
