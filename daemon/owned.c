@@ -378,7 +378,14 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
     r = rep->r;
     res.msg = rep->msg;
     if (r == -ECANCELED) {
-        owned_hold(w, rep->msg);
+        /* Someone else's line is in force. With a trial of ours still on
+         * record (the last one written), the hold waits for the cycle's
+         * end to take it back (settle() holds then): a trial line left
+         * under an admin's line added below it would come back into
+         * force the day theirs goes. Held at once, the record was
+         * dropped and the trial stayed in the file. */
+        if (!w->st->pending)
+            owned_hold(w, rep->msg);
         w->put_done(w->ud, r, &res);
         return;
     }
@@ -508,10 +515,14 @@ static int settle(struct owned *w, const struct reply *rep)
         owned_pending_clear(w->st);
         owned_save(w->o, w->st);
         r = 0;
-    } else if (r == SMBCONF_UNDONE_SHADOWED) {
+    } else if (r == SMBCONF_UNDONE_SHADOWED || r == SMBCONF_UNDONE_UNREAD) {
         /* ours is gone from the file, and the line in force is someone
-         * else's: a hand edit, held as any other */
-        taken_back(w, rep, "another socket options line is in force");
+         * else's, or the file is now one we refuse: a hand edit, held as
+         * any other */
+        taken_back(w, rep,
+                   r == SMBCONF_UNDONE_SHADOWED
+                       ? "another socket options line is in force"
+                       : "the configuration now holds what smbtuned cannot follow");
         owned_hold(w, rep->msg);
         r = -ECANCELED;
     } else if (r == -ECANCELED) {

@@ -208,7 +208,12 @@ int smbconf_set_buffers(const char *path, const char *state_dir, const struct sm
 
 /* Take an edit back (compare-and-set, see smbconf_unrender; returns
  * SMBCONF_UNDONE_SHADOWED, e saying why, when ours was taken back out of
- * force). */
+ * force). When the configuration is now one the parse refuses (someone
+ * added a relative include, a registry backend, ...), our line, where
+ * ed->file still holds it as we wrote it, is put back all the same:
+ * SMBCONF_UNDONE_UNREAD, e saying why; -ECANCELED when it is not there as
+ * we wrote it. */
+#define SMBCONF_UNDONE_UNREAD 2
 int smbconf_revert(const char *path, const char *state_dir, const struct smbconf_edit *ed,
                    struct err *e);
 

@@ -355,15 +355,55 @@ static void sweep_edited(const struct smbconf *c)
     files_target_close(&t);
 }
 
+/* The parse's refusals (smbconf.h: what the editor cannot change safely,
+ * or what Samba cannot load), as opposed to a file that cannot be read. */
+static bool refused(int r)
+{
+    return r == -EINVAL || r == -ENOTSUP || r == -E2BIG || r == -ELOOP;
+}
+
+/* The configuration as the undo sees it when its parse refused it (why):
+ * ed->file alone, with no line known to be in force. */
+static int load_unread(struct smbconf *c, const struct smbconf_edit *ed, struct err *e)
+{
+    memset(c, 0, sizeof(*c));
+    c->files = calloc(1, sizeof(*c->files));
+    if (c->files == NULL)
+        return err_set(e, -ENOMEM, "out of memory");
+    c->nfiles = 1;
+    c->files[0].path = strdup(ed->file);
+    if (c->files[0].path == NULL) {
+        smbconf_free(c);
+        return err_set(e, -ENOMEM, "out of memory");
+    }
+    return files_read(ed->file, &c->files[0].buf, &c->files[0].len, e);
+}
+
 static int revert_locked(const char *path, const char *state_dir, const struct smbconf_edit *ed,
                          struct err *e)
 {
     struct smbconf c;
+    struct err why = {{0}};
+    bool unread = false;
     char *out = NULL;
     size_t outlen;
     int r;
 
     r = smbconf_parse(&c, path, &disk_io_undo, e);
+    /* Someone made the configuration one the editor refuses since our
+     * edit (a relative include, a registry backend, a line Samba cannot
+     * load): which line is in force is unknown, but ours, where ed->file
+     * still holds it as we wrote it, goes back to what it replaced all the
+     * same, as a shadowed one does: that is right whatever is in force,
+     * and left there a trial would stay in smbd for every client, the
+     * take-back failing the same way at every cycle. The caller holds off
+     * (SMBCONF_UNDONE_UNREAD): the file is the admin's to put right. */
+    if (r < 0 && refused(r)) {
+        if (e != NULL)
+            why = *e;
+        unread = true;
+        r = load_unread(&c, ed, e);
+    }
     if (r < 0)
         return r;
     /* A run killed between the temp file and its rename left the temp
@@ -371,18 +411,31 @@ static int revert_locked(const char *path, const char *state_dir, const struct s
      * so it sweeps here, as an edit does. */
     sweep_edited(&c);
     r = smbconf_unrender(&c, ed, &out, &outlen, e);
+    if (unread && r == SMBCONF_UNDONE_SHADOWED) {
+        r = SMBCONF_UNDONE_UNREAD;
+        err_set(e, 0,
+                "%s: the socket options line smbtuned wrote was taken back; the configuration "
+                "now holds what smbtuned cannot follow: %s",
+                ed->file, why.msg);
+    } else if (unread && r == -ECANCELED) {
+        err_set(e, r,
+                "%s: the socket options line smbtuned wrote is not there as it wrote it: "
+                "leaving the file as it is; the configuration now holds what smbtuned cannot "
+                "follow: %s",
+                ed->file, why.msg);
+    }
     if (r >= 0) {
-        struct err why = {{0}};
+        struct err said = {{0}};
         int w;
 
         if (e != NULL)
-            why = *e;
+            said = *e;
         w = write_edit(state_dir, &c, ed->file, out, outlen, true, e);
-        /* the shadowed take-back's reason stays, once written */
+        /* the shadowed (or unread) take-back's reason stays, once written */
         if (w < 0)
             r = w;
-        else if (r == SMBCONF_UNDONE_SHADOWED && e != NULL)
-            *e = why;
+        else if (r > 0 && e != NULL)
+            *e = said;
     }
     free(out);
     smbconf_free(&c);
@@ -509,12 +562,17 @@ static int judge_or_undo(const char *path, const char *state_dir, const struct s
         return 0;
     why = *e;
     r2 = revert_locked(path, state_dir, ed, &e2);
-    if (r2 == 0 || r2 == -EALREADY)
+    /* SMBCONF_UNDONE_SHADOWED: someone added a line of their own after
+     * ours while testparm ran (or, _UNREAD, made the file one the editor
+     * refuses); ours went back to what it replaced all the same. */
+    *undone = r2 == 0 || r2 == -EALREADY || r2 > 0;
+    if (r2 > 0)
+        err_set(e, r, "the change was taken back (%s): %s", e2.msg, why.msg);
+    else if (*undone)
         err_set(e, r, "the change was taken back, the old line is restored: %s", why.msg);
     else
         err_set(e, r, "the change was written and restoring the old line failed (%s): %s", e2.msg,
                 why.msg);
-    *undone = r2 == 0 || r2 == -EALREADY;
     return r;
 }
 

@@ -278,6 +278,109 @@ static void test_testparm_not_run(void **state)
     free(v);
 }
 
+/* Appends text to the file at path. */
+static void append(const char *path, const char *text)
+{
+    FILE *c = fopen(path, "a");
+
+    assert_non_null(c);
+    fputs(text, c);
+    assert_int_equal(fclose(c), 0);
+}
+
+/* An admin makes the file one the editor refuses after our write (a
+ * relative include): the undo cannot tell which line is in force, but
+ * puts ours back where it is as we wrote it (SMBCONF_UNDONE_UNREAD),
+ * saying why; the admin's lines stay. Where ours was changed too, it
+ * leaves the file alone (-ECANCELED). */
+static void test_revert_in_a_refused_file(void **state)
+{
+    struct fix *f = *state;
+    struct smbconf_change ch = {.expect = LEGACY, .rcvbuf = 262144, .sndbuf = 262144};
+    char *before, *after, *want;
+    struct smbconf_result res;
+    struct smbconf_plan pl;
+    struct err e = {{0}};
+    FILE *c;
+
+    assert_int_equal(smbconf_prepare(f->conf, f->state_dir, &ch, &pl, &res, &e), 0);
+    assert_int_equal(smbconf_write(&pl, &res, &e), 0);
+    smbconf_plan_free(&pl);
+    append(f->conf, "[other]\n   include = local.conf\n");
+    assert_int_equal(smbconf_revert(f->conf, f->state_dir, &res.edit, &e), SMBCONF_UNDONE_UNREAD);
+    assert_non_null(strstr(e.msg, "taken back"));
+    assert_non_null(strstr(e.msg, "a relative path in an include"));
+    after = read_all(f->conf);
+    assert_non_null(strstr(after, "   socket options = " LEGACY "\n"));
+    assert_non_null(strstr(after, "include = local.conf\n"));
+    smbconf_result_free(&res);
+    /* ours changed by hand as well: the file is left as it is */
+    assert_int_equal(truncate(f->conf, (off_t)(strstr(after, "[other]") - after)), 0);
+    free(after);
+    assert_int_equal(smbconf_prepare(f->conf, f->state_dir, &ch, &pl, &res, &e), 0);
+    assert_int_equal(smbconf_write(&pl, &res, &e), 0);
+    smbconf_plan_free(&pl);
+    append(f->conf, "[other]\n   include = local.conf\n");
+    before = read_all(f->conf);
+    want = strstr(before, "SO_RCVBUF=262144");
+    assert_non_null(want);
+    want[strlen("SO_RCVBUF=")] = '3'; /* 362144 */
+    c = fopen(f->conf, "w");
+    assert_non_null(c);
+    fputs(before, c);
+    assert_int_equal(fclose(c), 0);
+    assert_int_equal(smbconf_revert(f->conf, f->state_dir, &res.edit, &e), -ECANCELED);
+    assert_non_null(strstr(e.msg, "not there as it wrote it"));
+    after = read_all(f->conf);
+    assert_string_equal(after, before);
+    free(after);
+    smbconf_result_free(&res);
+    free(before);
+}
+
+/* Someone adds a socket options line of their own after ours while the
+ * check after our write runs (a testparm that makes that edit before it
+ * reads, the second time it is run: the first is prepare's): ours goes
+ * back to what it replaced, theirs stays in force, and the error says the
+ * change was taken back, not that restoring it failed. */
+static void test_write_check_sees_a_line_added_after_ours(void **state)
+{
+    struct fix *f = *state;
+    struct smbconf_change ch = {.expect = LEGACY, .rcvbuf = 262144, .sndbuf = 262144};
+    char wrapper[400], *after;
+    struct smbconf_result res;
+    struct smbconf_plan pl;
+    struct err e = {{0}};
+    FILE *w;
+
+    snprintf(wrapper, sizeof(wrapper), "%s/testparm", f->dir);
+    w = fopen(wrapper, "w");
+    assert_non_null(w);
+    fprintf(w,
+            "#!/bin/sh\n"
+            "n=$(cat '%s/calls' 2>/dev/null || echo 0); n=$((n + 1)); echo $n > '%s/calls'\n"
+            "[ $n = 2 ] && sed -i '/socket options/a\\   socket options = TCP_NODELAY' '%s'\n"
+            "exec testparm \"$@\"\n",
+            f->dir, f->dir, f->conf);
+    assert_int_equal(fclose(w), 0);
+    assert_int_equal(chmod(wrapper, 0755), 0);
+    assert_int_equal(setenv("SMBTUNED_TESTPARM", wrapper, 1), 0);
+    assert_int_equal(smbconf_prepare(f->conf, f->state_dir, &ch, &pl, &res, &e), 0);
+    assert_true(res.changed);
+    assert_true(smbconf_write(&pl, &res, &e) < 0);
+    assert_int_equal(unsetenv("SMBTUNED_TESTPARM"), 0);
+    smbconf_plan_free(&pl);
+    assert_false(res.changed); /* taken back: nothing of ours is written */
+    assert_non_null(strstr(e.msg, "the change was taken back"));
+    assert_null(strstr(e.msg, "failed"));
+    after = read_all(f->conf);
+    assert_non_null(strstr(after, "   socket options = " LEGACY "\n"
+                                  "   socket options = TCP_NODELAY\n"));
+    assert_null(strstr(after, "262144"));
+    smbconf_result_free(&res);
+    free(after);
+}
+
 /* The start's sweep of the backups' temporary files: taken while no
  * editor holds the edit lock, left while one does (its backup may be
  * under way). */
@@ -314,6 +417,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_revert_past_an_uncertain_include, setup, teardown),
         cmocka_unit_test_setup_teardown(test_percent_include_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_testparm_not_run, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_write_check_sees_a_line_added_after_ours, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_revert_in_a_refused_file, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
