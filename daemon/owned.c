@@ -1,5 +1,6 @@
 /* owned: see owned.h. */
 #include "owned.h"
+#include "owned_int.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -16,46 +17,6 @@
 #include "smbconf.h"
 #include "smbd.h"
 #include "sockopts.h"
-
-/* A job's bound: testparm before and after the write (60 s each at most),
- * smbcontrol (30 s) or a restart of smbd, with room to spare. A job
- * killed at it leaves what a kill -9 would: a record the next step takes
- * back. */
-#define OWNED_JOB_DEADLINE_S 240.0
-
-/* What a job tells its parent: plain bytes, the value after them. */
-struct reply {
-    int r;                           /* the edit: 0 or -errno */
-    int apply_r;                     /* telling smbd: 0 or -errno */
-    bool checked, undone, restarted; /* a confirm: see confirm() */
-    bool not_restarted;              /* a restart it would want, left (--dry-run) */
-    int line;
-    char msg[sizeof(((struct err *)0)->msg)];
-    char apply_msg[sizeof(((struct err *)0)->msg)];
-    char file[PATH_MAX]; /* "" when the line is nowhere (Samba's default) */
-    /* followed by the new value, NUL-terminated */
-};
-
-struct owned {
-    sd_event *ev;
-    const struct tuner_opts *o;
-    struct state *st;
-    char *live_value;
-    struct job *job;
-    sd_event_source *defer; /* a take-back with nothing to do, told from the loop */
-    /* the operation under way */
-    enum owned_kind kind;
-    const char *expect;
-    struct search_config c;
-    bool restart, keep;
-    owned_put_fn put_done;
-    owned_back_fn back_done;
-    void *ud;
-    bool hold_on_disk; /* st->hold was saved by us or read from the file */
-    char *keep_value;  /* a commit in force that a take-back confirms */
-    bool confirming;   /* the job under way confirms, not reverts */
-    pid_t stuck_pid;   /* a job of ours killed that had not ended (see stuck()) */
-};
 
 int owned_new(sd_event *ev, const struct tuner_opts *o, struct state *st, struct owned **op)
 {
@@ -94,9 +55,7 @@ bool owned_busy(const struct owned *w)
     return w->job != NULL || w->defer != NULL || still_stuck(w);
 }
 
-/* -EBUSY, said, while a job of ours that was killed may still write
- * smb.conf (even after a `--resume`): nothing of ours may race it. */
-static int refuse_while_stuck(const struct owned *w)
+int owned_refuse_while_stuck(const struct owned *w)
 {
     if (w->job != NULL || !still_stuck(w))
         return 0;
@@ -215,45 +174,6 @@ static void reload(struct owned *w)
         w->hold_on_disk = true;
     }
     state_free(&disk);
-}
-
-/* ---- the line in force ---- */
-
-int owned_read(struct owned *w, char **value)
-{
-    struct smbconf c;
-    struct err e;
-    char *why = NULL;
-    int r;
-
-    r = smbconf_load(&c, w->o->smb_conf, &e);
-    if (r < 0) {
-        journal_log(LOG_ERR, "%s", e.msg);
-        return r;
-    }
-    *value = strdup(c.value);
-    if (w->st->last_written && !sockopts_same(c.value, w->st->last_written)) {
-        /* Where and why first, the values (of any length) last: a reader
-         * or a cut line keeps the reason. */
-        if (c.found)
-            r = asprintf(&why,
-                         "%s:%d: socket options edited by hand: it is '%s', not '%s' as "
-                         "smbtuned wrote it",
-                         c.files[c.hit.file].path, c.hit.line, c.value, w->st->last_written);
-        else
-            r = asprintf(&why,
-                         "%s: socket options edited by hand: it is '%s', not '%s' as "
-                         "smbtuned wrote it",
-                         w->o->smb_conf, c.value, w->st->last_written);
-        owned_hold(w, r < 0 ? "socket options edited by hand (out of memory for the "
-                              "details)"
-                            : why);
-        free(why);
-        smbconf_free(&c);
-        return -EPERM;
-    }
-    smbconf_free(&c);
-    return *value == NULL ? -ENOMEM : 0;
 }
 
 /* ---- put ---- */
@@ -423,7 +343,7 @@ int owned_put(struct owned *w, const char *expect, struct search_config c, enum 
     struct err e;
     int r;
 
-    if (refuse_while_stuck(w) < 0 || owned_busy(w))
+    if (owned_refuse_while_stuck(w) < 0 || owned_busy(w))
         return -EBUSY;
     w->expect = expect ? expect : w->live_value;
     w->c = c;
@@ -675,7 +595,8 @@ static int confirmed(struct owned *w, const struct reply *rep)
 
 /* What a take-back is to do. With keep, a commit in force stays, once
  * confirmed (w->keep_value: its value); anything else pending is
- * reverted. */
+ * reverted. For the blocking take-backs (a stop, the start), which read
+ * smb.conf in place; owned_take_back decides in its job (back_job). */
 enum back_plan { BACK_NOTHING, BACK_REVERT, BACK_CONFIRM };
 
 static enum back_plan back_plan(struct owned *w, bool keep)
@@ -689,21 +610,41 @@ static enum back_plan back_plan(struct owned *w, bool keep)
     return BACK_REVERT;
 }
 
+/* In the job: whether a commit to keep is in force (its line read as the
+ * record wrote it, pending_on_disk: reading smb.conf may block on a hung
+ * mount, so not in the loop's process) decides between its check and the
+ * revert. The reply says which (confirmed), the kept value after it. */
 static int back_job(void *arg, int out_fd)
 {
     struct owned *w = arg;
-    struct reply rep;
+    struct reply *rep;
+    char *v = w->confirming ? pending_on_disk(w) : NULL;
+    size_t vlen = v != NULL ? strlen(v) : 0;
+    int r;
 
-    if (w->confirming)
-        confirm(w, &rep);
-    else
-        revert(w, &rep);
-    return files_write_all(out_fd, &rep, sizeof(rep));
+    rep = calloc(1, sizeof(*rep) + vlen + 1);
+    if (rep == NULL) {
+        free(v);
+        return -ENOMEM;
+    }
+    if (v != NULL) {
+        free(w->keep_value);
+        w->keep_value = v; /* (the child's copy of w) */
+        confirm(w, rep);
+        rep->confirmed = true;
+        memcpy(rep + 1, v, vlen);
+    } else {
+        revert(w, rep);
+    }
+    r = files_write_all(out_fd, rep, sizeof(*rep) + vlen + 1);
+    free(rep);
+    return r;
 }
 
 static void back_done(struct job *j, const struct job_result *jr, void *ud)
 {
     struct owned *w = ud;
+    const struct reply *rep = (const void *)jr->data;
     int r;
 
     w->job = NULL;
@@ -711,15 +652,17 @@ static void back_done(struct job *j, const struct job_result *jr, void *ud)
     if (jr->unreaped) {
         stuck(w, job_pid(j), w->confirming ? "checking our change" : "taking our change back");
         r = -ETIMEDOUT;
-    } else if (!jr->ok || jr->len != sizeof(struct reply)) {
+    } else if (!jr->ok || jr->len < sizeof(*rep) + 1 || jr->data[jr->len - 1] != '\0') {
         journal_log(LOG_ERR, "%s our change failed: the job %s",
                     w->confirming ? "checking" : "taking back",
                     jr->timed_out ? "did not finish within its deadline" : "failed");
         r = jr->timed_out ? -ETIMEDOUT : -EIO;
-    } else if (w->confirming) {
-        r = confirmed(w, (const struct reply *)jr->data);
+    } else if (rep->confirmed) {
+        free(w->keep_value);
+        w->keep_value = strdup((const char *)(rep + 1));
+        r = w->keep_value != NULL ? confirmed(w, rep) : -ENOMEM;
     } else {
-        r = settle(w, (const struct reply *)jr->data);
+        r = settle(w, rep);
     }
     w->back_done(w->ud, r);
 }
@@ -736,18 +679,17 @@ static int on_nothing(sd_event_source *src, void *ud)
 
 int owned_take_back(struct owned *w, bool keep, owned_back_fn done, void *ud)
 {
-    enum back_plan plan;
     struct err e;
     int r;
 
-    if (refuse_while_stuck(w) < 0 || owned_busy(w))
+    if (owned_refuse_while_stuck(w) < 0 || owned_busy(w))
         return -EBUSY;
     w->back_done = done;
     w->ud = ud;
-    plan = back_plan(w, keep);
-    if (plan == BACK_NOTHING)
+    if (!w->st->pending)
         return sd_event_add_defer(w->ev, &w->defer, on_nothing, w);
-    w->confirming = plan == BACK_CONFIRM;
+    /* a commit to keep, if the job finds it in force (back_job) */
+    w->confirming = keep && w->st->pending_commit;
     r = job_start(w->ev, back_job, w, OWNED_JOB_DEADLINE_S, back_done, w, &w->job, &e);
     if (r < 0)
         journal_log(LOG_ERR, "taking our change back: %s", e.msg);
@@ -759,7 +701,12 @@ void owned_take_back_now(struct owned *w, bool keep)
     const struct smbconf_edit *ed = &w->st->pending_edit;
     struct reply rep;
 
-    if (w->job != NULL) {
+    if (w->job != NULL && w->reading) {
+        /* it writes nothing: one that outlives its SIGKILL only reads */
+        job_cancel(w->job);
+        w->job = NULL;
+        w->reading = false;
+    } else if (w->job != NULL) {
         pid_t pid = job_pid(w->job);
         bool gone = job_cancel(w->job);
 

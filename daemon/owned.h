@@ -80,10 +80,14 @@ void owned_take_back_now(struct owned *w, bool keep);
  * owned_take_back with keep). */
 void owned_recover(struct owned *w);
 
-/* The socket options value in force now (malloc'ed into *value). It must
- * be what we last wrote: otherwise an admin edited our line, theirs
- * stands, and we hold off (-EPERM, the hold taken). */
-int owned_read(struct owned *w, char **value);
+/* The socket options value in force now, read in a job (an include on a
+ * hung mount must not stop the loop), handed to done from the loop. It
+ * must be what we last wrote: otherwise an admin edited our line, theirs
+ * stands, and we hold off (-EPERM, the hold taken). Other errors are
+ * told to the journal; value is NULL then. -EBUSY (nothing started) while
+ * an operation runs, or a job that was killed has not ended. */
+typedef void (*owned_read_fn)(void *ud, int r, const char *value);
+int owned_read(struct owned *w, owned_read_fn done, void *ud);
 
 /* Our line was changed by someone else: theirs stands, we hold off. */
 void owned_hold(struct owned *w, const char *why);

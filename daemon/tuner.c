@@ -242,17 +242,26 @@ static void cycle_checks(struct tuner *t)
     tuner_cycle_go(t);
 }
 
-/* Nothing is pending any more: read our line, then the facts. */
-static void cycle_read(struct tuner *t)
+static void on_read(void *ud, int r, const char *value)
 {
-    free(t->value0);
-    t->value0 = NULL;
-    if (owned_read(t->line, &t->value0) < 0) {
+    struct tuner *t = ud;
+
+    if (r < 0 || (t->value0 = strdup(value)) == NULL) {
         tuner_cycle_end(t, false);
         return;
     }
     t->state = T_FACTS;
     if (t->w.ops->facts(t->w.ctx, on_facts, t) < 0)
+        tuner_cycle_end(t, false);
+}
+
+/* Nothing is pending any more: read our line (in a job), then the facts. */
+static void cycle_read(struct tuner *t)
+{
+    free(t->value0);
+    t->value0 = NULL;
+    t->state = T_READING;
+    if (owned_read(t->line, on_read, t) < 0)
         tuner_cycle_end(t, false);
 }
 

@@ -22,6 +22,7 @@
 enum tuner_state {
     T_IDLE,       /* between cycles: the timer runs (or nothing, after --once) */
     T_SETTLING,   /* taking back what a failed step left, before a cycle */
+    T_READING,    /* reading the line in force (a job) */
     T_FACTS,      /* learning what the machine and smbd are */
     T_CLIENTS,    /* watching what smbd's real connections get */
     T_BUSY_CHECK, /* watching the clients' traffic before adding ours */

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -22,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "stuck.h"
 #include "tz.h"
 
 #include "files.h"
@@ -1203,6 +1205,84 @@ static void test_kill_between_any_two_steps(void **state)
     free(orig);
 }
 
+/* In the tuner's child: one byte to the parent at each tick of the loop. */
+static int tick(sd_event_source *src, uint64_t usec, void *ud)
+{
+    int fd = *(int *)ud;
+
+    (void)usec;
+    if (write(fd, "t", 1) != 1)
+        _exit(4);
+    if (sd_event_source_set_time_relative(src, 100000) < 0 ||
+        sd_event_source_set_enabled(src, SD_EVENT_ONESHOT) < 0)
+        _exit(4);
+    return 0;
+}
+
+/* smb.conf includes a file on a mount that never answers (a hung NFS or
+ * FUSE mount): the cycle's read of the line in force waits in a job, the
+ * loop goes on (its ticks reach the parent), and once the mount goes the
+ * cycle fails, said. The read was made in the loop's own process, which
+ * then stopped until the mount answered. The tuner runs in a child, the
+ * mount's server (which answers nothing) in the parent. */
+static void test_read_waits_on_a_hung_include_in_a_job(void **state)
+{
+    struct fix *f = *state;
+    struct stuck mnt;
+    int p[2], ticks = 0, ws = 0;
+    pid_t pid;
+    FILE *c;
+
+    stuck_mount_or_skip(&mnt);
+    c = fopen(f->conf, "a");
+    assert_non_null(c);
+    fprintf(c, "   include = %s/local.conf\n", mnt.dir);
+    assert_int_equal(fclose(c), 0);
+    assert_int_equal(pipe(p), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct sim s;
+        struct world w = {&sim_ops, &s};
+        sd_event_source *src = NULL;
+        struct tuner *t;
+        struct err e;
+        int r;
+
+        close(p[0]);
+        close(mnt.fd); /* the mount's server is the parent's alone */
+        sim_init(&s, &f->o);
+        s.ev = new_loop();
+        if (tuner_new_in(s.ev, &f->o, &w, &t, &e) < 0 || tuner_recover(t, &e) < 0 ||
+            sd_event_add_time_relative(s.ev, &src, CLOCK_MONOTONIC, 100000, 1, tick, &p[1]) < 0)
+            _exit(5);
+        tuner_kick(t);
+        r = sd_event_loop(s.ev);
+        _exit(r == 1 && s.measures == 0 ? 0 : 6);
+    }
+    close(p[1]);
+    /* a few ticks while the read waits on the mount */
+    for (int i = 0; i < 50 && ticks < 3; i++) {
+        struct pollfd pf = {p[0], POLLIN, 0};
+        char b;
+
+        stuck_take(&mnt);
+        if (poll(&pf, 1, 100) == 1 && read(p[0], &b, 1) == 1)
+            ticks++;
+    }
+    stuck_release(&mnt);
+    for (int i = 0; i < 300 && waitpid(pid, &ws, WNOHANG) == 0; i++)
+        usleep(100000);
+    if (waitpid(pid, &ws, WNOHANG) == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &ws, 0);
+    }
+    close(p[0]);
+    assert_int_equal(ticks, 3);
+    assert_true(WIFEXITED(ws));
+    assert_int_equal(WEXITSTATUS(ws), 0); /* the cycle failed, nothing measured */
+}
+
 /* An admin edits our line after a commit: the next cycle holds off,
  * writes nothing, and says so. */
 static void test_hand_edit_holds(void **state)
@@ -2122,6 +2202,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_advise_writes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill_between_any_two_steps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hand_edit_holds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_waits_on_a_hung_include_in_a_job, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_line_added_below_a_live_trial, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_line_added_below_a_live_trial, setup,
                                         teardown),

@@ -1,0 +1,61 @@
+/* owned_int: what owned.c and owned_read.c share (internal to the
+ * owned module: nothing else includes this). */
+#ifndef SMBTUNED_OWNED_INT_H
+#define SMBTUNED_OWNED_INT_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <sys/types.h>
+#include <systemd/sd-event.h>
+
+#include "err.h"
+#include "owned.h"
+
+/* A job's bound: testparm before and after the write (60 s each at most),
+ * smbcontrol (30 s) or a restart of smbd, with room to spare. A job
+ * killed at it leaves what a kill -9 would: a record the next step takes
+ * back. */
+#define OWNED_JOB_DEADLINE_S 240.0
+
+/* What a job tells its parent: plain bytes, the value after them. */
+struct reply {
+    int r;                           /* the edit: 0 or -errno */
+    int apply_r;                     /* telling smbd: 0 or -errno */
+    bool checked, undone, restarted; /* a confirm: see confirm() */
+    bool not_restarted;              /* a restart it would want, left (--dry-run) */
+    bool confirmed;                  /* a take-back's job confirmed a commit in force */
+    int line;
+    char msg[sizeof(((struct err *)0)->msg)];
+    char apply_msg[sizeof(((struct err *)0)->msg)];
+    char file[PATH_MAX]; /* "" when the line is nowhere (Samba's default) */
+    /* followed by the new value, NUL-terminated */
+};
+
+struct owned {
+    sd_event *ev;
+    const struct tuner_opts *o;
+    struct state *st;
+    char *live_value;
+    struct job *job;
+    sd_event_source *defer; /* a take-back with nothing to do, told from the loop */
+    /* the operation under way */
+    enum owned_kind kind;
+    const char *expect;
+    struct search_config c;
+    bool restart, keep;
+    owned_put_fn put_done;
+    owned_back_fn back_done;
+    void *ud;
+    bool hold_on_disk; /* st->hold was saved by us or read from the file */
+    char *keep_value;  /* a commit in force that a take-back confirms */
+    bool confirming;   /* the job under way confirms, not reverts */
+    bool reading;      /* the job under way only reads (owned_read.c) */
+    owned_read_fn read_done;
+    pid_t stuck_pid; /* a job of ours killed that had not ended (see stuck()) */
+};
+
+/* -EBUSY, said, while a job of ours that was killed may still write
+ * smb.conf (even after a `--resume`): nothing of ours may race it. */
+int owned_refuse_while_stuck(const struct owned *w);
+
+#endif
