@@ -13,6 +13,7 @@
 #include "kernel.h"
 #include "smbconf.h"
 #include "sockopts.h"
+#include "state.h"
 
 static int fail(const char *msg)
 {
@@ -264,10 +265,36 @@ static void print_capped(const struct smbconf_change *ch)
     }
 }
 
+/* Whether the line in force is a live trial of the daemon's (its record
+ * in the state file: read under the edit lock, which the plan holds, so
+ * no take-back or trial can come between): the value asked for is then in
+ * force only until the trial's cycle takes it back. */
+static bool trial_holds(const char *state_dir, const struct smbconf_result *res)
+{
+    const struct smbconf_edit *ed;
+    struct state st;
+    const char *eq;
+    char *v;
+    bool holds = false;
+
+    if (state_peek(state_dir, &st, NULL) < 0)
+        return false;
+    ed = &st.pending_edit;
+    if (st.pending && !st.pending_commit && res->file != NULL && strcmp(ed->file, res->file) == 0 &&
+        (eq = memchr(ed->written + ed->line_off, '=', ed->line_len)) != NULL) {
+        v = strndup(eq + 1, ed->line_len - (size_t)(eq + 1 - (ed->written + ed->line_off)));
+        holds = v != NULL && sockopts_same(v, res->new_value);
+        free(v);
+    }
+    state_free(&st);
+    return holds;
+}
+
 int cmd_set_buffers(const struct opts *o)
 {
     struct smbconf_change ch = {.expect = o->expect};
     struct smbconf_result res;
+    struct smbconf_plan pl;
     enum apply_method m = APPLY_NONE;
     struct config cfg;
     struct err e = {{0}};
@@ -286,7 +313,22 @@ int cmd_set_buffers(const struct opts *o)
         fail(e.msg);
         return CMD_EXIT_CONFIG;
     }
-    r = smbconf_set_buffers(smb_conf, state_dir, &ch, &res, &e);
+    r = smbconf_prepare(smb_conf, state_dir, &ch, &pl, &res, &e);
+    if (r == 0) {
+        /* The line holds the value asked for as a live trial of the
+         * running daemon: left as "unchanged", the trial's end would take
+         * it back, and the admin's setting with it. */
+        if (!res.changed && trial_holds(state_dir, &res))
+            r = err_set(&e, -EBUSY,
+                        "%s:%d: socket options = %s holds what you ask for, but as a live "
+                        "trial of the running smbtuned (recorded in %s), which puts the line "
+                        "back when its cycle ends: nothing written; run this again once the "
+                        "cycle is over (smbtuned --status)",
+                        res.file, res.line, res.new_value, state_dir);
+        else
+            r = smbconf_write(&pl, &res, &e);
+        smbconf_plan_free(&pl);
+    }
     if (r < 0) {
         smbconf_result_free(&res);
         return fail(e.msg);

@@ -202,10 +202,6 @@ int smbconf_prepare(const char *path, const char *state_dir, const struct smbcon
 int smbconf_write(struct smbconf_plan *pl, struct smbconf_result *res, struct err *e);
 void smbconf_plan_free(struct smbconf_plan *pl);
 
-/* Both steps at once, for a caller with nothing to record (--set-buffers). */
-int smbconf_set_buffers(const char *path, const char *state_dir, const struct smbconf_change *ch,
-                        struct smbconf_result *res, struct err *e);
-
 /* Take an edit back (compare-and-set, see smbconf_unrender; returns
  * SMBCONF_UNDONE_SHADOWED, e saying why, when ours was taken back out of
  * force). When the configuration is now one the parse refuses (someone

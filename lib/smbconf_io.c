@@ -635,20 +635,6 @@ void smbconf_plan_free(struct smbconf_plan *pl)
     pl->lock = -1;
 }
 
-int smbconf_set_buffers(const char *path, const char *state_dir, const struct smbconf_change *ch,
-                        struct smbconf_result *res, struct err *e)
-{
-    struct smbconf_plan pl;
-    int r;
-
-    r = smbconf_prepare(path, state_dir, ch, &pl, res, e);
-    if (r < 0)
-        return r;
-    r = smbconf_write(&pl, res, e);
-    smbconf_plan_free(&pl);
-    return r;
-}
-
 void smbconf_result_free(struct smbconf_result *res)
 {
     smbconf_notes_free(res->notes, res->nnotes);

@@ -97,38 +97,61 @@ static int state_path(const char *dir, char *path, size_t len, struct err *e)
     return 0;
 }
 
+/* The state file at path into s (zeroed first): 0, also when there is
+ * none; else files_read's error or state_parse's (-EBADMSG: damaged), why
+ * saying it. */
+static int state_read(const char *path, struct state *s, struct err *why)
+{
+    char *text;
+    size_t len;
+    int r;
+
+    memset(s, 0, sizeof(*s));
+    r = files_read(path, &text, &len, why);
+    if (r == -ENOENT)
+        return 0;
+    if (r < 0)
+        return r;
+    r = state_parse(text, len, path, s, why);
+    free(text);
+    return r;
+}
+
+int state_peek(const char *dir, struct state *s, struct err *e)
+{
+    char path[PATH_MAX];
+    int r = state_path(dir, path, sizeof(path), e);
+
+    if (r < 0)
+        return r;
+    return state_read(path, s, e);
+}
+
 int state_load(const char *dir, struct state *s, struct err *e)
 {
-    char path[PATH_MAX], aside[PATH_MAX + 64], *text, *reason = NULL;
-    struct err why;
-    size_t len;
+    char path[PATH_MAX], aside[PATH_MAX + 64], *reason = NULL;
+    struct err why = {{0}};
     int r;
 
     memset(s, 0, sizeof(*s));
     r = state_path(dir, path, sizeof(path), e);
     if (r < 0)
         return r;
-    r = files_read(path, &text, &len, &why);
-    if (r == -ENOENT)
-        return 0;
+    r = state_read(path, s, &why);
     /* A FIFO, directory, socket or device where the state file should be
      * (-EINVAL, -EISDIR; files_read opened it non-blocking and read
      * nothing), a file larger than any we write (-EFBIG) or one whose read
-     * would block (-EAGAIN) is treated like a damaged file: named, kept
-     * aside and held (state.h: damage never stops a start).
+     * would block (-EAGAIN) is treated like a damaged file (-EBADMSG):
+     * named, kept aside and held (state.h: damage never stops a start).
      * Renaming it aside is safe for any kind: it sits in our own 0700 state
      * dir, where nothing but smbtuned has business, and is kept intact
      * under the .damaged name, never opened for writing or removed. */
     if (r == -EINVAL || r == -EISDIR || r == -EFBIG || r == -EAGAIN)
         r = -EBADMSG;
-    else if (r < 0)
+    if (r == 0)
+        return 0;
+    if (r != -EBADMSG)
         return err_set(e, r, "cannot read the state file: %s", why.msg);
-    else {
-        r = state_parse(text, len, path, s, &why);
-        free(text);
-        if (r != -EBADMSG)
-            return r < 0 ? err_set(e, r, "%s", why.msg) : 0;
-    }
 
     r = keep_aside(path, aside, sizeof(aside));
     if (r < 0)

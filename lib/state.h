@@ -119,6 +119,11 @@ void state_free(struct state *s);
  * stand for a live trial still in smb.conf. Returns 0 then; <0 only when
  * the file cannot be read or the hold cannot be saved. */
 int state_load(const char *dir, struct state *s, struct err *e);
+
+/* The state file as it is, for a reader that is not the daemon (the
+ * editor): no side effect, a damaged file only an error. 0 with an empty
+ * state when there is none. */
+int state_peek(const char *dir, struct state *s, struct err *e);
 int state_save(const char *dir, const struct state *s, struct err *e);
 
 /* A load-modify-save that no other save may come between (`--resume`, the

@@ -286,11 +286,12 @@ class DaemonEnv:
         e["DBUS_SYSTEM_BUS_ADDRESS"] = f"unix:path={self.tmpdir}/no-system-bus"
         return e
 
-    def plant_pending_commit(self, value):
+    def plant_pending_commit(self, value, commit=True):
         """smb.conf's socket options line set to `value` and the state file
         saying a run wrote it as a commit and was killed before it was
-        checked: what the next start confirms. Needs a state file (a cycle
-        run before). Returns (the old line, the new line)."""
+        checked: what the next start confirms (commit=False: a live trial
+        in force, what a running daemon's cycle takes back). Needs a state
+        file (a cycle run before). Returns (the old line, the new line)."""
         conf = self.srv.conf
         text = conf.read_text()
         old = next(line for line in text.splitlines() if "socket options" in line)
@@ -300,7 +301,8 @@ class DaemonEnv:
         st = state.read_text()
         assert "\npending no\npending_commit no\n" in st, st
         st = st.replace("\npending no\npending_commit no\n",
-                        f"\npending yes\npending_commit yes\npending_file {conf}\n"
+                        f"\npending yes\npending_commit {'yes' if commit else 'no'}\n"
+                        f"pending_file {conf}\n"
                         f"pending_written {new}\npending_original {old}\n")
         st = re.sub(r"\npending_line_len \d+\n", f"\npending_line_len {len(new)}\n", st)
         state.write_text(st)

@@ -664,6 +664,30 @@ def test_dry_run_settles_a_commit_without_a_restart(make_env):
     assert_clean(env)
 
 
+def test_set_buffers_refuses_a_live_trials_value(make_env):
+    """`--set-buffers` asking for the value a running daemon's live trial
+    holds in force said "(unchanged)" and wrote nothing, and the trial's
+    end then put the old line back: the admin's setting was lost without a
+    word. It is refused, saying why; another value is written as before
+    (and the trial's end leaves it: the line is no longer the trial's)."""
+    env = make_env(LEGACY)
+    env.write_config(tune={"mode": q("advise")})
+    rc, out, err = env.run("--once")  # a state file, as a cycle leaves it
+    assert rc == 0, err
+    old, new = env.plant_pending_commit("TCP_NODELAY SO_RCVBUF=262144 SO_SNDBUF=262144",
+                                        commit=False)
+    before = env.srv.conf.read_bytes()
+    rc, out, err = env.run("--set-buffers", "256K,256K")
+    assert rc == 1, out + err
+    assert "as a live trial of the running smbtuned" in err and "nothing written" in err, err
+    assert env.srv.conf.read_bytes() == before
+    rc, out, err = env.run("--set-buffers", "1M,1M")
+    assert rc == 0, out + err
+    assert socket_value(env.srv.conf.read_bytes()) == \
+        "TCP_NODELAY SO_RCVBUF=1048576 SO_SNDBUF=1048576"
+    assert_clean(env)
+
+
 def test_sigterm_during_a_commit_keeps_it(make_env, tmp_path):
     """SIGTERM while the commit's job tells smbd (a smbcontrol that hangs):
     the commit is on disk, and it stays, as after a kill -9: the search had
