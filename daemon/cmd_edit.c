@@ -271,19 +271,16 @@ static void print_capped(const struct smbconf_change *ch)
  * force only until the trial's cycle takes it back. */
 static bool trial_holds(const char *state_dir, const struct smbconf_result *res)
 {
-    const struct smbconf_edit *ed;
     struct state st;
-    const char *eq;
     char *v;
     bool holds = false;
 
     if (state_peek(state_dir, &st, NULL) < 0)
         return false;
-    ed = &st.pending_edit;
-    if (st.pending && !st.pending_commit && res->file != NULL && strcmp(ed->file, res->file) == 0 &&
-        (eq = memchr(ed->written + ed->line_off, '=', ed->line_len)) != NULL) {
-        v = strndup(eq + 1, ed->line_len - (size_t)(eq + 1 - (ed->written + ed->line_off)));
-        holds = v != NULL && sockopts_same(v, res->new_value);
+    if (st.pending && !st.pending_commit && res->file != NULL &&
+        strcmp(st.pending_edit.file, res->file) == 0 &&
+        (v = smbconf_edit_value(&st.pending_edit)) != NULL) {
+        holds = sockopts_same(v, res->new_value);
         free(v);
     }
     state_free(&st);

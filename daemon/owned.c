@@ -368,9 +368,13 @@ static char *pending_on_disk(struct owned *w)
     struct smbconf c;
     struct err e;
     char *value = NULL;
+    int r = smbconf_load(&c, w->o->smb_conf, &e);
 
-    if (smbconf_load(&c, w->o->smb_conf, &e) < 0)
-        return NULL;
+    /* A configuration the parse now refuses (an admin's relative include,
+     * say): ours where it stands as written, for testparm to judge
+     * (confirm); README: a commit is kept once testparm reads it. */
+    if (r < 0)
+        return smbconf_refused(r) ? smbconf_ours_value(ed) : NULL;
     if (c.found && strcmp(c.files[c.hit.file].path, ed->file) == 0 &&
         c.hit.end - c.hit.start == ed->line_len &&
         memcmp(c.files[c.hit.file].buf + c.hit.start, line, ed->line_len) == 0)
@@ -509,7 +513,7 @@ static void confirm(struct owned *w, struct reply *rep)
 
     memset(rep, 0, sizeof(*rep));
     rep->r = smbconf_confirm(w->o->smb_conf, w->o->state_dir, &w->st->pending_edit, w->keep_value,
-                             &checked, &undone, &e);
+                             &checked, &undone, &rep->undo, &e);
     rep->checked = checked;
     rep->undone = undone;
     memcpy(rep->msg, e.msg, sizeof(rep->msg));
@@ -543,7 +547,9 @@ static int confirmed(struct owned *w, const struct reply *rep)
 
         journal_log(LOG_ERR, "%s: checking the change a run that did not finish wrote: %s",
                     ed->file, rep->msg);
-        back.r = 0;
+        /* taken back, with another line (or one we refuse) standing: an
+         * admin's edit, held (settle) */
+        back.r = rep->undo > 0 ? rep->undo : 0;
         return settle(w, &back);
     }
     if (rep->r < 0) {

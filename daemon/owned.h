@@ -36,7 +36,8 @@ struct owned_put_result {
 };
 
 /* r: 0; -ECANCELED when the line was not ours to change (the hold is
- * taken already); -ESRCH when a trial was written but smbd was not told
+ * taken already, unless a trial of ours is still on record: then the
+ * caller's take-back puts it back and holds); -ESRCH when a trial was written but smbd was not told
  * (the trial stays recorded: take it back); -ETIMEDOUT when the job did
  * not finish (with the hold taken when it did not even end when killed);
  * other -errno. */

@@ -24,6 +24,7 @@ struct reply {
     bool checked, undone, restarted; /* a confirm: see confirm() */
     bool not_restarted;              /* a restart it would want, left (--dry-run) */
     bool confirmed;                  /* a take-back's job confirmed a commit in force */
+    int undo;                        /* a confirm undone: how (smbconf_confirm's *how) */
     int line;
     char msg[sizeof(((struct err *)0)->msg)];
     char apply_msg[sizeof(((struct err *)0)->msg)];

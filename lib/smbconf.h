@@ -124,6 +124,13 @@ int smbconf_render(const struct smbconf *c, const char *value, char **out, size_
 int smbconf_unrender(const struct smbconf *c, const struct smbconf_edit *ed, char **out,
                      size_t *outlen, struct err *e);
 
+/* Whether c's copy of ed->file holds the line ed wrote, as written, once
+ * and as a whole line (wherever the line in force is). */
+bool smbconf_holds_ours(const struct smbconf *c, const struct smbconf_edit *ed);
+
+/* The value the line ed wrote sets (malloc'ed), or NULL. */
+char *smbconf_edit_value(const struct smbconf_edit *ed);
+
 void smbconf_edit_free(struct smbconf_edit *ed);
 
 /* One edit that does what `first` then `next` did, when next rewrote the
@@ -205,21 +212,37 @@ void smbconf_plan_free(struct smbconf_plan *pl);
 /* Take an edit back (compare-and-set, see smbconf_unrender; returns
  * SMBCONF_UNDONE_SHADOWED, e saying why, when ours was taken back out of
  * force). When the configuration is now one the parse refuses (someone
- * added a relative include, a registry backend, ...), our line, where
- * ed->file still holds it as we wrote it, is put back all the same:
- * SMBCONF_UNDONE_UNREAD, e saying why; -ECANCELED when it is not there as
- * we wrote it. */
+ * added a relative include, a registry backend, ...: smbconf_refused),
+ * our line, where ed->file still holds it as we wrote it, is put back all
+ * the same: SMBCONF_UNDONE_UNREAD, e saying why; -ECANCELED when it is
+ * not there as we wrote it (or ed->file is gone); -EALREADY when a line
+ * the edit added is not there. */
 #define SMBCONF_UNDONE_UNREAD 2
 int smbconf_revert(const char *path, const char *state_dir, const struct smbconf_edit *ed,
                    struct err *e);
+
+/* Whether smbconf_load's error r is a refusal of what the files say
+ * (smbconf.h's head), rather than a file that cannot be read; some read
+ * errors count (a FIFO, a symlink loop: -EINVAL, -ELOOP), which only ever
+ * sends the undo to the file it wrote. */
+bool smbconf_refused(int r);
+
+/* The value of the line ed wrote where ed->file still holds it as written
+ * (smbconf_holds_ours), read without the rest of the configuration: for a
+ * commit to be confirmed (testparm judges it) when the configuration is
+ * one the parse refuses. malloc'ed, or NULL. */
+char *smbconf_ours_value(const struct smbconf_edit *ed);
 
 /* smbconf_write's check after the write, for a write whose writer died
  * or stopped before it: Samba's testparm must read value, the line our
  * edit ed put in path, or the edit is taken back. 0, or the error;
  * *checked when the check ran (not when the edit lock could not be had),
- * *undone when the old line is back. */
+ * *undone when ours is taken back, *how saying how (smbconf_revert's
+ * return: 0 or -EALREADY, the old line in force again; or
+ * SMBCONF_UNDONE_SHADOWED / _UNREAD: another line, or one the parse
+ * refuses, stands, which is an admin's edit). */
 int smbconf_confirm(const char *path, const char *state_dir, const struct smbconf_edit *ed,
-                    const char *value, bool *checked, bool *undone, struct err *e);
+                    const char *value, bool *checked, bool *undone, int *how, struct err *e);
 
 void smbconf_result_free(struct smbconf_result *res);
 

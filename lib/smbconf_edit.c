@@ -234,6 +234,28 @@ find_shadowed(const struct smbconf *c, const struct smbconf_edit *ed, size_t *at
     return found == 1 ? f : NULL;
 }
 
+bool smbconf_holds_ours(const struct smbconf *c, const struct smbconf_edit *ed)
+{
+    size_t at, cut;
+
+    /* (the line as written, not a chained edit's line before it) */
+    return find_shadowed(c, ed, &at, &cut) != NULL && cut == strlen(ed->written);
+}
+
+char *smbconf_edit_value(const struct smbconf_edit *ed)
+{
+    const char *line = ed->written + ed->line_off, *end = line + ed->line_len;
+    const char *v = memchr(line, '=', ed->line_len);
+
+    if (v == NULL)
+        return NULL;
+    for (v++; v < end && (*v == ' ' || *v == '\t'); v++)
+        ;
+    while (end > v && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
+        end--;
+    return strndup(v, (size_t)(end - v));
+}
+
 int smbconf_unrender(const struct smbconf *c, const struct smbconf_edit *ed, char **out,
                      size_t *outlen, struct err *e)
 {

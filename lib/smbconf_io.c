@@ -355,9 +355,7 @@ static void sweep_edited(const struct smbconf *c)
     files_target_close(&t);
 }
 
-/* The parse's refusals (smbconf.h: what the editor cannot change safely,
- * or what Samba cannot load), as opposed to a file that cannot be read. */
-static bool refused(int r)
+bool smbconf_refused(int r)
 {
     return r == -EINVAL || r == -ENOTSUP || r == -E2BIG || r == -ELOOP;
 }
@@ -366,6 +364,8 @@ static bool refused(int r)
  * ed->file alone, with no line known to be in force. */
 static int load_unread(struct smbconf *c, const struct smbconf_edit *ed, struct err *e)
 {
+    int r;
+
     memset(c, 0, sizeof(*c));
     c->files = calloc(1, sizeof(*c->files));
     if (c->files == NULL)
@@ -376,7 +376,23 @@ static int load_unread(struct smbconf *c, const struct smbconf_edit *ed, struct 
         smbconf_free(c);
         return err_set(e, -ENOMEM, "out of memory");
     }
-    return files_read(ed->file, &c->files[0].buf, &c->files[0].len, e);
+    r = files_read(ed->file, &c->files[0].buf, &c->files[0].len, e);
+    if (r < 0)
+        smbconf_free(c);
+    return r;
+}
+
+char *smbconf_ours_value(const struct smbconf_edit *ed)
+{
+    struct smbconf c;
+    char *v = NULL;
+
+    if (load_unread(&c, ed, NULL) < 0)
+        return NULL;
+    if (smbconf_holds_ours(&c, ed))
+        v = smbconf_edit_value(ed);
+    smbconf_free(&c);
+    return v;
 }
 
 static int revert_locked(const char *path, const char *state_dir, const struct smbconf_edit *ed,
@@ -398,11 +414,16 @@ static int revert_locked(const char *path, const char *state_dir, const struct s
      * and left there a trial would stay in smbd for every client, the
      * take-back failing the same way at every cycle. The caller holds off
      * (SMBCONF_UNDONE_UNREAD): the file is the admin's to put right. */
-    if (r < 0 && refused(r)) {
+    if (r < 0 && smbconf_refused(r)) {
         if (e != NULL)
             why = *e;
         unread = true;
         r = load_unread(&c, ed, e);
+        if (r == -ENOENT)
+            r = err_set(e, -ECANCELED,
+                        "%s, where smbtuned wrote its socket options line, is gone; the "
+                        "configuration now holds what smbtuned cannot follow: %s",
+                        ed->file, why.msg);
     }
     if (r < 0)
         return r;
@@ -544,7 +565,7 @@ int smbconf_prepare(const char *path, const char *state_dir, const struct smbcon
  * e saying what happened to smb.conf first (the reason after it may carry
  * long values and be cut); *undone when the old line is back. */
 static int judge_or_undo(const char *path, const char *state_dir, const struct smbconf_edit *ed,
-                         const char *value, bool *undone, struct err *e)
+                         const char *value, bool *undone, int *how, struct err *e)
 {
     char *judge = NULL;
     struct err why, e2 = {{0}};
@@ -566,6 +587,7 @@ static int judge_or_undo(const char *path, const char *state_dir, const struct s
      * ours while testparm ran (or, _UNREAD, made the file one the editor
      * refuses); ours went back to what it replaced all the same. */
     *undone = r2 == 0 || r2 == -EALREADY || r2 > 0;
+    *how = r2;
     if (r2 > 0)
         err_set(e, r, "the change was taken back (%s): %s", e2.msg, why.msg);
     else if (*undone)
@@ -579,7 +601,7 @@ static int judge_or_undo(const char *path, const char *state_dir, const struct s
 int smbconf_write(struct smbconf_plan *pl, struct smbconf_result *res, struct err *e)
 {
     bool undone;
-    int r;
+    int r, how;
 
     if (!res->changed)
         return 0; /* nothing to write */
@@ -588,7 +610,7 @@ int smbconf_write(struct smbconf_plan *pl, struct smbconf_result *res, struct er
     if (r < 0)
         return r;
     res->changed = true;
-    r = judge_or_undo(pl->path, pl->state_dir, &res->edit, res->new_value, &undone, e);
+    r = judge_or_undo(pl->path, pl->state_dir, &res->edit, res->new_value, &undone, &how, e);
     if (r < 0) {
         res->changed = !undone;
         return r;
@@ -609,16 +631,17 @@ int smbconf_write(struct smbconf_plan *pl, struct smbconf_result *res, struct er
 }
 
 int smbconf_confirm(const char *path, const char *state_dir, const struct smbconf_edit *ed,
-                    const char *value, bool *checked, bool *undone, struct err *e)
+                    const char *value, bool *checked, bool *undone, int *how, struct err *e)
 {
     int lock = take_lock(state_dir, e);
     int r;
 
     *checked = *undone = false;
+    *how = 0;
     if (lock < 0)
         return lock;
     *checked = true;
-    r = judge_or_undo(path, state_dir, ed, value, undone, e);
+    r = judge_or_undo(path, state_dir, ed, value, undone, how, e);
     close(lock);
     return r;
 }

@@ -1141,6 +1141,23 @@ static int run_killed_at(struct fix *f, struct sim *s, int at)
     return ws;
 }
 
+/* A start's settling of what a run left pending (tuner_recover), nothing
+ * more. */
+static void recover(struct fix *f)
+{
+    struct sim s;
+    struct world w = {&sim_ops, &s};
+    struct tuner *t;
+    struct err e;
+
+    sim_init(&s, &f->o);
+    s.ev = new_loop();
+    assert_int_equal(tuner_new_in(s.ev, &f->o, &w, &t, &e), 0);
+    assert_int_equal(tuner_recover(t, &e), 0);
+    tuner_free(t);
+    s.ev = sd_event_unref(s.ev);
+}
+
 /* A kill -9 between any two steps of a live cycle: the next start
  * settles it. smb.conf then holds the old bytes or the committed value,
  * never a trial, and nothing is left pending. */
@@ -1170,19 +1187,7 @@ static void test_kill_between_any_two_steps(void **state)
         ws = run_killed_at(f, &s, at);
         tried++;
         kills += WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL;
-        /* the next start: recover, nothing more */
-        {
-            struct world w = {&sim_ops, &s};
-            struct tuner *t;
-            struct err e;
-
-            sim_init(&s, &f->o);
-            s.ev = new_loop();
-            assert_int_equal(tuner_new_in(s.ev, &f->o, &w, &t, &e), 0);
-            assert_int_equal(tuner_recover(t, &e), 0);
-            tuner_free(t);
-            s.ev = sd_event_unref(s.ev);
-        }
+        recover(f); /* the next start */
         load_state(f, &st);
         assert_false(st.pending);
         assert_false(st.hold); /* our own half-done step is no admin's edit */
@@ -2145,6 +2150,94 @@ static void test_restart_keeps_the_schedule(void **state)
     }
 }
 
+/* A commit written and not yet checked (a run killed between its write
+ * and the check), as its record and the file have it: the value. */
+static char *plant_pending_commit(struct fix *f)
+{
+    struct smbconf_change ch = {.expect = LEGACY, .rcvbuf = 262144, .sndbuf = 262144};
+    struct smbconf_result res;
+    struct smbconf_plan pl;
+    struct state st;
+    struct err e;
+    char *v;
+
+    assert_int_equal(smbconf_prepare(f->conf, f->state_dir, &ch, &pl, &res, &e), 0);
+    assert_int_equal(smbconf_write(&pl, &res, &e), 0);
+    smbconf_plan_free(&pl);
+    load_state(f, &st);
+    st.pending = st.pending_commit = true;
+    assert_int_equal(smbconf_edit_copy(&res.edit, &st.pending_edit), 0);
+    assert_int_equal(state_save(f->state_dir, &st, NULL), 0);
+    state_free(&st);
+    v = strdup(res.new_value);
+    smbconf_result_free(&res);
+    return v;
+}
+
+/* An admin adds a socket options line of their own below an unchecked
+ * commit's, seen by the check (a testparm that adds it before it reads):
+ * ours goes back to what it replaced, theirs stands, and the daemon holds
+ * off. The take-back was counted as a plain one: no hold, the record gone. */
+static void test_commit_check_meets_a_line_below(void **state)
+{
+    struct fix *f = *state;
+    char *v = plant_pending_commit(f), wrapper[400], *after, want[256];
+    struct state st;
+    FILE *w;
+
+    snprintf(wrapper, sizeof(wrapper), "%s/testparm-adds", f->dir);
+    w = fopen(wrapper, "w");
+    assert_non_null(w);
+    fprintf(w,
+            "#!/bin/sh\n"
+            "grep -q '^   socket options = " HAND "' '%s' ||\n"
+            "  sed -i '/socket options/a\\   socket options = " HAND "' '%s'\n"
+            "exec testparm \"$@\"\n",
+            f->conf, f->conf);
+    assert_int_equal(fclose(w), 0);
+    assert_int_equal(chmod(wrapper, 0755), 0);
+    assert_int_equal(setenv("SMBTUNED_TESTPARM", wrapper, 1), 0);
+    recover(f);
+    assert_int_equal(unsetenv("SMBTUNED_TESTPARM"), 0);
+    after = read_all(f->conf);
+    snprintf(want, sizeof(want), "   socket options = %s\n   socket options = %s\n", LEGACY, HAND);
+    if (strstr(after, want) == NULL)
+        fail_msg("the commit %s was not taken back under the admin's line:\n%s", v, after);
+    load_state(f, &st);
+    assert_true(st.hold);
+    assert_false(st.pending);
+    state_free(&st);
+    free(after);
+    free(v);
+}
+
+/* An unchecked commit in a file the parse now refuses (an admin's relative
+ * include): testparm still reads it as written, so it is kept, as README
+ * says of a commit a killed run left. It was taken back. */
+static void test_commit_kept_in_a_refused_file(void **state)
+{
+    struct fix *f = *state;
+    char *v = plant_pending_commit(f), *after;
+    struct state st;
+    FILE *c;
+
+    c = fopen(f->conf, "a");
+    assert_non_null(c);
+    fputs("[other]\n   include = local.conf\n", c);
+    assert_int_equal(fclose(c), 0);
+    recover(f);
+    after = read_all(f->conf);
+    if (strstr(after, v) == NULL)
+        fail_msg("the commit %s is gone:\n%s", v, after);
+    load_state(f, &st);
+    assert_false(st.pending);
+    assert_non_null(st.last_written);
+    assert_string_equal(st.last_written, v);
+    state_free(&st);
+    free(after);
+    free(v);
+}
+
 /* A run killed with a live trial in smb.conf: the restart settles it
  * (tuner_recover) and starts a cycle at once, whatever next_at says. */
 static void test_restart_after_a_cut_cycle_starts_at_once(void **state)
@@ -2205,6 +2298,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_read_waits_on_a_hung_include_in_a_job, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_line_added_below_a_live_trial, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_commit_check_meets_a_line_below, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_commit_kept_in_a_refused_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_line_added_below_a_live_trial, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_resume_during_the_holding_cycle, setup, teardown),
