@@ -265,24 +265,25 @@ static void print_capped(const struct smbconf_change *ch)
     }
 }
 
-/* Whether the line in force is a live trial of the daemon's (its record
- * in the state file: read under the edit lock, which the plan holds, so
- * no take-back or trial can come between): the value asked for is then in
- * force only until the trial's cycle takes it back. */
-static bool trial_holds(const char *state_dir, const struct smbconf_result *res)
+/* Whether the line in force is a live trial of the daemon's: its record
+ * in the state file (read under the edit lock, which the plan holds, so
+ * no take-back or trial can come between) names that file, and the line
+ * is the trial's, byte for byte. The value asked for is then in force
+ * only until the trial's cycle takes it back. */
+static bool trial_holds(const char *state_dir, const struct smbconf *c)
 {
+    const struct smbconf_edit *ed;
+    const struct smbconf_file *f;
     struct state st;
-    char *v;
     bool holds = false;
 
-    if (state_peek(state_dir, &st, NULL) < 0)
+    if (!c->found || state_peek(state_dir, &st, NULL) < 0)
         return false;
-    if (st.pending && !st.pending_commit && res->file != NULL &&
-        strcmp(st.pending_edit.file, res->file) == 0 &&
-        (v = smbconf_edit_value(&st.pending_edit)) != NULL) {
-        holds = sockopts_same(v, res->new_value);
-        free(v);
-    }
+    ed = &st.pending_edit;
+    f = &c->files[c->hit.file];
+    holds = st.pending && !st.pending_commit && strcmp(ed->file, f->path) == 0 &&
+            c->hit.end - c->hit.start == ed->line_len &&
+            memcmp(f->buf + c->hit.start, ed->written + ed->line_off, ed->line_len) == 0;
     state_free(&st);
     return holds;
 }
@@ -315,7 +316,7 @@ int cmd_set_buffers(const struct opts *o)
         /* The line holds the value asked for as a live trial of the
          * running daemon: left as "unchanged", the trial's end would take
          * it back, and the admin's setting with it. */
-        if (!res.changed && trial_holds(state_dir, &res))
+        if (!res.changed && trial_holds(state_dir, &pl.c))
             r = err_set(&e, -EBUSY,
                         "%s:%d: socket options = %s holds what you ask for, but as a live "
                         "trial of the running smbtuned (recorded in %s), which puts the line "

@@ -681,6 +681,14 @@ def test_set_buffers_refuses_a_live_trials_value(make_env):
     assert rc == 1, out + err
     assert "as a live trial of the running smbtuned" in err and "nothing written" in err, err
     assert env.srv.conf.read_bytes() == before
+    # the same value in a line of the admin's below the trial's (theirs in
+    # force, and it stays when the trial's goes): unchanged, truly
+    conf = env.srv.conf
+    conf.write_text(conf.read_text().replace(
+        new + "\n", new + "\n\tsocket options=TCP_NODELAY SO_RCVBUF=262144 SO_SNDBUF=262144\n"))
+    rc, out, err = env.run("--set-buffers", "256K,256K")
+    assert rc == 0 and "(unchanged)" in out, out + err
+    conf.write_text(before.decode())
     rc, out, err = env.run("--set-buffers", "1M,1M")
     assert rc == 0, out + err
     assert socket_value(env.srv.conf.read_bytes()) == \
