@@ -601,8 +601,8 @@ static int confirmed(struct owned *w, const struct reply *rep)
 
 /* What a take-back is to do. With keep, a commit in force stays, once
  * confirmed (w->keep_value: its value); anything else pending is
- * reverted. For the blocking take-backs (a stop, the start), which read
- * smb.conf in place; owned_take_back decides in its job (back_job). */
+ * reverted. The blocking take-backs (a stop, the start) decide in place;
+ * owned_take_back in its job (back_job): reading smb.conf may block. */
 enum back_plan { BACK_NOTHING, BACK_REVERT, BACK_CONFIRM };
 
 static enum back_plan back_plan(struct owned *w, bool keep)
@@ -624,21 +624,18 @@ static int back_job(void *arg, int out_fd)
 {
     struct owned *w = arg;
     struct reply *rep;
-    char *v = w->confirming ? pending_on_disk(w) : NULL;
-    size_t vlen = v != NULL ? strlen(v) : 0;
+    /* (the child's copy of w: keep_value is set here for confirm()) */
+    bool keep = back_plan(w, w->confirming) == BACK_CONFIRM;
+    size_t vlen = keep ? strlen(w->keep_value) : 0;
     int r;
 
     rep = calloc(1, sizeof(*rep) + vlen + 1);
-    if (rep == NULL) {
-        free(v);
+    if (rep == NULL)
         return -ENOMEM;
-    }
-    if (v != NULL) {
-        free(w->keep_value);
-        w->keep_value = v; /* (the child's copy of w) */
+    if (keep) {
         confirm(w, rep);
         rep->confirmed = true;
-        memcpy(rep + 1, v, vlen);
+        memcpy(rep + 1, w->keep_value, vlen);
     } else {
         revert(w, rep);
     }
