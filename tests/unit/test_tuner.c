@@ -2238,6 +2238,68 @@ static void test_commit_kept_in_a_refused_file(void **state)
     free(v);
 }
 
+/* The loop's first facts call, after the cycle's settling step: the
+ * run ends there. */
+static void exit_at_facts(struct sim *s, int call, void *ud)
+{
+    (void)call;
+    (void)ud;
+    sd_event_exit(s->ev, 0);
+}
+
+/* An unchecked commit whose start-up check finds the edit lock busy (an
+ * `smbtuned --set-buffers` at that moment) stays on record; the running
+ * daemon's next cycle confirms it in its settling step, in a job, and
+ * keeps it: the commit event says so, and nothing is taken back. */
+static void test_settling_step_keeps_an_unchecked_commit(void **state)
+{
+    struct fix *f = *state;
+    char *v = plant_pending_commit(f), *after, lock[400];
+    struct world w;
+    struct state st;
+    struct tuner *t;
+    struct seen sn;
+    struct err e;
+    struct sim s;
+    int held;
+
+    f->o.once = false;
+    sim_init(&s, &f->o);
+    s.on_facts = exit_at_facts;
+    w = (struct world){&sim_ops, &s};
+    s.ev = new_loop();
+    seen_begin(&sn);
+    assert_int_equal(tuner_new_in(s.ev, &f->o, &w, &t, &e), 0);
+    /* the start's check waits for the lock (10 s) and leaves the record */
+    snprintf(lock, sizeof(lock), "%s/smbconf.lock", f->state_dir);
+    held = files_lock(lock, 0, NULL);
+    assert_true(held >= 0);
+    assert_int_equal(tuner_recover(t, &e), 0);
+    close(held);
+    load_state(f, &st);
+    assert_true(st.pending);
+    state_free(&st);
+    assert_int_equal(seen_count(&sn, JOURNAL_ID_COMMIT), 0);
+    /* the running daemon's cycle */
+    tuner_kick(t);
+    assert_true(sd_event_loop(s.ev) >= 0);
+    tuner_free(t);
+    s.ev = sd_event_unref(s.ev);
+    assert_int_equal(seen_count(&sn, JOURNAL_ID_COMMIT), 1);
+    assert_int_equal(seen_count(&sn, JOURNAL_ID_TAKE_BACK), 0);
+    seen_end(&sn);
+    after = conf_value(f);
+    assert_string_equal(after, v);
+    load_state(f, &st);
+    assert_false(st.pending);
+    assert_false(st.hold);
+    assert_non_null(st.last_written);
+    assert_string_equal(st.last_written, v);
+    state_free(&st);
+    free(after);
+    free(v);
+}
+
 /* A run killed with a live trial in smb.conf: the restart settles it
  * (tuner_recover) and starts a cycle at once, whatever next_at says. */
 static void test_restart_after_a_cut_cycle_starts_at_once(void **state)
@@ -2300,6 +2362,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_line_added_below_a_live_trial, setup, teardown),
         cmocka_unit_test_setup_teardown(test_commit_check_meets_a_line_below, setup, teardown),
         cmocka_unit_test_setup_teardown(test_commit_kept_in_a_refused_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_settling_step_keeps_an_unchecked_commit, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_refused_line_added_below_a_live_trial, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_resume_during_the_holding_cycle, setup, teardown),
