@@ -52,6 +52,8 @@ struct owned {
     bool confirming;   /* the job under way confirms, not reverts */
     bool reading;      /* the job under way only reads (owned_read.c) */
     owned_read_fn read_done;
+    /* why the last read failed ("" after one that did not: owned_read_error) */
+    char read_error[sizeof(((struct err *)0)->msg)];
     pid_t stuck_pid; /* a job of ours killed that had not ended (see stuck()) */
 };
 

@@ -384,14 +384,13 @@ static void cycle_told(const struct tuner *t, bool held)
 /* --once --json: a cycle that ends without its report (a hold, a
  * failure; stop: a signal cut it short) still gives one object, saying
  * why: the hold's reason (held, NULL without a hold), the first failure
- * told, or (told only as a line) smb.conf refused, or what the cycle was
- * doing. */
+ * told, or (told only as a line) why the cycle's read of smb.conf failed
+ * (owned_read_error: not read again here, in the loop's process), or what
+ * the cycle was doing. */
 static void once_failed(struct tuner *t, const char *stop, const char *held)
 {
     const char *why = report_first_error();
     char during[sizeof(t->status) + 32];
-    struct smbconf c;
-    struct err e;
 
     if (!t->o.once || !t->o.json || t->tally.reported)
         return;
@@ -399,10 +398,9 @@ static void once_failed(struct tuner *t, const char *stop, const char *held)
         why = held;
     } else if (stop != NULL) {
         why = stop;
-    } else if (why[0] == '\0' && smbconf_load(&c, t->o.smb_conf, &e) < 0) {
-        why = e.msg;
+    } else if (why[0] == '\0' && owned_read_error(t->line)[0] != '\0') {
+        why = owned_read_error(t->line);
     } else if (why[0] == '\0') {
-        smbconf_free(&c);
         snprintf(during, sizeof(during), "failed during: %s", t->status);
         why = during;
     }

@@ -137,6 +137,16 @@ def procs_naming(needles):
     return found
 
 
+def registry_copy(smb_conf, path):
+    """A copy of smb_conf at path with `config backend = registry` as its
+    4th line (one the editor refuses, at path:4); path."""
+    lines = smb_conf.read_text().splitlines(keepends=True)
+    assert lines[0].strip() == "[global]"
+    lines.insert(3, "   config backend = registry\n")
+    path.write_text("".join(lines))
+    return path
+
+
 def socket_line_index(lines):
     """Index of the one line of lines that sets `socket options` (the
     fixture's smb.conf has exactly one, no continuation)."""

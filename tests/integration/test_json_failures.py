@@ -15,7 +15,7 @@ import signal
 import pytest
 
 from conftest import run_editor
-from daemon_util import LEGACY, q, socket_line_index, socket_value
+from daemon_util import LEGACY, q, registry_copy, socket_line_index, socket_value
 from smbd import free_port
 
 ON_LATTICE = "TCP_NODELAY IPTOS_LOWDELAY SO_RCVBUF=131072 SO_SNDBUF=131072"
@@ -177,3 +177,25 @@ def test_once_json_stopped(make_env):
     obj = one_object(d.stdout, d.stderr)
     check_once_failure(obj, "failed", d.stderr)
     assert obj["error"] == "stopped by a signal before the cycle ended", obj
+
+
+@pytest.mark.smbd
+def test_once_json_smb_conf_refused(make_env, tmp_path):
+    """smb.conf refused by the cycle's read (a registry backend; --once
+    checks nothing before its cycle): exit 1, and one object, result
+    "failed", error the read's reason with file and line, as the journal
+    line says it. The reason comes from the read (in a job), not from a
+    second read of smb.conf in the loop's own process."""
+    env = make_env(ON_LATTICE)
+    reg = registry_copy(env.srv.conf, tmp_path / "registry-smb.conf")
+    env.write_config(tune={"smb_conf": q(reg), "mode": q("advise")})
+    before = reg.read_bytes()
+
+    rc, out, err = env.run("--once", "--json")
+    assert rc == 1, f"exit {rc}\n{out}\n{err}"
+    obj = one_object(out, err)
+    check_once_failure(obj, "failed", err)
+    assert obj["error"].startswith(f"{reg}:4: "), obj
+    assert "config backend = registry" in obj["error"], obj
+    assert f"<3>{obj['error']}" in err.splitlines(), err
+    assert reg.read_bytes() == before
