@@ -16,6 +16,7 @@
 
 #include "cmd.h"
 #include "build.h"
+#include "conf_check.h"
 #include "config.h"
 #include "creds.h"
 #include "files.h"
@@ -36,6 +37,12 @@ struct daemon {
     struct config cfg;
     struct tuner_opts topts;
     sd_event_source *hup_retry; /* a SIGHUP waits for the cycle to end */
+    /* A SIGHUP's check of smb.conf under way (in a job: a hung mount
+     * must not stop the loop), of the configuration in next; hup_again:
+     * another SIGHUP came meanwhile, and the file may have changed. */
+    struct conf_check check;
+    struct daemon *next;
+    bool hup_again;
 };
 
 /* A logon passed by systemd (LoadCredential=smbtuned-credentials:FILE in a
@@ -138,53 +145,6 @@ static int make_opts(struct daemon *d, bool again, struct err *e)
     return 0;
 }
 
-/* What -t refuses in smb.conf (unreadable, a registry backend, a relative
- * include...): every cycle would only fail on it. */
-static int smb_conf_check(const char *smb_conf, struct err *e)
-{
-    struct smbconf c;
-
-    if (smbconf_load(&c, smb_conf, e) < 0)
-        return -EINVAL;
-    smbconf_free(&c);
-    return 0;
-}
-
-/* Under the unit's sandbox (ProtectSystem=strict) the service writes only
- * where ReadWritePaths= lets it: a socket options line in a file of
- * another directory (an include under /srv) would be found read-only at
- * the first commit, after a whole search. Said at the start, on SIGHUP
- * and by -t (which ExecReload= runs in the sandbox) instead; tune mode
- * only (advise writes nothing). The directory is the one the editor
- * writes in: the file's real path's (smb.conf may be a link). Only
- * EROFS: a permission error is the editor's to report, in its words. */
-static int writable_check(const struct tuner_opts *o, struct err *e)
-{
-    struct smbconf c;
-    const char *file;
-    char *real, *slash;
-    int r = 0;
-
-    if (o->mode != TUNER_TUNE)
-        return 0;
-    if (smbconf_load(&c, o->smb_conf, e) < 0)
-        return -EINVAL;
-    file = c.found ? c.files[c.hit.file].path : o->smb_conf;
-    real = realpath(file, NULL);
-    if (real != NULL && (slash = strrchr(real, '/')) != NULL) {
-        *(slash == real ? slash + 1 : slash) = '\0';
-        if (access(real, W_OK) < 0 && errno == EROFS)
-            r = err_set(e, -EROFS,
-                        "%s: its directory %s is read-only here, so the socket options line "
-                        "cannot be written: under systemd, add ReadWritePaths=%s in a drop-in "
-                        "(systemctl edit smbtuned), or set tune { mode = \"advise\" }",
-                        file, real, real);
-    }
-    free(real);
-    smbconf_free(&c);
-    return r;
-}
-
 static int on_term(sd_event_source *s, const struct signalfd_siginfo *si, void *ud)
 {
     struct daemon *d = ud;
@@ -225,63 +185,109 @@ static bool state_dir_changed(const struct daemon *d, const struct daemon *next)
     return true;
 }
 
+/* The reload waits for the cycle under way (a retry each second). */
+static void hup_wait(struct daemon *d, bool say)
+{
+    if (say && d->hup_retry == NULL)
+        journal_log(LOG_INFO, "SIGHUP: reloading once the cycle under way ends");
+    if (d->hup_retry == NULL)
+        sd_event_add_time_relative(d->ev, &d->hup_retry, CLOCK_MONOTONIC, 1000000, 100000,
+                                   on_hup_retry, d);
+}
+
+static void hup_refused(const char *msg)
+{
+    journal_log(LOG_ERR, "SIGHUP: %s; keeping the configuration in force", msg);
+    sd_notify(0, "READY=1");
+}
+
+static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *ud);
+
+/* The SIGHUP's check of smb.conf has ended: the configuration in d->next
+ * is taken, or refused. */
+static void hup_checked(void *ud, int r, const char *msg)
+{
+    struct daemon *d = ud;
+    struct daemon *next = d->next;
+    struct err e = {{0}};
+
+    d->next = NULL;
+    if (r < 0) {
+        hup_refused(msg);
+    } else if (tuner_busy(d->tuner)) {
+        /* a cycle began while the check ran: the whole reload again once
+         * it ends (the files may change meanwhile) */
+        hup_wait(d, true);
+    } else {
+        d->cfg = next->cfg;
+        /* next's options, made again into d: checked, so it cannot fail */
+        if (make_opts(d, true, &e) < 0)
+            journal_log(LOG_ERR, "SIGHUP: %s", e.msg);
+        tuner_set_opts(d->tuner, &d->topts);
+        journal_log(LOG_NOTICE, "configuration reloaded from %s", d->o->config_file);
+        sd_notify(0, "READY=1");
+        tuner_kick(d->tuner);
+    }
+    free(next);
+    if (d->hup_again) {
+        d->hup_again = false;
+        on_hup(NULL, NULL, d);
+    }
+}
+
 static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *ud)
 {
     struct daemon *d = ud;
-    struct config fresh;
-    struct daemon tmp;
+    struct daemon *next;
     struct err e = {{0}};
 
+    (void)si;
+    /* One check at a time; the SIGHUP that came during it reloads again
+     * after it, reading the files as they are then. */
+    if (d->check.job != NULL) {
+        d->hup_again = true;
+        return 0;
+    }
     /* The tuner's options point into d->cfg: a cycle under way (a live
      * trial, a commit) must finish on the file, state directory and trial
-     * mode it began with, so the reload waits for it. */
+     * mode it began with, so the reload waits for it. Said once per
+     * SIGHUP, not at every retry (s is NULL on one). */
     if (tuner_busy(d->tuner)) {
-        /* said once per SIGHUP, not at every retry (s is NULL on one) */
-        if (s != NULL && d->hup_retry == NULL)
-            journal_log(LOG_INFO, "SIGHUP: reloading once the cycle under way ends");
-        if (d->hup_retry == NULL)
-            sd_event_add_time_relative(d->ev, &d->hup_retry, CLOCK_MONOTONIC, 1000000, 100000,
-                                       on_hup_retry, d);
+        hup_wait(d, s != NULL);
         return 0;
     }
     /* This reload serves an earlier SIGHUP still waiting too: its retry
      * would only reload once more after the next cycle, and kick one. */
     d->hup_retry = sd_event_source_disable_unref(d->hup_retry);
     sd_notify(0, "RELOADING=1");
-    if (cmd_load_config(d->o, &fresh, &e) < 0) {
-        journal_log(LOG_ERR, "SIGHUP: %s; keeping the configuration in force", e.msg);
-        sd_notify(0, "READY=1");
+    next = malloc(sizeof(*next));
+    if (next == NULL) {
+        hup_refused("out of memory");
         return 0;
     }
-    tmp = *d;
-    tmp.cfg = fresh;
-    if (state_dir_changed(d, &tmp)) {
+    *next = *d;
+    if (cmd_load_config(d->o, &next->cfg, &e) < 0 || state_dir_changed(d, next) ||
+        make_opts(next, false, &e) < 0) {
+        /* (state_dir_changed says why itself) */
+        if (e.msg[0] != '\0')
+            journal_log(LOG_ERR, "SIGHUP: %s; keeping the configuration in force", e.msg);
         sd_notify(0, "READY=1");
-        return 0;
-    }
-    if (make_opts(&tmp, false, &e) < 0) {
-        journal_log(LOG_ERR, "SIGHUP: %s; keeping the configuration in force", e.msg);
-        sd_notify(0, "READY=1");
+        free(next);
         return 0;
     }
     /* What -t refuses (systemctl reload runs it first), a plain kill -HUP
      * must refuse too: an smb.conf that cannot be read or is refused as a
      * configuration would only make every cycle fail. (Not testparm's
-     * verdict, which -t asks for too: it may take up to 60 s, and the
-     * event loop does not wait; each cycle reports it.) */
-    if (smb_conf_check(tmp.topts.smb_conf, &e) < 0 || writable_check(&tmp.topts, &e) < 0) {
-        journal_log(LOG_ERR, "SIGHUP: %s; keeping the configuration in force", e.msg);
-        sd_notify(0, "READY=1");
-        return 0;
+     * verdict, which -t asks for too: it may take up to 60 s; each cycle
+     * reports it.) In a job: an include on a hung mount blocks its read,
+     * and the loop (its watchdog pings, SIGTERM) must go on. */
+    d->next = next;
+    if (conf_check_start(&d->check, d->ev, &next->topts, CONF_CHECK_DEADLINE_S, hup_checked, d,
+                         &e) < 0) {
+        d->next = NULL;
+        free(next);
+        hup_refused(e.msg);
     }
-    d->cfg = fresh;
-    /* tmp's options, made again: checked above, so it cannot fail */
-    if (make_opts(d, true, &e) < 0)
-        journal_log(LOG_ERR, "SIGHUP: %s", e.msg);
-    tuner_set_opts(d->tuner, &d->topts);
-    journal_log(LOG_NOTICE, "configuration reloaded from %s", d->o->config_file);
-    sd_notify(0, "READY=1");
-    tuner_kick(d->tuner);
     return 0;
 }
 
@@ -327,7 +333,7 @@ int cmd_check(const struct opts *o)
     }
     free(v);
     /* and where the line would be written, as the start judges it */
-    if (writable_check(&d.topts, &e) < 0) {
+    if (conf_check_writable(&d.topts, &e) < 0) {
         fprintf(stderr, "smbtuned: %s\n", e.msg);
         smbconf_free(&c);
         return CMD_EXIT_CONFIG;
@@ -470,9 +476,9 @@ int cmd_run(const struct opts *o)
      * ExecStartPre= check any more, and
      * RestartPreventExitStatus=78 keeps systemd from retrying such a start
      * for ever. (--once reports it as its cycle's failure.) */
-    if (!o->once && smb_conf_check(d.topts.smb_conf, &e) < 0)
+    if (!o->once && conf_check_smb_conf(d.topts.smb_conf, &e) < 0)
         return refused(o, CMD_EXIT_CONFIG, NULL, "%s", e.msg);
-    if (!o->once && writable_check(&d.topts, &e) < 0)
+    if (!o->once && conf_check_writable(&d.topts, &e) < 0)
         return refused(o, CMD_EXIT_CONFIG, NULL, "%s", e.msg);
     mode = d.topts.mode == TUNER_ADVISE ? "advise" : "tune";
     r = files_private_dir(d.topts.state_dir, FILES_DIR_MAKE, &e);
@@ -552,6 +558,8 @@ int cmd_run(const struct opts *o)
     if (o->once && r == 0)
         r = tuner_exit_code(d.tuner);
     sd_event_source_disable_unref(d.hup_retry);
+    conf_check_cancel(&d.check);
+    free(d.next);
     tuner_free(d.tuner);
     /* jobs killed but stuck in the kernel are left to init */
     job_stuck_free();

@@ -40,7 +40,7 @@ import pytest
 
 from conftest import samba_value
 from daemon_util import (LEGACY, RESULT_RE, Daemon, DaemonEnv, only_socket_line_changed, q,
-                         socket_line_index, socket_value)
+                         registry_copy, socket_line_index, socket_value)
 
 pytestmark = [pytest.mark.smbd, pytest.mark.slow]
 
@@ -922,11 +922,7 @@ def test_check_bad_config_names_line(make_env, bad):
 
 def test_check_registry_smb_conf(make_env, tmp_path):
     env = make_env(ON_LATTICE)
-    reg = tmp_path / "registry-smb.conf"
-    lines = env.srv.conf.read_text().splitlines(keepends=True)
-    assert lines[0].strip() == "[global]"
-    lines.insert(3, "   config backend = registry\n")
-    reg.write_text("".join(lines))
+    reg = registry_copy(env.srv.conf, tmp_path / "registry-smb.conf")
     env.write_config(tune={"smb_conf": q(reg)})
     rc, out, err = env.run("-t", timeout=60)
     assert rc == 78, f"{out}\n{err}"
@@ -1189,3 +1185,40 @@ def test_listener_with_sndbuf_8192_is_told_from_autotuning(make_env, started_wit
     assert rc == 0, err
     assert (LISTENER_NOTICE in err) == told, err
     assert_clean(env)
+
+
+def test_sighup_reads_smb_conf_in_a_child(smbtuned, tmp_path):
+    """A SIGHUP's check of smb.conf (what -t refuses) reads it in a job:
+    an include on a hung mount would stop the loop, its watchdog pings and
+    SIGTERM with it. Under strace, the daemon's own process opens smb.conf
+    no more after the reload than before it (the start's check and
+    settling read it there, before the loop runs)."""
+    from test_security import children, opens_of, refused_url, strace_daemon, wait_for
+
+    smb_conf = tmp_path / "smb.conf"
+    smb_conf.write_text("[global]\n   socket options = TCP_NODELAY\n")
+    cfg = tmp_path / "d.conf"
+    cfg.write_text(f'tune {{\n    state_dir = "{tmp_path / "state"}"\n    interval = "1h"\n'
+                   '    trials = "client"\n    mode = "advise"\n    apply = "none"\n}\n')
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    err_path = tmp_path / "stderr"
+    # A refused URL: each cycle fails at once, and SIGHUP reloads at once.
+    proc, daemon = strace_daemon(smbtuned, traces, err_path, "-c", cfg, "--url", refused_url(),
+                                 "--smb-conf", smb_conf)
+    try:
+        wait_for(lambda: "cycle failed after" in err_path.read_text(), "the first cycle's end",
+                 timeout=60)
+        time.sleep(1)
+        parent = traces / f"t.{daemon}"
+        before = len(opens_of(parent, smb_conf))
+        os.kill(daemon, signal.SIGHUP)
+        wait_for(lambda: "configuration reloaded" in err_path.read_text(), "the reload")
+        time.sleep(2)  # the cycle the reload kicks
+        after = len(opens_of(parent, smb_conf))
+    finally:
+        for pid in children(proc.pid):
+            os.kill(pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+    assert before >= 1, (before, err_path.read_text())  # the control: the start read it here
+    assert after == before, (before, after, opens_of(parent, smb_conf)[before:])

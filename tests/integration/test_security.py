@@ -312,6 +312,17 @@ def opens_of(trace, path):
     return [l for l in trace.read_text().splitlines() if f'"{path}"' in l]
 
 
+def strace_daemon(smbtuned, traces, err_path, *args):
+    """smbtuned with args under `strace -ff` (opens, one file per process
+    in traces/t.PID), its stderr to err_path: (strace's Popen, the
+    daemon's pid)."""
+    with open(err_path, "w") as err:
+        proc = subprocess.Popen(["strace", "-ff", "-qq", "-e", "trace=open,openat", "-o",
+                                 traces / "t", str(smbtuned), *map(str, args)],
+                                stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
+    return proc, wait_for(lambda: (children(proc.pid) or [None])[0], "the daemon under strace")
+
+
 def test_config_loads_read_the_password_only_in_a_child(smbtuned, tmp_path):
     """The check of the credentials file at each config load (start-up,
     SIGHUP, -t) parses it in a short-lived child: the daemon itself never
@@ -329,13 +340,9 @@ def test_config_loads_read_the_password_only_in_a_child(smbtuned, tmp_path):
     err_path = tmp_path / "stderr"
     # A refused URL: the first cycle fails at once and the daemon waits
     # for its interval, so that SIGHUP reloads right away.
-    with open(err_path, "w") as err:
-        proc = subprocess.Popen(["strace", "-ff", "-qq", "-e", "trace=open,openat", "-o",
-                                 traces / "t", str(smbtuned), "-c", cfg, "--url", refused_url(),
-                                 "--credentials", cred, "--smb-conf", smb_conf],
-                                stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
+    proc, daemon = strace_daemon(smbtuned, traces, err_path, "-c", cfg, "--url", refused_url(),
+                                 "--credentials", cred, "--smb-conf", smb_conf)
     try:
-        daemon = wait_for(lambda: (children(proc.pid) or [None])[0], "the daemon under strace")
         wait_for(lambda: "tuning" in err_path.read_text(), "the daemon's start")
         os.kill(daemon, signal.SIGHUP)
         wait_for(lambda: "configuration reloaded" in err_path.read_text(), "the reload")

@@ -1,0 +1,51 @@
+/* conf_check: what the start, -t and a SIGHUP refuse in smb.conf before
+ * any cycle would only fail on it: a file that cannot be read or that the
+ * editor refuses (a registry backend, a relative include...), and a line
+ * that could not be written where it stands (a read-only directory under
+ * the unit's sandbox). The start and -t check in place; a SIGHUP, in a
+ * job: reading smb.conf and its includes may block on a hung mount, and
+ * the event loop must not. */
+#ifndef SMBTUNED_CONF_CHECK_H
+#define SMBTUNED_CONF_CHECK_H
+
+#include <systemd/sd-event.h>
+
+#include "err.h"
+#include "job.h"
+#include "tuner.h"
+
+/* smb.conf read as the editor reads it: 0, or -EINVAL with the reason
+ * (file and line) in e. */
+int conf_check_smb_conf(const char *smb_conf, struct err *e);
+
+/* Tune mode: the directory of the file that holds (or would hold) the
+ * socket options line is writable here: 0, or -EROFS (or the read's
+ * -EINVAL) with the reason and the fix in e. */
+int conf_check_writable(const struct tuner_opts *o, struct err *e);
+
+/* A SIGHUP's check's bound: the read of smb.conf and its includes, which
+ * takes milliseconds unless a mount hangs. */
+#define CONF_CHECK_DEADLINE_S 30.0
+
+/* Called once from the loop: r 0 (both checks passed) or -errno, and why
+ * (a job that failed or timed out says so). */
+typedef void (*conf_check_fn)(void *ud, int r, const char *msg);
+
+/* A check under way, in the caller's keeping (job NULL: none). */
+struct conf_check {
+    struct job *job;
+    const struct tuner_opts *o;
+    conf_check_fn done;
+    void *ud;
+};
+
+/* Both checks of o, in a job with deadline_s: 0 (c->job set until done is
+ * called), or -errno with the reason in e (done is never called). o is
+ * read in the job only (a forked copy). */
+int conf_check_start(struct conf_check *c, sd_event *ev, const struct tuner_opts *o,
+                     double deadline_s, conf_check_fn done, void *ud, struct err *e);
+
+/* Give up a check under way (a stop): done is never called. */
+void conf_check_cancel(struct conf_check *c);
+
+#endif
