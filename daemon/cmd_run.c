@@ -201,7 +201,7 @@ static void hup_refused(const char *msg)
     sd_notify(0, "READY=1");
 }
 
-static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *ud);
+static void hup_begin(struct daemon *d, bool say);
 
 /* The SIGHUP's check of smb.conf has ended: the configuration in d->next
  * is taken, or refused. */
@@ -216,7 +216,9 @@ static void hup_checked(void *ud, int r, const char *msg)
         hup_refused(msg);
     } else if (tuner_busy(d->tuner)) {
         /* a cycle began while the check ran: the whole reload again once
-         * it ends (the files may change meanwhile) */
+         * it ends (the files may change meanwhile); READY=1 meanwhile, or
+         * systemd would see a reload that lasts the cycle */
+        sd_notify(0, "READY=1");
         hup_wait(d, true);
     } else {
         d->cfg = next->cfg;
@@ -231,30 +233,29 @@ static void hup_checked(void *ud, int r, const char *msg)
     free(next);
     if (d->hup_again) {
         d->hup_again = false;
-        on_hup(NULL, NULL, d);
+        hup_begin(d, true);
     }
 }
 
-static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *ud)
+/* A reload: say, whether a wait for the cycle under way is told (once per
+ * SIGHUP, not at every retry). */
+static void hup_begin(struct daemon *d, bool say)
 {
-    struct daemon *d = ud;
     struct daemon *next;
     struct err e = {{0}};
 
-    (void)si;
     /* One check at a time; the SIGHUP that came during it reloads again
      * after it, reading the files as they are then. */
     if (d->check.job != NULL) {
         d->hup_again = true;
-        return 0;
+        return;
     }
     /* The tuner's options point into d->cfg: a cycle under way (a live
      * trial, a commit) must finish on the file, state directory and trial
-     * mode it began with, so the reload waits for it. Said once per
-     * SIGHUP, not at every retry (s is NULL on one). */
+     * mode it began with, so the reload waits for it. */
     if (tuner_busy(d->tuner)) {
-        hup_wait(d, s != NULL);
-        return 0;
+        hup_wait(d, say);
+        return;
     }
     /* This reload serves an earlier SIGHUP still waiting too: its retry
      * would only reload once more after the next cycle, and kick one. */
@@ -263,7 +264,7 @@ static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *u
     next = malloc(sizeof(*next));
     if (next == NULL) {
         hup_refused("out of memory");
-        return 0;
+        return;
     }
     *next = *d;
     if (cmd_load_config(d->o, &next->cfg, &e) < 0 || state_dir_changed(d, next) ||
@@ -273,7 +274,7 @@ static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *u
             journal_log(LOG_ERR, "SIGHUP: %s; keeping the configuration in force", e.msg);
         sd_notify(0, "READY=1");
         free(next);
-        return 0;
+        return;
     }
     /* What -t refuses (systemctl reload runs it first), a plain kill -HUP
      * must refuse too: an smb.conf that cannot be read or is refused as a
@@ -284,10 +285,20 @@ static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *u
     d->next = next;
     if (conf_check_start(&d->check, d->ev, &next->topts, CONF_CHECK_DEADLINE_S, hup_checked, d,
                          &e) < 0) {
+        char msg[sizeof(e.msg) + 64];
+
+        snprintf(msg, sizeof(msg), "checking %s: %s", next->topts.smb_conf, e.msg);
         d->next = NULL;
         free(next);
-        hup_refused(e.msg);
+        hup_refused(msg);
     }
+}
+
+static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *ud)
+{
+    (void)s;
+    (void)si;
+    hup_begin(ud, true);
     return 0;
 }
 
@@ -296,7 +307,8 @@ static int on_hup_retry(sd_event_source *s, uint64_t usec, void *ud)
     struct daemon *d = ud;
 
     d->hup_retry = sd_event_source_disable_unref(d->hup_retry);
-    return on_hup(NULL, NULL, d);
+    hup_begin(d, false);
+    return 0;
 }
 
 /* STATUS= when the tuner's words change (and with READY=1): no timer, so

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,26 @@ static bool still_stuck(const struct owned *w);
 bool owned_busy(const struct owned *w)
 {
     return w->job != NULL || w->defer != NULL || still_stuck(w);
+}
+
+void owned_error(struct owned *w, int prio, const char *fmt, ...)
+{
+    va_list ap;
+    char *msg;
+    int n;
+
+    va_start(ap, fmt);
+    n = vasprintf(&msg, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        snprintf(w->error, sizeof(w->error), "out of memory");
+        journal_log(prio, "%s (out of memory for the details)", fmt);
+        return;
+    }
+    /* the journal has it whole; --once --json's object, cut at a byte */
+    journal_log(prio, "%s", msg);
+    snprintf(w->error, sizeof(w->error), "%s", msg);
+    free(msg);
 }
 
 int owned_refuse_while_stuck(const struct owned *w)
@@ -453,7 +474,7 @@ static int settle(struct owned *w, const struct reply *rep)
         owned_hold(w, rep->msg);
     } else {
         /* the record stays: the next cycle, or the next start, tries again */
-        journal_log(LOG_ERR, "taking our change back failed: %s", rep->msg);
+        owned_error(w, LOG_ERR, "taking our change back failed: %s", rep->msg);
     }
     free(w->live_value);
     w->live_value = NULL;
@@ -545,7 +566,7 @@ static int confirmed(struct owned *w, const struct reply *rep)
     if (rep->r < 0 && rep->undone) {
         struct reply back = *rep;
 
-        journal_log(LOG_ERR, "%s: checking the change a run that did not finish wrote: %s",
+        owned_error(w, LOG_ERR, "%s: checking the change a run that did not finish wrote: %s",
                     ed->file, rep->msg);
         /* taken back, with another line (or one we refuse) standing: an
          * admin's edit, held (settle) */
@@ -555,7 +576,7 @@ static int confirmed(struct owned *w, const struct reply *rep)
     if (rep->r < 0) {
         /* not checked (the edit lock was busy), or taken back and that
          * failed: as it is, until the next cycle */
-        journal_log(rep->checked ? LOG_ERR : LOG_WARNING,
+        owned_error(w, rep->checked ? LOG_ERR : LOG_WARNING,
                     "%s: the change a run that did not finish wrote is %s: %s; the next cycle "
                     "checks it again",
                     ed->file, rep->checked ? "still in force, its check failed" : "not checked yet",
@@ -656,7 +677,7 @@ static void back_done(struct job *j, const struct job_result *jr, void *ud)
         stuck(w, job_pid(j), w->confirming ? "checking our change" : "taking our change back");
         r = -ETIMEDOUT;
     } else if (!jr->ok || jr->len < sizeof(*rep) + 1 || jr->data[jr->len - 1] != '\0') {
-        journal_log(LOG_ERR, "%s our change failed: the job %s",
+        owned_error(w, LOG_ERR, "%s our change failed: the job %s",
                     w->confirming ? "checking" : "taking back",
                     jr->timed_out ? "did not finish within its deadline" : "failed");
         r = jr->timed_out ? -ETIMEDOUT : -EIO;
@@ -685,6 +706,7 @@ int owned_take_back(struct owned *w, bool keep, owned_back_fn done, void *ud)
     struct err e;
     int r;
 
+    w->error[0] = '\0';
     if (owned_refuse_while_stuck(w) < 0 || owned_busy(w))
         return -EBUSY;
     w->back_done = done;
@@ -695,7 +717,7 @@ int owned_take_back(struct owned *w, bool keep, owned_back_fn done, void *ud)
     w->confirming = keep && w->st->pending_commit;
     r = job_start(w->ev, back_job, w, OWNED_JOB_DEADLINE_S, back_done, w, &w->job, &e);
     if (r < 0)
-        journal_log(LOG_ERR, "taking our change back: %s", e.msg);
+        owned_error(w, LOG_ERR, "taking our change back: %s", e.msg);
     return r;
 }
 

@@ -90,11 +90,11 @@ void owned_recover(struct owned *w);
 typedef void (*owned_read_fn)(void *ud, int r, const char *value);
 int owned_read(struct owned *w, owned_read_fn done, void *ud);
 
-/* Why the last owned_read failed, as it told the journal (smb.conf
- * refused, a job killed at its deadline...), or "" (none failed): what
- * --once --json says of a cycle that failed there, without reading
- * smb.conf again in the loop's process. */
-const char *owned_read_error(const struct owned *w);
+/* Why the last owned_read or owned_take_back failed, as it told the
+ * journal (smb.conf refused, a job killed at its deadline...), or "" (it
+ * did not): what --once --json says of a cycle that failed there, without
+ * reading smb.conf again in the loop's process. */
+const char *owned_last_error(const struct owned *w);
 
 /* Our line was changed by someone else: theirs stands, we hold off. */
 void owned_hold(struct owned *w, const char *why);

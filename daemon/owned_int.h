@@ -52,13 +52,19 @@ struct owned {
     bool confirming;   /* the job under way confirms, not reverts */
     bool reading;      /* the job under way only reads (owned_read.c) */
     owned_read_fn read_done;
-    /* why the last read failed ("" after one that did not: owned_read_error) */
-    char read_error[sizeof(((struct err *)0)->msg)];
+    /* why the last read or take-back failed ("" after one that did not:
+     * owned_last_error) */
+    char error[sizeof(((struct err *)0)->msg)];
     pid_t stuck_pid; /* a job of ours killed that had not ended (see stuck()) */
 };
 
 /* -EBUSY, said, while a job of ours that was killed may still write
  * smb.conf (even after a `--resume`): nothing of ours may race it. */
 int owned_refuse_while_stuck(const struct owned *w);
+
+/* A failure of a read or a take-back: told to the journal (LOG_ERR, or
+ * prio) and kept for owned_last_error. */
+void owned_error(struct owned *w, int prio, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #endif

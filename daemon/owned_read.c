@@ -93,17 +93,15 @@ static void read_done(struct job *j, const struct job_result *jr, void *ud)
     w->reading = false;
     if (!jr->ok || jr->len < sizeof(*rep) + 1 || jr->data[jr->len - 1] != '\0') {
         r = jr->timed_out ? -ETIMEDOUT : jr->error < 0 ? jr->error : -EIO;
-        snprintf(w->read_error, sizeof(w->read_error), "%s: reading it: the job %s", w->o->smb_conf,
-                 jr->unreaped    ? "was killed and has not ended (a file it reads, an "
-                                   "include, on a hung mount?)"
-                 : jr->timed_out ? "did not finish within its deadline (a file it reads, "
-                                   "an include, on a hung mount?)"
-                                 : "failed");
-        journal_log(LOG_ERR, "%s", w->read_error);
+        owned_error(w, LOG_ERR, "%s: reading it: the job %s", w->o->smb_conf,
+                    jr->unreaped    ? "was killed and has not ended (a file it reads, an "
+                                      "include, on a hung mount?)"
+                    : jr->timed_out ? "did not finish within its deadline (a file it reads, "
+                                      "an include, on a hung mount?)"
+                                    : "failed");
     } else if (rep->r < 0) {
         r = rep->r;
-        snprintf(w->read_error, sizeof(w->read_error), "%s", rep->msg);
-        journal_log(LOG_ERR, "%s", rep->msg);
+        owned_error(w, LOG_ERR, "%s", rep->msg);
     } else {
         value = (const char *)(rep + 1);
         r = check_ours(w, rep, value);
@@ -116,25 +114,21 @@ int owned_read(struct owned *w, owned_read_fn done, void *ud)
     struct err e;
     int r;
 
+    w->error[0] = '\0';
     if (owned_refuse_while_stuck(w) < 0 || owned_busy(w))
         return -EBUSY;
     w->read_done = done;
     w->ud = ud;
     w->reading = true;
-    w->read_error[0] = '\0';
     r = job_start(w->ev, read_job, w, OWNED_JOB_DEADLINE_S, read_done, w, &w->job, &e);
     if (r < 0) {
         w->reading = false;
-        struct err why;
-
-        err_set(&why, r, "reading %s: %s", w->o->smb_conf, e.msg);
-        memcpy(w->read_error, why.msg, sizeof(w->read_error));
-        journal_log(LOG_ERR, "%s", w->read_error);
+        owned_error(w, LOG_ERR, "reading %s: %s", w->o->smb_conf, e.msg);
     }
     return r;
 }
 
-const char *owned_read_error(const struct owned *w)
+const char *owned_last_error(const struct owned *w)
 {
-    return w->read_error;
+    return w->error;
 }

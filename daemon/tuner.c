@@ -384,9 +384,9 @@ static void cycle_told(const struct tuner *t, bool held)
 /* --once --json: a cycle that ends without its report (a hold, a
  * failure; stop: a signal cut it short) still gives one object, saying
  * why: the hold's reason (held, NULL without a hold), the first failure
- * told, or (told only as a line) why the cycle's read of smb.conf failed
- * (owned_read_error: not read again here, in the loop's process), or what
- * the cycle was doing. */
+ * told, or (told only as a line) why the cycle's read or take-back of
+ * smb.conf failed (owned_last_error: not read again here, in the loop's
+ * process), or what the cycle was doing. */
 static void once_failed(struct tuner *t, const char *stop, const char *held)
 {
     const char *why = report_first_error();
@@ -398,8 +398,8 @@ static void once_failed(struct tuner *t, const char *stop, const char *held)
         why = held;
     } else if (stop != NULL) {
         why = stop;
-    } else if (why[0] == '\0' && owned_read_error(t->line)[0] != '\0') {
-        why = owned_read_error(t->line);
+    } else if (why[0] == '\0' && owned_last_error(t->line)[0] != '\0') {
+        why = owned_last_error(t->line);
     } else if (why[0] == '\0') {
         snprintf(during, sizeof(during), "failed during: %s", t->status);
         why = during;

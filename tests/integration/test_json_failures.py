@@ -184,8 +184,8 @@ def test_once_json_smb_conf_refused(make_env, tmp_path):
     """smb.conf refused by the cycle's read (a registry backend; --once
     checks nothing before its cycle): exit 1, and one object, result
     "failed", error the read's reason with file and line, as the journal
-    line says it. The reason comes from the read (in a job), not from a
-    second read of smb.conf in the loop's own process."""
+    line says it: the read's own reason (owned_last_error), kept from the
+    job; with it lost the object says "failed during: starting"."""
     env = make_env(ON_LATTICE)
     reg = registry_copy(env.srv.conf, tmp_path / "registry-smb.conf")
     env.write_config(tune={"smb_conf": q(reg), "mode": q("advise")})
