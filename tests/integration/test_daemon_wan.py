@@ -246,7 +246,7 @@ def check_commit(host, before_bytes, obj):
 def search_lines(stderr):
     """The journal lines of the search's decisions (for the printout)."""
     return [l for l in stderr.splitlines()
-            if re.search(r"converged|autotuning won|socket options:|stays|->", l)]
+            if re.search(r"converged|search finished|socket options:|stays|->", l)]
 
 
 def print_once(title, obj, stderr, secs):
@@ -365,16 +365,17 @@ def test_once_commits_within_10pct_of_sweep(smbd_factory, smbtuned, tmp_path):
 def test_once_constrained_autotuning_commits_explicit(smbd_factory, smbtuned, tmp_path):
     """With the tuned host's tcp_rmem/tcp_wmem maximum at 128 KiB,
     autotuning cannot open the window the path needs (BDP 500 KB): the
-    search itself must pick explicit sizes for both buffers (not only the
-    rule that replaces a winning AUTO by an explicit size while the old
-    line had one), and the committed configuration reads within 10% of a
+    search itself must pick explicit sizes for both buffers (its end line
+    says which, before any rule of the outcome's), and the committed configuration reads within 10% of a
     4M probe. A probe of AUTO shows the scenario is really constrained."""
     res = run_on_wan(smbd_factory, smbtuned, tmp_path, constrained_case, sysctls=CONSTRAINED)
     a = res["once"]["after"]
     assert a["rcvbuf"] is not None and a["sndbuf"] is not None, a
-    # The search's own winner is explicit: the journal says so when it
-    # replaces a winning AUTO by an explicit size.
-    assert "autotuning won" not in res["stderr"], res["stderr"]
+    # The search's own winner is explicit (its end line names it, before
+    # the outcome's rules: the commit alone could hide a rule that
+    # replaced a winning AUTO).
+    won = re.findall(r"search finished after \d+ samples: (.*?), write", res["stderr"])
+    assert len(won) == 1 and "auto" not in won[0], (won, res["stderr"])
     auto, four, committed = res["auto"], res["4M"], res["committed"]
     # Constrained for real: AUTO reads at most half of what 4M reads (the
     # client's SO_RCVBUF ranks reads).
