@@ -43,6 +43,7 @@ struct daemon {
     struct conf_check check;
     struct daemon *next;
     bool hup_again;
+    bool hup_told; /* the wait for a cycle was said for this reload */
 };
 
 /* A logon passed by systemd (LoadCredential=smbtuned-credentials:FILE in a
@@ -188,17 +189,19 @@ static bool state_dir_changed(const struct daemon *d, const struct daemon *next)
 /* The reload waits for the cycle under way (a retry each second). */
 static void hup_wait(struct daemon *d, bool say)
 {
-    if (say && d->hup_retry == NULL)
+    if (say && !d->hup_told)
         journal_log(LOG_INFO, "SIGHUP: reloading once the cycle under way ends");
+    d->hup_told = d->hup_told || say;
     if (d->hup_retry == NULL)
         sd_event_add_time_relative(d->ev, &d->hup_retry, CLOCK_MONOTONIC, 1000000, 100000,
                                    on_hup_retry, d);
 }
 
-static void hup_refused(const char *msg)
+static void hup_refused(struct daemon *d, const char *msg)
 {
     journal_log(LOG_ERR, "SIGHUP: %s; keeping the configuration in force", msg);
     sd_notify(0, "READY=1");
+    d->hup_told = false;
 }
 
 static void hup_begin(struct daemon *d, bool say);
@@ -213,7 +216,7 @@ static void hup_checked(void *ud, int r, const char *msg)
 
     d->next = NULL;
     if (r < 0) {
-        hup_refused(msg);
+        hup_refused(d, msg);
     } else if (tuner_busy(d->tuner)) {
         /* a cycle began while the check ran: the whole reload again once
          * it ends (the files may change meanwhile); READY=1 meanwhile, or
@@ -226,6 +229,7 @@ static void hup_checked(void *ud, int r, const char *msg)
         if (make_opts(d, true, &e) < 0)
             journal_log(LOG_ERR, "SIGHUP: %s", e.msg);
         tuner_set_opts(d->tuner, &d->topts);
+        d->hup_told = false;
         journal_log(LOG_NOTICE, "configuration reloaded from %s", d->o->config_file);
         sd_notify(0, "READY=1");
         tuner_kick(d->tuner);
@@ -263,7 +267,7 @@ static void hup_begin(struct daemon *d, bool say)
     sd_notify(0, "RELOADING=1");
     next = malloc(sizeof(*next));
     if (next == NULL) {
-        hup_refused("out of memory");
+        hup_refused(d, "out of memory");
         return;
     }
     *next = *d;
@@ -273,6 +277,7 @@ static void hup_begin(struct daemon *d, bool say)
         if (e.msg[0] != '\0')
             journal_log(LOG_ERR, "SIGHUP: %s; keeping the configuration in force", e.msg);
         sd_notify(0, "READY=1");
+        d->hup_told = false;
         free(next);
         return;
     }
@@ -290,7 +295,7 @@ static void hup_begin(struct daemon *d, bool say)
         snprintf(msg, sizeof(msg), "checking %s: %s", next->topts.smb_conf, e.msg);
         d->next = NULL;
         free(next);
-        hup_refused(msg);
+        hup_refused(d, msg);
     }
 }
 

@@ -87,11 +87,11 @@ static void check_done(struct job *j, const struct job_result *jr, void *ud)
     } else {
         r = jr->timed_out ? -ETIMEDOUT : jr->error < 0 ? jr->error : -EIO;
         snprintf(msg, sizeof(msg), "%s: reading it: the check %s", c->o->smb_conf,
-                 jr->unreaped    ? "was killed at its deadline and has not ended (a file it "
-                                   "reads, an include, on a hung mount?)"
+                 jr->unreaped    ? "was killed and has not ended (a file it reads, an "
+                                   "include, on a hung mount?)"
                  : jr->timed_out ? "did not finish within its deadline (a file it reads, an "
                                    "include, on a hung mount?)"
-                 : jr->error < 0 ? "gave no answer"
+                 : jr->error < 0 ? "ended, its answer not collected"
                                  : "failed");
     }
     c->done(c->ud, r, msg);

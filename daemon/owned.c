@@ -58,18 +58,22 @@ bool owned_busy(const struct owned *w)
 
 void owned_error(struct owned *w, int prio, const char *fmt, ...)
 {
-    va_list ap;
+    va_list ap, again;
     char *msg;
     int n;
 
     va_start(ap, fmt);
+    va_copy(again, ap);
     n = vasprintf(&msg, fmt, ap);
     va_end(ap);
     if (n < 0) {
-        snprintf(w->error, sizeof(w->error), "out of memory");
-        journal_log(prio, "%s (out of memory for the details)", fmt);
+        /* no memory for the whole line: the part that fits */
+        vsnprintf(w->error, sizeof(w->error), fmt, again);
+        va_end(again);
+        journal_log(prio, "%s", w->error);
         return;
     }
+    va_end(again);
     /* the journal has it whole; --once --json's object, cut at a byte */
     journal_log(prio, "%s", msg);
     snprintf(w->error, sizeof(w->error), "%s", msg);

@@ -386,11 +386,12 @@ static void cycle_told(const struct tuner *t, bool held)
  * why: the hold's reason (held, NULL without a hold), the first failure
  * told, or (told only as a line) why the cycle's read or take-back of
  * smb.conf failed (owned_last_error: not read again here, in the loop's
- * process), or what the cycle was doing. */
+ * process), both when both failed, or what the cycle was doing. */
 static void once_failed(struct tuner *t, const char *stop, const char *held)
 {
-    const char *why = report_first_error();
+    const char *why = report_first_error(), *owned = owned_last_error(t->line);
     char during[sizeof(t->status) + 32];
+    char both[4096];
 
     if (!t->o.once || !t->o.json || t->tally.reported)
         return;
@@ -398,8 +399,13 @@ static void once_failed(struct tuner *t, const char *stop, const char *held)
         why = held;
     } else if (stop != NULL) {
         why = stop;
-    } else if (why[0] == '\0' && owned_last_error(t->line)[0] != '\0') {
-        why = owned_last_error(t->line);
+    } else if (why[0] == '\0' && owned[0] != '\0') {
+        why = owned;
+    } else if (owned[0] != '\0' && strcmp(why, owned) != 0) {
+        /* a failure, then a take-back that failed too (a trial may still
+         * be in smb.conf): both */
+        snprintf(both, sizeof(both), "%s; then %s", why, owned);
+        why = both;
     } else if (why[0] == '\0') {
         snprintf(during, sizeof(during), "failed during: %s", t->status);
         why = during;
