@@ -119,19 +119,23 @@ int cmd_fill(const struct config *c, struct tuner_opts *t, struct err *e)
     return 0;
 }
 
+/* How make_opts fills: at the start and for -t, with the credentials
+ * file checked in place (cmd_fill); for a SIGHUP, without (its job checks
+ * it, conf_check.h); again: the configuration a SIGHUP has just checked,
+ * filled a second time into d itself (its strings must point into
+ * d->cfg), and the notice not said twice. */
+enum fill { FILL_START, FILL_RELOAD, FILL_AGAIN };
+
 /* struct config -> struct tuner_opts, and what only the command line says.
- * The strings stay in d->cfg. again: the configuration a SIGHUP has just
- * checked, filled a second time into d itself (its strings must point into
- * d->cfg): the credentials file is not checked twice (that may take up to
- * CREDS_CHECK_DEADLINE_S) nor the notice said twice. */
-static int make_opts(struct daemon *d, bool again, struct err *e)
+ * The strings stay in d->cfg. */
+static int make_opts(struct daemon *d, enum fill how, struct err *e)
 {
     const struct config *c = &d->cfg;
     struct tuner_opts *t = &d->topts;
 
-    if ((again ? config_fill(c, t, e) : cmd_fill(c, t, e)) < 0)
+    if ((how == FILL_START ? cmd_fill(c, t, e) : config_fill(c, t, e)) < 0)
         return -EINVAL;
-    if (!again && c->tune.mode == TUNER_ADVISE && !c->tune.trials_auto &&
+    if (how != FILL_AGAIN && c->tune.mode == TUNER_ADVISE && !c->tune.trials_auto &&
         c->tune.trials == TUNER_LIVE)
         journal_log(LOG_NOTICE,
                     "advise mode never writes smb.conf: trying candidates on %s "
@@ -226,7 +230,7 @@ static void hup_checked(void *ud, int r, const char *msg)
     } else {
         d->cfg = next->cfg;
         /* next's options, made again into d: checked, so it cannot fail */
-        if (make_opts(d, true, &e) < 0)
+        if (make_opts(d, FILL_AGAIN, &e) < 0)
             journal_log(LOG_ERR, "SIGHUP: %s", e.msg);
         tuner_set_opts(d->tuner, &d->topts);
         d->hup_told = false;
@@ -272,7 +276,7 @@ static void hup_begin(struct daemon *d, bool say)
     }
     *next = *d;
     if (cmd_load_config(d->o, &next->cfg, &e) < 0 || state_dir_changed(d, next) ||
-        make_opts(next, false, &e) < 0) {
+        make_opts(next, FILL_RELOAD, &e) < 0) {
         /* (state_dir_changed says why itself) */
         if (e.msg[0] != '\0')
             journal_log(LOG_ERR, "SIGHUP: %s; keeping the configuration in force", e.msg);
@@ -331,7 +335,7 @@ int cmd_check(const struct opts *o)
     char *v = NULL;
     int r;
 
-    if (cmd_load_config(o, &d.cfg, &e) < 0 || make_opts(&d, false, &e) < 0) {
+    if (cmd_load_config(o, &d.cfg, &e) < 0 || make_opts(&d, FILL_START, &e) < 0) {
         fprintf(stderr, "smbtuned: %s\n", e.msg);
         return CMD_EXIT_CONFIG;
     }
@@ -485,7 +489,7 @@ int cmd_run(const struct opts *o)
     bool scheduled;
     int r, lock;
 
-    if (cmd_load_config(o, &d.cfg, &e) < 0 || make_opts(&d, false, &e) < 0)
+    if (cmd_load_config(o, &d.cfg, &e) < 0 || make_opts(&d, FILL_START, &e) < 0)
         return refused(o, CMD_EXIT_CONFIG, NULL, "%s", e.msg);
     /* The daemon refuses what -t refuses, before READY=1 and with -t's
      * exit status (but for testparm's verdict, which each cycle reports,

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "creds.h"
 #include "files.h"
 #include "smbconf.h"
 
@@ -69,6 +70,9 @@ static int check_job(void *arg, int out_fd)
     a.r = conf_check_smb_conf(c->o->smb_conf, &a.e);
     if (a.r == 0)
         a.r = conf_check_writable(c->o, &a.e);
+    /* (its own child parses it: no byte of a password reaches this one) */
+    if (a.r == 0 && c->o->probe.credentials != NULL)
+        a.r = creds_check(c->o->probe.credentials, 0, &a.e);
     return files_write_all(out_fd, &a, sizeof(a));
 }
 

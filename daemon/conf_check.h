@@ -4,7 +4,9 @@
  * that could not be written where it stands (a read-only directory under
  * the unit's sandbox). The start and -t check in place; a SIGHUP, in a
  * job: reading smb.conf and its includes may block on a hung mount, and
- * the event loop must not. */
+ * the event loop must not. The job checks the credentials file too
+ * (creds_check, up to CREDS_CHECK_DEADLINE_S), which the start checks in
+ * cmd_fill. */
 #ifndef SMBTUNED_CONF_CHECK_H
 #define SMBTUNED_CONF_CHECK_H
 
@@ -24,7 +26,8 @@ int conf_check_smb_conf(const char *smb_conf, struct err *e);
 int conf_check_writable(const struct tuner_opts *o, struct err *e);
 
 /* A SIGHUP's check's bound: the read of smb.conf and its includes, which
- * takes milliseconds unless a mount hangs. */
+ * takes milliseconds unless a mount hangs, and the credentials check
+ * (bound at 10 s by its own deadline). */
 #define CONF_CHECK_DEADLINE_S 30.0
 
 /* Called once from the loop: r 0 (both checks passed) or -errno, and why
@@ -39,9 +42,10 @@ struct conf_check {
     void *ud;
 };
 
-/* Both checks of o, in a job with deadline_s: 0 (c->job set until done is
- * called), or -errno with the reason in e (done is never called). o is
- * read in the job only (a forked copy). */
+/* Both checks of o, and the check of o's credentials file (when it names
+ * one), in a job with deadline_s: 0 (c->job set until done is called), or
+ * -errno with the reason in e (done is never called). o is read in the
+ * job only (a forked copy). */
 int conf_check_start(struct conf_check *c, sd_event *ev, const struct tuner_opts *o,
                      double deadline_s, conf_check_fn done, void *ud, struct err *e);
 

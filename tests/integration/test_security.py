@@ -346,6 +346,12 @@ def test_config_loads_read_the_password_only_in_a_child(smbtuned, tmp_path):
         wait_for(lambda: "tuning" in err_path.read_text(), "the daemon's start")
         os.kill(daemon, signal.SIGHUP)
         wait_for(lambda: "configuration reloaded" in err_path.read_text(), "the reload")
+        # A file gone bad: the reload's check (in its job) refuses it,
+        # named with its line, and the configuration in force stays.
+        cred.write_text(f"username = {USER}\n{PASSWORD}\n")
+        os.kill(daemon, signal.SIGHUP)
+        wait_for(lambda: "keeping the configuration in force" in err_path.read_text(),
+                 "the refusal of the bad file")
     finally:
         proc_kill = children(proc.pid)
         for pid in proc_kill:
@@ -357,6 +363,9 @@ def test_config_loads_read_the_password_only_in_a_child(smbtuned, tmp_path):
     # The control: the checks did run, in children, at start and at SIGHUP.
     checkers = [t for t in traces.iterdir() if t != parent and opens_of(t, cred)]
     assert len(checkers) >= 2, (sorted(traces.iterdir()), err_path.read_text())
+    refusal = [l for l in err_path.read_text().splitlines() if "keeping the configuration" in l]
+    assert f"{cred}:2: expected 'key = value'" in refusal[0], refusal
+    assert PASSWORD not in err_path.read_text()
 
     # -t: the same, and a bad file is still named with its line.
     for t in traces.iterdir():
