@@ -90,7 +90,8 @@ static void check_done(struct job *j, const struct job_result *jr, void *ud)
         snprintf(msg, sizeof(msg), "%.*s", (int)sizeof(a->e.msg), a->e.msg);
     } else {
         r = jr->timed_out ? -ETIMEDOUT : jr->error < 0 ? jr->error : -EIO;
-        snprintf(msg, sizeof(msg), "%s: reading it: the check %s", c->o->smb_conf,
+        snprintf(msg, sizeof(msg), "%s: checking it%s: the check %s", c->o->smb_conf,
+                 c->o->probe.credentials != NULL ? " and the credentials file" : "",
                  jr->unreaped    ? "was killed and has not ended (a file it reads, an "
                                    "include, on a hung mount?)"
                  : jr->timed_out ? "did not finish within its deadline (a file it reads, an "

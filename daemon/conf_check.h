@@ -27,7 +27,7 @@ int conf_check_writable(const struct tuner_opts *o, struct err *e);
 
 /* A SIGHUP's check's bound: the read of smb.conf and its includes, which
  * takes milliseconds unless a mount hangs, and the credentials check
- * (bound at 10 s by its own deadline). */
+ * (bound at about 11 s: its own deadline, then a second to reap). */
 #define CONF_CHECK_DEADLINE_S 30.0
 
 /* Called once from the loop: r 0 (both checks passed) or -errno, and why

@@ -730,6 +730,7 @@ void owned_take_back_now(struct owned *w, bool keep)
     const struct smbconf_edit *ed = &w->st->pending_edit;
     struct reply rep;
 
+    w->error[0] = '\0';
     if (w->job != NULL && w->reading) {
         /* it writes nothing: one that outlives its SIGKILL only reads */
         job_cancel(w->job);

@@ -386,7 +386,8 @@ static void cycle_told(const struct tuner *t, bool held)
  * why: the hold's reason (held, NULL without a hold), the first failure
  * told, or (told only as a line) why the cycle's read or take-back of
  * smb.conf failed (owned_last_error: not read again here, in the loop's
- * process), both when both failed, or what the cycle was doing. */
+ * process), both when both failed (a failure or a stop, then its
+ * take-back), or what the cycle was doing. */
 static void once_failed(struct tuner *t, const char *stop, const char *held)
 {
     const char *why = report_first_error(), *owned = owned_last_error(t->line);
@@ -397,6 +398,10 @@ static void once_failed(struct tuner *t, const char *stop, const char *held)
         return;
     if (held != NULL) {
         why = held;
+    } else if (stop != NULL && owned[0] != '\0') {
+        /* the stop's take-back failed: a trial may still be in smb.conf */
+        snprintf(both, sizeof(both), "%s; then %s", stop, owned);
+        why = both;
     } else if (stop != NULL) {
         why = stop;
     } else if (why[0] == '\0' && owned[0] != '\0') {
