@@ -40,11 +40,13 @@ static int setup_failure(const struct opts *o, const char *what, const char *msg
 }
 
 /* The end of a direction's line: what its rate leaves out as TCP's
- * start-up, if anything. */
-static void startup(long long bytes, double s)
+ * start-up and as the calls' waits for their last answers, if anything. */
+static void left_out(long long bytes, double s, double wait_s)
 {
     if (s > 0)
         printf("; the first %lld bytes, %.3f s, are TCP's start-up, not in the rate", bytes, s);
+    if (wait_s > 0)
+        printf("; nor %.3f s of waits for the calls' last answers", wait_s);
     printf(")\n");
 }
 
@@ -90,12 +92,12 @@ int cmd_probe(const struct opts *o)
     } else {
         printf("%s: %s\n", p.url, probe_outcome_name(r.outcome));
         printf("  write: %.2f MB/s (%lld bytes in %.3f s", r.write_mbps, r.write_bytes, r.write_s);
-        startup(r.write_startup_bytes, r.write_startup_s);
+        left_out(r.write_startup_bytes, r.write_startup_s, r.write_wait_s);
         if (r.write_pace_bps > 0)
             printf("  (the writes paced at most %.2f MB/s, twice the fastest request's rate)\n",
                    (double)r.write_pace_bps / 1e6);
         printf("  read:  %.2f MB/s (%lld bytes in %.3f s", r.read_mbps, r.read_bytes, r.read_s);
-        startup(r.read_startup_bytes, r.read_startup_s);
+        left_out(r.read_startup_bytes, r.read_startup_s, r.read_wait_s);
         if (r.outcome == PROBE_TIMEOUT)
             printf("  (timeout: %s; the rates are lower bounds)\n", r.cause);
     }

@@ -108,7 +108,12 @@ void tuner_cycle_end(struct tuner *t, bool ok);
  * kernel, a hold ended): in memory and in the state file's reference. */
 void tuner_unconverge(struct tuner *t);
 /* The probe and search settings a reference is measured with, in words
- * (state.ref_settings). */
+ * (state.ref_settings), led by how the probe's rates are computed:
+ * TUNER_RATES_VERSION changes whenever the same transfer gives another
+ * rate, so that a reference of the old kind is not verified against.
+ * "2": each call's wait for its last answer is left out (probe_call_wait);
+ * before, it was in, and rates on long paths were up to a fifth lower. */
+#define TUNER_RATES_VERSION "2"
 void tuner_settings_words(const struct tuner_opts *o, char *buf, size_t len);
 /* What verification samples: the search's winner, or after a restart (no
  * search in memory) the line in force. */

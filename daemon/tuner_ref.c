@@ -18,9 +18,11 @@ void tuner_settings_words(const struct tuner_opts *o, char *buf, size_t len)
 
     /* What the rates measured depend on, and the sizes the search may
      * take: not the credentials (a secret's path is no rate), the
-     * deadline (it bounds a stall, not a rate) or min_gain. */
+     * deadline (it bounds a stall, not a rate) or min_gain. First, how
+     * the probe computes a rate: TUNER_RATES_VERSION. */
     snprintf(buf, len,
-             "url=%s directory=%s size=%lld request_size=%lld duration=%g socket_options=%s "
+             "rates=" TUNER_RATES_VERSION
+             " url=%s directory=%s size=%lld request_size=%lld duration=%g socket_options=%s "
              "trials=%d tied=%d sizes=%ld-%ld/%ld",
              p->url ? p->url : "-", p->directory ? p->directory : "-", p->size, p->request_size,
              p->duration_s, p->socket_options ? p->socket_options : "-", (int)o->trials,
@@ -137,8 +139,15 @@ bool tuner_ref_restore(struct tuner *t)
      * other sizes allowed): other rates, or another search's range */
     tuner_settings_words(&t->o, words, sizeof(words));
     if (st->ref_settings == NULL || strcmp(st->ref_settings, words) != 0) {
-        journal_log(LOG_INFO, "the probe or search settings changed since the search before "
-                              "the restart: searching again");
+        /* words begin with the rates' version and a space */
+        size_t v = strcspn(words, " ") + 1;
+
+        if (st->ref_settings != NULL && strncmp(st->ref_settings, words, v) != 0)
+            journal_log(LOG_INFO, "the reference was measured by a probe that computed its "
+                                  "rates another way than this version's: searching again");
+        else
+            journal_log(LOG_INFO, "the probe or search settings changed since the search "
+                                  "before the restart: searching again");
         return false;
     }
     for (int i = 0; i < ref.nch; i++) {

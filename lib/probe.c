@@ -342,6 +342,25 @@ static double span(int64_t t0, int64_t t1)
     return t0 > 0 && t1 > t0 ? (double)(t1 - t0) / 1e9 : 0.0;
 }
 
+/* What the child published of a direction, for probe_phase_rate: its
+ * bytes in secs, and its start-up mark and waits in its slots. warm_t is
+ * stored last (probe_child.h): once it is seen, the mark is complete. */
+static struct probe_phase phase_of(long long bytes, double secs, const int64_t *t0,
+                                   const int64_t *warm_bytes, const int64_t *warm_t,
+                                   const int64_t *wait, const int64_t *warm_wait)
+{
+    int64_t warm = probe_shared_peek(warm_t);
+
+    return (struct probe_phase){
+        .bytes = bytes,
+        .secs = secs,
+        .warm_bytes = warm ? probe_shared_peek(warm_bytes) : 0,
+        .warm_s = warm ? span(probe_shared_peek(t0), warm) : 0,
+        .wait_s = (double)probe_shared_peek(wait) / 1e9,
+        .warm_wait_s = warm ? (double)probe_shared_peek(warm_wait) / 1e9 : 0,
+    };
+}
+
 double probe_kill_time(const struct probe_job *job)
 {
     const struct probe_shared *sh = job->shm;
@@ -355,6 +374,7 @@ double probe_kill_time(const struct probe_job *job)
 int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e)
 {
     struct probe_shared *sh = job->shm;
+    struct probe_phase wph, rph;
     bool done, late, reaped;
     int64_t end;
     int ws = 0;
@@ -430,17 +450,15 @@ int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e)
          * record of how far it got. */
         r->write_s = r->read_s = 0;
     }
+    wph = phase_of(r->write_bytes, r->write_s, &sh->write_t0, &sh->write_warm_bytes,
+                   &sh->write_warm_t, &sh->write_wait, &sh->write_warm_wait);
+    rph = phase_of(r->read_bytes, r->read_s, &sh->read_t0, &sh->read_warm_bytes, &sh->read_warm_t,
+                   &sh->read_wait, &sh->read_warm_wait);
     r->write_mbps =
-        probe_phase_rate(
-            r->write_bytes, r->write_s, probe_shared_peek(&sh->write_warm_bytes),
-            span(probe_shared_peek(&sh->write_t0), probe_shared_peek(&sh->write_warm_t)),
-            &r->write_startup_bytes, &r->write_startup_s) /
+        probe_phase_rate(&wph, &r->write_startup_bytes, &r->write_startup_s, &r->write_wait_s) /
         1e6;
     r->read_mbps =
-        probe_phase_rate(r->read_bytes, r->read_s, probe_shared_peek(&sh->read_warm_bytes),
-                         span(probe_shared_peek(&sh->read_t0), probe_shared_peek(&sh->read_warm_t)),
-                         &r->read_startup_bytes, &r->read_startup_s) /
-        1e6;
+        probe_phase_rate(&rph, &r->read_startup_bytes, &r->read_startup_s, &r->read_wait_s) / 1e6;
     r->write_pace_bps = probe_shared_peek(&sh->write_pace);
     r->stage = (enum probe_stage)probe_shared_peek(&sh->stage);
     r->killed = !done;

@@ -145,6 +145,9 @@ struct probe_result {
      * first bytes and seconds of each direction; 0 when nothing. */
     long long write_startup_bytes, read_startup_bytes;
     double write_startup_s, read_startup_s;
+    /* What the rates leave out as the calls' waits for their last answer
+     * (probe_call_wait): seconds of each direction after its start-up. */
+    double write_wait_s, read_wait_s;
     bool write_done; /* the writing ended by itself (the reading began) */
     /* The pacing cap the probe's socket had when the writing ended
      * (probe_pace_cap in probe_child.h), bytes/s; 0 when none was set. */

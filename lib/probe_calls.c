@@ -47,19 +47,39 @@ double probe_call_window(const struct probe_params *p, double elapsed_s, double 
     return left > 0 ? left : 0;
 }
 
-double probe_phase_rate(long long bytes, double secs, long long warm_bytes, double warm_s,
-                        long long *startup_bytes, double *startup_s)
+double probe_phase_rate(const struct probe_phase *ph, long long *startup_bytes, double *startup_s,
+                        double *wait_s)
 {
+    long long bytes = ph->bytes;
+    double secs = ph->secs, wait = ph->wait_s;
+
     *startup_bytes = 0;
     *startup_s = 0;
+    *wait_s = 0;
     if (!(secs > 0) || bytes <= 0)
         return 0;
-    if (warm_bytes > 0 && warm_s > 0 && warm_s < secs && 2 * (bytes - warm_bytes) >= bytes) {
-        *startup_bytes = warm_bytes;
-        *startup_s = warm_s;
-        return (double)(bytes - warm_bytes) / (secs - warm_s);
+    if (ph->warm_bytes > 0 && ph->warm_s > 0 && ph->warm_s < secs &&
+        2 * (bytes - ph->warm_bytes) >= bytes) {
+        *startup_bytes = ph->warm_bytes;
+        *startup_s = ph->warm_s;
+        bytes -= ph->warm_bytes;
+        secs -= ph->warm_s;
+        wait -= ph->warm_wait_s;
+    }
+    /* A wait is at most its call, so at most the time; left out only
+     * while some time remains (a timer or counter off says nothing). */
+    if (wait > 0 && wait < secs) {
+        *wait_s = wait;
+        secs -= wait;
     }
     return (double)bytes / secs;
+}
+
+double probe_call_wait(double call_s, double rtt_s)
+{
+    if (!(call_s > 0) || !(rtt_s > 0)) /* also NaN */
+        return 0;
+    return rtt_s < call_s ? rtt_s : call_s;
 }
 
 long long probe_phase_room(const struct probe_params *p, long long bytes)

@@ -24,6 +24,9 @@ struct probe_shared {
     /* The end of each direction's start-up (probe_warmed): the bytes by
      * then, and the time (stored last; 0 = not reached). */
     int64_t write_warm_bytes, write_warm_t, read_warm_bytes, read_warm_t;
+    /* The waits of each direction's calls so far (probe_call_wait), and
+     * by the end of its start-up (stored before its time), ns. */
+    int64_t write_wait, write_warm_wait, read_wait, read_warm_wait;
     /* The pacing cap on the probe's socket when the writing ended
      * (probe_pace_cap), bytes/s; 0: none set. */
     int64_t write_pace;
@@ -102,14 +105,36 @@ bool probe_warmed(double elapsed_s, double rtt_s);
  * was 0.9 s of 2). Never negative. Pure. */
 double probe_call_window(const struct probe_params *p, double elapsed_s, double rtt_s, bool warm);
 
-/* The rate of a direction (bytes/s) that moved `bytes` in `secs`, its
- * start-up over after warm_bytes in warm_s (0, 0: not reached): over the
- * part after the start-up when that part holds at least half the bytes
- * (else the whole direction: a slow trial's first call may be most of
- * it). *startup_bytes and *startup_s say what was left out (0 when
- * nothing). Pure. */
-double probe_phase_rate(long long bytes, double secs, long long warm_bytes, double warm_s,
-                        long long *startup_bytes, double *startup_s);
+/* What a direction published, in bytes and seconds: `bytes` in `secs`;
+ * its start-up over after warm_bytes in warm_s (0, 0: not reached); and
+ * wait_s, the round trips its calls spent waiting for their last answer
+ * (see probe_call_wait), warm_wait_s of them by the end of the start-up. */
+struct probe_phase {
+    long long bytes, warm_bytes;
+    double secs, warm_s, wait_s, warm_wait_s;
+};
+
+/* The rate of a direction (bytes/s): over the part after the start-up
+ * when that part holds at least half the bytes (else the whole direction:
+ * a slow trial's first call may be most of it), its calls' waits left out
+ * (a client with several requests in flight overlaps them; see
+ * probe_call_wait). *startup_bytes and *startup_s say what was left out as
+ * the start-up, *wait_s as waits (0 when nothing). Pure. */
+double probe_phase_rate(const struct probe_phase *ph, long long *startup_bytes, double *startup_s,
+                        double *wait_s);
+
+/* The seconds of a call that took call_s on a path of rtt_s that are
+ * spent waiting for the call's last answer, with nothing in flight: one
+ * round trip, the connection's smallest (so never more than the wait
+ * was), and never more than the call. libsmbclient's smbc_write sends one
+ * request at a time and smbc_read drains its pipeline at the end of each
+ * call, so every call ends with an idle round trip that smbclient, the
+ * kernel's cifs and Windows, keeping requests in flight, do not have: on
+ * a 40 ms path at 60 MB/s, an 8 MiB write loses 40 ms in 180, and the
+ * probe wrote at 78-87% of smbclient's put (bench/README.md). What the
+ * probe measures is the socket's rate while it carries data, the rate the
+ * buffers decide; the wait is the probe's own, not the buffers'. Pure. */
+double probe_call_wait(double call_s, double rtt_s);
 
 /* The bytes a direction may still move after `bytes`: up to `size` first
  * (so that a short path moves exactly that), then up to the cap. Pure. */

@@ -130,6 +130,8 @@ int probe_result_json(const struct probe_result *r, char *out, size_t outlen)
         json_object_set_new(o, "write_startup_s", fixed(r->write_startup_s, 6)) == 0 &&
         json_object_set_new(o, "read_startup_bytes", json_integer(r->read_startup_bytes)) == 0 &&
         json_object_set_new(o, "read_startup_s", fixed(r->read_startup_s, 6)) == 0 &&
+        json_object_set_new(o, "write_wait_s", fixed(r->write_wait_s, 6)) == 0 &&
+        json_object_set_new(o, "read_wait_s", fixed(r->read_wait_s, 6)) == 0 &&
         json_object_set_new(o, "write_pace_bps", json_integer(r->write_pace_bps)) == 0 &&
         json_object_set_new(o, "client_rcvbuf", json_integer(r->client_rcvbuf)) == 0 &&
         json_object_set_new(o, "client_sndbuf", json_integer(r->client_sndbuf)) == 0 &&

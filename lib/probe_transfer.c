@@ -87,15 +87,25 @@ static long long next_call(const struct probe_params *p, long long n, int64_t of
     return n < probe_phase_room(p, off) ? n : probe_phase_room(p, off);
 }
 
+/* After a call of a direction that took call_ns on a path of rtt: add
+ * its wait (probe_call_wait) to the direction's. */
+static void add_wait(int64_t *wait, int64_t call_ns, double rtt)
+{
+    publish(wait, *wait + (int64_t)(probe_call_wait((double)call_ns / 1e9, rtt) * 1e9));
+}
+
 /* After a call of a direction with a duration: mark the end of its
- * start-up once (probe_warmed), the bytes first, the time last. */
-static void warm_point(int64_t *bytes, int64_t *t, int64_t t0, int64_t off, double rtt, bool timed)
+ * start-up once (probe_warmed), the bytes and the waits first, the time
+ * last. */
+static void warm_point(int64_t *bytes, int64_t *warm_wait, int64_t *t, int64_t t0, int64_t off,
+                       int64_t wait, double rtt, bool timed)
 {
     int64_t now = probe_mono_ns();
 
     if (!timed || *t != 0 || !probe_warmed((double)(now - t0) / 1e9, rtt))
         return;
     publish(bytes, off);
+    publish(warm_wait, wait);
     publish(t, now);
 }
 
@@ -166,11 +176,13 @@ enum probe_outcome probe_transfer(struct child *c, SMBCFILE *f, const char *file
             return fail(c, probe_classify_errno(er, false), "writing at offset %lld: %s",
                         (long long)off, strerror(er));
         }
+        t = probe_mono_ns() - t;
         off += w;
         publish(&c->sh->write_bytes, off);
-        pace_writes(c, &pace, w, (double)(probe_mono_ns() - t) / 1e9, rtt);
-        warm_point(&c->sh->write_warm_bytes, &c->sh->write_warm_t, c->sh->write_t0, off, rtt,
-                   timed);
+        add_wait(&c->sh->write_wait, t, rtt);
+        pace_writes(c, &pace, w, (double)t / 1e9, rtt);
+        warm_point(&c->sh->write_warm_bytes, &c->sh->write_warm_wait, &c->sh->write_warm_t,
+                   c->sh->write_t0, off, c->sh->write_wait, rtt, timed);
     }
     publish(&c->sh->write_t1, probe_mono_ns());
     /* Read calls are sized for the path (probe_next_read_call). */
@@ -199,6 +211,7 @@ enum probe_outcome probe_transfer(struct child *c, SMBCFILE *f, const char *file
         double el = (double)(probe_mono_ns() - c->sh->read_t0) / 1e9;
         double rrate = el > 0 ? (double)off / el : 0;
         size_t n;
+        int64_t t;
         ssize_t got;
 
         if (probe_phase_over(p, off, el, rtt))
@@ -207,7 +220,9 @@ enum probe_outcome probe_transfer(struct child *c, SMBCFILE *f, const char *file
         n = (size_t)next_call(p, (long long)n, off, el, rtt, c->sh->read_t0, c->sh->read_warm_bytes,
                               c->sh->read_warm_t);
         n = (size_t)(written - off) < n ? (size_t)(written - off) : n;
+        t = probe_mono_ns();
         got = read_fn(c->ctx, f, buf, n);
+        t = probe_mono_ns() - t;
 
         if (got <= 0) {
             int er = got < 0 ? errno : 0;
@@ -228,7 +243,9 @@ enum probe_outcome probe_transfer(struct child *c, SMBCFILE *f, const char *file
         }
         off += got;
         publish(&c->sh->read_bytes, off);
-        warm_point(&c->sh->read_warm_bytes, &c->sh->read_warm_t, c->sh->read_t0, off, rtt, timed);
+        add_wait(&c->sh->read_wait, t, rtt);
+        warm_point(&c->sh->read_warm_bytes, &c->sh->read_warm_wait, &c->sh->read_warm_t,
+                   c->sh->read_t0, off, c->sh->read_wait, rtt, timed);
     }
     publish(&c->sh->read_t1, probe_mono_ns());
     close_fn(c->ctx, f);

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.smbd
 PREFIX = ".smbtuned-probe-"
 KEYS = {"outcome", "write_mbps", "read_mbps", "write_bytes", "read_bytes", "write_s", "read_s",
         "write_startup_bytes", "write_startup_s", "read_startup_bytes", "read_startup_s",
-        "write_pace_bps"}
+        "write_wait_s", "read_wait_s", "write_pace_bps"}
 SIZE = 8 * 1024 * 1024
 USER = "daemon"  # an account every Debian system has; its password lives only in the test passdb
 PASSWORD = "Probe-pw-7c1f"
@@ -167,7 +167,8 @@ def test_human_output(smbd, smbtuned, tmp_path):
     r = run_probe(smbtuned, probe_conf(tmp_path), url=smbd.url, json_out=False)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith(f"{smbd.url}: ok\n")
-    startup = r"(; the first \d+ bytes, [\d.]+ s, are TCP's start-up, not in the rate)?"
+    startup = (r"(; the first \d+ bytes, [\d.]+ s, are TCP's start-up, not in the rate)?"
+               r"(; nor [\d.]+ s of waits for the calls' last answers)?")
     assert re.search(r"write: [\d.]+ MB/s \(8388608 bytes in [\d.]+ s" + startup + r"\)\n",
                      r.stdout), r.stdout
     assert re.search(r"read: +[\d.]+ MB/s \(8388608 bytes in [\d.]+ s" + startup + r"\)\n",
@@ -626,13 +627,16 @@ def test_probe_duration_over_emulated_wan(smbd_factory, smbtuned, tmp_path):
     assert 4 * M < startup["write_bytes"] < 64 * M, startup
     assert startup["write_s"] >= 50 * 0.040, startup
     assert startup["read_bytes"] > 4 * M, startup
-    # The rates leave out the start-up: at least 10 round trips of it.
+    # The rates leave out the start-up (at least 10 round trips of it) and
+    # each later call's wait for its last answer: a round trip a call, so
+    # at least one, and less than the time they cover.
     for j in (clock, startup):
         for d in ("write", "read"):
             assert j[f"{d}_startup_s"] >= 10 * 0.040, j
+            assert 0.9 * 0.040 <= j[f"{d}_wait_s"] < j[f"{d}_s"] - j[f"{d}_startup_s"], j
             assert j[f"{d}_mbps"] == pytest.approx(
                 (j[f"{d}_bytes"] - j[f"{d}_startup_bytes"])
-                / (j[f"{d}_s"] - j[f"{d}_startup_s"]) / 1e6, rel=1e-3), j
+                / (j[f"{d}_s"] - j[f"{d}_startup_s"] - j[f"{d}_wait_s"]) / 1e6, rel=1e-3), j
     # The writes' socket is paced at twice the rate of its fastest whole
     # 8 MiB request (round trip left out), so never below twice the rate
     # the writes reached; 4 MiB in all has no whole request: no cap.

@@ -106,6 +106,7 @@ static void test_json(void **state)
     r.write_mbps = 2.0;
     r.write_startup_bytes = 65536;
     r.write_startup_s = 0.125;
+    r.write_wait_s = 0.375;
     r.write_pace_bps = 250000000;
     r.client_rcvbuf = 524288;
     r.client_sndbuf = -1;
@@ -114,7 +115,8 @@ static void test_json(void **state)
                               "\"write_bytes\":1000000,\"read_bytes\":0,\"write_s\":0.5,"
                               "\"read_s\":0.0,\"write_startup_bytes\":65536,"
                               "\"write_startup_s\":0.125,\"read_startup_bytes\":0,"
-                              "\"read_startup_s\":0.0,\"write_pace_bps\":250000000,"
+                              "\"read_startup_s\":0.0,\"write_wait_s\":0.375,"
+                              "\"read_wait_s\":0.0,\"write_pace_bps\":250000000,"
                               "\"client_rcvbuf\":524288,\"client_sndbuf\":-1,"
                               "\"recycle\":\"none\"}");
     assert_int_equal(probe_result_json(&r, line, 20), -ENOSPC);
@@ -140,6 +142,7 @@ static void test_json_values(void **state)
     r.read_bytes = 68719476736LL;
     r.write_s = 0.1234567;
     r.read_s = 12345.000000499;
+    r.read_wait_s = 0.0123456789;
     r.client_rcvbuf = 2304;
     r.client_sndbuf = 8388608;
     assert_int_equal(probe_result_json(&r, line, sizeof(line)), 0);
@@ -148,6 +151,7 @@ static void test_json_values(void **state)
                               "\"write_s\":0.123457,\"read_s\":12345.0,"
                               "\"write_startup_bytes\":0,\"write_startup_s\":0.0,"
                               "\"read_startup_bytes\":0,\"read_startup_s\":0.0,"
+                              "\"write_wait_s\":0.0,\"read_wait_s\":0.012346,"
                               "\"write_pace_bps\":0,\"client_rcvbuf\":2304,"
                               "\"client_sndbuf\":8388608,\"recycle\":\"none\"}");
     r.read_mbps = 0.1;
@@ -375,6 +379,18 @@ static void test_call_window(void **state)
     assert_true(probe_call_window(&p, 2.5, 0.04, true) == 0);
 }
 
+/* probe_phase_rate on a direction without waits. */
+static double rate(long long bytes, double secs, long long warm_bytes, double warm_s, long long *sb,
+                   double *ss)
+{
+    struct probe_phase ph = {bytes, warm_bytes, secs, warm_s, 0, 0};
+    double ws;
+    double r = probe_phase_rate(&ph, sb, ss, &ws);
+
+    assert_true(ws == 0);
+    return r;
+}
+
 /* The rate after the start-up when that part holds at least half the
  * bytes; the whole direction otherwise; what was left out is said. */
 static void test_phase_rate(void **state)
@@ -384,26 +400,68 @@ static void test_phase_rate(void **state)
 
     (void)state;
     /* wan-100: 7 MB in the first 0.85 s, 12 MB in the 1.15 s after */
-    assert_true(fabs(probe_phase_rate(19000000, 2.0, 7000000, 0.85, &sb, &ss) - 12000000 / 1.15) <
-                1e-6);
+    assert_true(fabs(rate(19000000, 2.0, 7000000, 0.85, &sb, &ss) - 12000000 / 1.15) < 1e-6);
     assert_int_equal(sb, 7000000);
     assert_true(ss == 0.85);
     /* no start-up marked: the whole */
-    assert_true(probe_phase_rate(19000000, 2.0, 0, 0, &sb, &ss) == 9500000);
+    assert_true(rate(19000000, 2.0, 0, 0, &sb, &ss) == 9500000);
     assert_int_equal(sb, 0);
     assert_true(ss == 0);
     /* a slow trial's first call was most of it: the whole */
-    assert_true(probe_phase_rate(2000000, 2.0, 1048576, 1.9, &sb, &ss) == 1000000);
+    assert_true(rate(2000000, 2.0, 1048576, 1.9, &sb, &ss) == 1000000);
     assert_int_equal(sb, 0);
     /* exactly half after: still the part after */
-    assert_true(probe_phase_rate(2000000, 2.0, 1000000, 1.0, &sb, &ss) == 1000000);
+    assert_true(rate(2000000, 2.0, 1000000, 1.0, &sb, &ss) == 1000000);
     assert_int_equal(sb, 1000000);
     /* the mark at the end (the last call): the whole */
-    assert_true(probe_phase_rate(2000000, 2.0, 2000000, 2.0, &sb, &ss) == 1000000);
+    assert_true(rate(2000000, 2.0, 2000000, 2.0, &sb, &ss) == 1000000);
     assert_int_equal(sb, 0);
     /* nothing moved or no time: 0 */
-    assert_true(probe_phase_rate(0, 2.0, 0, 0, &sb, &ss) == 0);
-    assert_true(probe_phase_rate(100, 0, 0, 0, &sb, &ss) == 0);
+    assert_true(rate(0, 2.0, 0, 0, &sb, &ss) == 0);
+    assert_true(rate(100, 0, 0, 0, &sb, &ss) == 0);
+}
+
+/* The calls' waits are left out of the part the rate covers, and only
+ * theirs: wan-1g, 8 MiB writes of 140 ms on the wire and one 40 ms round
+ * trip each. */
+static void test_phase_rate_waits(void **state)
+{
+    const double mib8 = 8.0 * 1024 * 1024;
+    long long sb;
+    double ss, ws;
+    /* 0.4 s of start-up (3 MB, 0.1 s of waits), then ten calls */
+    struct probe_phase ph = {
+        3000000 + (long long)(10 * mib8), 3000000, 0.4 + 10 * 0.18, 0.4, 0.1 + 10 * 0.04, 0.1};
+
+    (void)state;
+    assert_true(fabs(probe_phase_rate(&ph, &sb, &ss, &ws) - mib8 / 0.14) < 1e-3);
+    assert_int_equal(sb, 3000000);
+    assert_true(ss == 0.4);
+    assert_true(fabs(ws - 0.4) < 1e-9);
+    /* no start-up: every wait out */
+    ph.warm_bytes = 0;
+    ph.warm_s = ph.warm_wait_s = 0;
+    assert_true(fabs(probe_phase_rate(&ph, &sb, &ss, &ws) - (double)ph.bytes / 1.7) < 1e-3);
+    assert_true(fabs(ws - 0.5) < 1e-9);
+    /* waits of the whole time or more say nothing: kept in */
+    ph.wait_s = ph.secs;
+    assert_true(fabs(probe_phase_rate(&ph, &sb, &ss, &ws) - (double)ph.bytes / ph.secs) < 1e-3);
+    assert_true(ws == 0);
+    ph.wait_s = -1;
+    assert_true(fabs(probe_phase_rate(&ph, &sb, &ss, &ws) - (double)ph.bytes / ph.secs) < 1e-3);
+    assert_true(ws == 0);
+}
+
+/* A call's wait: one round trip, never more than the call. */
+static void test_call_wait(void **state)
+{
+    (void)state;
+    assert_true(probe_call_wait(0.18, 0.04) == 0.04);
+    assert_true(probe_call_wait(0.03, 0.04) == 0.03);
+    assert_true(probe_call_wait(0.18, 0) == 0);
+    assert_true(probe_call_wait(0, 0.04) == 0);
+    assert_true(probe_call_wait(-1, 0.04) == 0);
+    assert_true(probe_call_wait(0.18, NAN) == 0);
 }
 
 /* The room: up to the size first, then up to the cap with a duration. */
@@ -769,6 +827,8 @@ int main(void)
         cmocka_unit_test(test_warmed),
         cmocka_unit_test(test_call_window),
         cmocka_unit_test(test_phase_rate),
+        cmocka_unit_test(test_phase_rate_waits),
+        cmocka_unit_test(test_call_wait),
         cmocka_unit_test(test_call_fit),
         cmocka_unit_test(test_next_read_call),
         cmocka_unit_test(test_conn_min_rtt),

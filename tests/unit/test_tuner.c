@@ -1623,6 +1623,24 @@ static void converge_twice(struct fix *f, struct state *st)
     assert_true(st->converged);
 }
 
+/* Save st (freed) as the state file, restart for one cycle, seen by sn
+ * (for the caller to end): whether a journal line said text. */
+static bool restart_saying(struct fix *f, struct state *st, struct sim *s, struct seen *sn,
+                           const char *text)
+{
+    bool said = false;
+
+    assert_int_equal(state_save(f->state_dir, st, NULL), 0);
+    state_free(st);
+    sim_init(s, &f->o);
+    s->cycles_wanted = 1;
+    seen_begin(sn);
+    assert_int_equal(run(&f->o, s), 0);
+    for (int i = 0; i < sn->n; i++)
+        said = said || (sn->line[i] && strstr(sn->line[i], text));
+    return said;
+}
+
 static void halve_the_rates(struct sim *s, int call, void *ud)
 {
     s->drift = 0.5;
@@ -1672,21 +1690,11 @@ static void test_restart_replay_that_alarms_searches(void **state)
     struct sim s;
     struct seen sn;
     struct state st;
-    bool said = false;
 
     converge_twice(f, &st);
     /* four samples at 1 MB/s against about 100: beyond the stall bound */
     assert_int_equal(state_set_str(&st.ref_recent, "0,0 0,0 0,0 0,0"), 0);
-    assert_int_equal(state_save(f->state_dir, &st, NULL), 0);
-    state_free(&st);
-    sim_init(&s, &f->o);
-    s.cycles_wanted = 1;
-    seen_begin(&sn);
-    assert_int_equal(run(&f->o, &s), 0);
-    for (int i = 0; i < sn.n; i++)
-        said = said || (sn.line[i] && strstr(sn.line[i], "4 samples in a row beyond the stall "
-                                                         "bound"));
-    assert_true(said);
+    assert_true(restart_saying(f, &st, &s, &sn, "4 samples in a row beyond the stall bound"));
     assert_int_equal(seen_count(&sn, JOURNAL_ID_VERIFY), 0);
     assert_int_equal(seen_count(&sn, JOURNAL_ID_SEARCH_START), 1);
     seen_end(&sn);
@@ -1735,6 +1743,29 @@ static void test_restart_with_other_settings_searches(void **state)
     sim_init(&s, &f->o);
     s.cycles_wanted = 1;
     assert_int_equal(run(&f->o, &s), 0);
+    assert_true(s.measures > 5);
+}
+
+/* A reference saved by a version whose probe computed its rates another
+ * way (no "rates=" word: the calls' waits counted in) is not verified
+ * against either: its rates are on another scale. */
+static void test_restart_with_rates_of_an_older_probe_searches(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+    struct state st;
+    struct seen sn;
+    const char *rest;
+
+    f->o.once = false;
+    converge_twice(f, &st);
+    assert_non_null(st.ref_settings);
+    rest = strchr(st.ref_settings, ' ');
+    assert_non_null(rest);
+    assert_int_equal(strncmp(st.ref_settings, "rates=", 6), 0);
+    assert_int_equal(state_set_str(&st.ref_settings, rest + 1), 0);
+    assert_true(restart_saying(f, &st, &s, &sn, "computed its rates another way"));
+    seen_end(&sn);
     assert_true(s.measures > 5);
 }
 
@@ -2383,6 +2414,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_restart_sees_a_drift_made_while_down, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_keeps_the_refined_reference, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_with_other_settings_searches, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restart_with_rates_of_an_older_probe_searches, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_loopback_keeps_no_reference_of_another_line, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_reload_with_other_settings_searches, setup, teardown),
