@@ -8,7 +8,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <inttypes.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,11 +207,16 @@ static bool holds_bytes(int fd, const char *expect, size_t len)
  * fsyncs: tens of milliseconds) would be thrown away with the old file.
  * On return tmp names the old file, or ours (both for the caller to
  * remove), unless *keep is set: then it names nothing, or a file that is
- * not ours. A filesystem without RENAME_EXCHANGE gets the checks, then
- * a plain rename. Everything is relative to dfd: no name is looked up again from
+ * not ours. A kill between the two exchanges leaves that other file
+ * (an editor's, renamed over base just before the first) under tmp with
+ * no one to keep it: tmp carries the inode numbers of ours and of like's
+ * (write_at names it so where it can), and the sweep removes only those
+ * (sweep_at).
+ * A filesystem without RENAME_EXCHANGE gets the checks, then a plain
+ * rename. Everything is relative to dfd: no name is looked up again from
  * "/", so no directory swapped meanwhile can redirect it. */
 static int swap_in(int dfd, const char *tmp, const char *base, const struct stat *like, int src,
-                   const char *expect, size_t elen, bool *keep)
+                   const char *expect, size_t elen, const struct files_hooks *h, bool *keep)
 {
     struct stat st;
 
@@ -227,6 +234,8 @@ static int swap_in(int dfd, const char *tmp, const char *base, const struct stat
         *keep = true;
         return renameat(dfd, tmp, dfd, base) < 0 ? -errno : 0;
     }
+    if (h != NULL && h->exchanged != NULL)
+        h->exchanged(h->ctx);
     if (fstatat(dfd, tmp, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_dev == like->st_dev &&
         st.st_ino == like->st_ino && (expect == NULL || holds_bytes(src, expect, elen)))
         return 0;
@@ -303,22 +312,112 @@ static int open_parent(const char *path, const char **base, const struct files_h
     return r;
 }
 
-/* A temporary name for base: the prefix, base, a dot and six random
- * letters or digits, as mkstemp made them (files_sweep_tmp's shape). */
-static int tmp_name(char *out, size_t size, const char *base)
+/* What a temporary name of the exchange's shape records (files.h's
+ * FILES_TMP_PREFIX): the only files that may legitimately be under it. */
+struct tmp_ids {
+    uint64_t ours;   /* N: our new file's inode number */
+    uint64_t judged; /* L: the inode number of the file the caller judged */
+    uint64_t mtime;  /* M: that file's mtime as the caller judged it (mtime_ns) */
+};
+
+/* st's mtime in nanoseconds. Unsigned, so that a time before 1970 wraps
+ * the same way when the name is made and when it is checked: the number
+ * is only ever compared for equality. */
+static uint64_t mtime_ns(const struct stat *st)
 {
-    static const char set[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    return (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec;
+}
+
+static const char tmp_set[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+/* A temporary name for base: the prefix, base, a dot and six random
+ * letters or digits, as mkstemp made them; with ids, the numbers between
+ * base and the letters (FILES_TMP_PREFIX's two shapes, sweep_at's). */
+static int tmp_name(char *out, size_t size, const char *base, const struct tmp_ids *ids)
+{
     unsigned char rnd[6];
     char suf[7];
+    int n;
 
     if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
         return -EIO;
     for (size_t i = 0; i < 6; i++)
-        suf[i] = set[rnd[i] % (sizeof(set) - 1)];
+        suf[i] = tmp_set[rnd[i] % (sizeof(tmp_set) - 1)];
     suf[6] = '\0';
-    if ((size_t)snprintf(out, size, FILES_TMP_PREFIX "%s.%s", base, suf) >= size ||
-        strlen(out) > NAME_MAX)
+    if (ids == NULL)
+        n = snprintf(out, size, FILES_TMP_PREFIX "%s.%s", base, suf);
+    else
+        n = snprintf(out, size, FILES_TMP_PREFIX "%s.%" PRIx64 "-%" PRIx64 "-%" PRIx64 ".%s", base,
+                     ids->ours, ids->judged, ids->mtime, suf);
+    if (n < 0 || (size_t)n >= size || (size_t)n > NAME_MAX)
         return -ENAMETOOLONG;
+    return 0;
+}
+
+/* Rename from to to in dfd, never over a file already at to: -EEXIST
+ * then. A filesystem without RENAME_NOREPLACE (NFS, OpenZFS before 2.2,
+ * FUSE before protocol 7.23) gets a link and an unlink, which never
+ * replace either. */
+static int rename_noreplace(int dfd, const char *from, const char *to)
+{
+    if (renameat2(dfd, from, dfd, to, RENAME_NOREPLACE) == 0)
+        return 0;
+    if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+        return -errno;
+    if (linkat(dfd, from, dfd, to, 0) < 0)
+        return -errno;
+    if (unlinkat(dfd, from, 0) < 0) {
+        int r = -errno;
+
+        /* Two names for our new file would give the target two links
+         * once it is swapped in: the new one is taken back, the file
+         * keeps from. (Should that fail too, the edit after this one
+         * refuses the hard-linked file, saying so: nothing is lost.) */
+        unlinkat(dfd, to, 0);
+        return r;
+    }
+    return 0;
+}
+
+/* Give our new file (fd, under tmp in dfd) the exchange's name, tmp
+ * updated to it: the numbers of the only two files swap_in can leave
+ * under it, ours and like's (see sweep_at). Made before anything is
+ * written, so that a kill at any later step leaves a name of this shape.
+ * When the name cannot be given (too long for NAME_MAX with the numbers,
+ * or neither a rename without replacing nor a link works here), the
+ * random name stays: the write goes on as it did before names carried
+ * numbers, and a sweep after a kill between the two exchanges would
+ * remove whatever the first one left there, as it did then. */
+static int name_by_inodes(int dfd, int fd, char *tmp, size_t size, const char *base,
+                          const struct stat *like)
+{
+    char named[NAME_MAX + 1];
+    struct tmp_ids ids;
+    struct stat st;
+    int r;
+
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    ids.ours = st.st_ino;
+    ids.judged = like->st_ino;
+    ids.mtime = mtime_ns(like);
+    for (int tries = 0; tries <= 100; tries++) {
+        r = tmp_name(named, sizeof(named), base, &ids);
+        if (r == -ENAMETOOLONG)
+            return 0;
+        if (r < 0)
+            return r;
+        r = rename_noreplace(dfd, tmp, named);
+        if (r == 0) {
+            snprintf(tmp, size, "%s", named);
+            return 0;
+        }
+        /* -EEXIST: a file has that name already (the six letters
+         * differ at each try). Any other failure is no reason to fail
+         * the write: see above. */
+        if (r != -EEXIST)
+            return 0;
+    }
     return 0;
 }
 
@@ -326,7 +425,8 @@ static int tmp_name(char *out, size_t size, const char *base)
  * O_NOFOLLOW by the caller (the file like describes), or -1 to open it
  * here; expect (with like only): the bytes it must still hold (swap_in). */
 static int write_at(int dfd, const char *base, const char *data, size_t len,
-                    const struct stat *like, int src, const char *expect, size_t elen)
+                    const struct stat *like, int src, const char *expect, size_t elen,
+                    const struct files_hooks *h)
 {
     char tmp[NAME_MAX + 1];
     bool have_tmp = false;
@@ -334,7 +434,7 @@ static int write_at(int dfd, const char *base, const char *data, size_t len,
     size_t off = 0;
 
     for (int tries = 0;; tries++) {
-        r = tmp_name(tmp, sizeof(tmp), base);
+        r = tmp_name(tmp, sizeof(tmp), base, NULL);
         if (r < 0)
             return r;
         fd = openat(dfd, tmp, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -344,6 +444,13 @@ static int write_at(int dfd, const char *base, const char *data, size_t len,
             return -errno;
     }
     have_tmp = true;
+    /* The exchange can leave another file under the temporary name (a
+     * kill between swap_in's two exchanges): its name must say which
+     * files are ours to sweep. Its inode number is known only now that
+     * it exists, hence a second name. A plain rename leaves nothing but
+     * ours under it: the random name does. */
+    if (like != NULL && (r = name_by_inodes(dfd, fd, tmp, sizeof(tmp), base, like)) < 0)
+        goto out;
     while (off < len) {
         ssize_t w = write(fd, data + off, len - off);
 
@@ -383,7 +490,7 @@ static int write_at(int dfd, const char *base, const char *data, size_t len,
     if (like != NULL) {
         bool keep;
 
-        r = swap_in(dfd, tmp, base, like, src, expect, elen, &keep);
+        r = swap_in(dfd, tmp, base, like, src, expect, elen, h, &keep);
         if (keep)
             have_tmp = false;
         if (r < 0)
@@ -427,7 +534,7 @@ int files_write_atomic_hooked(const char *path, const char *data, size_t len,
 
     if (dfd < 0)
         return dfd;
-    r = write_at(dfd, base, data, len, like, -1, NULL, 0);
+    r = write_at(dfd, base, data, len, like, -1, NULL, 0, h);
     close(dfd);
     return r;
 }
@@ -494,6 +601,7 @@ int files_target_open_hooked(struct files_target *t, const char *path, const str
         r = err_set(e, -errno, "%s: %s", t->path, strerror(errno));
         goto fail;
     }
+    t->hooks = h;
     return 0;
 fail:
     files_target_close(t);
@@ -518,25 +626,91 @@ int files_target_read(struct files_target *t, char **buf, size_t *len, struct er
 int files_target_replace(struct files_target *t, const char *data, size_t len, const char *expect,
                          size_t elen)
 {
-    return write_at(t->dfd, t->base, data, len, &t->st, t->fd, expect, elen);
+    return write_at(t->dfd, t->base, data, len, &t->st, t->fd, expect, elen, t->hooks);
+}
+
+/* A character of tmp_set's: a letter or a digit, in any locale. */
+static bool tmp_char(char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+/* A digit of the numbers' "%" PRIx64: lowercase. */
+static bool hex_digit(char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+}
+
+/* Whether name (len bytes) ends the way a name of the exchange's shape
+ * does, ".N-L-M.XXXXXX" (tmp_name with ids): then the numbers into *ids
+ * and the length of what comes before that tail (the prefix and the
+ * target's name); -1 otherwise. Read from the end: a target's name may
+ * hold any character, the tail only lowercase hex digits, '-' and '.'. */
+static ssize_t ids_tail(const char *name, size_t len, struct tmp_ids *ids)
+{
+    uint64_t *field[3] = {&ids->ours, &ids->judged, &ids->mtime};
+    size_t i;
+
+    if (len < 7 || name[len - 7] != '.')
+        return -1;
+    for (i = len - 6; i < len; i++)
+        if (!tmp_char(name[i]))
+            return -1;
+    i = len - 7;
+    for (int f = 2; f >= 0; f--) {
+        size_t end = i;
+        uint64_t v = 0;
+
+        /* at most 16 digits: a 17th is left for the separator check */
+        while (i > 0 && end - i < 16 && hex_digit(name[i - 1]))
+            i--;
+        if (i == end || i == 0 || name[i - 1] != (f > 0 ? '-' : '.'))
+            return -1;
+        for (size_t k = i; k < end; k++)
+            v = v << 4 | (uint64_t)(name[k] <= '9' ? name[k] - '0' : name[k] - 'a' + 10);
+        *field[f] = v;
+        i--;
+    }
+    return (ssize_t)i;
 }
 
 /* Only next to the file being written, relative to its directory fd,
  * only regular files of our own uid, never following a link: a file of
- * that shape that someone else made (in a 1777 directory, say) is theirs. */
-/* base NULL: the temporary files of any target in the directory. */
-static void sweep_at(int dfd, const char *base)
+ * that shape that someone else made (in a 1777 directory, say) is theirs.
+ * base NULL: the temporary files of any target in the directory.
+ *
+ * A random name alone (`.smbtuned-BASE.XXXXXX`) only ever held our new
+ * file: a kill before its rename or exchange left it (or an older
+ * smbtuned's, whose names were all of that shape). It goes.
+ *
+ * A name with numbers (`.smbtuned-BASE.N-L-M.XXXXXX`) was under an
+ * exchange, which can leave there any file someone renamed over BASE just
+ * before it (swap_in). It goes only when it holds one of the two files
+ * the name records: ours (inode N), or the one the caller judged and we
+ * replaced (inode L, with the mtime M it had then; another mtime is an
+ * edit made in place after the judgment, which the exchange back would
+ * have kept). Any other file was alive, in the same directory, at the
+ * same time as both of those (it came in by a rename over BASE before
+ * the exchange, while ours was under the temporary name and the judged
+ * one open in our hands): it cannot share their inode numbers, it is
+ * someone else's (an admin's edit), and it stays: kept (may be NULL) is
+ * told its name. A name of that shape is read as that shape even
+ * where it could be a random name of a target whose own name ends in
+ * ".N-L-M" (x.1-2-3): such a leftover is never removed as a random name,
+ * only as its numbers allow, so that no target's sweep removes another
+ * target's exchanged file by reading its name the other way. */
+static void sweep_at(int dfd, const char *base, files_kept_fn kept, void *ctx)
 {
-    char prefix[NAME_MAX + 16];
+    char stem[NAME_MAX + 16];
     struct dirent *de;
-    size_t plen;
+    size_t slen;
     DIR *d;
     int fd;
 
-    if ((size_t)snprintf(prefix, sizeof(prefix), FILES_TMP_PREFIX "%s%s", base ? base : "",
-                         base ? "." : "") >= sizeof(prefix))
+    if ((size_t)snprintf(stem, sizeof(stem), FILES_TMP_PREFIX "%s", base ? base : "") >=
+        sizeof(stem))
         return;
-    plen = strlen(prefix);
+    slen = strlen(stem);
     fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return;
@@ -546,27 +720,39 @@ static void sweep_at(int dfd, const char *base)
         return;
     }
     while ((de = readdir(d)) != NULL) {
+        struct tmp_ids ids;
         struct stat st;
-
         size_t len = strlen(de->d_name);
+        ssize_t at;
 
-        /* Only names of exactly our shape: prefix plus six characters
-         * (any target's: prefix, a name, '.', six characters). */
-        if (strncmp(de->d_name, prefix, plen) != 0 ||
-            (base ? len != plen + 6 : len < plen + 8 || de->d_name[len - 7] != '.'))
+        if (strncmp(de->d_name, stem, slen) != 0)
+            continue;
+        /* Only names of exactly our shapes: the stem (any target's: the
+         * prefix and a name) then the numbers' tail, or a '.' and six
+         * characters. */
+        at = ids_tail(de->d_name, len, &ids);
+        if (at >= 0 ? (base ? (size_t)at != slen : (size_t)at <= slen)
+                    : (base ? len != slen + 7 || de->d_name[slen] != '.'
+                            : len < slen + 8 || de->d_name[len - 7] != '.'))
             continue;
         if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
             st.st_uid != geteuid())
             continue;
+        if (at >= 0 && st.st_ino != ids.ours &&
+            (st.st_ino != ids.judged || mtime_ns(&st) != ids.mtime)) {
+            if (kept != NULL)
+                kept(ctx, de->d_name);
+            continue;
+        }
         unlinkat(dfd, de->d_name, 0);
     }
     closedir(d);
 }
 
-void files_target_sweep(struct files_target *t)
+void files_target_sweep(struct files_target *t, files_kept_fn kept, void *ctx)
 {
     if (t->dfd >= 0)
-        sweep_at(t->dfd, t->base);
+        sweep_at(t->dfd, t->base, kept, ctx);
 }
 
 void files_target_close(struct files_target *t)
@@ -587,7 +773,7 @@ void files_sweep_tmp_dir(const char *dir)
 
     if (dfd < 0)
         return;
-    sweep_at(dfd, NULL);
+    sweep_at(dfd, NULL, NULL, NULL);
     close(dfd);
 }
 
@@ -598,7 +784,7 @@ void files_sweep_tmp(const char *path)
 
     if (dfd < 0)
         return;
-    sweep_at(dfd, base);
+    sweep_at(dfd, base, NULL, NULL);
     close(dfd);
 }
 

@@ -36,7 +36,13 @@ bool files_kernel_path(const char *path);
 bool files_kernel_fd(int fd);
 
 /* Temporary files of ours start with this, next to the file they replace:
- * `.smbtuned-NAME.XXXXXX`. */
+ * `.smbtuned-NAME.XXXXXX` (six random letters or digits), or, for a
+ * replace that exchanges names (with like), `.smbtuned-NAME.N-L-M.XXXXXX`:
+ * N the inode number of our new file, L that of the file the caller
+ * judged, M its mtime then (nanoseconds), each in lowercase hex. Those
+ * are the only two files that may be under it; anything else under such a
+ * name came in by someone's rename over NAME during an exchange that a
+ * kill cut short, and no sweep removes it. */
 #define FILES_TMP_PREFIX ".smbtuned-"
 
 /* Replace path atomically: a temporary file in the same directory, fsync,
@@ -57,11 +63,12 @@ int files_write_atomic(const char *path, const char *data, size_t len, const str
  * redirect a write of root's by swapping in a symlink: a component that is
  * a symlink at open is refused (-ELOOP), naming the file. */
 struct files_target {
-    int dfd;          /* the file's directory, O_RDONLY */
-    int fd;           /* the file, O_RDONLY | O_NONBLOCK | O_NOFOLLOW */
-    struct stat st;   /* fd's fstat: what files_target_replace replaces */
-    char *path;       /* the resolved path, for messages */
-    const char *base; /* its last component, inside path */
+    int dfd;                         /* the file's directory, O_RDONLY */
+    int fd;                          /* the file, O_RDONLY | O_NONBLOCK | O_NOFOLLOW */
+    struct stat st;                  /* fd's fstat: what files_target_replace replaces */
+    char *path;                      /* the resolved path, for messages */
+    const char *base;                /* its last component, inside path */
+    const struct files_hooks *hooks; /* files_target_open_hooked's, or NULL */
 };
 
 /* Open path as a target; e names the file on failure. A file under /proc
@@ -76,21 +83,33 @@ int files_target_read(struct files_target *t, char **buf, size_t *len, struct er
  * place up to that moment is never thrown away. */
 int files_target_replace(struct files_target *t, const char *data, size_t len, const char *expect,
                          size_t elen);
-/* files_sweep_tmp next to the target. */
-void files_target_sweep(struct files_target *t);
+/* A temporary name of the exchange's shape that a sweep kept because it
+ * holds neither file the name records (FILES_TMP_PREFIX): someone else's
+ * file, perhaps the admin's edit that a killed run of ours moved there.
+ * name is the entry in the target's directory. */
+typedef void (*files_kept_fn)(void *ctx, const char *name);
+
+/* files_sweep_tmp next to the target; kept (may be NULL) is called for
+ * each file it keeps, for the caller to tell the admin. */
+void files_target_sweep(struct files_target *t, files_kept_fn kept, void *ctx);
 void files_target_close(struct files_target *t);
 
 /* Steps a test can run code at, to make a race deterministic (NULL, or a
  * NULL member: none). resolved: called with the resolved path right after
  * it is resolved, before anything is opened, so that a test can swap a
  * directory for a symlink there (the race a hostile owner of a directory
- * runs). Passed in, never global: only the test's own call sees it. */
+ * runs). exchanged: called right after the exchange that puts the new
+ * file in place, before the check that may exchange it back, so that a
+ * test can kill the process there (what the sweep must then clean).
+ * Passed in, never global: only the test's own call sees it. */
 struct files_hooks {
     void (*resolved)(void *ctx, const char *real);
+    void (*exchanged)(void *ctx);
     void *ctx;
 };
 
-/* files_write_atomic and files_target_open with hooks (tests). */
+/* files_write_atomic and files_target_open with hooks (tests); a target
+ * opened with hooks keeps h (which must outlive it) for its replace. */
 int files_write_atomic_hooked(const char *path, const char *data, size_t len,
                               const struct stat *like, const struct files_hooks *h);
 int files_target_open_hooked(struct files_target *t, const char *path, const struct files_hooks *h,
@@ -99,7 +118,11 @@ int files_target_open_hooked(struct files_target *t, const char *path, const str
 /* Remove temporary files that files_write_atomic left next to path when a
  * process was killed between creating and renaming them: only regular
  * files of our own uid, never through a link (someone else's file of that
- * shape in a shared directory is theirs). */
+ * shape in a shared directory is theirs), and under a name of the
+ * exchange's shape only the two files it records (FILES_TMP_PREFIX).
+ * Nothing is told of a file kept: smbtuned's own files are written
+ * without like, under random names, so none of that shape is expected
+ * here (files_target_sweep tells). */
 void files_sweep_tmp(const char *path);
 
 /* The same for every target in dir, a directory of ours (reached without

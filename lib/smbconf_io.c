@@ -310,7 +310,7 @@ static int replace_file(const char *state_dir, const struct smbconf_file *f, con
     /* A run of ours killed mid-write left its temp file here; only here,
      * once the file is known to be the one we parsed: files we only read
      * are not ours to clean (the lock is ours). */
-    files_target_sweep(&t);
+    files_target_sweep(&t, NULL, NULL);
     if (!undo && (r = backup(state_dir, t.path, f, e)) < 0)
         goto out;
     r = files_target_replace(&t, data, len, f->buf, f->len);
@@ -351,7 +351,7 @@ static void sweep_edited(const struct smbconf *c)
     if (c->nfiles == 0 ||
         files_target_open(&t, c->files[c->found ? c->hit.file : 0].path, NULL) < 0)
         return;
-    files_target_sweep(&t);
+    files_target_sweep(&t, NULL, NULL);
     files_target_close(&t);
 }
 

@@ -371,7 +371,8 @@ def test_kill9_at_each_rename_of_a_live_cycle(make_env):
     rename. The edits run in jobs, children of the daemon (lib/job.h), and
     strace counts renames per process: run n kills every process of the
     live --once run at its n-th rename, n = 1, 2, ... until a run gets
-    through (a job renames twice: its record, then smb.conf). A job killed in its edit is settled by the daemon itself (it
+    through (a job renames three times: its record, then smb.conf's temp
+    file to its name with inode numbers, then smb.conf). A job killed in its edit is settled by the daemon itself (it
     takes the recorded trial back and ends the cycle); a daemon killed is
     settled by the next start. Either way smb.conf then holds the original
     line or the committed one, never a trial value, and no temp file; and

@@ -1345,15 +1345,20 @@ EXCHANGE_DELAY_S = 3  # the failing exchange's delay: the admin saves within it
 @pytest.mark.parametrize("how", ["in-place", "by-rename"])
 def test_without_rename_exchange_an_admin_save_is_kept(smbtuned, tmp_path, how):
     """A filesystem without RENAME_EXCHANGE (OpenZFS before 2.2), as
-    strace's fault injection makes it: the exchange fails with EINVAL, after
-    a delay during which an admin saves smb.conf (appending in place, or an
-    editor's rename over it). The plain rename that follows must not put our
-    file over theirs: the file is checked again right before it."""
+    strace's fault injection makes it: every renameat2 fails with EINVAL
+    (the one that gives our temp file its name with inode numbers, which
+    then falls back to a link, and the exchange), after a delay during which
+    an admin saves smb.conf (appending in place, or an editor's rename over
+    it). The plain rename that follows must not put our file over theirs:
+    the file is checked again right before it."""
     if shutil.which("strace") is None:
         pytest.skip("strace is not installed")
     d = copy_fixture(CORPUS / "old-tuning-guide", tmp_path / "c")
     conf = d / "smb.conf"
-    inject = f"inject=renameat2:error=EINVAL:delay_enter={EXCHANGE_DELAY_S * 1000000}:when=1"
+    # Every call, not the first: the exchange is no longer the first
+    # renameat2 (the temp file's second name comes before it), and
+    # OpenZFS before 2.2 refuses every renameat2 flag, RENAME_NOREPLACE too.
+    inject = f"inject=renameat2:error=EINVAL:delay_enter={EXCHANGE_DELAY_S * 1000000}"
     cmd = ["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=renameat2", "-e", inject,
            str(smbtuned), "--smb-conf", str(conf), "--set-buffers", "262144,262144",
            "--state-dir", str(tmp_path / "state")]
@@ -1361,13 +1366,15 @@ def test_without_rename_exchange_an_admin_save_is_kept(smbtuned, tmp_path, how):
                          stdin=subprocess.DEVNULL)
     try:
         # our temp file is there from its write to the exchange; the compare
-        # and the backups take tens of ms, the failing exchange seconds
+        # and the backups take tens of ms, the failing renameat2 calls
+        # seconds each: first its second name's (then a link), then the
+        # exchange's, within whose delay the admin saves
         deadline = time.monotonic() + 60
         while not list(d.glob(".smbtuned-smb.conf.*")):
             assert p.poll() is None, f"the editor ended first: {p.communicate()}"
             assert time.monotonic() < deadline, "no temp file of the editor's"
             time.sleep(0.005)
-        time.sleep(1)
+        time.sleep(EXCHANGE_DELAY_S + 1)
         admin = conf.read_bytes() + b"# saved by an admin\n"
         if how == "in-place":
             with open(conf, "r+b") as f:

@@ -9,10 +9,14 @@
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -23,7 +27,12 @@
 /* A hang must fail the test, not stall CI: SIGALRM ends the process. */
 #define HANG_S 20
 
-static char dir[64];
+/* Short enough that path_in holds it with any name of NAME_LEN. */
+static char dir[32];
+
+/* Room for the test's names, the longest being a temporary name with
+ * three 16-digit numbers (the compiler checks that path_in holds it). */
+#define NAME_LEN 96
 
 static int setup(void **state)
 {
@@ -192,6 +201,276 @@ static void test_sweep_a_whole_directory(void **state)
     assert_int_equal(rmdir(path_in(FILES_TMP_PREFIX "d.conf.Qw12Er")), 0);
 }
 
+static void make_file(const char *p, const char *text)
+{
+    int fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0644);
+
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
+/* What files_target_sweep told of the files it kept. */
+struct kept_list {
+    char names[4][NAME_MAX + 1];
+    int n;
+};
+
+static void note_kept(void *ctx, const char *name)
+{
+    struct kept_list *k = ctx;
+
+    assert_true(k->n < 4);
+    snprintf(k->names[k->n++], sizeof(k->names[0]), "%s", name);
+}
+
+static bool told(const struct kept_list *k, const char *name)
+{
+    for (int i = 0; i < k->n; i++)
+        if (strcmp(k->names[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* files_target_sweep next to dir/smb.conf, telling k. */
+static void sweep_smb_conf(struct kept_list *k)
+{
+    struct files_target t;
+    struct err e;
+
+    assert_int_equal(files_target_open(&t, path_in("smb.conf"), &e), 0);
+    files_target_sweep(&t, note_kept, k);
+    files_target_close(&t);
+}
+
+/* files.c's reading of an mtime in a name: nanoseconds, wrapping. */
+static uint64_t mtime_of(const struct stat *st)
+{
+    return (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec;
+}
+
+/* A new file of ours, made under a plain name: its stat. Its inode
+ * number is known only once it exists; it is then given a name that
+ * carries it (or not) by named(). */
+static struct stat fresh(void)
+{
+    struct stat st;
+
+    touch("plain");
+    assert_int_equal(stat(path_in("plain"), &st), 0);
+    return st;
+}
+
+/* The fresh file, renamed to the exchange's temporary name for target
+ * with the numbers n, l and m; that name into out (NAME_LEN). */
+static void named(char *out, const char *target, uint64_t n, uint64_t l, uint64_t m,
+                  const char *letters)
+{
+    char plain[160];
+
+    snprintf(plain, sizeof(plain), "%s", path_in("plain"));
+    assert_true(snprintf(out, NAME_LEN,
+                         FILES_TMP_PREFIX "%s.%" PRIx64 "-%" PRIx64 "-%" PRIx64 ".%s", target, n, l,
+                         m, letters) < NAME_LEN);
+    assert_int_equal(rename(plain, path_in(out)), 0);
+}
+
+/* A name with the numbers (a replace by exchange) is swept only when it
+ * holds one of the two files it names: ours (N), or the file the caller
+ * judged (L) with the mtime it had then (M). Each state as a kill leaves
+ * it, built directly; every file here is of our uid, so only the numbers
+ * decide. */
+static void test_sweep_by_inodes(void **state)
+{
+    char ours[NAME_LEN], judged[NAME_LEN], edited[NAME_LEN], theirs[NAME_LEN], other[NAME_LEN];
+    struct kept_list k = {.n = 0};
+    struct stat st, tg;
+
+    (void)state;
+    touch("smb.conf");
+    assert_int_equal(stat(path_in("smb.conf"), &tg), 0);
+    /* ours, exchanged back (or killed before the exchange): N is its
+     * inode, L smb.conf's */
+    st = fresh();
+    named(ours, "smb.conf", st.st_ino, tg.st_ino, mtime_of(&tg), "Ab12Cd");
+    /* the judged file, exchanged out and left by a kill before its
+     * unlink: N is at smb.conf now, L is its inode, M its mtime */
+    st = fresh();
+    named(judged, "smb.conf", tg.st_ino, st.st_ino, mtime_of(&st), "Ef34Gh");
+    /* the judged file, written in place after the judgment (the
+     * exchange back was killed): its mtime is not M */
+    st = fresh();
+    named(edited, "smb.conf", tg.st_ino, st.st_ino, mtime_of(&st) + 1, "Ij56Kl");
+    /* an editor's file renamed over smb.conf just before the exchange,
+     * left by a kill before the exchange back: neither number is its
+     * inode (L, the file it replaced, is gone) */
+    st = fresh();
+    named(theirs, "smb.conf", tg.st_ino, st.st_ino + 1, mtime_of(&st), "Mn78Op");
+    /* another target's: not this sweep's, not told */
+    st = fresh();
+    named(other, "other.conf", tg.st_ino, st.st_ino + 1, mtime_of(&st), "Qr90St");
+    /* not a shape of ours (two numbers; 17 digits; upper case): kept, not
+     * told */
+    touch(FILES_TMP_PREFIX "smb.conf.1-2.Uv12Wx");
+    touch(FILES_TMP_PREFIX "smb.conf.1-2-10000000000000000.Uv12Wx");
+    touch(FILES_TMP_PREFIX "smb.conf.1-2-3A.Uv12Wx");
+
+    sweep_smb_conf(&k);
+    assert_int_equal(lstat(path_in(ours), &st), -1);
+    assert_int_equal(lstat(path_in(judged), &st), -1);
+    assert_int_equal(lstat(path_in(edited), &st), 0);
+    assert_int_equal(lstat(path_in(theirs), &st), 0);
+    assert_int_equal(lstat(path_in(other), &st), 0);
+    assert_int_equal(k.n, 2);
+    assert_true(told(&k, edited));
+    assert_true(told(&k, theirs));
+    assert_int_equal(entries(), 7);
+    /* the sweeps by path keep them as well (and tell no one); the one of
+     * a whole directory takes any target's random names, and the three
+     * above are such names of targets called smb.conf.1-2 and so on */
+    files_sweep_tmp(path_in("smb.conf"));
+    assert_int_equal(entries(), 7);
+    files_sweep_tmp_dir(dir);
+    assert_int_equal(lstat(path_in(edited), &st), 0);
+    assert_int_equal(lstat(path_in(theirs), &st), 0);
+    assert_int_equal(lstat(path_in(other), &st), 0);
+    assert_int_equal(entries(), 4);
+}
+
+static void kill_self(void *ctx)
+{
+    (void)ctx;
+    raise(SIGKILL);
+}
+
+/* What an admin's editor does between our open of smb.conf and our
+ * exchange: nothing, rename dir/edit over it, or write into it. */
+enum editor { NO_EDITOR, EDITOR_RENAMES, EDITOR_WRITES_IN_PLACE };
+
+/* A run killed right after the exchange that put "new\n" in place at
+ * dir/smb.conf ("old\n" when the target was opened), the editor's step
+ * (writing "admin's\n") before it. In a child: the kill is real. */
+static void replace_killed(enum editor ed)
+{
+    int status;
+    pid_t pid = fork();
+
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        const struct files_hooks h = {.exchanged = kill_self};
+        struct files_target t;
+        char p[160], edit[160];
+        int fd;
+
+        snprintf(p, sizeof(p), "%s", path_in("smb.conf"));
+        snprintf(edit, sizeof(edit), "%s", path_in("edit"));
+        if (files_target_open_hooked(&t, p, &h, NULL) < 0)
+            _exit(1);
+        if (ed == EDITOR_RENAMES && rename(edit, p) < 0)
+            _exit(2);
+        if (ed == EDITOR_WRITES_IN_PLACE) {
+            fd = open(p, O_WRONLY | O_TRUNC);
+            if (fd < 0 || write(fd, "admin's\n", 8) != 8 || close(fd) < 0)
+                _exit(2);
+        }
+        files_target_replace(&t, "new\n", 4, "old\n", 4);
+        _exit(3); /* not reached: killed at the exchange */
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(WTERMSIG(status), SIGKILL);
+}
+
+/* The one temporary file of smb.conf's in dir, into name. */
+static void the_tmp(char *name, size_t size)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int n = 0;
+
+    assert_non_null(d);
+    while ((de = readdir(d)) != NULL)
+        if (strncmp(de->d_name, FILES_TMP_PREFIX "smb.conf.", strlen(FILES_TMP_PREFIX) + 9) == 0) {
+            assert_true(snprintf(name, size, "%s", de->d_name) < (int)size);
+            n++;
+        }
+    closedir(d);
+    assert_int_equal(n, 1);
+}
+
+static void assert_holds(const char *name, const char *text)
+{
+    char *buf;
+    size_t len;
+
+    assert_int_equal(files_read(path_in(name), &buf, &len, NULL), 0);
+    assert_string_equal(buf, text);
+    free(buf);
+}
+
+/* A kill right after our exchange, on the real path, with the editor's
+ * step ed before it: our temporary name then holds left, and the sweep
+ * at the next edit tells told_n files (keeping them) or removes it. */
+static void sweep_after_a_kill(enum editor ed, const char *left, int told_n)
+{
+    const struct timespec long_ago[2] = {{1000000000, 0}, {1000000000, 0}};
+    struct kept_list k = {.n = 0};
+    char tmp[NAME_LEN];
+
+    unlink(path_in("smb.conf"));
+    make_file(path_in("smb.conf"), "old\n");
+    /* a write in place must change the mtime: not within the tick that
+     * made the file (timestamps are coarse) */
+    assert_int_equal(utimensat(AT_FDCWD, path_in("smb.conf"), long_ago, 0), 0);
+    if (ed == EDITOR_RENAMES)
+        make_file(path_in("edit"), "admin's\n");
+    replace_killed(ed);
+    assert_holds("smb.conf", "new\n");
+    the_tmp(tmp, sizeof(tmp));
+    assert_holds(tmp, left);
+    sweep_smb_conf(&k);
+    assert_int_equal(k.n, told_n);
+    if (told_n == 0) {
+        assert_int_equal(entries(), 1);
+        return;
+    }
+    assert_true(told(&k, tmp));
+    assert_holds(tmp, left);
+    assert_int_equal(unlink(path_in(tmp)), 0);
+}
+
+/* The race the numbers in the name are for: an editor renames its file
+ * over smb.conf (or writes into it), our exchange moves that file to our
+ * temporary name, and we are killed before the exchange back. The sweep
+ * keeps it and tells. Killed at the same step with no editor, what is
+ * left is the old file: swept, nothing told. */
+static void test_sweep_after_a_killed_exchange(void **state)
+{
+    (void)state;
+    sweep_after_a_kill(EDITOR_RENAMES, "admin's\n", 1);
+    sweep_after_a_kill(EDITOR_WRITES_IN_PLACE, "admin's\n", 1);
+    sweep_after_a_kill(NO_EDITOR, "old\n", 0);
+}
+
+/* An editor's rename over the target after it was opened, no kill: the
+ * exchange is undone, their file stays under the name, nothing of ours is
+ * left. */
+static void test_replace_after_a_rename_over_it(void **state)
+{
+    struct files_target t;
+    struct err e;
+
+    (void)state;
+    make_file(path_in("smb.conf"), "old\n");
+    make_file(path_in("edit"), "admin's\n");
+    assert_int_equal(files_target_open(&t, path_in("smb.conf"), &e), 0);
+    assert_int_equal(rename(path_in("edit"), t.path), 0);
+    assert_int_equal(files_target_replace(&t, "new\n", 4, "old\n", 4), -ESTALE);
+    files_target_close(&t);
+    assert_holds("smb.conf", "admin's\n");
+    assert_int_equal(entries(), 1);
+}
+
 /* The race of a user who owns a directory on the path (att/sub), run
  * deterministically: right after the path is resolved, sub becomes a
  * symlink to a directory only root writes (vic). Nothing may be written in
@@ -211,15 +490,6 @@ static void swap_hook(void *ctx, const char *real)
     assert_int_equal(symlink(sw->to, sw->sub), 0);
 }
 
-static void make_file(const char *p, const char *text)
-{
-    int fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0644);
-
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    close(fd);
-}
-
 static void test_swapped_directory_refused(void **state)
 {
     char target[200], *buf;
@@ -228,7 +498,7 @@ static void test_swapped_directory_refused(void **state)
     struct err e = {{0}};
     size_t len;
     struct swap sw = {.calls = 0};
-    const struct files_hooks hooks = {swap_hook, &sw};
+    const struct files_hooks hooks = {.resolved = swap_hook, .ctx = &sw};
 
     (void)state;
     assert_int_equal(mkdir(path_in("att"), 0755), 0);
@@ -514,6 +784,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_read_proc_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replace_changed_in_place, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep_not_others, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sweep_by_inodes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sweep_after_a_killed_exchange, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replace_after_a_rename_over_it, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
