@@ -2,6 +2,7 @@
  * and Samba's own parser (testparm) as the judge before and after. */
 #include "child.h"
 #include "files.h"
+#include "journal.h"
 #include "smbconf.h"
 #include "sockopts.h"
 
@@ -265,6 +266,23 @@ static int backup(const char *state_dir, const char *real, const struct smbconf_
     return 0;
 }
 
+/* files_target_sweep's report of a temporary file it kept next to the
+ * target ctx: someone else's file under our name, most likely the admin's
+ * edit that a run of ours, killed between its exchange and the exchange
+ * back, left there (files.h, FILES_TMP_PREFIX). Only the admin can tell
+ * which bytes are right, so it is said, not resolved; again at every
+ * sweep (every edit) until the file is gone. */
+static void say_kept(void *ctx, const char *name)
+{
+    const struct files_target *t = ctx;
+
+    journal_log(LOG_WARNING,
+                "%s: kept %.*s%s, left by an interrupted edit of smbtuned's but holding a "
+                "file that is not smbtuned's (perhaps an edit of yours): compare it with %s "
+                "and remove it",
+                t->path, (int)(t->base - t->path), t->path, name, t->path);
+}
+
 /* Replace f's file with data, but only while it still holds the bytes we
  * parsed (compare-and-set against an admin's editor). A symlink is written
  * through: its target is replaced, the link stays. The path is resolved
@@ -310,7 +328,7 @@ static int replace_file(const char *state_dir, const struct smbconf_file *f, con
     /* A run of ours killed mid-write left its temp file here; only here,
      * once the file is known to be the one we parsed: files we only read
      * are not ours to clean (the lock is ours). */
-    files_target_sweep(&t, NULL, NULL);
+    files_target_sweep(&t, say_kept, &t);
     if (!undo && (r = backup(state_dir, t.path, f, e)) < 0)
         goto out;
     r = files_target_replace(&t, data, len, f->buf, f->len);
@@ -351,7 +369,7 @@ static void sweep_edited(const struct smbconf *c)
     if (c->nfiles == 0 ||
         files_target_open(&t, c->files[c->found ? c->hit.file : 0].path, NULL) < 0)
         return;
-    files_target_sweep(&t, NULL, NULL);
+    files_target_sweep(&t, say_kept, &t);
     files_target_close(&t);
 }
 

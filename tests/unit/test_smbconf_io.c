@@ -3,10 +3,12 @@
  * was killed between its temp file and its rename. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,7 @@
 #include <cmocka.h>
 
 #include "files.h"
+#include "journal.h"
 #include "rmtree.h"
 #include "smbconf.h"
 
@@ -122,6 +125,63 @@ static void test_revert_sweeps_a_killed_write(void **state)
     smbconf_result_free(&res);
     free(before);
     free(after);
+}
+
+/* The journal's warnings that a sweep kept a file, as the tap sees them. */
+struct warned {
+    int n;
+    char last[1024];
+};
+
+static void warn_tap(void *ctx, const char *message_id, int prio, const char *const fields[],
+                     const char *line)
+{
+    struct warned *w = ctx;
+
+    (void)message_id;
+    (void)fields;
+    if (prio != LOG_WARNING || strstr(line, ": kept ") == NULL)
+        return;
+    w->n++;
+    snprintf(w->last, sizeof(w->last), "%s", line);
+}
+
+/* A temporary name of the exchange's shape next to smb.conf that holds
+ * neither file its numbers name: what an editor's file is, moved there by
+ * a run of ours killed between its exchange and the exchange back. The
+ * edit's sweep keeps it and says so, naming both files; the edit and its
+ * undo go on, and still keep it. */
+static void test_sweep_tells_of_a_kept_file(void **state)
+{
+    struct fix *f = *state;
+    struct smbconf_change ch = {.expect = LEGACY, .rcvbuf = 65536, .sndbuf = 65536};
+    struct warned w = {0};
+    struct smbconf_result res;
+    struct smbconf_plan pl;
+    char kept[500], plain[400];
+    struct err e;
+    struct stat st;
+
+    snprintf(plain, sizeof(plain), "%s/edit", f->dir);
+    assert_int_equal(close(open(plain, O_WRONLY | O_CREAT | O_EXCL, 0600)), 0);
+    assert_int_equal(stat(plain, &st), 0);
+    snprintf(kept, sizeof(kept),
+             "%s/" FILES_TMP_PREFIX "smb.conf.%" PRIx64 "-%" PRIx64 "-%" PRIx64 ".Ab3dE9", f->dir,
+             (uint64_t)st.st_ino + 1, (uint64_t)st.st_ino + 2, (uint64_t)0);
+    assert_int_equal(rename(plain, kept), 0);
+    journal_set_tap(warn_tap, &w);
+    assert_int_equal(smbconf_prepare(f->conf, f->state_dir, &ch, &pl, &res, &e), 0);
+    assert_int_equal(w.n, 1);
+    assert_non_null(strstr(w.last, f->conf));
+    assert_non_null(strstr(w.last, kept));
+    assert_non_null(strstr(w.last, "perhaps an edit of yours"));
+    assert_int_equal(smbconf_write(&pl, &res, &e), 0);
+    smbconf_plan_free(&pl);
+    assert_int_equal(smbconf_revert(f->conf, f->state_dir, &res.edit, &e), 0);
+    journal_set_tap(NULL, NULL);
+    assert_true(w.n >= 2);
+    assert_int_equal(stat(kept, &st), 0);
+    smbconf_result_free(&res);
 }
 
 /* Our live trial in force, and then the admin adds an include that
@@ -420,6 +480,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_write_check_sees_a_line_added_after_ours, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_revert_in_a_refused_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sweep_tells_of_a_kept_file, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
