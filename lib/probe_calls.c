@@ -66,9 +66,9 @@ double probe_phase_rate(const struct probe_phase *ph, long long *startup_bytes, 
         secs -= ph->warm_s;
         wait -= ph->warm_wait_s;
     }
-    /* A wait is at most its call, so at most the time; left out only
-     * while some time remains (a timer or counter off says nothing). */
-    if (wait > 0 && wait < secs) {
+    if (wait > secs / 2)
+        wait = secs / 2;
+    if (wait > 0) {
         *wait_s = wait;
         secs -= wait;
     }
@@ -77,9 +77,9 @@ double probe_phase_rate(const struct probe_phase *ph, long long *startup_bytes, 
 
 double probe_call_wait(double call_s, double rtt_s)
 {
-    if (!(call_s > 0) || !(rtt_s > 0)) /* also NaN */
+    if (!(rtt_s > 0) || !(call_s > rtt_s)) /* also NaN */
         return 0;
-    return rtt_s < call_s ? rtt_s : call_s;
+    return rtt_s;
 }
 
 long long probe_phase_room(const struct probe_params *p, long long bytes)

@@ -24,8 +24,9 @@ struct probe_shared {
     /* The end of each direction's start-up (probe_warmed): the bytes by
      * then, and the time (stored last; 0 = not reached). */
     int64_t write_warm_bytes, write_warm_t, read_warm_bytes, read_warm_t;
-    /* The waits of each direction's calls so far (probe_call_wait), and
-     * by the end of its start-up (stored before its time), ns. */
+    /* The waits of each direction's calls so far (probe_call_wait; only
+     * with a duration), and by the end of its start-up (stored before its
+     * time), ns. */
     int64_t write_wait, write_warm_wait, read_wait, read_warm_wait;
     /* The pacing cap on the probe's socket when the writing ended
      * (probe_pace_cap), bytes/s; 0: none set. */
@@ -118,22 +119,42 @@ struct probe_phase {
  * when that part holds at least half the bytes (else the whole direction:
  * a slow trial's first call may be most of it), its calls' waits left out
  * (a client with several requests in flight overlaps them; see
- * probe_call_wait). *startup_bytes and *startup_s say what was left out as
- * the start-up, *wait_s as waits (0 when nothing). Pure. */
+ * probe_call_wait), at most half its time: a rate at most twice the one
+ * the clock saw, whatever a round trip estimate got wrong. *startup_bytes
+ * and *startup_s say what was left out as the start-up, *wait_s as waits
+ * (0 when nothing). Pure. */
 double probe_phase_rate(const struct probe_phase *ph, long long *startup_bytes, double *startup_s,
                         double *wait_s);
 
 /* The seconds of a call that took call_s on a path of rtt_s that are
- * spent waiting for the call's last answer, with nothing in flight: one
- * round trip, the connection's smallest (so never more than the wait
- * was), and never more than the call. libsmbclient's smbc_write sends one
- * request at a time and smbc_read drains its pipeline at the end of each
- * call, so every call ends with an idle round trip that smbclient, the
- * kernel's cifs and Windows, keeping requests in flight, do not have: on
- * a 40 ms path at 60 MB/s, an 8 MiB write loses 40 ms in 180, and the
- * probe wrote at 78-87% of smbclient's put (bench/README.md). What the
- * probe measures is the socket's rate while it carries data, the rate the
- * buffers decide; the wait is the probe's own, not the buffers'. Pure. */
+ * spent waiting for the call's last answer with nothing to send, where
+ * a client with requests in flight would be sending. libsmbclient's
+ * smbc_write sends one request at a time and smbc_read drains its
+ * pipeline at the end of each call, so every call ends with an idle round
+ * trip that smbclient, the kernel's cifs and Windows, keeping requests in
+ * flight, do not have: on a 40 ms path at 60 MB/s, an 8 MiB write loses
+ * 40 ms in 180, and the probe wrote at 78-87% of smbclient's put
+ * (bench/README.md). Taken out, the rate is the connection's while it
+ * carries data, the rate its buffers decide.
+ *
+ * One round trip, the connection's smallest, so never more than the
+ * wait was. That is the whole wait where the link is the limit. A call
+ * of n windows smaller than the path's bandwidth-delay product spends
+ * part of every round trip held back, and a client with requests in
+ * flight, held back the same way, would not fill its last round trip
+ * either: its rate is overstated, by at most n / (n - 1 + window /
+ * product) (2 for a window of half an 8 MiB request on a path of a far
+ * larger product; 1.09 for 4 MiB windows at 1 Gbit/s and 40 ms). Sizes
+ * compare closer to the truth than with the wait in all the same: two
+ * sizes 10% apart below the product measure about 5% apart, where with
+ * the wait in they measured 3% apart (bench/README.md). The kernel's
+ * counters of a sender held back cannot tell those calls apart:
+ * tcpi_sndbuf_limited counts the writer blocked on a full buffer, which
+ * an 8 MiB request is whether or not the buffer limits what is in
+ * flight, and it outranks tcpi_rwnd_limited (one counter runs at a
+ * time). 0 when the call is no longer than the round trip (no call is:
+ * the round trip is then not this call's) or either is unknown (NaN).
+ * Pure. */
 double probe_call_wait(double call_s, double rtt_s);
 
 /* The bytes a direction may still move after `bytes`: up to `size` first

@@ -87,11 +87,15 @@ static long long next_call(const struct probe_params *p, long long n, int64_t of
     return n < probe_phase_room(p, off) ? n : probe_phase_room(p, off);
 }
 
-/* After a call of a direction that took call_ns on a path of rtt: add
- * its wait (probe_call_wait) to the direction's. */
-static void add_wait(int64_t *wait, int64_t call_ns, double rtt)
+/* After a call of a direction with a duration that took call_ns on a
+ * path of rtt: add its wait (probe_call_wait) to the direction's. Without
+ * a duration the rates keep everything in, as before there was one (and
+ * the deadline of such a probe, made from rates, still fits its wall
+ * time: measure_cut_deadline). */
+static void add_wait(int64_t *wait, int64_t call_ns, double rtt, bool timed)
 {
-    publish(wait, *wait + (int64_t)(probe_call_wait((double)call_ns / 1e9, rtt) * 1e9));
+    if (timed)
+        publish(wait, *wait + (int64_t)(probe_call_wait((double)call_ns / 1e9, rtt) * 1e9));
 }
 
 /* After a call of a direction with a duration: mark the end of its
@@ -179,7 +183,7 @@ enum probe_outcome probe_transfer(struct child *c, SMBCFILE *f, const char *file
         t = probe_mono_ns() - t;
         off += w;
         publish(&c->sh->write_bytes, off);
-        add_wait(&c->sh->write_wait, t, rtt);
+        add_wait(&c->sh->write_wait, t, rtt, timed);
         pace_writes(c, &pace, w, (double)t / 1e9, rtt);
         warm_point(&c->sh->write_warm_bytes, &c->sh->write_warm_wait, &c->sh->write_warm_t,
                    c->sh->write_t0, off, c->sh->write_wait, rtt, timed);
@@ -243,7 +247,7 @@ enum probe_outcome probe_transfer(struct child *c, SMBCFILE *f, const char *file
         }
         off += got;
         publish(&c->sh->read_bytes, off);
-        add_wait(&c->sh->read_wait, t, rtt);
+        add_wait(&c->sh->read_wait, t, rtt, timed);
         warm_point(&c->sh->read_warm_bytes, &c->sh->read_warm_wait, &c->sh->read_warm_t,
                    c->sh->read_t0, off, c->sh->read_wait, rtt, timed);
     }

@@ -646,6 +646,7 @@ def test_probe_duration_over_emulated_wan(smbd_factory, smbtuned, tmp_path):
     # whole of it in the rate.
     assert none["write_bytes"] == none["read_bytes"] == 4 * M, none
     assert none["write_startup_s"] == none["read_startup_s"] == 0, none
+    assert none["write_wait_s"] == none["read_wait_s"] == 0, none
     assert probe_files(srv.share_dir) == []
 
 

@@ -443,25 +443,30 @@ static void test_phase_rate_waits(void **state)
     ph.warm_s = ph.warm_wait_s = 0;
     assert_true(fabs(probe_phase_rate(&ph, &sb, &ss, &ws) - (double)ph.bytes / 1.7) < 1e-3);
     assert_true(fabs(ws - 0.5) < 1e-9);
-    /* waits of the whole time or more say nothing: kept in */
+    /* waits of more than half the time: half (a round trip estimate off
+     * cannot make a rate more than twice the clock's) */
     ph.wait_s = ph.secs;
-    assert_true(fabs(probe_phase_rate(&ph, &sb, &ss, &ws) - (double)ph.bytes / ph.secs) < 1e-3);
-    assert_true(ws == 0);
+    assert_true(fabs(probe_phase_rate(&ph, &sb, &ss, &ws) - 2 * (double)ph.bytes / ph.secs) < 1e-3);
+    assert_true(ws == ph.secs / 2);
     ph.wait_s = -1;
     assert_true(fabs(probe_phase_rate(&ph, &sb, &ss, &ws) - (double)ph.bytes / ph.secs) < 1e-3);
     assert_true(ws == 0);
 }
 
-/* A call's wait: one round trip, never more than the call. */
+/* A call's wait: one round trip; nothing when the call is no longer than
+ * the round trip or either is unknown. */
 static void test_call_wait(void **state)
 {
     (void)state;
     assert_true(probe_call_wait(0.18, 0.04) == 0.04);
-    assert_true(probe_call_wait(0.03, 0.04) == 0.03);
+    /* a call no longer than the round trip: the round trip is not its */
+    assert_true(probe_call_wait(0.04, 0.04) == 0);
+    assert_true(probe_call_wait(0.03, 0.04) == 0);
     assert_true(probe_call_wait(0.18, 0) == 0);
     assert_true(probe_call_wait(0, 0.04) == 0);
     assert_true(probe_call_wait(-1, 0.04) == 0);
     assert_true(probe_call_wait(0.18, NAN) == 0);
+    assert_true(probe_call_wait(NAN, 0.04) == 0);
 }
 
 /* The room: up to the size first, then up to the cap with a duration. */
