@@ -205,8 +205,9 @@ static bool holds_bytes(int fd, const char *expect, size_t len)
  * remove), unless *keep is set: then it names nothing, or a file that is
  * not ours. A kill between the two exchanges leaves that other file
  * (an editor's, renamed over base just before the first) under tmp with
- * no one to keep it: tmp carries the inode numbers of ours and of like's
- * (write_at names it so where it can), and the sweep removes only those
+ * no one to keep it: tmp carries the inode numbers of ours and of like's,
+ * with like's mtime and size (write_at names it so where it can), and the
+ * sweep removes only those two files, like's only as it was judged
  * (sweep_at).
  * A filesystem without RENAME_EXCHANGE gets the checks, then a plain
  * rename. Everything is relative to dfd: no name is looked up again from

@@ -37,12 +37,14 @@ bool files_kernel_fd(int fd);
 
 /* Temporary files of ours start with this, next to the file they replace:
  * `.smbtuned-NAME.XXXXXX` (six random letters or digits), or, for a
- * replace that exchanges names (with like), `.smbtuned-NAME.N-L-M.XXXXXX`:
+ * replace that exchanges names (with like), `.smbtuned-NAME.N-L-M-S.XXXXXX`:
  * N the inode number of our new file, L that of the file the caller
- * judged, M its mtime then (nanoseconds), each in lowercase hex. Those
- * are the only two files that may be under it; anything else under such a
- * name came in by someone's rename over NAME during an exchange that a
- * kill cut short, and no sweep removes it. */
+ * judged, M its mtime then (nanoseconds) and S its size, each in
+ * lowercase hex. Those are the only two files that may be under it (the
+ * judged one only as it was judged: inode, mtime and size); anything else
+ * under such a name came in by someone's rename over NAME during an
+ * exchange that a kill cut short (or is the judged file edited in place
+ * since), and no sweep removes it. */
 #define FILES_TMP_PREFIX ".smbtuned-"
 
 /* Replace path atomically: a temporary file in the same directory, fsync,
@@ -84,9 +86,10 @@ int files_target_read(struct files_target *t, char **buf, size_t *len, struct er
 int files_target_replace(struct files_target *t, const char *data, size_t len, const char *expect,
                          size_t elen);
 /* A temporary name of the exchange's shape that a sweep kept because it
- * holds neither file the name records (FILES_TMP_PREFIX): someone else's
- * file, perhaps the admin's edit that a killed run of ours moved there.
- * name is the entry in the target's directory. */
+ * holds neither file the name records (FILES_TMP_PREFIX), whatever it
+ * holds (a file of any owner, a symlink): someone else's, perhaps the
+ * admin's edit that a killed run of ours moved there. name is the entry
+ * in the target's directory. */
 typedef void (*files_kept_fn)(void *ctx, const char *name);
 
 /* files_sweep_tmp next to the target; kept (may be NULL) is called for

@@ -1346,11 +1346,11 @@ EXCHANGE_DELAY_S = 3  # the failing exchange's delay: the admin saves within it
 def test_without_rename_exchange_an_admin_save_is_kept(smbtuned, tmp_path, how):
     """A filesystem without RENAME_EXCHANGE (OpenZFS before 2.2), as
     strace's fault injection makes it: every renameat2 fails with EINVAL
-    (the one that gives our temp file its name with inode numbers, which
-    then falls back to a link, and the exchange), after a delay during which
-    an admin saves smb.conf (appending in place, or an editor's rename over
-    it). The plain rename that follows must not put our file over theirs:
-    the file is checked again right before it."""
+    (the one that would give our temp file its name with inode numbers, so
+    that the name stays random, and the exchange), after a delay during
+    which an admin saves smb.conf (appending in place, or an editor's
+    rename over it). The plain rename that follows must not put our file
+    over theirs: the file is checked again right before it."""
     if shutil.which("strace") is None:
         pytest.skip("strace is not installed")
     d = copy_fixture(CORPUS / "old-tuning-guide", tmp_path / "c")
@@ -1367,8 +1367,8 @@ def test_without_rename_exchange_an_admin_save_is_kept(smbtuned, tmp_path, how):
     try:
         # our temp file is there from its write to the exchange; the compare
         # and the backups take tens of ms, the failing renameat2 calls
-        # seconds each: first its second name's (then a link), then the
-        # exchange's, within whose delay the admin saves
+        # seconds each: first its second name's (the name stays random),
+        # then the exchange's, within whose delay the admin saves
         deadline = time.monotonic() + 60
         while not list(d.glob(".smbtuned-smb.conf.*")):
             assert p.poll() is None, f"the editor ended first: {p.communicate()}"

@@ -31,7 +31,7 @@
 static char dir[32];
 
 /* Room for the test's names, the longest being a temporary name with
- * three 16-digit numbers (the compiler checks that path_in holds it). */
+ * four 16-digit numbers (the compiler checks that path_in holds it). */
 #define NAME_LEN 96
 
 static int setup(void **state)
@@ -212,7 +212,7 @@ static void make_file(const char *p, const char *text)
 
 /* What files_target_sweep told of the files it kept. */
 struct kept_list {
-    char names[4][NAME_MAX + 1];
+    char names[8][NAME_MAX + 1];
     int n;
 };
 
@@ -220,7 +220,7 @@ static void note_kept(void *ctx, const char *name)
 {
     struct kept_list *k = ctx;
 
-    assert_true(k->n < 4);
+    assert_true(k->n < 8);
     snprintf(k->names[k->n++], sizeof(k->names[0]), "%s", name);
 }
 
@@ -249,40 +249,42 @@ static uint64_t mtime_of(const struct stat *st)
     return (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec;
 }
 
-/* A new file of ours, made under a plain name: its stat. Its inode
- * number is known only once it exists; it is then given a name that
- * carries it (or not) by named(). */
+/* A new file of ours, made under a plain name with a few bytes: its
+ * stat. Its inode number is known only once it exists; it is then given a
+ * name that carries it (or not) by named(). */
 static struct stat fresh(void)
 {
     struct stat st;
 
-    touch("plain");
+    make_file(path_in("plain"), "bytes\n");
     assert_int_equal(stat(path_in("plain"), &st), 0);
     return st;
 }
 
-/* The fresh file, renamed to the exchange's temporary name for target
- * with the numbers n, l and m; that name into out (NAME_LEN). */
-static void named(char *out, const char *target, uint64_t n, uint64_t l, uint64_t m,
+/* What is at plain (a file or a link), renamed to the exchange's
+ * temporary name for target with the numbers n, l, m and s; that name
+ * into out (NAME_LEN). */
+static void named(char *out, const char *target, uint64_t n, uint64_t l, uint64_t m, uint64_t s,
                   const char *letters)
 {
     char plain[160];
 
     snprintf(plain, sizeof(plain), "%s", path_in("plain"));
     assert_true(snprintf(out, NAME_LEN,
-                         FILES_TMP_PREFIX "%s.%" PRIx64 "-%" PRIx64 "-%" PRIx64 ".%s", target, n, l,
-                         m, letters) < NAME_LEN);
+                         FILES_TMP_PREFIX "%s.%" PRIx64 "-%" PRIx64 "-%" PRIx64 "-%" PRIx64 ".%s",
+                         target, n, l, m, s, letters) < NAME_LEN);
     assert_int_equal(rename(plain, path_in(out)), 0);
 }
 
 /* A name with the numbers (a replace by exchange) is swept only when it
  * holds one of the two files it names: ours (N), or the file the caller
- * judged (L) with the mtime it had then (M). Each state as a kill leaves
- * it, built directly; every file here is of our uid, so only the numbers
- * decide. */
+ * judged (L) with the mtime (M) and the size (S) it had then. Each state
+ * as a kill leaves it, built directly; every file here is of our uid, so
+ * only the numbers decide. */
 static void test_sweep_by_inodes(void **state)
 {
-    char ours[NAME_LEN], judged[NAME_LEN], edited[NAME_LEN], theirs[NAME_LEN], other[NAME_LEN];
+    char ours[NAME_LEN], judged[NAME_LEN], edited[NAME_LEN], resized[NAME_LEN], theirs[NAME_LEN],
+        other[NAME_LEN];
     struct kept_list k = {.n = 0};
     struct stat st, tg;
 
@@ -292,49 +294,93 @@ static void test_sweep_by_inodes(void **state)
     /* ours, exchanged back (or killed before the exchange): N is its
      * inode, L smb.conf's */
     st = fresh();
-    named(ours, "smb.conf", st.st_ino, tg.st_ino, mtime_of(&tg), "Ab12Cd");
+    named(ours, "smb.conf", st.st_ino, tg.st_ino, mtime_of(&tg), tg.st_size, "Ab12Cd");
     /* the judged file, exchanged out and left by a kill before its
      * unlink: N is at smb.conf now, L is its inode, M its mtime */
     st = fresh();
-    named(judged, "smb.conf", tg.st_ino, st.st_ino, mtime_of(&st), "Ef34Gh");
+    named(judged, "smb.conf", tg.st_ino, st.st_ino, mtime_of(&st), st.st_size, "Ef34Gh");
     /* the judged file, written in place after the judgment (the
      * exchange back was killed): its mtime is not M */
     st = fresh();
-    named(edited, "smb.conf", tg.st_ino, st.st_ino, mtime_of(&st) + 1, "Ij56Kl");
+    named(edited, "smb.conf", tg.st_ino, st.st_ino, mtime_of(&st) + 1, st.st_size, "Ij56Kl");
+    /* the same, written in place within the tick of the clock that
+     * stamped M: the mtime is M, the size is not S */
+    st = fresh();
+    named(resized, "smb.conf", tg.st_ino, st.st_ino, mtime_of(&st), st.st_size + 1, "Yz12Ab");
     /* an editor's file renamed over smb.conf just before the exchange,
      * left by a kill before the exchange back: neither number is its
      * inode (L, the file it replaced, is gone) */
     st = fresh();
-    named(theirs, "smb.conf", tg.st_ino, st.st_ino + 1, mtime_of(&st), "Mn78Op");
+    named(theirs, "smb.conf", tg.st_ino, st.st_ino + 1, mtime_of(&st), st.st_size, "Mn78Op");
     /* another target's: not this sweep's, not told */
     st = fresh();
-    named(other, "other.conf", tg.st_ino, st.st_ino + 1, mtime_of(&st), "Qr90St");
-    /* not a shape of ours (two numbers; 17 digits; upper case): kept, not
-     * told */
-    touch(FILES_TMP_PREFIX "smb.conf.1-2.Uv12Wx");
-    touch(FILES_TMP_PREFIX "smb.conf.1-2-10000000000000000.Uv12Wx");
-    touch(FILES_TMP_PREFIX "smb.conf.1-2-3A.Uv12Wx");
+    named(other, "other.conf", tg.st_ino, st.st_ino + 1, mtime_of(&st), st.st_size, "Qr90St");
+    /* not a shape of ours (three numbers; 17 digits; upper case): kept,
+     * not told */
+    touch(FILES_TMP_PREFIX "smb.conf.1-2-3.Uv12Wx");
+    touch(FILES_TMP_PREFIX "smb.conf.1-2-3-10000000000000000.Uv12Wx");
+    touch(FILES_TMP_PREFIX "smb.conf.1-2-3-4A.Uv12Wx");
 
     sweep_smb_conf(&k);
     assert_int_equal(lstat(path_in(ours), &st), -1);
     assert_int_equal(lstat(path_in(judged), &st), -1);
     assert_int_equal(lstat(path_in(edited), &st), 0);
+    assert_int_equal(lstat(path_in(resized), &st), 0);
     assert_int_equal(lstat(path_in(theirs), &st), 0);
     assert_int_equal(lstat(path_in(other), &st), 0);
-    assert_int_equal(k.n, 2);
+    assert_int_equal(k.n, 3);
     assert_true(told(&k, edited));
+    assert_true(told(&k, resized));
     assert_true(told(&k, theirs));
-    assert_int_equal(entries(), 7);
+    assert_int_equal(entries(), 8);
     /* the sweeps by path keep them as well (and tell no one); the one of
      * a whole directory takes any target's random names, and the three
-     * above are such names of targets called smb.conf.1-2 and so on */
+     * above are such names of targets called smb.conf.1-2-3 and so on */
     files_sweep_tmp(path_in("smb.conf"));
-    assert_int_equal(entries(), 7);
+    assert_int_equal(entries(), 8);
     files_sweep_tmp_dir(dir);
     assert_int_equal(lstat(path_in(edited), &st), 0);
+    assert_int_equal(lstat(path_in(resized), &st), 0);
     assert_int_equal(lstat(path_in(theirs), &st), 0);
     assert_int_equal(lstat(path_in(other), &st), 0);
-    assert_int_equal(entries(), 4);
+    assert_int_equal(entries(), 5);
+}
+
+/* Under a name with the numbers, what is not removed is told, whatever it
+ * is: the uid and the type decide only what may be removed. A symlink (an
+ * editor may save one), never followed: its target is the file N names.
+ * A file of another uid (an admin of a group that may write the
+ * directory), as root only: it takes root to give a file away. */
+static void test_sweep_tells_of_any_owner_and_type(void **state)
+{
+    char link[NAME_LEN], foreign[NAME_LEN], victim[160];
+    struct kept_list k = {.n = 0};
+    struct stat st, tg, vi;
+
+    (void)state;
+    touch("smb.conf");
+    assert_int_equal(stat(path_in("smb.conf"), &tg), 0);
+    make_file(path_in("victim"), "bytes\n");
+    assert_int_equal(stat(path_in("victim"), &vi), 0);
+    snprintf(victim, sizeof(victim), "%s", path_in("victim"));
+    assert_int_equal(symlink(victim, path_in("plain")), 0);
+    named(link, "smb.conf", vi.st_ino, vi.st_ino + 1, mtime_of(&vi), vi.st_size, "Ab12Cd");
+    if (geteuid() == 0) {
+        st = fresh();
+        assert_int_equal(chown(path_in("plain"), 65534, 65534), 0);
+        named(foreign, "smb.conf", tg.st_ino, st.st_ino + 1, mtime_of(&st), st.st_size, "Ef34Gh");
+    }
+    sweep_smb_conf(&k);
+    assert_int_equal(lstat(path_in(link), &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_true(told(&k, link));
+    assert_int_equal(stat(victim, &st), 0);
+    if (geteuid() == 0) {
+        assert_int_equal(lstat(path_in(foreign), &st), 0);
+        assert_true(told(&k, foreign));
+    }
+    assert_int_equal(k.n, geteuid() == 0 ? 2 : 1);
+    assert_int_equal(entries(), geteuid() == 0 ? 4 : 3);
 }
 
 static void kill_self(void *ctx)
@@ -344,8 +390,13 @@ static void kill_self(void *ctx)
 }
 
 /* What an admin's editor does between our open of smb.conf and our
- * exchange: nothing, rename dir/edit over it, or write into it. */
-enum editor { NO_EDITOR, EDITOR_RENAMES, EDITOR_WRITES_IN_PLACE };
+ * exchange: nothing, rename dir/edit over it, or write into it (and then,
+ * the same tick: the mtime put back as it was, long_ago). */
+enum editor { NO_EDITOR, EDITOR_RENAMES, EDITOR_WRITES_IN_PLACE, EDITOR_WRITES_IN_THE_SAME_TICK };
+
+/* smb.conf's mtime when it is opened: not within the tick that made the
+ * file, so that a write in place changes it (timestamps are coarse). */
+static const struct timespec long_ago[2] = {{1000000000, 0}, {1000000000, 0}};
 
 /* A run killed right after the exchange that put "new\n" in place at
  * dir/smb.conf ("old\n" when the target was opened), the editor's step
@@ -368,11 +419,13 @@ static void replace_killed(enum editor ed)
             _exit(1);
         if (ed == EDITOR_RENAMES && rename(edit, p) < 0)
             _exit(2);
-        if (ed == EDITOR_WRITES_IN_PLACE) {
+        if (ed == EDITOR_WRITES_IN_PLACE || ed == EDITOR_WRITES_IN_THE_SAME_TICK) {
             fd = open(p, O_WRONLY | O_TRUNC);
             if (fd < 0 || write(fd, "admin's\n", 8) != 8 || close(fd) < 0)
                 _exit(2);
         }
+        if (ed == EDITOR_WRITES_IN_THE_SAME_TICK && utimensat(AT_FDCWD, p, long_ago, 0) < 0)
+            _exit(2);
         files_target_replace(&t, "new\n", 4, "old\n", 4);
         _exit(3); /* not reached: killed at the exchange */
     }
@@ -413,14 +466,11 @@ static void assert_holds(const char *name, const char *text)
  * at the next edit tells told_n files (keeping them) or removes it. */
 static void sweep_after_a_kill(enum editor ed, const char *left, int told_n)
 {
-    const struct timespec long_ago[2] = {{1000000000, 0}, {1000000000, 0}};
     struct kept_list k = {.n = 0};
     char tmp[NAME_LEN];
 
     unlink(path_in("smb.conf"));
     make_file(path_in("smb.conf"), "old\n");
-    /* a write in place must change the mtime: not within the tick that
-     * made the file (timestamps are coarse) */
     assert_int_equal(utimensat(AT_FDCWD, path_in("smb.conf"), long_ago, 0), 0);
     if (ed == EDITOR_RENAMES)
         make_file(path_in("edit"), "admin's\n");
@@ -440,15 +490,17 @@ static void sweep_after_a_kill(enum editor ed, const char *left, int told_n)
 }
 
 /* The race the numbers in the name are for: an editor renames its file
- * over smb.conf (or writes into it), our exchange moves that file to our
- * temporary name, and we are killed before the exchange back. The sweep
- * keeps it and tells. Killed at the same step with no editor, what is
- * left is the old file: swept, nothing told. */
+ * over smb.conf (or writes into it, even within the mtime's tick: the size
+ * tells), our exchange moves that file to our temporary name, and we are
+ * killed before the exchange back. The sweep keeps it and tells. Killed
+ * at the same step with no editor, what is left is the old file: swept,
+ * nothing told. */
 static void test_sweep_after_a_killed_exchange(void **state)
 {
     (void)state;
     sweep_after_a_kill(EDITOR_RENAMES, "admin's\n", 1);
     sweep_after_a_kill(EDITOR_WRITES_IN_PLACE, "admin's\n", 1);
+    sweep_after_a_kill(EDITOR_WRITES_IN_THE_SAME_TICK, "admin's\n", 1);
     sweep_after_a_kill(NO_EDITOR, "old\n", 0);
 }
 
@@ -785,6 +837,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_replace_changed_in_place, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep_not_others, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep_by_inodes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sweep_tells_of_any_owner_and_type, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep_after_a_killed_exchange, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replace_after_a_rename_over_it, setup, teardown),
     };

@@ -166,8 +166,9 @@ static void test_sweep_tells_of_a_kept_file(void **state)
     assert_int_equal(close(open(plain, O_WRONLY | O_CREAT | O_EXCL, 0600)), 0);
     assert_int_equal(stat(plain, &st), 0);
     snprintf(kept, sizeof(kept),
-             "%s/" FILES_TMP_PREFIX "smb.conf.%" PRIx64 "-%" PRIx64 "-%" PRIx64 ".Ab3dE9", f->dir,
-             (uint64_t)st.st_ino + 1, (uint64_t)st.st_ino + 2, (uint64_t)0);
+             "%s/" FILES_TMP_PREFIX "smb.conf.%" PRIx64 "-%" PRIx64 "-%" PRIx64 "-%" PRIx64
+             ".Ab3dE9",
+             f->dir, (uint64_t)st.st_ino + 1, (uint64_t)st.st_ino + 2, (uint64_t)0, (uint64_t)0);
     assert_int_equal(rename(plain, kept), 0);
     journal_set_tap(warn_tap, &w);
     assert_int_equal(smbconf_prepare(f->conf, f->state_dir, &ch, &pl, &res, &e), 0);
