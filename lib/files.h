@@ -120,9 +120,10 @@ int files_target_open_hooked(struct files_target *t, const char *path, const str
 
 /* Remove temporary files that files_write_atomic left next to path when a
  * process was killed between creating and renaming them: only regular
- * files of our own uid, never through a link (someone else's file of that
- * shape in a shared directory is theirs), and under a name of the
- * exchange's shape only the two files it records (FILES_TMP_PREFIX).
+ * files, never through a link; under a random name only files of our own
+ * uid (someone else's file of that shape in a shared directory is
+ * theirs), under a name of the exchange's shape only the two files it
+ * records, whoever owns them (FILES_TMP_PREFIX).
  * Nothing is told of a file kept: smbtuned's own files are written
  * without like, under random names, so none of that shape is expected
  * here (files_target_sweep tells). */

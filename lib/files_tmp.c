@@ -168,27 +168,37 @@ static ssize_t ids_tail(const char *name, size_t len, struct tmp_ids *ids)
 }
 
 /* Whether the entry name in dfd is ours to remove (1) or not (0), never
- * following a link; -ENOENT when it is gone. Only a regular file of our
- * own uid: a file of that shape that someone else made (in a 1777
- * directory, say) is theirs. With ids (a name with numbers), only the
- * two files they record: ours (inode N), or the one the caller judged
- * and we replaced (inode L, with the mtime M and the size S it had
- * then; another mtime or size is an edit made in place after the
- * judgment, which the exchange back would have kept). The size is for
- * an edit within the tick of a coarse clock, or of a filesystem that
- * keeps whole seconds, which leaves the mtime as it was; one that keeps
- * the size too passes for the judged file (nothing more is recorded). */
+ * following a link; -ENOENT when it is gone. Only a regular file.
+ *
+ * Without ids (a random name), only one of our own uid: a file of that
+ * shape that someone else made (in a 1777 directory, say) is theirs.
+ *
+ * With ids (a name with numbers), only the two files they record, of
+ * whatever owner: ours (inode N), or the one the caller judged and we
+ * replaced (inode L, with the mtime M and the size S it had then; another
+ * mtime or size is an edit made in place after the judgment, which the
+ * exchange back would have kept). The numbers are a stronger proof than
+ * the owner, which is not ours to go by here: our new file takes the
+ * target's owner (files_copy_meta), so a kill next to an smb.conf of an
+ * admin's uid leaves files of that uid. Someone who names a file of
+ * their own with its own inode number loses a file they could remove
+ * themselves; a link to another's file under such a name loses only that
+ * name. The size is for an edit within the tick of a coarse clock, or of
+ * a filesystem that keeps whole seconds, which leaves the mtime as it
+ * was; one that keeps the size too passes for the judged file (nothing
+ * more is recorded). */
 static int ours_to_remove(int dfd, const char *name, const struct tmp_ids *ids)
 {
     struct stat st;
 
     if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
         return errno == ENOENT ? -ENOENT : 0;
-    if (!S_ISREG(st.st_mode) || st.st_uid != geteuid())
+    if (!S_ISREG(st.st_mode))
         return 0;
-    return ids == NULL || st.st_ino == ids->ours ||
-           (st.st_ino == ids->judged && mtime_ns(&st) == ids->mtime &&
-            (uint64_t)st.st_size == ids->size);
+    if (ids == NULL)
+        return st.st_uid == geteuid();
+    return st.st_ino == ids->ours || (st.st_ino == ids->judged && mtime_ns(&st) == ids->mtime &&
+                                      (uint64_t)st.st_size == ids->size);
 }
 
 /* Only next to the file being written, relative to its directory fd.

@@ -347,13 +347,13 @@ static void test_sweep_by_inodes(void **state)
 }
 
 /* Under a name with the numbers, what is not removed is told, whatever it
- * is: the uid and the type decide only what may be removed. A symlink (an
- * editor may save one), never followed: its target is the file N names.
- * A file of another uid (an admin of a group that may write the
- * directory), as root only: it takes root to give a file away. */
+ * is, and the numbers decide what is removed, whatever its owner. A
+ * symlink (an editor may save one), never followed: its target is the
+ * file N names. Files of another uid (an admin of a group that may write
+ * the directory), as root only: it takes root to give a file away. */
 static void test_sweep_tells_of_any_owner_and_type(void **state)
 {
-    char link[NAME_LEN], foreign[NAME_LEN], victim[160];
+    char link[NAME_LEN], foreign[NAME_LEN], theirs_ours[NAME_LEN], victim[160];
     struct kept_list k = {.n = 0};
     struct stat st, tg, vi;
 
@@ -369,6 +369,11 @@ static void test_sweep_tells_of_any_owner_and_type(void **state)
         st = fresh();
         assert_int_equal(chown(path_in("plain"), 65534, 65534), 0);
         named(foreign, "smb.conf", tg.st_ino, st.st_ino + 1, mtime_of(&st), st.st_size, "Ef34Gh");
+        /* ours by its number, of an admin's uid (it took smb.conf's
+         * owner): removed, whatever its owner */
+        st = fresh();
+        assert_int_equal(chown(path_in("plain"), 65534, 65534), 0);
+        named(theirs_ours, "smb.conf", st.st_ino, tg.st_ino, 0, 0, "Ij56Kl");
     }
     sweep_smb_conf(&k);
     assert_int_equal(lstat(path_in(link), &st), 0);
@@ -378,6 +383,8 @@ static void test_sweep_tells_of_any_owner_and_type(void **state)
     if (geteuid() == 0) {
         assert_int_equal(lstat(path_in(foreign), &st), 0);
         assert_true(told(&k, foreign));
+        assert_int_equal(lstat(path_in(theirs_ours), &st), -1);
+        assert_false(told(&k, theirs_ours));
     }
     assert_int_equal(k.n, geteuid() == 0 ? 2 : 1);
     assert_int_equal(entries(), geteuid() == 0 ? 4 : 3);
