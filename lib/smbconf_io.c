@@ -271,7 +271,7 @@ static int backup(const char *state_dir, const char *real, const struct smbconf_
  * edit that a run of ours, killed between its exchange and the exchange
  * back, left there (files.h, FILES_TMP_PREFIX). Only the admin can tell
  * which bytes are right, so it is said, not resolved; again at every
- * sweep (every edit) until the file is gone. */
+ * edit and every undo (sweep_edited) until the file is gone. */
 static void say_kept(void *ctx, const char *name)
 {
     const struct files_target *t = ctx;
@@ -327,8 +327,10 @@ static int replace_file(const char *state_dir, const struct smbconf_file *f, con
     }
     /* A run of ours killed mid-write left its temp file here; only here,
      * once the file is known to be the one we parsed: files we only read
-     * are not ours to clean (the lock is ours). */
-    files_target_sweep(&t, say_kept, &t);
+     * are not ours to clean (the lock is ours). What it keeps is not told
+     * again: every write follows sweep_edited of the same file, in the
+     * same prepare or revert, which told it (once an edit, not twice). */
+    files_target_sweep(&t, NULL, NULL);
     if (!undo && (r = backup(state_dir, t.path, f, e)) < 0)
         goto out;
     r = files_target_replace(&t, data, len, f->buf, f->len);
