@@ -279,11 +279,22 @@ void report_progress(FILE *f, int n, const char *cfg, double write_mbps, double 
 }
 
 void report_fingerprint_change(const char *what, const struct state *st, double write_mbps,
-                               double read_mbps)
+                               double read_mbps, bool comparable)
 {
     double w = st->write_mbps, r = st->read_mbps;
 
     char wb[64], rb[64];
+
+    if (!comparable) {
+        report_event(JOURNAL_ID_UPGRADE, LOG_NOTICE,
+                     &(struct event_fields){.smb_conf = st->smb_conf,
+                                            .write_mbps = write_mbps,
+                                            .read_mbps = read_mbps},
+                     "%s: write %.2f MB/s, read %.2f MB/s at the same settings; not compared "
+                     "with the rates before, which an older smbtuned computed another way",
+                     what, write_mbps, read_mbps);
+        return;
+    }
 
     /* after: the fields' rates; before: the state's */
     snprintf(wb, sizeof(wb), "SMBTUNED_WRITE_MBPS_BEFORE=%.2f", w);

@@ -60,10 +60,13 @@ void report_progress(FILE *f, int n, const char *cfg, double write_mbps, double 
                      bool timeout);
 
 /* The first sample after Samba, the kernel or smb.conf changed (what
- * says which), against the rates st kept from before. */
+ * says which), against the rates st kept from before; unless those were
+ * measured by a probe that computed its rates another way (!comparable:
+ * an smbtuned upgraded at the same time), when a difference would be the
+ * probe's, not the upgrade's: then the rates alone. */
 struct state;
 void report_fingerprint_change(const char *what, const struct state *st, double write_mbps,
-                               double read_mbps);
+                               double read_mbps, bool comparable);
 
 /* What a journal event carries besides its message (lib/journal_ids.h
  * and systemd/smbtuned.catalog): any of these; a NULL, negative or NAN

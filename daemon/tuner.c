@@ -144,6 +144,8 @@ static void fingerprint(struct tuner *t)
                      "%s: searching again", msg);
         if (t->st.have_incumbent)
             snprintf(t->fp_change, sizeof(t->fp_change), "%s", msg);
+        /* before the reference that says how they were computed goes */
+        t->fp_other_rates = tuner_ref_other_rates(&t->st);
         tuner_unconverge(t);
     }
 }

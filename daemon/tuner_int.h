@@ -74,6 +74,7 @@ struct tuner {
     bool auto_blocked;   /* AUTO left out of the search: it cannot work yet */
     int auto_checks;     /* AUTO samples taken for the report since */
     char fp_change[512]; /* fingerprint change, told with the first sample */
+    bool fp_other_rates; /* its rates before: computed another way */
     /* smbd's real connections this cycle (clients_watch.h) */
     struct clients_watch_summary real;
     /* a search started for them (steering), from this value in force:
@@ -115,6 +116,9 @@ void tuner_unconverge(struct tuner *t);
  * before, it was in, and rates on long paths were up to a fifth lower. */
 #define TUNER_RATES_VERSION "2"
 void tuner_settings_words(const struct tuner_opts *o, char *buf, size_t len);
+/* Were the state's rates computed another way than this version's? Known
+ * from a converged search's settings words only (false without them). */
+bool tuner_ref_other_rates(const struct state *st);
 /* What verification samples: the search's winner, or after a restart (no
  * search in memory) the line in force. */
 struct search_config tuner_verified(const struct tuner *t);

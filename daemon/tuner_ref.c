@@ -29,6 +29,13 @@ void tuner_settings_words(const struct tuner_opts *o, char *buf, size_t len)
              q->tied ? 1 : 0, q->min_size, q->max_rcvbuf, q->max_sndbuf);
 }
 
+bool tuner_ref_other_rates(const struct state *st)
+{
+    static const char mine[] = "rates=" TUNER_RATES_VERSION " ";
+
+    return st->ref_settings != NULL && strncmp(st->ref_settings, mine, sizeof(mine) - 1) != 0;
+}
+
 struct search_config tuner_verified(const struct tuner *t)
 {
     return t->s != NULL ? search_incumbent(t->s) : t->inc0;
@@ -139,10 +146,7 @@ bool tuner_ref_restore(struct tuner *t)
      * other sizes allowed): other rates, or another search's range */
     tuner_settings_words(&t->o, words, sizeof(words));
     if (st->ref_settings == NULL || strcmp(st->ref_settings, words) != 0) {
-        /* words begin with the rates' version and a space */
-        size_t v = strcspn(words, " ") + 1;
-
-        if (st->ref_settings != NULL && strncmp(st->ref_settings, words, v) != 0)
+        if (tuner_ref_other_rates(st))
             journal_log(LOG_INFO, "the reference was measured by a probe that computed its "
                                   "rates another way than this version's: searching again");
         else

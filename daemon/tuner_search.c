@@ -77,7 +77,8 @@ static void tell(struct tuner *t, const struct probe_result *r)
         report_progress(stderr, t->tally.samples, cs, r->write_mbps, r->read_mbps,
                         r->outcome == PROBE_TIMEOUT);
     if (t->fp_change[0] != '\0')
-        report_fingerprint_change(t->fp_change, &t->st, r->write_mbps, r->read_mbps);
+        report_fingerprint_change(t->fp_change, &t->st, r->write_mbps, r->read_mbps,
+                                  !t->fp_other_rates);
     t->fp_change[0] = '\0';
     switch (t->kind) {
     case S_VERIFY:

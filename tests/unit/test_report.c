@@ -356,9 +356,9 @@ static void test_fingerprint_change(void **state)
     char *log;
 
     logcap_begin();
-    report_fingerprint_change("Samba 4.17 -> 4.18", &st, 110, 25);
+    report_fingerprint_change("Samba 4.17 -> 4.18", &st, 110, 25, true);
     st.write_mbps = st.read_mbps = 0; /* no rates kept */
-    report_fingerprint_change("kernel a -> b", &st, 110, 25);
+    report_fingerprint_change("kernel a -> b", &st, 110, 25, true);
     log = logcap_end();
     assert_non_null(strstr(log, "Samba 4.17 -> 4.18: write +10%, read -50% at the same settings"));
     /* upgrade events: the rates after, and before (0: none kept) */
@@ -370,6 +370,23 @@ static void test_fingerprint_change(void **state)
                                            "SMBTUNED_WRITE_MBPS_BEFORE=0.00 "
                                            "SMBTUNED_READ_MBPS_BEFORE=0.00\n");
     assert_non_null(strstr(log, "kernel a -> b: write +0%, read +0% at the same settings"));
+    free(log);
+}
+
+/* Rates an older probe computed another way: not compared, no "before". */
+static void test_fingerprint_change_of_other_rates(void **state)
+{
+    struct state st = {.write_mbps = 100, .read_mbps = 50};
+    char *log;
+
+    logcap_begin();
+    report_fingerprint_change("Samba 4.17 -> 4.18", &st, 110, 25, false);
+    log = logcap_end();
+    assert_non_null(strstr(log, "Samba 4.17 -> 4.18: write 110.00 MB/s, read 25.00 MB/s at the "
+                                "same settings; not compared with the rates before"));
+    assert_null(strstr(log, "%"));
+    assert_string_equal(logcap_events(), JOURNAL_ID_UPGRADE
+                        " 5 SMBTUNED_WRITE_MBPS=110.00 SMBTUNED_READ_MBPS=25.00\n");
     free(log);
 }
 
@@ -812,6 +829,7 @@ int main(void)
         cmocka_unit_test(test_buffers_matter_with_two),
         cmocka_unit_test(test_auto_after_restart),
         cmocka_unit_test(test_fingerprint_change),
+        cmocka_unit_test(test_fingerprint_change_of_other_rates),
         cmocka_unit_test(test_event_fields),
         cmocka_unit_test(test_error_event),
         cmocka_unit_test(test_progress),

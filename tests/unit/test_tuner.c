@@ -1769,6 +1769,49 @@ static void test_restart_with_rates_of_an_older_probe_searches(void **state)
     assert_true(s.measures > 5);
 }
 
+/* A new kernel, and a converged reference whose rates were computed
+ * another way (stripped: an older smbtuned upgraded at the same time):
+ * the upgrade's line gives the rates after and compares nothing, where
+ * with this version's rates it says by how much they changed. */
+static void test_upgrade_with_rates_of_an_older_probe_compares_nothing(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+    struct state st;
+    struct seen sn;
+    char path[400];
+
+    f->o.once = false;
+    for (int older = 0; older < 2; older++) {
+        const char *said = NULL;
+
+        converge_twice(f, &st);
+        if (older)
+            assert_int_equal(state_set_str(&st.ref_settings, strchr(st.ref_settings, ' ') + 1), 0);
+        assert_int_equal(state_save(f->state_dir, &st, NULL), 0);
+        state_free(&st);
+        sim_init(&s, &f->o);
+        s.cycles_wanted = 1;
+        s.kernel = older ? "6.3.0-sim" : "6.2.0-sim";
+        seen_begin(&sn);
+        assert_int_equal(run(&f->o, &s), 0);
+        for (int i = 0; i < sn.n; i++)
+            if (sn.line[i] && strstr(sn.line[i], "at the same settings"))
+                said = sn.line[i];
+        assert_non_null(said);
+        if (older) {
+            assert_non_null(strstr(said, "not compared with the rates before"));
+            assert_null(strchr(said, '%'));
+        } else {
+            assert_non_null(strstr(said, "%, read "));
+        }
+        seen_end(&sn);
+        /* the next round starts from a fresh state */
+        snprintf(path, sizeof(path), "%s/state", f->state_dir);
+        assert_int_equal(unlink(path), 0);
+    }
+}
+
 /* tied = yes and a line that names one size, the best there is: the
  * search measures that size for both and nothing beats it, but the line
  * itself (the other buffer autotuned) was never measured against it, so
@@ -2414,6 +2457,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_restart_sees_a_drift_made_while_down, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_keeps_the_refined_reference, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_with_other_settings_searches, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_upgrade_with_rates_of_an_older_probe_compares_nothing,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_with_rates_of_an_older_probe_searches, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_loopback_keeps_no_reference_of_another_line, setup,
