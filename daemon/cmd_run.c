@@ -354,7 +354,7 @@ int cmd_check(const struct opts *o)
     }
     free(v);
     /* and where the line would be written, as the start judges it */
-    if (conf_check_writable(&d.topts, &e) < 0) {
+    if (conf_check_writable(&d.topts, &c, &e) < 0) {
         fprintf(stderr, "smbtuned: %s\n", e.msg);
         smbconf_free(&c);
         return CMD_EXIT_CONFIG;
@@ -497,9 +497,7 @@ int cmd_run(const struct opts *o)
      * ExecStartPre= check any more, and
      * RestartPreventExitStatus=78 keeps systemd from retrying such a start
      * for ever. (--once reports it as its cycle's failure.) */
-    if (!o->once && conf_check_smb_conf(d.topts.smb_conf, &e) < 0)
-        return refused(o, CMD_EXIT_CONFIG, NULL, "%s", e.msg);
-    if (!o->once && conf_check_writable(&d.topts, &e) < 0)
+    if (!o->once && conf_check(&d.topts, &e) < 0)
         return refused(o, CMD_EXIT_CONFIG, NULL, "%s", e.msg);
     mode = d.topts.mode == TUNER_ADVISE ? "advise" : "tune";
     r = files_private_dir(d.topts.state_dir, FILES_DIR_MAKE, &e);

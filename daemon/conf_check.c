@@ -11,16 +11,6 @@
 #include "files.h"
 #include "smbconf.h"
 
-int conf_check_smb_conf(const char *smb_conf, struct err *e)
-{
-    struct smbconf c;
-
-    if (smbconf_load(&c, smb_conf, e) < 0)
-        return -EINVAL;
-    smbconf_free(&c);
-    return 0;
-}
-
 /* Under the unit's sandbox (ProtectSystem=strict) the service writes only
  * where ReadWritePaths= lets it: a socket options line in a file of
  * another directory (an include under /srv) would be found read-only at
@@ -29,18 +19,15 @@ int conf_check_smb_conf(const char *smb_conf, struct err *e)
  * only (advise writes nothing). The directory is the one the editor
  * writes in: the file's real path's (smb.conf may be a link). Only
  * EROFS: a permission error is the editor's to report, in its words. */
-int conf_check_writable(const struct tuner_opts *o, struct err *e)
+int conf_check_writable(const struct tuner_opts *o, const struct smbconf *c, struct err *e)
 {
-    struct smbconf c;
     const char *file;
     char *real, *slash;
     int r = 0;
 
     if (o->mode != TUNER_TUNE)
         return 0;
-    if (smbconf_load(&c, o->smb_conf, e) < 0)
-        return -EINVAL;
-    file = c.found ? c.files[c.hit.file].path : o->smb_conf;
+    file = c->found ? c->files[c->hit.file].path : o->smb_conf;
     real = realpath(file, NULL);
     if (real != NULL && (slash = strrchr(real, '/')) != NULL) {
         *(slash == real ? slash + 1 : slash) = '\0';
@@ -52,6 +39,19 @@ int conf_check_writable(const struct tuner_opts *o, struct err *e)
                         file, real, real);
     }
     free(real);
+    return r;
+}
+
+/* One read of smb.conf for both checks: a file edited between two reads
+ * could pass each on different bytes. */
+int conf_check(const struct tuner_opts *o, struct err *e)
+{
+    struct smbconf c;
+    int r;
+
+    if (smbconf_load(&c, o->smb_conf, e) < 0)
+        return -EINVAL;
+    r = conf_check_writable(o, &c, e);
     smbconf_free(&c);
     return r;
 }
@@ -67,9 +67,7 @@ static int check_job(void *arg, int out_fd)
     const struct conf_check *c = arg;
     struct answer a = {0};
 
-    a.r = conf_check_smb_conf(c->o->smb_conf, &a.e);
-    if (a.r == 0)
-        a.r = conf_check_writable(c->o, &a.e);
+    a.r = conf_check(c->o, &a.e);
     /* (its own child parses it: no byte of a password reaches this one) */
     if (a.r == 0 && c->o->probe.credentials != NULL)
         a.r = creds_check(c->o->probe.credentials, 0, &a.e);

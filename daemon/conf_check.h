@@ -14,16 +14,18 @@
 
 #include "err.h"
 #include "job.h"
+#include "smbconf.h"
 #include "tuner.h"
 
-/* smb.conf read as the editor reads it: 0, or -EINVAL with the reason
- * (file and line) in e. */
-int conf_check_smb_conf(const char *smb_conf, struct err *e);
+/* smb.conf read as the editor reads it, and in tune mode the directory of
+ * the file that holds (or would hold) the socket options line writable
+ * here: 0, or -EINVAL (the read: file and line) or -EROFS (the reason and
+ * the fix) with the reason in e. One read of smb.conf serves both. */
+int conf_check(const struct tuner_opts *o, struct err *e);
 
-/* Tune mode: the directory of the file that holds (or would hold) the
- * socket options line is writable here: 0, or -EROFS (or the read's
- * -EINVAL) with the reason and the fix in e. */
-int conf_check_writable(const struct tuner_opts *o, struct err *e);
+/* The second check alone, on smb.conf as c holds it (read by the caller):
+ * 0, or -EROFS with the reason and the fix in e. */
+int conf_check_writable(const struct tuner_opts *o, const struct smbconf *c, struct err *e);
 
 /* A SIGHUP's check's bound: the read of smb.conf and its includes, which
  * takes milliseconds unless a mount hangs, and the credentials check
