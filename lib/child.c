@@ -58,6 +58,7 @@ int child_setup(const struct child_spec *spec)
     /* No descriptor of the daemon (journal, sd-event, probe files, the
      * parked copies) leaks into the child. */
     close_range(spec->fd_extra >= 0 ? 4 : 3, ~0U, 0);
+    journal_forked();
     /* An environment of our own keeps out what the daemon's had, and what
      * a library in the child would honour (libsmbclient: USER, PASSWD,
      * LIBSMB_PROG). Not async-signal-safe: fine, smbtuned forks from one

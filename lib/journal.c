@@ -102,6 +102,14 @@ enum journal_output journal_init(void)
     return sink.out;
 }
 
+void journal_forked(void)
+{
+    if (!sink.decided)
+        journal_init();
+    if (sink.out == JOURNAL_NATIVE)
+        sink.out = JOURNAL_PREFIX;
+}
+
 void journal_set_debug(bool on)
 {
     sink.debug = on;

@@ -34,6 +34,17 @@ enum journal_output {
  * first; a log call before it decides on its own). Returns the choice. */
 enum journal_output journal_init(void);
 
+/* A forked child that closed the descriptors it inherited (child_setup's
+ * close_range): from now on its lines go to stderr ("<N>message" where
+ * they went to the journal's socket). libsystemd opens its journal socket
+ * once and keeps its number for the life of the process, subprocesses
+ * included; once that is closed the number may name another descriptor,
+ * and an entry sent through it would land there: on a TCP connection its
+ * peer reads the entry as stream bytes (tests/unit/test_journal.c). The
+ * stderr a child keeps is the daemon's, under systemd the journal's
+ * stream, which keeps the priority; only an event's fields are lost. */
+void journal_forked(void);
+
 /* LOG_DEBUG lines are logged only after journal_set_debug(true). */
 void journal_set_debug(bool on);
 

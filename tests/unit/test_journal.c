@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -23,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include "child.h"
 #include "journal.h"
 
 #define LONG_LEN 200000 /* far beyond any fixed buffer, and a pipe's 64 KiB */
@@ -286,12 +288,11 @@ static void test_foreign_journal_stream(void **state)
  * out_fd. Without it journald is gone. JOURNAL_STREAM names stderr, or
  * with ino_delta another inode of its device. Exit 77 when namespaces are not
  * allowed here. */
-static void fake_journald(int out_fd, void (*log)(void), bool listen, int ino_delta)
+static int fake_socket(bool listen, int ino_delta)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
-    char buf[65536], env[64];
+    char env[64];
     struct stat st;
-    ssize_t n;
     int s;
 
     if (unshare(CLONE_NEWNS) < 0)
@@ -311,6 +312,15 @@ static void fake_journald(int out_fd, void (*log)(void), bool listen, int ino_de
     setenv("JOURNAL_STREAM", env, 1);
     if (journal_init() != (listen && ino_delta == 0 ? JOURNAL_NATIVE : JOURNAL_PREFIX))
         _exit(4);
+    return s;
+}
+
+static void fake_journald(int out_fd, void (*log)(void), bool listen, int ino_delta)
+{
+    char buf[65536];
+    ssize_t n;
+    int s = fake_socket(listen, ino_delta);
+
     log();
     if (!listen || ino_delta != 0)
         _exit(0);
@@ -334,9 +344,11 @@ static void log_event_bad_field(void)
     journal_event(JOURNAL_ID_COMMIT, LOG_NOTICE, fields, "socket options: %s", "A\nB");
 }
 
-/* Runs log_event_bad_field in fake_journald(): *entry is the datagram,
- * *text stderr. False when namespaces are not allowed here. */
-static bool run_fake(bool listen, int ino_delta, char **entry, char **text)
+/* Runs child(out_fd, listen, ino_delta) in a forked process whose stderr
+ * is a pipe: *entry is what it wrote to out_fd, *text its stderr. Returns
+ * its exit status (77: namespaces are not allowed here). */
+static int run_child(void (*child)(int, bool, int), bool listen, int ino_delta, char **entry,
+                     char **text)
 {
     int p[2], err[2], status;
     pid_t pid;
@@ -349,7 +361,8 @@ static bool run_fake(bool listen, int ino_delta, char **entry, char **text)
         close(p[0]);
         close(err[0]);
         dup2(err[1], STDERR_FILENO);
-        fake_journald(p[1], log_event_bad_field, listen, ino_delta);
+        child(p[1], listen, ino_delta);
+        _exit(0);
     }
     close(p[1]);
     close(err[1]);
@@ -359,12 +372,26 @@ static bool run_fake(bool listen, int ino_delta, char **entry, char **text)
     close(err[0]);
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
-    if (WEXITSTATUS(status) == 77) {
+    return WEXITSTATUS(status);
+}
+
+static void fake_bad_field(int out_fd, bool listen, int ino_delta)
+{
+    fake_journald(out_fd, log_event_bad_field, listen, ino_delta);
+}
+
+/* Runs log_event_bad_field in fake_journald(): *entry is the datagram,
+ * *text stderr. False when namespaces are not allowed here. */
+static bool run_fake(bool listen, int ino_delta, char **entry, char **text)
+{
+    int status = run_child(fake_bad_field, listen, ino_delta, entry, text);
+
+    if (status == 77) {
         free(*entry);
         free(*text);
         return false;
     }
-    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(status, 0);
     return true;
 }
 
@@ -401,6 +428,78 @@ static void test_native_entry(void **state)
     assert_true(run_fake(true, 1, &entry, &text));
     assert_string_equal(entry, "");
     assert_string_equal(text, "<5>socket options: A B\n");
+    free(entry);
+    free(text);
+}
+
+/* A descriptor of this process, other than but, that is a socket: the
+ * one libsystemd keeps for the journal once a line was sent. -1: none. */
+static int other_socket(int but)
+{
+    struct stat st;
+
+    for (int fd = 3; fd < 1024; fd++)
+        if (fd != but && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode))
+            return fd;
+    return -1;
+}
+
+/* In a fake journald's namespace: a line to the journal's socket, then
+ * what a forked child does (child_setup: the journal's socket closed with
+ * the rest), then a TCP connection put where that socket's number was, as
+ * the child's next socket may be, and a line. It must go to stderr, not
+ * into the connection. Exit 0, or a step's number. */
+static void log_after_child_setup(int out_fd, bool listens, int ino_delta)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof(a);
+    char buf[4096];
+    int s = fake_socket(listens, ino_delta), cached, l, c, peer;
+    ssize_t n;
+
+    (void)out_fd; /* closed by child_setup: stderr says what went wrong */
+    journal_log(LOG_NOTICE, "before");
+    if (recv(s, buf, sizeof(buf), MSG_DONTWAIT) <= 0)
+        _exit(5);
+    cached = other_socket(s);
+    if (cached < 0)
+        _exit(6);
+    if (child_setup(&(struct child_spec){
+            .fd_in = CHILD_KEEP, .fd_out = CHILD_KEEP, .fd_err = CHILD_KEEP, .fd_extra = s}) < 0)
+        _exit(7);
+    l = socket(AF_INET, SOCK_STREAM, 0);
+    if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 1) < 0 ||
+        getsockname(l, (struct sockaddr *)&a, &alen) < 0)
+        _exit(8);
+    c = socket(AF_INET, SOCK_STREAM, 0);
+    if (c < 0 || connect(c, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+        (peer = accept(l, NULL, NULL)) < 0 || dup2(c, cached) < 0)
+        _exit(9);
+    journal_log(LOG_NOTICE, "after");
+    usleep(100000);
+    n = recv(peer, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+    if (n > 0) {
+        dprintf(STDERR_FILENO, "the connection got: %.*s", (int)n, buf);
+        _exit(10);
+    }
+    _exit(0);
+}
+
+static void test_child_logs_to_stderr(void **state)
+{
+    char *entry, *text;
+    int status;
+
+    (void)state;
+    status = run_child(log_after_child_setup, true, 0, &entry, &text);
+    if (status == 77) {
+        free(entry);
+        free(text);
+        skip();
+    }
+    if (status != 0)
+        fail_msg("step %d: %s", status, text);
+    assert_string_equal(text, "<5>after\n");
     free(entry);
     free(text);
 }
@@ -487,6 +586,7 @@ int main(void)
         cmocka_unit_test(test_long_lines_whole),
         cmocka_unit_test(test_foreign_journal_stream),
         cmocka_unit_test(test_native_entry),
+        cmocka_unit_test(test_child_logs_to_stderr),
         cmocka_unit_test(test_ids),
         cmocka_unit_test(test_tap),
     };
