@@ -92,13 +92,28 @@ void tuner_save(struct tuner *t)
 
 /* ---- the cycle ---- */
 
+/* busy_rate asks for a cycle only while the clients are quiet: where
+ * their traffic cannot be watched, nothing says they are, so the cycle
+ * is deferred as a busy one is (and the journal says why each time). */
+static void busy_unknown(struct tuner *t, const char *why)
+{
+    journal_log(LOG_WARNING,
+                "cannot watch client traffic (%s): tuning deferred, as busy_rate asks for "
+                "quiet clients and nothing tells whether they are",
+                why);
+    tuner_set_status(t, "deferred: client traffic cannot be watched");
+    tuner_cycle_end(t, true);
+}
+
 static void on_busy_checked(void *ud, int r, double mbps, const char *why)
 {
     struct tuner *t = ud;
 
     if (r < 0) {
-        journal_log(LOG_WARNING, "cannot watch client traffic: %s", why);
-    } else if (mbps > t->o.busy_mbps) {
+        busy_unknown(t, why);
+        return;
+    }
+    if (mbps > t->o.busy_mbps) {
         journal_log(LOG_INFO, "clients move %.1f MB/s (more than %.1f): tuning deferred", mbps,
                     t->o.busy_mbps);
         tuner_set_status(t, "deferred: clients busy (%.1f MB/s)", mbps);
@@ -216,6 +231,7 @@ static void cycle_checks(struct tuner *t)
 {
     const struct facts *f = &t->facts;
     long wait;
+    int r;
 
     if (!t->o.once && (wait = window_wait_now(t)) > 0) {
         char win[48], at[32];
@@ -236,10 +252,11 @@ static void cycle_checks(struct tuner *t)
     if (!t->o.once && t->o.busy_mbps > 0 && f->smb_port > 0) {
         /* Watch the clients' traffic for a moment before adding ours. */
         t->state = T_BUSY_CHECK;
-        if (t->w.ops->busy(t->w.ctx, f->smb_ports, f->n_smb_ports, BUSY_SAMPLE_S, on_busy_checked,
-                           t) == 0)
-            return;
-        journal_log(LOG_WARNING, "cannot watch client traffic");
+        r = t->w.ops->busy(t->w.ctx, f->smb_ports, f->n_smb_ports, BUSY_SAMPLE_S, on_busy_checked,
+                           t);
+        if (r < 0)
+            busy_unknown(t, strerror(-r));
+        return;
     }
     tuner_cycle_go(t);
 }

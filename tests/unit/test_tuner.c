@@ -82,6 +82,10 @@ struct sim {
     /* smbd runs (facts) and its real connections get `real` (the clients
      * watch), or the watch fails when real_fail */
     bool smbd_running, real_fail;
+    /* the clients' traffic the busy check sees (MB/s); busy_fail 1: the
+     * watch answers an error, 2: it cannot start */
+    double busy_mbps;
+    int busy_fail;
     struct clients_watch_summary real;
     int clients_calls;
     int real_from; /* > 0: smbd runs (and has `real`) from that cycle on */
@@ -223,7 +227,10 @@ static int deliver(sd_event_source *src, uint64_t usec, void *ud)
         world_busy_fn done = s->busy_done;
 
         s->busy_done = NULL;
-        done(s->ud, 0, 0.0, "");
+        if (s->busy_fail == 1)
+            done(s->ud, -EPERM, 0.0, "sim: sock_diag refused");
+        else
+            done(s->ud, 0, s->busy_mbps, "");
     }
     return 0;
 }
@@ -307,6 +314,8 @@ static int sim_busy(void *ctx, const int *ports, int nports, double seconds, wor
     assert_int_equal(ports[0], 445);
     assert_int_equal(ports[1], 139);
     assert_true(seconds > 0);
+    if (s->busy_fail == 2)
+        return -EPERM;
     s->busy_done = done;
     s->ud = ud;
     return later(s);
@@ -761,6 +770,44 @@ static void test_long_status_cut_at_a_word(void **state)
     assert_int_equal(words[n - 4], ' ');
     tuner_free(t);
     s.ev = sd_event_unref(s.ev);
+}
+
+/* busy_rate: a cycle runs while the clients are quiet and is deferred
+ * while they move more; and where their traffic cannot be watched (the
+ * watch fails in its answer, or cannot start) it is deferred too, since
+ * nothing then says they are quiet. It used to tune anyway. */
+static void test_busy_rate_defers(void **state)
+{
+    struct fix *f = *state;
+    const struct {
+        double mbps;
+        int fail;
+        const char *said;
+    } cases[] = {{0.5, 0, NULL},
+                 {50, 0, "clients move 50.0 MB/s"},
+                 {0, 1, "cannot watch client traffic (sim: sock_diag refused): tuning deferred"},
+                 {0, 2, "cannot watch client traffic (Operation not permitted): tuning deferred"}};
+    struct sim s;
+    struct seen sn;
+
+    f->o.once = false;
+    f->o.busy_mbps = 10;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        bool said = false;
+
+        sim_init(&s, &f->o);
+        s.smbd_running = true;
+        s.cycles_wanted = 1;
+        s.busy_mbps = cases[i].mbps;
+        s.busy_fail = cases[i].fail;
+        seen_begin(&sn);
+        assert_int_equal(run(&f->o, &s), 0);
+        for (int j = 0; j < sn.n; j++)
+            said = said || (cases[i].said && sn.line[j] && strstr(sn.line[j], cases[i].said));
+        seen_end(&sn);
+        assert_int_equal(s.measures > 0, cases[i].said == NULL);
+        assert_int_equal(said, cases[i].said != NULL);
+    }
 }
 
 /* A cycle on another kernel than the state's tells the upgrade with the
@@ -2457,6 +2504,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_restart_sees_a_drift_made_while_down, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_keeps_the_refined_reference, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_with_other_settings_searches, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_busy_rate_defers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_upgrade_with_rates_of_an_older_probe_compares_nothing,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_with_rates_of_an_older_probe_searches, setup,
