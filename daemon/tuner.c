@@ -94,13 +94,15 @@ void tuner_save(struct tuner *t)
 
 /* busy_rate asks for a cycle only while the clients are quiet: where
  * their traffic cannot be watched, nothing says they are, so the cycle
- * is deferred as a busy one is (and the journal says why each time). */
+ * is deferred as a busy one is (and the journal says why each time; why
+ * is NULL when the watch said it already, as it does when it cannot
+ * start). */
 static void busy_unknown(struct tuner *t, const char *why)
 {
     journal_log(LOG_WARNING,
-                "cannot watch client traffic (%s): tuning deferred, as busy_rate asks for "
-                "quiet clients and nothing tells whether they are",
-                why);
+                "%s%s%stuning deferred: busy_rate asks for quiet clients, and nothing tells "
+                "whether they are",
+                why ? "cannot watch client traffic (" : "", why ? why : "", why ? "): " : "");
     tuner_set_status(t, "deferred: client traffic cannot be watched");
     tuner_cycle_end(t, true);
 }
@@ -249,13 +251,14 @@ static void cycle_checks(struct tuner *t)
         tuner_cycle_end(t, true);
         return;
     }
-    if (!t->o.once && t->o.busy_mbps > 0 && f->smb_port > 0) {
+    /* No smbd running, no client to spare: no check. */
+    if (!t->o.once && t->o.busy_mbps > 0 && f->smbd_running && f->smb_port > 0) {
         /* Watch the clients' traffic for a moment before adding ours. */
         t->state = T_BUSY_CHECK;
         r = t->w.ops->busy(t->w.ctx, f->smb_ports, f->n_smb_ports, BUSY_SAMPLE_S, on_busy_checked,
                            t);
         if (r < 0)
-            busy_unknown(t, strerror(-r));
+            busy_unknown(t, NULL); /* the watch said why */
         return;
     }
     tuner_cycle_go(t);
@@ -307,7 +310,9 @@ static void cycle_begin(struct tuner *t)
     tuner_set_status(t, "starting: smb.conf, the state and the facts");
     t->failed = false;
     t->window_deferred = false;
-    t->fp_change[0] = '\0';
+    /* fp_change stays until a sample tells it: a cycle deferred (busy,
+     * the window) or failed before its first sample has saved the new
+     * versions, so no later cycle would find the change again */
     state_free(&t->st);
     if (state_load(t->o.state_dir, &t->st, &e) < 0) {
         report_error("state", t->o.smb_conf, "%s", e.msg);

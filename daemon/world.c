@@ -219,8 +219,10 @@ static int real_busy(void *ctx, const int *ports, int nports, double seconds, wo
     w->busy_ud = ud;
     r = sd_event_add_time_relative(w->ev, &w->busy_timer, CLOCK_MONOTONIC,
                                    (uint64_t)(seconds * 1e6), 10000, on_busy_sampled, w);
-    if (r < 0)
+    if (r < 0) {
+        journal_log(LOG_WARNING, "cannot watch client traffic: its timer: %s", strerror(-r));
         busy_stop(w);
+    }
     return r;
 }
 

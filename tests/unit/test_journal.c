@@ -9,13 +9,13 @@
 #include <stdint.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <pty.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
