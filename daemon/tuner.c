@@ -97,12 +97,15 @@ void tuner_save(struct tuner *t)
  * is deferred as a busy one is (and the journal says why each time; why
  * is NULL when the watch said it already, as it does when it cannot
  * start). */
+#define BUSY_UNKNOWN                                                                               \
+    "tuning deferred: busy_rate asks for quiet clients, and nothing tells whether they are"
+
 static void busy_unknown(struct tuner *t, const char *why)
 {
-    journal_log(LOG_WARNING,
-                "%s%s%stuning deferred: busy_rate asks for quiet clients, and nothing tells "
-                "whether they are",
-                why ? "cannot watch client traffic (" : "", why ? why : "", why ? "): " : "");
+    if (why != NULL)
+        journal_log(LOG_WARNING, "cannot watch client traffic (%s): " BUSY_UNKNOWN, why);
+    else
+        journal_log(LOG_WARNING, BUSY_UNKNOWN);
     tuner_set_status(t, "deferred: client traffic cannot be watched");
     tuner_cycle_end(t, true);
 }
