@@ -5,6 +5,7 @@ its defaults.
     bench/rawtcp.py server [--bind ADDR] [--port N] [--rcvbuf N|auto]
                            [--sndbuf N|auto] [--idle S]
     bench/rawtcp.py client ADDR PORT put|get [--seconds 8] [--omit 3]
+                                             [--bytes N]
 
 The server sets SO_RCVBUF and SO_SNDBUF (when not "auto": autotuning) on
 its LISTENING socket before listen(), as smbd does with its `socket
@@ -16,10 +17,11 @@ until no client came for --idle seconds. The client sets no buffer option
 smbclient).
 
 put: client -> server; get: server -> client. The sender sends for
-omit + seconds, then shuts its side down. The RECEIVER counts: it leaves
-out the first --omit seconds after its first byte (slow start, like
-iperf3 -O) and divides the bytes received after that by the time from
-there to its last byte; a put's receiver (the server) sends its count back
+omit + seconds, or with --bytes exactly that many bytes (the size of an
+SMB transfer it is compared with), then shuts its side down. The RECEIVER
+counts: it leaves out the first --omit seconds after its first byte (slow
+start, like iperf3 -O) and divides the bytes received after that by the
+time from there to its last byte; a put's receiver (the server) sends its count back
 to the client. The client prints one JSON line: direction, mb_s (10^6
 bytes/s), bytes, seconds, counted_by. Every socket has a timeout: nothing
 waits forever; an error is a message on stderr and exit status 1.
@@ -38,7 +40,8 @@ import time
 # -l 1M (this: 68-70) and 75 with its default 128 KiB.
 CHUNK = 1 << 20
 TIMEOUT = 30.0  # seconds one socket call may block
-HEADER = 32  # the client's request: "put|get OMIT SECONDS", blank-padded
+HEADER = 32  # the client's request: "put|get OMIT SECONDS BYTES", blank-padded
+MAX_BYTES = 1 << 40  # --bytes at most; 0: by --seconds
 RESULT = 64  # a put's count from the server: "BYTES SECONDS", blank-padded
 
 
@@ -52,13 +55,15 @@ def recv_exact(sock, n):
     return buf
 
 
-def source(sock, seconds):
-    """Send for this many seconds (the same random 1 MiB again and again),
-    then shut the sending side down: the bytes sent."""
+def source(sock, seconds, nbytes=0):
+    """Send for this many seconds, or (nbytes > 0) exactly nbytes, the same
+    random 1 MiB again and again, then shut the sending side down: the
+    bytes sent."""
     buf = memoryview(os.urandom(CHUNK))
     sent, end = 0, time.monotonic() + seconds
-    while time.monotonic() < end:
-        sent += sock.send(buf)  # blocks until some of it fits: the send buffer is the limit
+    while (sent < nbytes) if nbytes else (time.monotonic() < end):
+        # blocks until some of it fits: the send buffer is the limit
+        sent += sock.send(buf[:min(CHUNK, nbytes - sent)] if nbytes else buf)
     sock.shutdown(socket.SHUT_WR)
     return sent
 
@@ -86,21 +91,23 @@ def sink(sock, omit):
 
 def parse_request(head):
     words = head.decode("ascii", "replace").split()
-    if len(words) != 3 or words[0] not in ("put", "get"):
+    if len(words) != 4 or words[0] not in ("put", "get"):
         raise ValueError(f"bad request {head!r}")
-    omit, seconds = float(words[1]), float(words[2])
-    if not (0 <= omit <= 600 and 0 < seconds <= 3600):
+    omit, seconds, nbytes = float(words[1]), float(words[2]), int(words[3])
+    if not (0 <= omit <= 600 and 0 < seconds <= 3600 and 0 <= nbytes <= MAX_BYTES):
         raise ValueError(f"bad request {head!r}")
-    return words[0], omit, seconds
+    return words[0], omit, seconds, nbytes
 
 
 def serve_one(conn):
-    direction, omit, seconds = parse_request(recv_exact(conn, HEADER))
+    direction, omit, seconds, size = parse_request(recv_exact(conn, HEADER))
     if direction == "put":
         nbytes, secs = sink(conn, omit)
         what = f"received {nbytes} bytes in {secs:.2f} s after the first {omit:g} s"
     else:
-        what = f"sent {source(conn, omit + seconds)} bytes in {omit + seconds:g} s"
+        t0 = time.monotonic()
+        sent = source(conn, omit + seconds, size)
+        what = f"sent {sent} bytes in {time.monotonic() - t0:.2f} s"
     # Logged before the client hears the end: it may kill us right after.
     rcv = conn.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
     snd = conn.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
@@ -144,9 +151,9 @@ def server(a):
 def client(a):
     sock = socket.create_connection((a.addr, a.port), timeout=TIMEOUT)  # no buffer options
     try:
-        sock.sendall(f"{a.direction} {a.omit:g} {a.seconds:g}".ljust(HEADER).encode())
+        sock.sendall(f"{a.direction} {a.omit:g} {a.seconds:g} {a.bytes}".ljust(HEADER).encode())
         if a.direction == "put":
-            source(sock, a.omit + a.seconds)
+            source(sock, a.omit + a.seconds, a.bytes)
             words = recv_exact(sock, RESULT).decode("ascii", "replace").split()
             if len(words) != 2:
                 raise RuntimeError(f"bad result from the server: {words!r}")
@@ -189,9 +196,12 @@ def main():
     c.add_argument("direction", choices=("put", "get"))
     c.add_argument("--seconds", type=float, default=8.0, help="measured, after --omit")
     c.add_argument("--omit", type=float, default=3.0, help="left out at the start")
+    c.add_argument("--bytes", type=int, default=0,
+                   help="send exactly this many bytes (0: for --omit + --seconds)")
     a = ap.parse_args()
-    if a.mode == "client" and not (0 <= a.omit <= 600 and 0 < a.seconds <= 3600):
-        ap.error("--omit must be in 0..600, --seconds in (0, 3600]")
+    if a.mode == "client" and not (0 <= a.omit <= 600 and 0 < a.seconds <= 3600
+                                   and 0 <= a.bytes <= MAX_BYTES):
+        ap.error(f"--omit must be in 0..600, --seconds in (0, 3600], --bytes in 0..{MAX_BYTES}")
     try:
         return server(a) if a.mode == "server" else client(a)
     except (OSError, ValueError, RuntimeError) as e:
