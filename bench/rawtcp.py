@@ -149,9 +149,12 @@ def server(a):
 
 
 def client(a):
+    req = f"{a.direction} {a.omit:g} {a.seconds:g} {a.bytes}"
+    if len(req) > HEADER:  # the server reads exactly HEADER bytes
+        raise ValueError(f"request {req!r} longer than {HEADER} bytes: fewer digits")
     sock = socket.create_connection((a.addr, a.port), timeout=TIMEOUT)  # no buffer options
     try:
-        sock.sendall(f"{a.direction} {a.omit:g} {a.seconds:g} {a.bytes}".ljust(HEADER).encode())
+        sock.sendall(req.ljust(HEADER).encode())
         if a.direction == "put":
             source(sock, a.omit + a.seconds, a.bytes)
             words = recv_exact(sock, RESULT).decode("ascii", "replace").split()
