@@ -40,7 +40,17 @@ static int own_share_lines(const char *run_dir, const struct trial_share *own, c
      * sets the share's encrypt flag, and libsmbclient, unable to encrypt
      * as a guest, then fails the tree connect). Its share holds only probe
      * files and only 127.0.0.1 reaches it; the rates are those of
-     * unencrypted transfers (see smbtuned.conf(5), url). */
+     * unencrypted transfers (see smbtuned.conf(5), url).
+     *
+     * smbd checks the [global] hosts lists when a connection arrives, and
+     * 127.0.0.1 is refused where production's deny list names it (`hosts
+     * deny = ALL` with a LAN in `hosts allow`, as hardening guides write
+     * it): every probe would fail. Here they admit 127.0.0.1 alone (the
+     * shadow listens nowhere else). Production's shares on the shadow stay
+     * as closed to it as production keeps them: Samba gives a share a copy
+     * of the [global] values when the share is defined, and theirs are
+     * defined before this second [global] (its registry is the shadow's
+     * own, empty, and usershares are off). */
     if (asprintf(glob,
                  "\tstate directory = %s/state\n"
                  "\tprivate dir = %s/private\n"
@@ -50,7 +60,9 @@ static int own_share_lines(const char *run_dir, const struct trial_share *own, c
                  "\tmap to guest = bad user\n"
                  "\trestrict anonymous = 0\n"
                  "\tusershare max shares = 0\n"
-                 "\tserver smb encrypt = if_required\n",
+                 "\tserver smb encrypt = if_required\n"
+                 "\thosts allow = 127.0.0.1\n"
+                 "\thosts deny = \n",
                  run_dir, run_dir, run_dir) < 0) {
         *glob = NULL;
         return -ENOMEM;
@@ -63,7 +75,13 @@ static int own_share_lines(const char *run_dir, const struct trial_share *own, c
      * a directory that holds nothing but probe files, under a name only
      * smbtuned knows (trial.h). No vfs objects:
      * production's global recycle bin or snapshots would keep a copy of
-     * every probe file in our state directory. */
+     * every probe file in our state directory. The share is defined
+     * after both [global]s and copies their values of every share
+     * parameter it does not set, production's among them: the lists of
+     * who may log on and the vetoed names are emptied, as a production
+     * `valid users = @staff`, `invalid users = nobody` or a `veto files`
+     * of dot files would refuse the guest or the probe's files
+     * (.smbtuned-probe-*). */
     if (asprintf(share,
                  "[%s]\n"
                  "\tcomment = smbtuned's probe share (shadow smbds only)\n"
@@ -74,6 +92,9 @@ static int own_share_lines(const char *run_dir, const struct trial_share *own, c
                  "\tforce user = root\n"
                  "\tbrowseable = no\n"
                  "\thosts allow = 127.0.0.1\n"
+                 "\tvalid users = \n"
+                 "\tinvalid users = \n"
+                 "\tveto files = \n"
                  "\tvfs objects = \n",
                  own->name, own->dir) < 0) {
         free(*glob);

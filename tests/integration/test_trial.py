@@ -643,7 +643,9 @@ def test_own_share_is_for_loopback_guests(smbd_factory, shadows, base, tmp_path)
     own = secs[sh.share]
     assert own["path"] == str(share)
     assert own["guest only"] == "Yes"
-    assert own["hosts allow"] == "127.0.0.1"
+    # Its own line, or the shadow's [global] one (the dump leaves out a
+    # share's value equal to [global]'s).
+    assert own.get("hosts allow", secs["global"]["hosts allow"]) == "127.0.0.1"
     assert own["browseable"] == "No"
     # Production's shares are still served, as production serves them.
     assert secs["share"]["path"] == str(srv.share_dir)
@@ -653,6 +655,44 @@ def test_own_share_is_for_loopback_guests(smbd_factory, shadows, base, tmp_path)
     other = shadows(srv.conf, base, "TCP_NODELAY", own_share=share)
     assert other.share != sh.share
     other.stop()
+    sh.stop()
+
+
+# A hardened production [global]: only a LAN reaches it, only a group may
+# log on, dot files are vetoed. Each of these, inherited, would refuse the
+# probe's guest on 127.0.0.1 (its files are named .smbtuned-probe-*).
+HARDENED = ("hosts allow = 192.0.2.0/24\n"
+            "hosts deny = ALL\n"
+            "valid users = @smbtuned-test-nosuchgroup\n"
+            "invalid users = nobody\n"
+            "veto files = /.*/\n")
+
+
+def test_own_share_works_under_production_access_rules(smbd_factory, shadows, base, tmp_path):
+    """The own share is reachable whatever production's [global] says of
+    hosts, users and vetoed names, and production's shares on the shadow
+    stay as closed to 127.0.0.1 as production keeps them (each share keeps
+    the lists it was given when it was defined, before the shadow's own
+    [global])."""
+    srv = smbd_factory()
+    # The fixture itself would refuse its own readiness check: production
+    # here is a copy of its config with the rules in [global].
+    prod = tmp_path / "hardened.conf"
+    prod.write_text(srv.conf.read_text().replace("[global]\n", "[global]\n" + HARDENED, 1))
+    share = own_share_dir(base)
+    sh = shadows(prod, base, "TCP_NODELAY", own_share=share)
+    src = tmp_path / "payload"
+    src.write_bytes(os.urandom(100_000))
+    back = tmp_path / "back"
+    name = ".smbtuned-probe-x"
+    r = guest_smbclient(srv, sh.port, sh.share, "-c",
+                        f"put {src} {name}; get {name} {back}; del {name}")
+    assert r.returncode == 0, r.stdout + r.stderr + sh.log.read_text()
+    assert back.read_bytes() == src.read_bytes()
+    assert list(share.iterdir()) == []
+    r = guest_smbclient(srv, sh.port, "share", "-c", "ls")
+    assert r.returncode != 0, r.stdout
+    assert "NT_STATUS_ACCESS_DENIED" in r.stdout + r.stderr, r.stdout + r.stderr
     sh.stop()
 
 
