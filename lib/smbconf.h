@@ -211,8 +211,9 @@ void smbconf_plan_free(struct smbconf_plan *pl);
 
 /* Take an edit back (compare-and-set, see smbconf_unrender; returns
  * SMBCONF_UNDONE_SHADOWED, e saying why, when ours was taken back out of
- * force). When the configuration is now one the parse refuses (someone
- * added a relative include, a registry backend, ...: smbconf_refused),
+ * force). When the configuration is now one the parse refuses or cannot
+ * read (someone added a relative include, a registry backend, ...:
+ * smbconf_refused),
  * our line, where ed->file still holds it as we wrote it, is put back all
  * the same: SMBCONF_UNDONE_UNREAD, e saying why; -ECANCELED when it is
  * not there as we wrote it (or ed->file is gone); -EALREADY when a line
@@ -221,10 +222,12 @@ void smbconf_plan_free(struct smbconf_plan *pl);
 int smbconf_revert(const char *path, const char *state_dir, const struct smbconf_edit *ed,
                    struct err *e);
 
-/* Whether smbconf_load's error r is a refusal of what the files say
- * (smbconf.h's head), rather than a file that cannot be read; some read
- * errors count (a FIFO, a symlink loop: -EINVAL, -ELOOP), which only ever
- * sends the undo to the file it wrote. */
+/* Whether smbconf_load's error r leaves the configuration one smbtuned
+ * cannot follow: a refusal of what the files say (smbconf.h's head), or a
+ * file of it that cannot be read (an include made unreadable, or too
+ * large); anything but running out of memory. It only ever sends the undo
+ * to the file it wrote, and reading that file fails on its own where it
+ * is the one at fault. */
 bool smbconf_refused(int r);
 
 /* The value of the line ed wrote where ed->file still holds it as written

@@ -1,5 +1,5 @@
 /* smbconf_include: `include = FILE` as Samba reads it (the file in place,
- * missing files skipped, depth and loops bounded), and %-includes, whose
+ * missing files and directories skipped, depth and loops bounded), and %-includes, whose
  * name depends on the client: every file their pattern names today is
  * checked through the glob callback, and what one could do later is
  * noted for the admin. Pure: files come through struct smbconf_io. */
@@ -24,6 +24,20 @@ static const char note_override[] =
 static const char note_section[] =
     "a file it names later could open a section for some clients, and the socket options "
     "line after it would then not be global for them";
+
+/* Does Samba skip an include that reads with error r? It reads a file
+ * only when stat() succeeds and finds a regular file or a FIFO
+ * (file_exist() in lib/util), and skips anything else without a word:
+ * a missing file, a directory (`include = /etc/samba/conf.d`), a path
+ * through a file, too long a name, a loop of links. Read as an error, any
+ * of them would refuse every edit and every take-back while Samba loads
+ * the configuration happily. A file that exists but cannot be read, or
+ * one smbtuned refuses (a FIFO, a device, 64 MiB and more), stays an
+ * error: Samba may read it, so what it sets is unknown. */
+static bool samba_skips(int r)
+{
+    return r == -ENOENT || r == -EISDIR || r == -ENOTDIR || r == -ENAMETOOLONG || r == -ELOOP;
+}
 
 /* Count one more file read; -E2BIG past MAX_FILES_READ. */
 static int count_read(struct smbconf_walk *w, const char *fpath, int line)
@@ -81,7 +95,7 @@ static int include_risk(struct smbconf_walk *w, const char *path, bool *opens_se
     struct smbconf_lline ll = {0};
 
     r = w->io->read(w->io->ctx, path, &buf, &len, re);
-    if (r == -ENOENT)
+    if (samba_skips(r))
         return 0;
     if (r < 0)
         return r;
@@ -359,8 +373,8 @@ int smbconf_handle_include(struct smbconf_walk *w, size_t fi, const struct smbco
     if (r < 0)
         return r;
     r = smbconf_add_file(w, value, &idx, &re);
-    if (r == -ENOENT)
-        return 0; /* Samba skips a missing include silently. */
+    if (samba_skips(r))
+        return 0;
     if (r < 0)
         return err_set(w->e, r, "%s:%d: cannot read an included file: %s", fpath, ll->line, re.msg);
     w->stack[depth + 1] = idx;

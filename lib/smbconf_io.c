@@ -377,7 +377,7 @@ static void sweep_edited(const struct smbconf *c)
 
 bool smbconf_refused(int r)
 {
-    return r == -EINVAL || r == -ENOTSUP || r == -E2BIG || r == -ELOOP;
+    return r < 0 && r != -ENOMEM;
 }
 
 /* The configuration as the undo sees it when its parse refused it (why):
@@ -433,8 +433,9 @@ static int revert_locked(const char *path, const char *state_dir, const struct s
      * same, as a shadowed one does: that is right whatever is in force,
      * and left there a trial would stay in smbd for every client, the
      * take-back failing the same way at every cycle. The caller holds off
-     * (SMBCONF_UNDONE_UNREAD): the file is the admin's to put right. */
-    if (r < 0 && smbconf_refused(r)) {
+     * (SMBCONF_UNDONE_UNREAD): the file is the admin's to put right. The
+     * same where a file of it cannot be read (smbconf_refused). */
+    if (smbconf_refused(r)) {
         if (e != NULL)
             why = *e;
         unread = true;

@@ -402,6 +402,80 @@ static void test_revert_in_a_refused_file(void **state)
     free(before);
 }
 
+/* Includes Samba skips without a word (a directory, a path through a
+ * file): the editor skips them too, so an edit and its take-back go on as
+ * before, every byte back. Read as errors, they made the take-back fail at
+ * every cycle, a live trial's value left in force. */
+static void test_includes_samba_skips(void **state)
+{
+    struct fix *f = *state;
+    struct smbconf_change ch = {.expect = LEGACY, .rcvbuf = 262144, .sndbuf = 262144};
+    char *before, *after, line[700], dir[300];
+    struct smbconf_result res;
+    struct smbconf_plan pl;
+    struct err e = {{0}};
+
+    snprintf(dir, sizeof(dir), "%s/conf.d", f->dir);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    /* a directory, and a name under a file (ENOTDIR) */
+    snprintf(line, sizeof(line), "[global]\n   include = %s\n   include = %s/x.conf\n", dir,
+             f->conf);
+    assert_int_equal(smbconf_prepare(f->conf, f->state_dir, &ch, &pl, &res, &e), 0);
+    assert_int_equal(smbconf_write(&pl, &res, &e), 0);
+    smbconf_plan_free(&pl);
+    append(f->conf, line);
+    before = read_all(f->conf);
+    assert_int_equal(smbconf_revert(f->conf, f->state_dir, &res.edit, &e), 0);
+    after = read_all(f->conf);
+    assert_non_null(strstr(after, "   socket options = " LEGACY "\n"));
+    assert_non_null(strstr(after, line));
+    assert_int_equal(strlen(after), strlen(before) - strlen("SO_RCVBUF=262144 SO_SNDBUF=262144") +
+                                        strlen("SO_RCVBUF=8192 SO_SNDBUF=8192"));
+    smbconf_result_free(&res);
+    /* and a new edit reads past them */
+    ch.expect = LEGACY;
+    assert_int_equal(smbconf_prepare(f->conf, f->state_dir, &ch, &pl, &res, &e), 0);
+    assert_true(res.changed);
+    smbconf_plan_free(&pl);
+    smbconf_result_free(&res);
+    free(before);
+    free(after);
+}
+
+/* An include added after our write that Samba may read but smbtuned
+ * cannot (here: larger than 64 MiB): which line is in force is unknown,
+ * and ours goes back all the same (SMBCONF_UNDONE_UNREAD), saying why,
+ * as for a configuration the parse refuses. */
+static void test_revert_past_an_unreadable_include(void **state)
+{
+    struct fix *f = *state;
+    struct smbconf_change ch = {.expect = LEGACY, .rcvbuf = 262144, .sndbuf = 262144};
+    char big[400], line[500], *after;
+    struct smbconf_result res;
+    struct smbconf_plan pl;
+    struct err e = {{0}};
+    int fd;
+
+    snprintf(big, sizeof(big), "%s/big.conf", f->dir);
+    fd = open(big, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, (off_t)FILES_MAX_SIZE + 1), 0);
+    assert_int_equal(close(fd), 0);
+    assert_int_equal(smbconf_prepare(f->conf, f->state_dir, &ch, &pl, &res, &e), 0);
+    assert_int_equal(smbconf_write(&pl, &res, &e), 0);
+    smbconf_plan_free(&pl);
+    snprintf(line, sizeof(line), "[global]\n   include = %s\n", big);
+    append(f->conf, line);
+    assert_int_equal(smbconf_revert(f->conf, f->state_dir, &res.edit, &e), SMBCONF_UNDONE_UNREAD);
+    assert_non_null(strstr(e.msg, "taken back"));
+    assert_non_null(strstr(e.msg, "larger than 64 MiB"));
+    after = read_all(f->conf);
+    assert_non_null(strstr(after, "   socket options = " LEGACY "\n"));
+    assert_non_null(strstr(after, line));
+    free(after);
+    smbconf_result_free(&res);
+}
+
 /* Someone adds a socket options line of their own after ours while the
  * check after our write runs (a testparm that makes that edit before it
  * reads, the second time it is run: the first is prepare's): ours goes
@@ -480,6 +554,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_revert_sweeps_a_killed_write, setup, teardown),
         cmocka_unit_test_setup_teardown(test_revert_past_an_uncertain_include, setup, teardown),
         cmocka_unit_test_setup_teardown(test_percent_include_names, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_includes_samba_skips, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_revert_past_an_unreadable_include, setup, teardown),
         cmocka_unit_test_setup_teardown(test_testparm_not_run, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_check_sees_a_line_added_after_ours, setup,
                                         teardown),
