@@ -116,6 +116,7 @@ static int parse_deadline(const char *s, struct config *c, struct err *e)
         return err_set(e, -EINVAL, "deadline '%s' is not a whole number of seconds from 1 to %lld",
                        s, DEADLINE_MAX_S);
     c->probe.deadline_s = (double)v;
+    c->probe.deadline_where[0] = '\0'; /* config_parse_string() sets it for a file's */
     return 0;
 }
 
@@ -128,6 +129,7 @@ static int parse_duration(const char *s, struct config *c, struct err *e)
                        "duration '%s' is not a whole number of seconds from 0 (none) to %.0f", s,
                        PROBE_MAX_DURATION_S);
     c->probe.duration_s = (double)v;
+    c->probe.duration_where[0] = '\0';
     return 0;
 }
 
@@ -366,16 +368,22 @@ int config_parse_string(const char *text, const char *name, struct config *c, st
             r = err_set(e, -EINVAL, "%s: tune: min_size %lld is above max_size %lld", name,
                         c->tune.min_size, c->tune.max_size);
     }
+    /* Where the keys that later messages name were set: "FILE:LINE". */
     for (size_t i = 0; r == 0 && i < ctx.nset; i++) {
-        if (ctx.set[i] == find_field("tune", "trials"))
-            snprintf(c->tune.trials_where, sizeof(c->tune.trials_where), "%s:%d", name,
-                     ctx.set_line[i]);
-        else if (ctx.set[i] == find_field("tune", "state_dir"))
-            snprintf(c->tune.state_dir_where, sizeof(c->tune.state_dir_where), "%s:%d", name,
-                     ctx.set_line[i]);
-        else if (ctx.set[i] == find_field("probe", "directory"))
-            snprintf(c->probe.directory_where, sizeof(c->probe.directory_where), "%s:%d", name,
-                     ctx.set_line[i]);
+        const struct {
+            const char *section, *key;
+            char *where;
+        } at[] = {
+            {"tune", "trials", c->tune.trials_where},
+            {"tune", "state_dir", c->tune.state_dir_where},
+            {"probe", "directory", c->probe.directory_where},
+            {"probe", "deadline", c->probe.deadline_where},
+            {"probe", "duration", c->probe.duration_where},
+        };
+
+        for (size_t k = 0; k < sizeof(at) / sizeof(at[0]); k++)
+            if (ctx.set[i] == find_field(at[k].section, at[k].key))
+                snprintf(at[k].where, CONFIG_WHERE_MAX, "%s:%d", name, ctx.set_line[i]);
     }
     cfg_free(cfg);
     free(plain);
@@ -414,6 +422,32 @@ static int own_share_trials(const struct config *c, struct err *e)
                    word);
 }
 
+/* A measurement runs each way for up to duration, and needs time besides
+ * to log on, open, wait for its last request and delete its file: a
+ * deadline of no more than both durations kills every measurement on a
+ * path where a direction runs its whole duration, and every rate the
+ * search ranks there would be a lower bound. Refused with both lines
+ * (either may be the one to change). How much more it needs depends on
+ * the path (a deadline of 5 s is enough on loopback, where the size ends
+ * a direction first): only what cannot work is refused. */
+static int deadline_fits(const struct config_probe *p, struct err *e)
+{
+    double both = 2 * p->duration_s;
+    long long most = ((long long)p->deadline_s - 1) / 2;
+    char alt[64] = "";
+
+    if (!(p->duration_s > 0) || p->deadline_s > both)
+        return 0;
+    if (most >= 1)
+        snprintf(alt, sizeof(alt), ", or the duration at most %lld", most);
+    return err_set(e, -EINVAL,
+                   "%s%sprobe: deadline = %.0f is too short for duration = %.0f%s%s: a "
+                   "measurement runs up to the duration each way and needs time besides, so the "
+                   "deadline must be more than %.0f%s",
+                   p->deadline_where, p->deadline_where[0] ? ": " : "", p->deadline_s,
+                   p->duration_s, p->duration_where[0] ? " at " : "", p->duration_where, both, alt);
+}
+
 int config_fill(const struct config *c, struct tuner_opts *t, struct err *e)
 {
     struct probe_params *p = &t->probe;
@@ -431,6 +465,9 @@ int config_fill(const struct config *c, struct tuner_opts *t, struct err *e)
                        "into smbtuned's own share",
                        c->probe.directory_where, c->probe.directory_where[0] ? ": " : "",
                        c->probe.directory);
+
+    if (deadline_fits(&c->probe, e) < 0)
+        return -EINVAL;
 
     probe_params_default(p);
     p->url = t->own_share ? NULL : c->probe.url;

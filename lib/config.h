@@ -33,6 +33,9 @@
 #include "tuner_opts.h"
 #include "err.h"
 
+/* "FILE:LINE": a path of up to 4096 bytes and a line number */
+#define CONFIG_WHERE_MAX 4160
+
 struct config_probe {
     char url[1024];         /* smb://host[:port]/share[/dir]; "" = the own share */
     char credentials[4096]; /* path of the credentials file; "" = guest */
@@ -40,10 +43,13 @@ struct config_probe {
     long long request_size; /* bytes per write/read call */
     double deadline_s;      /* hard limit on one measurement (whole seconds in the file) */
     double duration_s;      /* most seconds each way (whole in the file); 0: none */
-    char directory[1024];   /* directory inside the URL's path; "" = none */
+    /* "FILE:LINE" of each, for the message that refuses a deadline too
+     * short for the duration; "" when it did not come from a file. */
+    char deadline_where[CONFIG_WHERE_MAX], duration_where[CONFIG_WHERE_MAX];
+    char directory[1024]; /* directory inside the URL's path; "" = none */
     /* "FILE:LINE" of the directory key, for the message that refuses it
      * without a URL; "" when it did not come from a file. */
-    char directory_where[4160];
+    char directory_where[CONFIG_WHERE_MAX];
     char socket_options[1024]; /* the probe client's `socket options` */
 };
 
@@ -56,7 +62,7 @@ struct config_tune {
     char state_dir[4096]; /* state file, backups, lock, shadow run dirs */
     /* "FILE:LINE" of the state_dir key, for the message that refuses a
      * change of it on SIGHUP; "" when it did not come from a file. */
-    char state_dir_where[4160];
+    char state_dir_where[CONFIG_WHERE_MAX];
     enum tuner_mode mode; /* tune, or advise: measure and report, never write smb.conf */
     /* "auto": shadow for a URL on this machine or no URL, else client;
      * config_fill() decides, since --url may still change the URL after
@@ -65,7 +71,7 @@ struct config_tune {
     enum tuner_trials trials; /* shadow, client, live */
     /* "FILE:LINE" of the trials key, for the message that refuses client
      * or live trials without a URL; "" when it did not come from a file. */
-    char trials_where[4160];
+    char trials_where[CONFIG_WHERE_MAX];
     enum apply_method apply;      /* smbcontrol, signal, systemd, none */
     double interval_s;            /* between cycles */
     long long min_size, max_size; /* the search's bounds (max capped by the kernel) */

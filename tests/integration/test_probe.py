@@ -196,7 +196,7 @@ def test_probe_file_is_patterned_and_named(smbd, smbtuned, tmp_path):
     """Catch the probe file mid-write (a deadline kills the writer): its
     name follows the documented pattern and its data is not zeros and does
     not repeat block to block."""
-    conf = probe_conf(tmp_path, size="4G", deadline="1")
+    conf = probe_conf(tmp_path, size="4G", deadline="1", duration="0")
     # The probe deletes its file; keep a hard link to it as soon as it
     # appears, and read the data through that.
     proc = subprocess.Popen([str(smbtuned), "--probe", "-c", str(conf), "--url", smbd.url,
@@ -414,7 +414,7 @@ def test_full_share_is_disk_full(full_tmpfs, smbd_factory, smbtuned, tmp_path):
 
 
 def test_short_deadline_is_timeout_with_lower_bound(smbd, smbtuned, tmp_path):
-    conf = probe_conf(tmp_path, size="16G", deadline="1")
+    conf = probe_conf(tmp_path, size="16G", deadline="1", duration="0")
     r = run_probe(smbtuned, conf, url=smbd.url)
     # Not 0: a script must not take lower bounds for a measurement. The
     # JSON is printed all the same.

@@ -386,7 +386,7 @@ def test_config_loads_read_the_password_only_in_a_child(smbtuned, tmp_path):
 # ---- 10. a timeout is not a measurement ----
 
 def test_timeout_on_a_silent_port_exits_nonzero_with_json(smbtuned, tmp_path, silent_port):
-    r = run(smbtuned, "--probe", "--json", "-c", conf(tmp_path, deadline="2"), "--url",
+    r = run(smbtuned, "--probe", "--json", "-c", conf(tmp_path, deadline="2", duration="0"), "--url",
             silent_port)
     assert r.returncode == 2, r.stderr
     assert json.loads(r.stdout)["outcome"] == "timeout"

@@ -311,7 +311,7 @@ def test_watchdog_fed_while_a_shadow_will_not_stop(make_env):
     env = make_env(ON_LATTICE)
     # advise: measures and reports, never writes smb.conf; a short probe
     # deadline, as the probe of the stopped shadow waits for it
-    env.write_config(probe={"deadline": "3"},
+    env.write_config(probe={"deadline": "3", "duration": "1"},
                      tune={"mode": q("advise"), "trials": q("shadow"), "interval": "1h"})
     stopper = StopOneShadow(env)
     try:
