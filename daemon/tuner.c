@@ -380,6 +380,10 @@ static void idle_status(struct tuner *t, time_t next)
         /* the probe's rates, not smbd's clients' (`smbtuned --clients`) */
         tuner_set_status(t, "idle: next cycle at %s, %s, probe write %.1f read %.1f MB/s", when,
                          search_config_str(c, cs, sizeof(cs)), t->st.write_mbps, t->st.read_mbps);
+    else if (t->failed)
+        /* what the state file's cycle_result says too: a failure must not
+         * read like the progress of a search (the journal says why) */
+        tuner_set_status(t, "idle: next cycle at %s; last cycle failed during: %s", when, last);
     else
         tuner_set_status(t, "idle: next cycle at %s; last: %s", when, last);
 }

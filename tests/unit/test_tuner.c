@@ -2137,6 +2137,32 @@ static void done_with(struct tuner *t, struct sim *s)
     s->ev = sd_event_unref(s->ev);
 }
 
+/* Between cycles, the status of a cycle that failed says so: "last:
+ * starting ..." read like the progress of a search. */
+static void test_idle_status_after_a_failed_cycle(void **state)
+{
+    struct fix *f = *state;
+    struct world w;
+    struct tuner *t;
+    struct err e;
+    struct sim s;
+
+    f->o.once = false;
+    sim_init(&s, &f->o);
+    s.facts_fail = 1;
+    w = (struct world){&sim_ops, &s};
+    s.ev = new_loop();
+    assert_int_equal(tuner_new_in(s.ev, &f->o, &w, &t, &e), 0);
+    tuner_on_status(t, exit_when_idle, &s);
+    assert_int_equal(tuner_recover(t, &e), 0);
+    tuner_kick(t);
+    assert_int_equal(sd_event_loop(s.ev), 0);
+    if (strncmp(tuner_status(t), "idle: next cycle at ", 20) != 0 ||
+        strstr(tuner_status(t), "; last cycle failed during: starting") == NULL)
+        fail_msg("after a failed cycle: %s", tuner_status(t));
+    done_with(t, &s);
+}
+
 /* Between cycles the status says the rates are the probe's, not those of
  * smbd's clients. */
 static void test_idle_status_says_whose_rates(void **state)
@@ -2536,6 +2562,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_drift_searches_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_facts_skip_the_cycle, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_cycle_says_what_it_was_doing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idle_status_after_a_failed_cycle, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_keeps_verifying, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unread_state_not_saved_over, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_sees_a_drift_made_while_down, setup, teardown),
