@@ -234,7 +234,12 @@ static int record(struct owned *w, const struct smbconf_edit *ed)
 static int put_job(void *arg, int out_fd)
 {
     struct owned *w = arg;
-    struct smbconf_change ch = {.expect = w->expect, .rcvbuf = w->c.rcvbuf, .sndbuf = w->c.sndbuf};
+    /* Over a trial of ours (recorded: the write is chained to it), no
+     * backup: backup/ keeps the bytes before the first trial. */
+    struct smbconf_change ch = {.expect = w->expect,
+                                .rcvbuf = w->c.rcvbuf,
+                                .sndbuf = w->c.sndbuf,
+                                .over_trial = w->st->pending && !w->st->pending_commit};
     struct smbconf_result res;
     struct smbconf_plan pl;
     struct reply *rep;

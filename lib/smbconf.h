@@ -166,6 +166,9 @@ struct smbconf_change {
     const char *expect; /* the value the caller believes is in force; NULL: any */
     long rcvbuf;        /* SOCKOPTS_AUTO or a size */
     long sndbuf;
+    /* The line in force is a trial of ours, recorded: the write keeps no
+     * backup, so that backup/ keeps the bytes before the first trial. */
+    bool over_trial;
 };
 
 struct smbconf_result {
@@ -202,6 +205,7 @@ struct smbconf_plan {
     char *out;
     size_t outlen;
     const char *path, *state_dir;
+    bool over_trial; /* smbconf_change's */
 };
 
 int smbconf_prepare(const char *path, const char *state_dir, const struct smbconf_change *ch,

@@ -215,9 +215,12 @@ void smbconf_backup_sweep(const char *state_dir)
 }
 
 /* The previous bytes of a file, kept in the state directory under a name
- * made from the file's path: in backup/ those before our last write, and
- * in backup/first/ those before our first, never overwritten (the last
- * alone would lose the admin's own line at our second write). */
+ * made from the file's path: in backup/ those before our last write that
+ * replaced no line of ours on trial, and in backup/first/ those before
+ * our first, never overwritten (the last alone would lose the admin's own
+ * line at our second write). A take-back, a trial after a trial and the
+ * commit after trials keep none (replace_file's `ours`): the bytes they
+ * replace are a trial's, and backup/ keeps those before the first. */
 static int backup(const char *state_dir, const char *real, const struct smbconf_file *f,
                   struct err *e)
 {
@@ -289,12 +292,13 @@ static void say_kept(void *ctx, const char *name)
  * once and every step after it (the check, the sweep, the write) is
  * relative to the file's directory, opened without following links: a
  * user who owns a directory on an include's path cannot swap in a symlink
- * and make root write elsewhere (files_target). With undo (taking our own
- * change back) no backup is written: the bytes it replaces are ours (the
- * state file records them), and a backup now would overwrite the admin's
- * original bytes, kept by the edit being taken back, with the trial's. */
+ * and make root write elsewhere (files_target). With ours (taking our own
+ * change back, or a write over a trial of ours) no backup is written: the
+ * bytes it replaces are ours (the state file records them), and a backup
+ * now would overwrite the admin's original bytes, kept by the first
+ * trial's write, with a trial's. */
 static int replace_file(const char *state_dir, const struct smbconf_file *f, const char *data,
-                        size_t len, bool undo, struct err *e)
+                        size_t len, bool ours, struct err *e)
 {
     struct files_target t;
     char *now;
@@ -331,7 +335,7 @@ static int replace_file(const char *state_dir, const struct smbconf_file *f, con
      * again: every write follows sweep_edited of the same file, in the
      * same prepare or revert, which told it (once an edit, not twice). */
     files_target_sweep(&t, NULL, NULL);
-    if (!undo && (r = backup(state_dir, t.path, f, e)) < 0)
+    if (!ours && (r = backup(state_dir, t.path, f, e)) < 0)
         goto out;
     r = files_target_replace(&t, data, len, f->buf, f->len);
     if (r == -ESTALE)
@@ -350,13 +354,13 @@ out:
 }
 
 static int write_edit(const char *state_dir, const struct smbconf *c, const char *file,
-                      const char *data, size_t len, bool undo, struct err *e)
+                      const char *data, size_t len, bool ours, struct err *e)
 {
     int i = smbconf_file_index(c, file);
 
     if (i < 0)
         return err_set(e, -ENOENT, "%s is not part of the configuration", file);
-    return replace_file(state_dir, &c->files[i], data, len, undo, e);
+    return replace_file(state_dir, &c->files[i], data, len, ours, e);
 }
 
 /* A run of ours killed between the exchange and the unlink leaves the old
@@ -569,6 +573,7 @@ int smbconf_prepare(const char *path, const char *state_dir, const struct smbcon
     memset(pl, 0, sizeof(*pl));
     pl->path = path;
     pl->state_dir = state_dir;
+    pl->over_trial = ch->over_trial;
     pl->lock = take_lock(state_dir, e);
     if (pl->lock < 0) {
         r = pl->lock;
@@ -627,7 +632,7 @@ int smbconf_write(struct smbconf_plan *pl, struct smbconf_result *res, struct er
     if (!res->changed)
         return 0; /* nothing to write */
     res->changed = false;
-    r = write_edit(pl->state_dir, &pl->c, res->edit.file, pl->out, pl->outlen, false, e);
+    r = write_edit(pl->state_dir, &pl->c, res->edit.file, pl->out, pl->outlen, pl->over_trial, e);
     if (r < 0)
         return r;
     res->changed = true;

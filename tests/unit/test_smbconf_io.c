@@ -519,6 +519,61 @@ static void test_write_check_sees_a_line_added_after_ours(void **state)
     free(after);
 }
 
+/* backup/'s copy of f->conf (malloc'ed). */
+static char *backup_of(struct fix *f)
+{
+    char path[700], *name = smbconf_backup_name(f->conf), *b;
+
+    assert_non_null(name);
+    snprintf(path, sizeof(path), "%s/backup/%s", f->state_dir, name);
+    free(name);
+    b = read_all(path);
+    return b;
+}
+
+/* One trial's step: the buffers, over what is in force. */
+static void step(struct fix *f, const char *expect, long size, bool over_trial)
+{
+    struct smbconf_change ch = {
+        .expect = expect, .rcvbuf = size, .sndbuf = size, .over_trial = over_trial};
+    struct smbconf_result res;
+    struct smbconf_plan pl;
+    struct err e = {{0}};
+
+    assert_int_equal(smbconf_prepare(f->conf, f->state_dir, &ch, &pl, &res, &e), 0);
+    assert_true(res.changed);
+    assert_int_equal(smbconf_write(&pl, &res, &e), 0);
+    smbconf_plan_free(&pl);
+    smbconf_result_free(&res);
+}
+
+/* A write over a trial of ours (the daemon's chained trials, and the
+ * commit after them) keeps no backup: backup/ keeps the bytes before the
+ * first trial, the admin's. Any other write keeps the bytes it replaces. */
+static void test_backup_keeps_the_bytes_before_the_first_trial(void **state)
+{
+    struct fix *f = *state;
+    char *admin = read_all(f->conf), *b, *second;
+
+    step(f, LEGACY, 262144, false);
+    b = backup_of(f);
+    assert_string_equal(b, admin);
+    free(b);
+    step(f, "TCP_NODELAY SO_RCVBUF=262144 SO_SNDBUF=262144", 1048576, true);
+    step(f, "TCP_NODELAY SO_RCVBUF=1048576 SO_SNDBUF=1048576", 65536, true);
+    b = backup_of(f);
+    assert_string_equal(b, admin);
+    free(b);
+    /* not over a trial: what it replaces */
+    second = read_all(f->conf);
+    step(f, "TCP_NODELAY SO_RCVBUF=65536 SO_SNDBUF=65536", 131072, false);
+    b = backup_of(f);
+    assert_string_equal(b, second);
+    free(b);
+    free(second);
+    free(admin);
+}
+
 /* The start's sweep of the backups' temporary files: taken while no
  * editor holds the edit lock, left while one does (its backup may be
  * under way). */
@@ -551,6 +606,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_prepare_write_revert, setup, teardown),
         cmocka_unit_test_setup_teardown(test_backup_sweep_waits_for_no_editor, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_backup_keeps_the_bytes_before_the_first_trial, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_revert_sweeps_a_killed_write, setup, teardown),
         cmocka_unit_test_setup_teardown(test_revert_past_an_uncertain_include, setup, teardown),
         cmocka_unit_test_setup_teardown(test_percent_include_names, setup, teardown),

@@ -1192,6 +1192,32 @@ static void test_advise_writes_nothing(void **state)
     free(after);
 }
 
+/* A live cycle writes each trial over the one before and then commits:
+ * backup/ keeps the admin's bytes from before the first trial, not a
+ * trial's. */
+static void test_live_cycle_keeps_the_admin_bytes_in_backup(void **state)
+{
+    struct fix *f = *state;
+    char *before = read_all(f->conf), *after, *kept, path[1024], *name;
+    struct sim s;
+
+    f->o.trials = TUNER_LIVE;
+    sim_init(&s, &f->o);
+    assert_int_equal(run(&f->o, &s), 0);
+    assert_true(s.measures > 3);
+    after = read_all(f->conf);
+    assert_string_not_equal(before, after); /* committed */
+    name = smbconf_backup_name(f->conf);
+    assert_non_null(name);
+    snprintf(path, sizeof(path), "%s/backup/%s", f->state_dir, name);
+    free(name);
+    kept = read_all(path);
+    assert_string_equal(kept, before);
+    free(before);
+    free(after);
+    free(kept);
+}
+
 /* Kill points to try: all of them, or under valgrind (which sets
  * SMBTUNED_SIM_SEEDS: the simulation suites run fewer seeds there) about
  * that many, spread over the cycle. */
@@ -2545,6 +2571,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_real_clients_steer_a_new_search, setup, teardown),
         cmocka_unit_test_setup_teardown(test_real_clients_before_after, setup, teardown),
         cmocka_unit_test_setup_teardown(test_advise_writes_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_live_cycle_keeps_the_admin_bytes_in_backup, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_kill_between_any_two_steps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hand_edit_holds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_waits_on_a_hung_include_in_a_job, setup,
