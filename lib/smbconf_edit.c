@@ -263,12 +263,23 @@ int smbconf_unrender(const struct smbconf *c, const struct smbconf_edit *ed, cha
     size_t wlen = strlen(ed->written), at, hit, cut = 0;
     bool ours_file = c->found && strcmp(c->files[c->hit.file].path, ed->file) == 0;
 
-    if (!c->found && ed->original[0] == '\0' && find_shadowed(c, ed, &at, &cut) == NULL)
-        return err_set(e, -EALREADY, "%s: the line smbtuned added is not there", ed->file);
-    if (ours_file && c->hit.end - c->hit.start == strlen(ed->original) &&
-        memcmp(c->files[c->hit.file].buf + c->hit.start, ed->original, strlen(ed->original)) == 0)
-        return err_set(e, -EALREADY, "%s:%d: the line holds its old value already", ed->file,
-                       c->hit.line);
+    /* Nothing to undo: the line we added is not in its file, or the line
+     * in force holds what ours replaced. Only where ours is nowhere else
+     * in the file: an admin who pasted their old line below our trial's
+     * put it in force, but ours, left above, would come back the day
+     * theirs is removed as a duplicate (taken back below, as shadowed).
+     * And only where ed->file is still part of the configuration: one
+     * that no longer is (smb_conf pointed elsewhere since) has not been
+     * read, and the caller looks in ed->file itself (-ECANCELED below). */
+    if (shadowed_file(c, ed) != NULL && find_shadowed(c, ed, &at, &cut) == NULL) {
+        if (!c->found && ed->original[0] == '\0')
+            return err_set(e, -EALREADY, "%s: the line smbtuned added is not there", ed->file);
+        if (ours_file && c->hit.end - c->hit.start == strlen(ed->original) &&
+            memcmp(c->files[c->hit.file].buf + c->hit.start, ed->original, strlen(ed->original)) ==
+                0)
+            return err_set(e, -EALREADY, "%s:%d: the line holds its old value already", ed->file,
+                           c->hit.line);
+    }
     if (ours_file) {
         f = &c->files[c->hit.file];
         hit = c->hit.end - c->hit.start;

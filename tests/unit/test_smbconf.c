@@ -484,6 +484,20 @@ static void test_unrender_shadowed_line(void **state)
                        "[global]\nsocket options = B\nworkgroup = W\nsocket options = ADMIN\n",
                        NULL, "[global]\nworkgroup = W\nsocket options = ADMIN\n"),
         SMBCONF_UNDONE_SHADOWED);
+    /* the admin pasted their old line back below ours: theirs is in
+     * force and holds what ours replaced, but ours, left, would come back
+     * the day theirs goes as a duplicate */
+    assert_int_equal(unrender_after("[global]\nsocket options = A\n", "B",
+                                    "[global]\nsocket options = B\nsocket options = A\n", NULL,
+                                    "[global]\nsocket options = A\nsocket options = A\n"),
+                     SMBCONF_UNDONE_SHADOWED);
+    /* nothing of ours left: nothing to undo */
+    assert_int_equal(unrender_after("[global]\nsocket options = A\n", "B",
+                                    "[global]\nsocket options = A\n", NULL, NULL),
+                     -EALREADY);
+    assert_int_equal(
+        unrender_after("[global]\nworkgroup = W\n", "B", "[global]\nworkgroup = W\n", NULL, NULL),
+        -EALREADY);
     /* ours twice (the admin copied it): whose is which is unknown */
     assert_int_equal(unrender_after("[global]\nsocket options = A\n", "B",
                                     "[global]\nsocket options = B\nsocket options = B\n"
@@ -502,6 +516,51 @@ static void test_unrender_shadowed_line(void **state)
                                     "[global]\nsocket options = ADMIN\n",
                                     NULL, NULL),
                      -ECANCELED);
+}
+
+/* files, parsed, take ed back to want. */
+static void undo_gives(struct mem_file *files, const struct smbconf_edit *ed, const char *want)
+{
+    struct smbconf c;
+    struct err e = {{0}};
+    char *back;
+    size_t backlen;
+
+    assert_int_equal(parse(files, &c, &e), 0);
+    assert_int_equal(smbconf_unrender(&c, ed, &back, &backlen, &e), 0);
+    assert_string_equal(back, want);
+    free(back);
+    smbconf_free(&c);
+}
+
+/* A line we added in a file that is no longer part of the configuration
+ * (smb_conf points at another file since): not "not there" (the record
+ * would be dropped, our line left where smbd may still read it), but
+ * -ECANCELED, on which the caller looks in that file itself. */
+static void test_unrender_file_no_longer_read(void **state)
+{
+    struct mem_file files[] = {{"/etc/smb.conf", "[global]\nworkgroup = W\n"}, {NULL, NULL}};
+    struct mem_file other[] = {{"/etc/other.conf", "[global]\nworkgroup = W\n"}, {NULL, NULL}};
+    struct smbconf c, c2;
+    struct smbconf_edit ed;
+    struct err e = {{0}};
+    char *out, *back = NULL;
+    size_t outlen, backlen;
+
+    (void)state;
+    assert_int_equal(parse(files, &c, &e), 0);
+    assert_int_equal(smbconf_render(&c, "B", &out, &outlen, &ed, &e), 0);
+    assert_string_equal(ed.original, "");
+    assert_int_equal(parse(other, &c2, &e), 0);
+    assert_int_equal(smbconf_unrender(&c2, &ed, &back, &backlen, &e), -ECANCELED);
+    assert_null(back);
+    smbconf_free(&c2);
+    /* read in its own file, it is taken back */
+    files[0].text = out;
+    undo_gives(files, &ed, "[global]\nworkgroup = W\n");
+    smbconf_edit_free(&ed);
+    smbconf_free(&c);
+    free(out);
 }
 
 static void test_unrender_refuses_foreign_edit(void **state)
@@ -523,11 +582,7 @@ static void test_unrender_refuses_foreign_edit(void **state)
     smbconf_free(&c2);
     /* an admin's edit elsewhere is kept by the undo */
     files[0].text = "# admin was here\n[global]\nsocket options = B\nnew = 1\n";
-    assert_int_equal(parse(files, &c2, &e), 0);
-    assert_int_equal(smbconf_unrender(&c2, &ed, &back, &backlen, &e), 0);
-    assert_string_equal(back, "# admin was here\n[global]\nsocket options = A\nnew = 1\n");
-    free(back);
-    smbconf_free(&c2);
+    undo_gives(files, &ed, "# admin was here\n[global]\nsocket options = A\nnew = 1\n");
     smbconf_edit_free(&ed);
     smbconf_free(&c);
     free(out);
@@ -606,6 +661,7 @@ int main(void)
         cmocka_unit_test(test_render),
         cmocka_unit_test(test_unrender_refuses_foreign_edit),
         cmocka_unit_test(test_unrender_shadowed_line),
+        cmocka_unit_test(test_unrender_file_no_longer_read),
         cmocka_unit_test(test_edit_chain),
     };
 
