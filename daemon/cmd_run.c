@@ -245,6 +245,20 @@ static void hup_checked(void *ud, int r, const char *msg)
     }
 }
 
+/* A config file read at the start (or at the last reload) and gone at a
+ * SIGHUP: the built-in defaults would stand in for it without a word, and
+ * `mode = advise` would become tune. Refused; a restart without the file
+ * takes the defaults, as the first start did. */
+static int file_gone(const struct daemon *d, const struct daemon *next, struct err *e)
+{
+    if (!d->cfg.from_file || next->cfg.from_file)
+        return 0;
+    return err_set(e, -ENOENT,
+                   "%s is gone (it was read before): its settings stay in force; restart "
+                   "smbtuned to run on the built-in defaults",
+                   d->o->config_file);
+}
+
 /* A reload: say, whether a wait for the cycle under way is told (once per
  * SIGHUP, not at every retry). */
 static void hup_begin(struct daemon *d, bool say)
@@ -275,8 +289,8 @@ static void hup_begin(struct daemon *d, bool say)
         return;
     }
     *next = *d;
-    if (cmd_load_config(d->o, &next->cfg, &e) < 0 || state_dir_changed(d, next) ||
-        make_opts(next, FILL_RELOAD, &e) < 0) {
+    if (cmd_load_config(d->o, &next->cfg, &e) < 0 || file_gone(d, next, &e) < 0 ||
+        state_dir_changed(d, next) || make_opts(next, FILL_RELOAD, &e) < 0) {
         /* (state_dir_changed says why itself) */
         if (e.msg[0] != '\0')
             journal_log(LOG_ERR, "SIGHUP: %s; keeping the configuration in force", e.msg);

@@ -573,5 +573,6 @@ int config_load(const char *path, struct config *c, struct err *e)
     }
     r = config_parse_string(text, path, c, e);
     free(text);
+    c->from_file = r == 0;
     return r;
 }

@@ -88,6 +88,7 @@ struct config_tune {
 struct config {
     struct config_probe probe;
     struct config_tune tune;
+    bool from_file; /* config_load read a file; false: the built-in defaults */
 };
 
 /* Everything a run needs from c, from the one set of defaults:

@@ -218,6 +218,29 @@ def test_reload_of_a_bad_config_fails_and_keeps_it_running(box):
     box.run(["systemctl", "reload", "smbtuned"])
 
 
+def test_reload_without_the_config_file_keeps_its_settings(box):
+    """The file read at the start, gone at a reload: -t passes on the
+    built-in defaults (as a first start without the file does), but the
+    daemon refuses them, since they would turn mode = advise into tune
+    without a word, and keeps the settings in force."""
+    pid = _show(box, "MainPID")["MainPID"]
+    box.run(["mv", "/etc/smbtuned.conf", "/etc/smbtuned.conf.away"])
+    try:
+        box.run(["systemctl", "reload", "smbtuned"])
+
+        def refused():
+            j = box.run(["journalctl", "-u", "smbtuned", "--no-pager", "-n", "200"]).stdout
+            return j if "/etc/smbtuned.conf is gone" in j else None
+
+        j = _wait("the reload's refusal", refused, 600, 2)
+        assert "keeping the configuration in force" in j, j[-3000:]
+    finally:
+        box.run(["mv", "/etc/smbtuned.conf.away", "/etc/smbtuned.conf"])
+    st = _show(box, "ActiveState", "SubState", "MainPID")
+    assert st == {"ActiveState": "active", "SubState": "running", "MainPID": pid}, st
+    box.run(["systemctl", "reload", "smbtuned"])
+
+
 def test_watchdog_restarts_a_stopped_daemon(box):
     box.put("/etc/systemd/system/smbtuned.service.d/e2e-watchdog.conf",
             "[Service]\nWatchdogSec=10s\n")

@@ -298,6 +298,10 @@ static void test_load(void **state)
     assert_int_equal(config_load(path, &c, &e), 0);
     assert_string_equal(c.probe.url, "smb://127.0.0.1/share");
     assert_int_equal(c.probe.size, 1024LL * 1024 * 1024);
+    /* read from a file, which a SIGHUP then may not find gone */
+    assert_true(c.from_file);
+    config_defaults(&c);
+    assert_false(c.from_file);
 
     unlink(path);
     rmdir(dir);
