@@ -133,8 +133,10 @@ static int make_opts(struct daemon *d, enum fill how, struct err *e)
     const struct config *c = &d->cfg;
     struct tuner_opts *t = &d->topts;
 
-    if ((how == FILL_START ? cmd_fill(c, t, e) : config_fill(c, t, e)) < 0)
-        return -EINVAL;
+    int r = how == FILL_START ? cmd_fill(c, t, e) : config_fill(c, t, e);
+
+    if (r < 0)
+        return r;
     if (how != FILL_AGAIN && c->tune.mode == TUNER_ADVISE && !c->tune.trials_auto &&
         c->tune.trials == TUNER_LIVE)
         journal_log(LOG_NOTICE,
@@ -451,6 +453,28 @@ int cmd_resume(const struct opts *o)
 /* A run refused before its cycle: the line on stderr, and with --once
  * --json one object on stdout all the same (report_print_failure), result
  * "error"; mode NULL when the config was refused. Returns code. */
+/* The exit status of a start refused for error r. 78 (EX_CONFIG) says the
+ * configuration is wrong, and the unit's RestartPreventExitStatus=78 then
+ * leaves smbtuned down until an admin acts. A check that could not be
+ * made says nothing of the configuration (no answer in time from a slow
+ * mount at boot, a file not ready, out of processes, memory or
+ * descriptors, an I/O error): 1, which systemd retries. */
+static int start_exit(int r)
+{
+    switch (r) {
+    case -ETIMEDOUT:
+    case -EAGAIN:
+    case -EINTR:
+    case -EIO:
+    case -ENOMEM:
+    case -EMFILE:
+    case -ENFILE:
+        return 1;
+    default:
+        return CMD_EXIT_CONFIG;
+    }
+}
+
 static int refused(const struct opts *o, int code, const char *mode, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static int refused(const struct opts *o, int code, const char *mode, const char *fmt, ...)
@@ -503,16 +527,16 @@ int cmd_run(const struct opts *o)
     bool scheduled;
     int r, lock;
 
-    if (cmd_load_config(o, &d.cfg, &e) < 0 || make_opts(&d, FILL_START, &e) < 0)
-        return refused(o, CMD_EXIT_CONFIG, NULL, "%s", e.msg);
+    if ((r = cmd_load_config(o, &d.cfg, &e)) < 0 || (r = make_opts(&d, FILL_START, &e)) < 0)
+        return refused(o, start_exit(r), NULL, "%s", e.msg);
     /* The daemon refuses what -t refuses, before READY=1 and with -t's
      * exit status (but for testparm's verdict, which each cycle reports,
      * and the state directory, exit 1 below): the unit has no
      * ExecStartPre= check any more, and
      * RestartPreventExitStatus=78 keeps systemd from retrying such a start
      * for ever. (--once reports it as its cycle's failure.) */
-    if (!o->once && conf_check(&d.topts, &e) < 0)
-        return refused(o, CMD_EXIT_CONFIG, NULL, "%s", e.msg);
+    if (!o->once && (r = conf_check(&d.topts, &e)) < 0)
+        return refused(o, start_exit(r), NULL, "%s", e.msg);
     mode = d.topts.mode == TUNER_ADVISE ? "advise" : "tune";
     r = files_private_dir(d.topts.state_dir, FILES_DIR_MAKE, &e);
     if (r < 0)

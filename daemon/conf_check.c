@@ -49,8 +49,9 @@ int conf_check(const struct tuner_opts *o, struct err *e)
     struct smbconf c;
     int r;
 
-    if (smbconf_load(&c, o->smb_conf, e) < 0)
-        return -EINVAL;
+    r = smbconf_load(&c, o->smb_conf, e);
+    if (r < 0)
+        return r;
     r = conf_check_writable(o, &c, e);
     smbconf_free(&c);
     return r;

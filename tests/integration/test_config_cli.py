@@ -335,3 +335,48 @@ def test_check_as_another_user_says_whom_it_judged_for(smbtuned, smb_conf):
         assert r.returncode == 0, (r.stdout, r.stderr)
     finally:
         shutil.rmtree(d)
+
+
+def open_never_answered(path):
+    """A fanotify group (root only) that holds every open of path until it
+    is closed, as a stalled network mount would: its fd, or None where the
+    kernel or file system has no permission events."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    fan_class_content, fan_cloexec, fan_mark_add, fan_open_perm = 0x4, 0x1, 0x1, 0x10000
+    libc.fanotify_mark.argtypes = [ctypes.c_int, ctypes.c_uint, ctypes.c_uint64, ctypes.c_int,
+                                   ctypes.c_char_p]
+    fan = libc.fanotify_init(fan_class_content | fan_cloexec, os.O_RDONLY)
+    if fan < 0:
+        return None
+    if libc.fanotify_mark(fan, fan_mark_add, fan_open_perm, -100, str(path).encode()) < 0:
+        os.close(fan)
+        return None
+    return fan
+
+
+def test_start_whose_check_gets_no_answer_is_retried(smbtuned, tmp_path, smb_conf):
+    """A start refused because a check got no answer in time (the
+    credentials file on a mount that stalls at boot) exits 1, which
+    systemd retries, not 78, which the unit's RestartPreventExitStatus=78
+    leaves down until an admin acts: nothing is wrong with the
+    configuration."""
+    cred = tmp_path / "cred"
+    cred.write_text("username = u\npassword = p\n")
+    cred.chmod(0o600)
+    conf = tmp_path / "smbtuned.conf"
+    conf.write_text(f'probe {{\n    url = "smb://127.0.0.1/share"\n    credentials = "{cred}"\n}}\n'
+                    f'tune {{\n    mode = "advise"\n    state_dir = "{tmp_path}/s"\n}}\n')
+    fan = open_never_answered(cred)
+    if fan is None:
+        pytest.skip("no fanotify permission events here")
+    try:
+        d = run_editor(smbtuned, "-c", conf, "--smb-conf", smb_conf, timeout=60)
+    finally:
+        os.close(fan)  # lets the held open go on
+    assert d.returncode == 1, (d.returncode, d.stderr)
+    assert "no answer within" in d.stderr and str(cred) in d.stderr, d.stderr
+    # the same file, answered: a configuration error is still 78
+    cred.chmod(0o644)
+    d = run_editor(smbtuned, "-c", conf, "--smb-conf", smb_conf, timeout=60)
+    assert d.returncode == 78, (d.returncode, d.stderr)
