@@ -241,13 +241,14 @@ int outcome_decide(struct outcome *out, const struct search *s, const struct tal
     return 0;
 }
 
-int outcome_budget(struct outcome *out, const char *value0, struct search_config inc0)
+int outcome_stopped(struct outcome *out, const char *value0, struct search_config inc0,
+                    const char *why)
 {
     memset(out, 0, sizeof(*out));
-    out->kind = OUTCOME_BUDGET;
+    out->kind = OUTCOME_STOPPED;
     out->w = inc0;
     out->after = strdup(value0);
-    snprintf(out->what, sizeof(out->what), "budget spent: nothing changed");
+    snprintf(out->what, sizeof(out->what), "%s: nothing changed", why);
     return out->after ? 0 : -ENOMEM;
 }
 

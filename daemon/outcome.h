@@ -16,10 +16,11 @@
 #include "tuner_opts.h"
 
 enum outcome_kind {
-    OUTCOME_KEEP,   /* the value in force stays */
-    OUTCOME_ADVISE, /* a better value, told, not written (advise mode) */
-    OUTCOME_COMMIT, /* a better value, to be written */
-    OUTCOME_BUDGET, /* the byte budget ran out before the search converged */
+    OUTCOME_KEEP,    /* the value in force stays */
+    OUTCOME_ADVISE,  /* a better value, told, not written (advise mode) */
+    OUTCOME_COMMIT,  /* a better value, to be written */
+    OUTCOME_STOPPED, /* the search ended before it converged: its byte budget ran out, or
+                      * its time window closed */
 };
 
 struct outcome {
@@ -49,7 +50,8 @@ int outcome_decide(struct outcome *out, const struct search *s, const struct tal
                    const struct clients_watch_summary *real);
 
 /* The outcome when the byte budget ran out. -ENOMEM. */
-int outcome_budget(struct outcome *out, const char *value0, struct search_config inc0);
+int outcome_stopped(struct outcome *out, const char *value0, struct search_config inc0,
+                    const char *why);
 
 /* The commit went through with new_value in force (the words end with
  * out->why when there is one), or failed (why). */

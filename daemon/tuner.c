@@ -129,9 +129,16 @@ static void on_busy_checked(void *ud, int r, double mbps, const char *why)
 }
 
 /* Seconds until the window opens, 0 while it is open or without one. */
-static long window_wait_now(const struct tuner *t)
+long tuner_window_wait(const struct tuner *t)
 {
     return window_opens_in(t->o.window_start, t->o.window_end, time(NULL));
+}
+
+/* The window as the config file gives it: HH:MM-HH:MM. */
+void tuner_window_str(const struct tuner *t, char *buf, size_t len)
+{
+    snprintf(buf, len, "%02d:%02d-%02d:%02d", t->o.window_start / 60, t->o.window_start % 60,
+             t->o.window_end / 60, t->o.window_end % 60);
 }
 
 /* A time as the status and the journal say it: the hour within a day of
@@ -238,11 +245,10 @@ static void cycle_checks(struct tuner *t)
     long wait;
     int r;
 
-    if (!t->o.once && (wait = window_wait_now(t)) > 0) {
+    if (!t->o.once && (wait = tuner_window_wait(t)) > 0) {
         char win[48], at[32];
 
-        snprintf(win, sizeof(win), "%02d:%02d-%02d:%02d", t->o.window_start / 60,
-                 t->o.window_start % 60, t->o.window_end / 60, t->o.window_end % 60);
+        tuner_window_str(t, win, sizeof(win));
         when_str(time(NULL) + wait, time(NULL), at, sizeof(at));
         /* the next try at the window's start (cycle_done), not an interval
          * later: that could miss the window for ever (6h, 01:00-05:00,

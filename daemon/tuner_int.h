@@ -119,6 +119,10 @@ void tuner_settings_words(const struct tuner_opts *o, char *buf, size_t len);
 /* Were the state's rates computed another way than this version's? Known
  * from a converged search's settings words only (false without them). */
 bool tuner_ref_other_rates(const struct state *st);
+/* Seconds until the time window opens, 0 while it is open or without one;
+ * and the window in words (HH:MM-HH:MM). */
+long tuner_window_wait(const struct tuner *t);
+void tuner_window_str(const struct tuner *t, char *buf, size_t len);
 /* What verification samples: the search's winner, or after a restart (no
  * search in memory) the line in force. */
 struct search_config tuner_verified(const struct tuner *t);

@@ -270,7 +270,7 @@ static void search_done(struct tuner *t)
     bool committed = out->kind == OUTCOME_COMMIT && !t->failed;
 
     /* saved at the cycle's end, with whatever the end takes back */
-    if (!t->failed && out->kind != OUTCOME_BUDGET) {
+    if (!t->failed && out->kind != OUTCOME_STOPPED) {
         t->converged = outcome_record(out, t->s, &t->tally, t->inc0, &t->st);
         tuner_ref_keep(t);
     }
@@ -378,6 +378,18 @@ static void finish_search(struct tuner *t)
     }
 }
 
+/* The search ends before it converged, keeping the line it started from
+ * (a live trial goes back at the cycle's end); why: in the status. */
+static void stop_early(struct tuner *t, const char *why)
+{
+    if (outcome_stopped(&t->out, t->value0, t->inc0, why) < 0) {
+        outcome_free(&t->out);
+        tuner_cycle_end(t, false);
+        return;
+    }
+    search_done(t);
+}
+
 static void step(struct tuner *t)
 {
     struct search_config c;
@@ -387,12 +399,22 @@ static void step(struct tuner *t)
                     "byte budget of %lld spent before the search converged: "
                     "keeping %s",
                     t->o.max_bytes, t->value0);
-        if (outcome_budget(&t->out, t->value0, t->inc0) < 0) {
-            outcome_free(&t->out);
-            tuner_cycle_end(t, false);
-            return;
-        }
-        search_done(t);
+        stop_early(t, "budget spent");
+        return;
+    }
+    /* A search that outlasts its time window stops there: the window is
+     * the admin's promise to their users (cycles only at night), and a
+     * search, up to a few hundred samples, can run into the morning. The
+     * next cycle searches again at the window's start. */
+    if (!t->o.once && tuner_window_wait(t) > 0) {
+        char win[48];
+
+        tuner_window_str(t, win, sizeof(win));
+        journal_log(LOG_NOTICE,
+                    "the time window %s closed before the search converged: keeping %s; the "
+                    "next cycle searches again",
+                    win, t->value0);
+        stop_early(t, "time window closed");
         return;
     }
     if (t->kind == S_AUTO || search_ask(t->s, &c) == SEARCH_DONE) {

@@ -583,15 +583,15 @@ static void test_loopback_auto_blocked_says_so(void **state)
     run_free(&r);
 }
 
-/* ---- outcome_budget, outcome_written, outcome_failed ---- */
+/* ---- outcome_stopped, outcome_written, outcome_failed ---- */
 
 static void test_budget(void **state)
 {
     struct outcome out;
 
     memset(&out, 0x5a, sizeof(out));
-    assert_int_equal(outcome_budget(&out, LEGACY, C(8192, 8192)), 0);
-    assert_int_equal(out.kind, OUTCOME_BUDGET);
+    assert_int_equal(outcome_stopped(&out, LEGACY, C(8192, 8192), "budget spent"), 0);
+    assert_int_equal(out.kind, OUTCOME_STOPPED);
     assert_true(search_config_eq(out.w, C(8192, 8192)));
     assert_string_equal(out.after, LEGACY);
     assert_false(out.restart);

@@ -1512,6 +1512,59 @@ static void test_refused_line_added_below_a_live_trial(void **state)
     trial_meets_a_line_below(*state, "include = local.conf", "a relative path in an include");
 }
 
+/* The live trial's line rewritten by hand with its value kept (commas
+ * for spaces): the compare passes, the bytes are not ours. */
+static void reword_a_trial(struct sim *s, int call, void *ud)
+{
+    const struct fix *f = ud;
+    char *bytes = read_all(f->conf), *line = strstr(bytes, "socket options = "), *nl;
+    FILE *c;
+
+    (void)call;
+    assert_non_null(line);
+    nl = strchr(line, '\n');
+    assert_non_null(nl);
+    /* a trial with sizes: words to join */
+    if (strstr(bytes, "socket options = " LEGACY "\n") == NULL &&
+        memmem(line, (size_t)(nl - line), "SO_RCVBUF=", 10) != NULL) {
+        for (char *p = line + strlen("socket options = "); p < nl; p++)
+            if (*p == ' ')
+                *p = ',';
+        c = fopen(f->conf, "w");
+        assert_non_null(c);
+        fputs(bytes, c);
+        assert_int_equal(fclose(c), 0);
+        s->on_measure = NULL;
+    }
+    free(bytes);
+}
+
+/* ... is an edit by hand, as any other: the daemon leaves the admin's
+ * words in place and holds off, nothing left pending (a comparison by
+ * value would have written over them). */
+static void test_live_trial_reworded_by_hand(void **state)
+{
+    struct fix *f = *state;
+    struct state st;
+    struct sim s;
+    char *after;
+
+    f->o.trials = TUNER_LIVE;
+    sim_init(&s, &f->o);
+    s.on_measure = reword_a_trial;
+    s.on_measure_ud = f;
+    run(&f->o, &s);
+    assert_null(s.on_measure); /* the edit was made */
+    after = read_all(f->conf);
+    assert_non_null(strstr(after, "socket options = TCP_NODELAY,SO_RCVBUF="));
+    load_state(f, &st);
+    assert_true(st.hold);
+    assert_false(st.pending);
+    assert_non_null(strstr(st.hold_reason, "changed since smbtuned wrote it"));
+    state_free(&st);
+    free(after);
+}
+
 struct resume_ctx {
     const struct fix *f;
     bool edited, resumed;
@@ -2127,16 +2180,14 @@ static void exit_when_idle(void *ud, const char *status)
         sd_event_exit(s->ev, 0);
 }
 
-/* One daemon cycle (not --once) in the sim; the tuner stays for the test
- * to look at its timer, and is freed by the caller. */
-static struct tuner *one_cycle(struct fix *f, struct sim *s)
+/* One daemon cycle (not --once) in the sim s, made ready by the caller;
+ * the tuner stays for the test to look at, and is freed by the caller. */
+static struct tuner *cycle_in(struct fix *f, struct sim *s)
 {
     struct world w = {&sim_ops, s};
     struct tuner *t;
     struct err e;
 
-    f->o.once = false;
-    sim_init(s, &f->o);
     s->ev = new_loop();
     assert_int_equal(tuner_new_in(s->ev, &f->o, &w, &t, &e), 0);
     tuner_on_status(t, exit_when_idle, s);
@@ -2144,6 +2195,14 @@ static struct tuner *one_cycle(struct fix *f, struct sim *s)
     tuner_kick(t);
     assert_int_equal(sd_event_loop(s->ev), 0);
     return t;
+}
+
+/* The same in a fresh sim. */
+static struct tuner *one_cycle(struct fix *f, struct sim *s)
+{
+    f->o.once = false;
+    sim_init(s, &f->o);
+    return cycle_in(f, s);
 }
 
 /* Seconds until the tuner's timer fires. */
@@ -2168,21 +2227,13 @@ static void done_with(struct tuner *t, struct sim *s)
 static void test_idle_status_after_a_failed_cycle(void **state)
 {
     struct fix *f = *state;
-    struct world w;
     struct tuner *t;
-    struct err e;
     struct sim s;
 
     f->o.once = false;
     sim_init(&s, &f->o);
     s.facts_fail = 1;
-    w = (struct world){&sim_ops, &s};
-    s.ev = new_loop();
-    assert_int_equal(tuner_new_in(s.ev, &f->o, &w, &t, &e), 0);
-    tuner_on_status(t, exit_when_idle, &s);
-    assert_int_equal(tuner_recover(t, &e), 0);
-    tuner_kick(t);
-    assert_int_equal(sd_event_loop(s.ev), 0);
+    t = cycle_in(f, &s);
     if (strncmp(tuner_status(t), "idle: next cycle at ", 20) != 0 ||
         strstr(tuner_status(t), "; last cycle failed during: starting") == NULL)
         fail_msg("after a failed cycle: %s", tuner_status(t));
@@ -2231,6 +2282,57 @@ static long window_cycle(struct fix *f, struct sim *s, int from, int to, double 
     done_with(t, s);
     tz_restore(was);
     return st->next_at - st->cycle_at;
+}
+
+/* At the search's fourth sample the clock moves three hours on (the zone
+ * changes), past the window's end. */
+static void close_the_window(struct sim *s, int call, void *ud)
+{
+    (void)ud;
+    if (call == 4) {
+        free(tz_set("UTC-3"));
+        s->on_measure = NULL;
+    }
+}
+
+/* A search still running when its time window closes stops there,
+ * keeping the line it started from (nothing written, a live trial taken
+ * back): the window is the admin's promise to their users, and a search
+ * once ran on into the morning. */
+static void test_window_closing_ends_the_search(void **state)
+{
+    struct fix *f = *state;
+    char *was = tz_set("UTC0"), *before = read_all(f->conf), *after;
+    struct tuner *t;
+    struct seen sn;
+    struct state st;
+    struct sim s;
+    bool said = false;
+
+    f->o.once = false;
+    f->o.trials = TUNER_LIVE;
+    f->o.window_start = minute_from_now(-10);
+    f->o.window_end = minute_from_now(60);
+    sim_init(&s, &f->o);
+    s.on_measure = close_the_window;
+    seen_begin(&sn);
+    t = cycle_in(f, &s);
+    for (int i = 0; i < sn.n; i++)
+        said |= strstr(sn.line[i], "closed before the search converged: keeping " LEGACY) != NULL;
+    seen_end(&sn);
+    assert_null(s.on_measure); /* the clock moved */
+    assert_true(said);
+    assert_true(s.measures <= 5);
+    after = read_all(f->conf);
+    assert_string_equal(after, before); /* the live trial taken back, nothing written */
+    load_state(f, &st);
+    assert_false(st.pending);
+    assert_non_null(strstr(st.cycle_result, "time window closed"));
+    state_free(&st);
+    done_with(t, &s);
+    tz_restore(was);
+    free(before);
+    free(after);
 }
 
 /* Outside the window the cycle is deferred to the window's start, not
@@ -2584,6 +2686,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_refused_line_added_below_a_live_trial, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_live_trial_reworded_by_hand, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_during_the_holding_cycle, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_searches_from_the_line_in_force, setup,
                                         teardown),
@@ -2609,6 +2712,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_restart_replay_that_alarms_searches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_status_says_whose_rates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_window_defers_to_its_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_window_closing_ends_the_search, setup, teardown),
         cmocka_unit_test_setup_teardown(test_next_cycle_outside_the_window_moves_to_its_start,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_keeps_the_schedule, setup, teardown),
