@@ -19,9 +19,66 @@
  * in a URL as "..", and "%5c" as a backslash (SMBC_parse_path), so what it
  * would be asked for is not what was checked here. The one '%' of a
  * bracketed host, before its zone, is parse_host()'s to allow. */
+#define URL_RESERVED "?#@\\\"<>%"
+
 static bool url_char_ok(char ch)
 {
-    return isprint((unsigned char)ch) && !strchr("?#@\\ \"<>%", ch);
+    return isprint((unsigned char)ch) && ch != ' ' && !strchr(URL_RESERVED, ch);
+}
+
+/* The length of the UTF-8 sequence of one character at s (at most n
+ * bytes), or 0 when it is none: a stray or missing continuation byte, an
+ * overlong form, a surrogate, past U+10FFFF, or a C1 control. */
+static size_t utf8_char(const unsigned char *s, size_t n)
+{
+    size_t len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+    unsigned long cp;
+
+    if (len == 0 || len > n || s[0] > 0xf4)
+        return 0;
+    cp = s[0] & (0x7f >> len);
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (s[i] & 0x3f);
+    }
+    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
+        (cp >= 0xd800 && cp <= 0xdfff) || cp < 0xa0)
+        return 0;
+    return len;
+}
+
+/* A share or directory name (one segment of n bytes): printable ASCII but
+ * what URLs reserve, inner spaces (share names such as "Public Files" are
+ * common; libsmbclient takes them as written), and UTF-8 text. The offset
+ * of the first byte that is not so, or n. A space at either end is
+ * refused: which name was meant is not clear. */
+static size_t name_bad_at(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        const unsigned char c = (unsigned char)s[i];
+        size_t len = c >= 0x80 ? utf8_char((const unsigned char *)s + i, n - i) : 1;
+
+        if (len == 0 || (c < 0x80 && !url_char_ok((char)c) && !(c == ' ' && i > 0 && i < n - 1)))
+            return i;
+        i += len;
+    }
+    return n;
+}
+
+/* Why the byte at s is refused in a name, for a message. */
+static void name_bad_why(const char *s, char *buf, size_t len)
+{
+    const unsigned char c = (unsigned char)*s;
+
+    if (c == ' ')
+        snprintf(buf, len, "a space at its start or end");
+    else if (c >= 0x80)
+        snprintf(buf, len, "a byte that is not UTF-8 text (0x%02x)", c);
+    else if (isprint(c))
+        snprintf(buf, len, "'%c', which URLs reserve", c);
+    else
+        snprintf(buf, len, "a control character (0x%02x)", c);
 }
 
 int url_check_directory(const char *s, struct err *e)
@@ -36,10 +93,11 @@ int url_check_directory(const char *s, struct err *e)
 
         if ((n == 1 && seg[0] == '.') || (n == 2 && seg[0] == '.' && seg[1] == '.'))
             return err_set(e, -EINVAL, "directory '%s' may not contain '.' or '..'", s);
-        for (i = 0; i < n; i++) {
-            if (!url_char_ok(seg[i]))
-                return err_set(e, -EINVAL, "directory '%s' contains '%c', which URLs reserve", s,
-                               isprint((unsigned char)seg[i]) ? seg[i] : '?');
+        if ((i = name_bad_at(seg, n)) < n) {
+            char why[64];
+
+            name_bad_why(seg + i, why, sizeof(why));
+            return err_set(e, -EINVAL, "directory '%s' contains %s", s, why);
         }
         seg += n;
         if (*seg == '/')
@@ -238,9 +296,14 @@ int url_parse(const char *url, struct url *u, struct err *e)
     if (n >= sizeof(u->share))
         return err_set(e, -EINVAL, "URL '%s': share name too long", url);
     memcpy(u->share, share, n);
-    for (n = 0; u->share[n] != '\0'; n++) {
-        if (!url_char_ok(u->share[n]))
-            return err_set(e, -EINVAL, "URL '%s': bad character in share name", url);
+    {
+        size_t at = name_bad_at(u->share, n);
+        char why[64];
+
+        if (at < n) {
+            name_bad_why(u->share + at, why, sizeof(why));
+            return err_set(e, -EINVAL, "URL '%s': the share name contains %s", url, why);
+        }
     }
     p = share + n;
     if (url_check_directory(*p == '/' ? p + 1 + strspn(p + 1, "/") : p, e) < 0)

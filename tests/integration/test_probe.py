@@ -357,6 +357,24 @@ def test_libsmbclient_is_loaded_by_the_probe_child_only(smbd, smbtuned, tmp_path
     assert "libsmbclient.so.0 has no smbc_new_context" in r.stderr, r.stderr
 
 
+def test_share_and_directory_names_with_spaces_and_utf8(smbd_factory, smbtuned, tmp_path):
+    """Share names such as "Public Files" or "Données" (and directories
+    like them) are measured: libsmbclient takes them as written, and the
+    probe's file lands in that directory and is removed."""
+    srv = smbd_factory(shares={"Public Files": {}, "Données": {}})
+    for name in ("Public Files", "Données"):
+        d = srv.shares[name] / "un dossier é"
+        d.mkdir()
+        d.chmod(0o777)
+        url = f"smb://127.0.0.1:{srv.port}/{name}/un dossier é"
+        r = run_probe(smbtuned, probe_conf(tmp_path), url=url)
+        assert r.returncode == 0, r.stderr
+        j = result(r)
+        assert j["outcome"] == "ok", j
+        assert j["write_mbps"] > 0 and j["read_mbps"] > 0, j
+        assert probe_files(d) == []
+
+
 def test_read_only_share_is_access_denied(smbd_factory, smbtuned, tmp_path):
     srv = smbd_factory(shares={"ro": {"read only": "yes"}})
     url = f"smb://127.0.0.1:{srv.port}/ro"

@@ -201,7 +201,29 @@ static void test_share(void **state)
     check_bad_url("smb://fs/", -EINVAL, "no share");
     check_bad_url("smb://fs:445", -EINVAL, "no share");
     check_bad_url(with_run("smb://fs/", 256, ""), -EINVAL, "share name too long");
-    check_bad_url("smb://fs/sh are", -EINVAL, "share name");
+    /* inner spaces and UTF-8 text, as Samba's share names have them */
+    check_url("smb://fs/Public Files", "fs", 0, "Public Files", "");
+    check_url("smb://fs/Donn\xc3\xa9"
+              "es/\xe6\x97\xa5 \xf0\x9f\x93\x81",
+              "fs", 0,
+              "Donn\xc3\xa9"
+              "es",
+              "\xe6\x97\xa5 \xf0\x9f\x93\x81");
+    check_bad_url("smb://fs/ share", -EINVAL,
+                  "the share name contains a space at its start or end");
+    check_bad_url("smb://fs/share /x", -EINVAL, "a space at its start or end");
+    /* not UTF-8: a lone lead byte, a stray continuation, an overlong '/',
+     * a surrogate, a C1 control */
+    check_bad_url("smb://fs/a\xc3", -EINVAL, "a byte that is not UTF-8 text (0xc3)");
+    check_bad_url("smb://fs/a\x80"
+                  "b",
+                  -EINVAL, "not UTF-8 text (0x80)");
+    check_bad_url("smb://fs/a\xc0\xaf"
+                  "b",
+                  -EINVAL, "not UTF-8 text (0xc0)");
+    check_bad_url("smb://fs/a\xed\xa0\x80", -EINVAL, "not UTF-8 text (0xed)");
+    check_bad_url("smb://fs/a\xc2\x85", -EINVAL, "not UTF-8 text (0xc2)");
+    check_bad_url("smb://fs/a\tb", -EINVAL, "a control character (0x09)");
     check_bad_url("smb://fs/share?x=1", -EINVAL, "share name");
     check_bad_url("smb://fs/share#top", -EINVAL, "share name");
     check_bad_url("smb://fs/a\\b", -EINVAL, "share name");
@@ -219,12 +241,13 @@ static void test_directory_in_url(void **state)
     check_bad_url("smb://fs/share/a/..", -EINVAL, "'..'");
     check_bad_url("smb://fs/share/./x", -EINVAL, "'.'");
     check_bad_url("smb://fs/share/d?x", -EINVAL, "reserve");
-    check_bad_url("smb://fs/share/d x", -EINVAL, "reserve");
+    check_url("smb://fs/share/d x", "fs", 0, "share", "d x");
+    check_bad_url("smb://fs/share/ d", -EINVAL, "a space at its start or end");
     /* libsmbclient decodes escapes: "%2e%2e" would be "..", "%5c" a
      * backslash, past the checks above. */
     check_bad_url("smb://fs/share/%2e%2e/x", -EINVAL, "contains '%', which URLs reserve");
     check_bad_url("smb://fs/share/a%5cb", -EINVAL, "contains '%'");
-    check_bad_url("smb://fs/sh%61re", -EINVAL, "bad character in share name");
+    check_bad_url("smb://fs/sh%61re", -EINVAL, "the share name contains '%', which URLs reserve");
     check_bad_url("smb://f%73/share", -EINVAL, "bad character in host");
     check_bad_url("smb://[fe80::1%eth0%32]/share", -EINVAL, "bad character in host");
     check_bad_url(with_run("smb://fs/s/", 1024, ""), -ENAMETOOLONG, "too long");
@@ -243,11 +266,14 @@ static void test_check_directory(void **state)
     assert_int_equal(url_check_directory("a/../b", &e), -EINVAL);
     assert_int_equal(url_check_directory("..", &e), -EINVAL);
     assert_int_equal(url_check_directory(".", &e), -EINVAL);
-    assert_int_equal(url_check_directory("a b", &e), -EINVAL);
-    assert_non_null(strstr(e.msg, "contains ' '"));
-    /* A character that cannot be shown is named '?'. */
+    assert_int_equal(url_check_directory("a b/c", &e), 0);
+    assert_int_equal(url_check_directory("a /c", &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "contains a space at its start or end"));
+    assert_int_equal(url_check_directory("a#b", &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "contains '#', which URLs reserve"));
+    /* A character that cannot be shown is named by its code. */
     assert_int_equal(url_check_directory("a\tb", &e), -EINVAL);
-    assert_non_null(strstr(e.msg, "contains '?'"));
+    assert_non_null(strstr(e.msg, "contains a control character (0x09)"));
 }
 
 typedef int (*format_fn)(const struct url *u, const char *extra, char *out, size_t outlen);
