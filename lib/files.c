@@ -228,8 +228,11 @@ static int swap_in(int dfd, const char *tmp, const char *base, const struct stat
         if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_dev != like->st_dev ||
             st.st_ino != like->st_ino || (expect != NULL && !holds_bytes(src, expect, elen)))
             return -ESTALE;
-        *keep = true;
-        return renameat(dfd, tmp, dfd, base) < 0 ? -errno : 0;
+        /* a rename that failed leaves tmp ours, for the caller to remove */
+        if (renameat(dfd, tmp, dfd, base) < 0)
+            return -errno;
+        *keep = true; /* tmp names nothing now */
+        return 0;
     }
     if (h != NULL && h->exchanged != NULL)
         h->exchanged(h->ctx);
@@ -237,8 +240,10 @@ static int swap_in(int dfd, const char *tmp, const char *base, const struct stat
         st.st_ino == like->st_ino && (expect == NULL || holds_bytes(src, expect, elen)))
         return 0;
     if (renameat2(dfd, tmp, dfd, base, RENAME_EXCHANGE) < 0) {
-        *keep = true; /* the other file is at tmp now: never remove it */
-        return -errno;
+        /* the other file is at tmp now: never remove it; and base holds
+         * the new bytes, which the caller must not call "nothing written" */
+        *keep = true;
+        return FILES_SWAPPED_OUT;
     }
     return -ESTALE;
 }

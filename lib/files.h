@@ -4,6 +4,7 @@
 #ifndef SMBTUNE_FILES_H
 #define SMBTUNE_FILES_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/stat.h>
@@ -82,7 +83,11 @@ int files_target_read(struct files_target *t, char **buf, size_t *len, struct er
  * not NULL: the elen bytes the target must still hold as the new file takes
  * its name, checked after the atomic exchange and undone by a second one
  * (-ESTALE, the target as it is) when they differ: a change written in
- * place up to that moment is never thrown away. */
+ * place up to that moment is never thrown away. FILES_SWAPPED_OUT when
+ * that second exchange failed: the target holds data, and the file it held
+ * (changed since it was judged) is kept next to it under a temporary name
+ * of ours, which the next edit's sweep names to the admin. */
+#define FILES_SWAPPED_OUT (-ENOTRECOVERABLE)
 int files_target_replace(struct files_target *t, const char *data, size_t len, const char *expect,
                          size_t elen);
 /* A temporary name of the exchange's shape that a sweep kept because it

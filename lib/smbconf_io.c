@@ -343,6 +343,14 @@ static int replace_file(const char *state_dir, const struct smbconf_file *f, con
                     "%s was replaced or changed on disk while smbtuned was editing it: "
                     "nothing written",
                     t.path);
+    else if (r == FILES_SWAPPED_OUT)
+        r = err_set(
+            e, r,
+            "%s changed on disk while smbtuned was writing it, and putting the changed "
+            "file back failed: it holds smbtuned's new bytes, and the changed file (perhaps "
+            "an edit of yours) is kept next to it as " FILES_TMP_PREFIX "%s.*: compare "
+            "the two",
+            t.path, t.base);
     else if (r < 0)
         r = err_set(e, r,
                     "cannot replace %s (nothing written: it keeps its old bytes, "

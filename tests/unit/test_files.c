@@ -530,6 +530,39 @@ static void test_replace_after_a_rename_over_it(void **state)
     assert_int_equal(entries(), 1);
 }
 
+/* Between the two exchanges, the file exchanged out (the admin's, renamed
+ * over smb.conf before ours) goes to "moved": the exchange back fails. */
+static void move_it_away(void *ctx)
+{
+    char name[NAME_LEN], from[128];
+
+    (void)ctx;
+    the_tmp(name, sizeof(name));
+    snprintf(from, sizeof(from), "%s", path_in(name)); /* path_in's buffer is one */
+    assert_int_equal(rename(from, path_in("moved")), 0);
+}
+
+/* The exchange back that fails: FILES_SWAPPED_OUT, not an error that says
+ * nothing was written; smb.conf holds the new bytes, and files.c removes
+ * no file it did not make. */
+static void test_replace_whose_exchange_back_fails(void **state)
+{
+    const struct files_hooks h = {.exchanged = move_it_away};
+    struct files_target t;
+    struct err e;
+
+    (void)state;
+    make_file(path_in("smb.conf"), "old\n");
+    make_file(path_in("edit"), "admin's\n");
+    assert_int_equal(files_target_open_hooked(&t, path_in("smb.conf"), &h, &e), 0);
+    assert_int_equal(rename(path_in("edit"), t.path), 0);
+    assert_int_equal(files_target_replace(&t, "new\n", 4, "old\n", 4), FILES_SWAPPED_OUT);
+    files_target_close(&t);
+    assert_holds("smb.conf", "new\n");
+    assert_holds("moved", "admin's\n");
+    assert_int_equal(entries(), 2);
+}
+
 /* The race of a user who owns a directory on the path (att/sub), run
  * deterministically: right after the path is resolved, sub becomes a
  * symlink to a directory only root writes (vic). Nothing may be written in
@@ -847,6 +880,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sweep_tells_of_any_owner_and_type, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep_after_a_killed_exchange, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replace_after_a_rename_over_it, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replace_whose_exchange_back_fails, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
