@@ -134,9 +134,12 @@ static int make_opts(struct daemon *d, enum fill how, struct err *e)
     struct tuner_opts *t = &d->topts;
 
     int r = how == FILL_START ? cmd_fill(c, t, e) : config_fill(c, t, e);
+    char msg[sizeof(e->msg)];
 
     if (r < 0)
         return r;
+    if (how != FILL_AGAIN && config_deadline_short(c, msg, sizeof(msg)))
+        journal_log(LOG_WARNING, "%s", msg);
     if (how != FILL_AGAIN && c->tune.mode == TUNER_ADVISE && !c->tune.trials_auto &&
         c->tune.trials == TUNER_LIVE)
         journal_log(LOG_NOTICE,

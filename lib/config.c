@@ -426,26 +426,27 @@ static int own_share_trials(const struct config *c, struct err *e)
  * to log on, open, wait for its last request and delete its file: a
  * deadline of no more than both durations kills every measurement on a
  * path where a direction runs its whole duration, and every rate the
- * search ranks there would be a lower bound. Refused with both lines
- * (either may be the one to change). How much more it needs depends on
- * the path (a deadline of 5 s is enough on loopback, where the size ends
- * a direction first): only what cannot work is refused. */
-static int deadline_fits(const struct config_probe *p, struct err *e)
+ * search ranks there is a lower bound. Said, not refused: where the size
+ * ends each direction first (a LAN, loopback) such a deadline is fine, and
+ * a refusal would leave a service that ran before an upgrade down. */
+bool config_deadline_short(const struct config *c, char *msg, size_t len)
 {
+    const struct config_probe *p = &c->probe;
     double both = 2 * p->duration_s;
     long long most = ((long long)p->deadline_s - 1) / 2;
     char alt[64] = "";
 
     if (!(p->duration_s > 0) || p->deadline_s > both)
-        return 0;
+        return false;
     if (most >= 1)
-        snprintf(alt, sizeof(alt), ", or the duration at most %lld", most);
-    return err_set(e, -EINVAL,
-                   "%s%sprobe: deadline = %.0f is too short for duration = %.0f%s%s: a "
-                   "measurement runs up to the duration each way and needs time besides, so the "
-                   "deadline must be more than %.0f%s",
-                   p->deadline_where, p->deadline_where[0] ? ": " : "", p->deadline_s,
-                   p->duration_s, p->duration_where[0] ? " at " : "", p->duration_where, both, alt);
+        snprintf(alt, sizeof(alt), ", or a duration of at most %lld", most);
+    snprintf(msg, len,
+             "%s%sprobe: deadline = %.0f is no longer than both directions of duration = %.0f%s%s: "
+             "on a path where a direction runs its whole duration every measurement is killed "
+             "at the deadline; give a deadline of more than %.0f%s",
+             p->deadline_where, p->deadline_where[0] ? ": " : "", p->deadline_s, p->duration_s,
+             p->duration_where[0] ? " at " : "", p->duration_where, both, alt);
+    return true;
 }
 
 int config_fill(const struct config *c, struct tuner_opts *t, struct err *e)
@@ -465,9 +466,6 @@ int config_fill(const struct config *c, struct tuner_opts *t, struct err *e)
                        "into smbtuned's own share",
                        c->probe.directory_where, c->probe.directory_where[0] ? ": " : "",
                        c->probe.directory);
-
-    if (deadline_fits(&c->probe, e) < 0)
-        return -EINVAL;
 
     probe_params_default(p);
     p->url = t->own_share ? NULL : c->probe.url;

@@ -91,6 +91,11 @@ struct config {
     bool from_file; /* config_load read a file; false: the built-in defaults */
 };
 
+/* Whether c's probe deadline is no longer than both directions of its
+ * duration, with msg saying so (the files and lines of both): a warning
+ * for the start, -t and SIGHUP to give. */
+bool config_deadline_short(const struct config *c, char *msg, size_t len);
+
 /* Everything a run needs from c, from the one set of defaults:
  * t->probe (probe_params_default() with the probe section over it, work
  * directories in the state directory), t->search (search_params_default()

@@ -380,3 +380,17 @@ def test_start_whose_check_gets_no_answer_is_retried(smbtuned, tmp_path, smb_con
     cred.chmod(0o644)
     d = run_editor(smbtuned, "-c", conf, "--smb-conf", smb_conf, timeout=60)
     assert d.returncode == 78, (d.returncode, d.stderr)
+
+
+def test_deadline_short_for_the_duration_is_a_warning(smbtuned, tmp_path, smb_conf):
+    """A deadline no longer than both directions of the duration is said
+    with the lines of both, and -t still passes: where the size ends each
+    direction first (a LAN) it is fine, and a refusal would leave a
+    service that ran before an upgrade down (exit 78)."""
+    conf = tmp_path / "smbtuned.conf"
+    conf.write_text('probe {\n    url = "smb://127.0.0.1/share"\n    duration = 40\n}\n'
+                    f'tune {{\n    mode = "advise"\n    state_dir = "{tmp_path}/s"\n}}\n')
+    r = check(smbtuned, conf, smb_conf)
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    assert (f"probe: deadline = 60 is no longer than both directions of duration = 40 at "
+            f"{conf}:3") in r.stderr, r.stderr
