@@ -49,7 +49,9 @@ int outcome_decide(struct outcome *out, const struct search *s, const struct tal
                    struct search_config inc0, bool auto_blocked,
                    const struct clients_watch_summary *real);
 
-/* The outcome when the byte budget ran out. -ENOMEM. */
+/* The outcome of a search stopped before it converged (its byte budget
+ * spent, its time window closed): the line it started from stays; why, in
+ * words, ends with ": nothing changed". -ENOMEM. */
 int outcome_stopped(struct outcome *out, const char *value0, struct search_config inc0,
                     const char *why);
 

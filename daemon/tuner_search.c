@@ -390,6 +390,29 @@ static void stop_early(struct tuner *t, const char *why)
     search_done(t);
 }
 
+/* Has the time window closed before another sample? Then the search stops
+ * there: the window is the admin's promise to their users (cycles only at
+ * night), and a search, up to a few hundred samples, could run into the
+ * morning. Checked only before a sample: a search that has converged
+ * ends as it would have. The next cycle searches again, from the start;
+ * a search that never fits the window says so every night (a warning),
+ * as the window or max_samples must then change. */
+static bool window_closed(struct tuner *t)
+{
+    char win[48];
+
+    if (t->o.once || tuner_window_wait(t) == 0)
+        return false;
+    tuner_window_str(t, win, sizeof(win));
+    journal_log(LOG_WARNING,
+                "the time window %s closed before the search converged (%d samples): keeping "
+                "%s; the next cycle searches again (a search that never fits needs a wider "
+                "window or a smaller max_samples)",
+                win, search_samples(t->s), t->value0);
+    stop_early(t, "time window closed");
+    return true;
+}
+
 static void step(struct tuner *t)
 {
     struct search_config c;
@@ -402,31 +425,17 @@ static void step(struct tuner *t)
         stop_early(t, "budget spent");
         return;
     }
-    /* A search that outlasts its time window stops there: the window is
-     * the admin's promise to their users (cycles only at night), and a
-     * search, up to a few hundred samples, can run into the morning. The
-     * next cycle searches again at the window's start. */
-    if (!t->o.once && tuner_window_wait(t) > 0) {
-        char win[48];
-
-        tuner_window_str(t, win, sizeof(win));
-        journal_log(LOG_NOTICE,
-                    "the time window %s closed before the search converged: keeping %s; the "
-                    "next cycle searches again",
-                    win, t->value0);
-        stop_early(t, "time window closed");
-        return;
-    }
     if (t->kind == S_AUTO || search_ask(t->s, &c) == SEARCH_DONE) {
         if (!t->auto_blocked || t->auto_checks >= AUTO_CHECKS) {
             finish_search(t);
             return;
         }
-        c = (struct search_config){SEARCH_AUTO, SEARCH_AUTO};
-        sample(t, S_AUTO, c);
+        if (!window_closed(t))
+            sample(t, S_AUTO, (struct search_config){SEARCH_AUTO, SEARCH_AUTO});
         return;
     }
-    sample(t, S_SEARCH, c);
+    if (!window_closed(t))
+        sample(t, S_SEARCH, c);
 }
 
 static void cycle_search(struct tuner *t)

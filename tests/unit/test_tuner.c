@@ -2317,8 +2317,10 @@ static void test_window_closing_ends_the_search(void **state)
     s.on_measure = close_the_window;
     seen_begin(&sn);
     t = cycle_in(f, &s);
+    tz_restore(was); /* before any assert: the suite's other tests run in it */
     for (int i = 0; i < sn.n; i++)
-        said |= strstr(sn.line[i], "closed before the search converged: keeping " LEGACY) != NULL;
+        said |= strstr(sn.line[i], "closed before the search converged") != NULL &&
+                strstr(sn.line[i], "keeping " LEGACY) != NULL;
     seen_end(&sn);
     assert_null(s.on_measure); /* the clock moved */
     assert_true(said);
@@ -2330,7 +2332,6 @@ static void test_window_closing_ends_the_search(void **state)
     assert_non_null(strstr(st.cycle_result, "time window closed"));
     state_free(&st);
     done_with(t, &s);
-    tz_restore(was);
     free(before);
     free(after);
 }
