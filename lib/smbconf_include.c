@@ -28,15 +28,17 @@ static const char note_section[] =
 /* Does Samba skip an include that reads with error r? It reads a file
  * only when stat() succeeds and finds a regular file or a FIFO
  * (file_exist() in lib/util), and skips anything else without a word:
- * a missing file, a directory (`include = /etc/samba/conf.d`), a path
- * through a file, too long a name, a loop of links. Read as an error, any
- * of them would refuse every edit and every take-back while Samba loads
- * the configuration happily. A file that exists but cannot be read, or
- * one smbtuned refuses (a FIFO, a device, 64 MiB and more), stays an
- * error: Samba may read it, so what it sets is unknown. */
+ * a missing file, a directory (`include = /etc/samba/conf.d`), a device
+ * or a socket (`include = /dev/null`: -ENODEV, the io's word for it), a
+ * path through a file, too long a name, a loop of links. Read as an
+ * error, any of them would refuse every edit and every take-back while
+ * Samba loads the configuration happily. A file that exists but cannot be
+ * read, a FIFO (Samba reads it; smbtuned will not block on it) and one of
+ * 64 MiB and more stay errors: what Samba reads there is unknown. */
 static bool samba_skips(int r)
 {
-    return r == -ENOENT || r == -EISDIR || r == -ENOTDIR || r == -ENAMETOOLONG || r == -ELOOP;
+    return r == -ENOENT || r == -EISDIR || r == -ENODEV || r == -ENOTDIR || r == -ENAMETOOLONG ||
+           r == -ELOOP;
 }
 
 /* Count one more file read; -E2BIG past MAX_FILES_READ. */

@@ -23,7 +23,17 @@
 
 static int disk_read(void *ctx, const char *path, char **buf, size_t *len, struct err *e)
 {
+    struct stat st;
+
     (void)ctx;
+    /* A device or a socket is looked at, never opened: opening some has
+     * effects (a tape rewinds), and Samba never reads one (file_exist()
+     * reads a regular file or a FIFO only). -ENODEV: an include of one is
+     * skipped, as Samba skips it (smbconf_include.c). */
+    if (stat(path, &st) < 0) /* its own error: the path may change before an open */
+        return err_set(e, -errno, "%s: %s", path, strerror(errno));
+    if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISSOCK(st.st_mode))
+        return err_set(e, -ENODEV, "%s is a device or a socket: not a file of settings", path);
     return files_read(path, buf, len, e);
 }
 

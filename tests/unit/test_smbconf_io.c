@@ -417,8 +417,9 @@ static void test_includes_samba_skips(void **state)
 
     snprintf(dir, sizeof(dir), "%s/conf.d", f->dir);
     assert_int_equal(mkdir(dir, 0700), 0);
-    /* a directory, and a name under a file (ENOTDIR) */
-    snprintf(line, sizeof(line), "[global]\n   include = %s\n   include = %s/x.conf\n", dir,
+    /* a directory, a name under a file (ENOTDIR), a device (never opened) */
+    snprintf(line, sizeof(line),
+             "[global]\n   include = %s\n   include = %s/x.conf\n   include = /dev/null\n", dir,
              f->conf);
     assert_int_equal(smbconf_prepare(f->conf, f->state_dir, &ch, &pl, &res, &e), 0);
     assert_int_equal(smbconf_write(&pl, &res, &e), 0);
