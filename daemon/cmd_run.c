@@ -453,9 +453,6 @@ int cmd_resume(const struct opts *o)
     return 0;
 }
 
-/* A run refused before its cycle: the line on stderr, and with --once
- * --json one object on stdout all the same (report_print_failure), result
- * "error"; mode NULL when the config was refused. Returns code. */
 /* The exit status of a start refused for error r. 78 (EX_CONFIG) says the
  * configuration is wrong, and the unit's RestartPreventExitStatus=78 then
  * leaves smbtuned down until an admin acts. A check that could not be
@@ -472,12 +469,15 @@ static int start_exit(int r)
     case -ENOMEM:
     case -EMFILE:
     case -ENFILE:
-        return 1;
+        return CMD_EXIT_FAILURE;
     default:
         return CMD_EXIT_CONFIG;
     }
 }
 
+/* A run refused before its cycle: the line on stderr, and with --once
+ * --json one object on stdout all the same (report_print_failure), result
+ * "error"; mode NULL when the config was refused. Returns code. */
 static int refused(const struct opts *o, int code, const char *mode, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static int refused(const struct opts *o, int code, const char *mode, const char *fmt, ...)
@@ -534,7 +534,8 @@ int cmd_run(const struct opts *o)
         return refused(o, start_exit(r), NULL, "%s", e.msg);
     /* The daemon refuses what -t refuses, before READY=1 and with -t's
      * exit status (but for testparm's verdict, which each cycle reports,
-     * and the state directory, exit 1 below): the unit has no
+     * the state directory, exit 1 below, and a check that got no answer,
+     * start_exit()): the unit has no
      * ExecStartPre= check any more, and
      * RestartPreventExitStatus=78 keeps systemd from retrying such a start
      * for ever. (--once reports it as its cycle's failure.) */
