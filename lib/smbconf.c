@@ -101,25 +101,6 @@ static int handle_param(struct smbconf_walk *w, size_t fi, const struct smbconf_
     return 0;
 }
 
-/* A section's name among c's shares, once (Samba finds a share by its
- * name in any case: a second [Data] reopens [data]). */
-static int add_share(struct smbconf *c, const char *name)
-{
-    char **n;
-
-    for (size_t i = 0; i < c->nshares; i++)
-        if (strcasecmp(c->shares[i], name) == 0)
-            return 0;
-    n = realloc(c->shares, (c->nshares + 1) * sizeof(*n));
-    if (n == NULL)
-        return -ENOMEM;
-    c->shares = n;
-    if ((n[c->nshares] = strdup(name)) == NULL)
-        return -ENOMEM;
-    c->nshares++;
-    return 0;
-}
-
 /* A UTF-8 byte order mark, then nothing, a comment or blanks: testparm
  * loads such a first line as what follows the mark, so it says nothing
  * against the file being an smb.conf (smbconf_render's guard). */
@@ -165,8 +146,6 @@ int smbconf_walk_file(struct smbconf_walk *w, size_t fi, int depth)
                 break;
             }
             w->in_global = smbconf_wequal(name, "global") || smbconf_wequal(name, "globals");
-            if (!w->in_global && (r = add_share(w->c, name)) < 0)
-                break;
             w->section_known = true;
             w->c->any_section = true;
             w->notes_open = w->c->nnotes;
@@ -256,9 +235,6 @@ int smbconf_parse(struct smbconf *c, const char *path, const struct smbconf_io *
 
 void smbconf_free(struct smbconf *c)
 {
-    for (size_t i = 0; i < c->nshares; i++)
-        free(c->shares[i]);
-    free(c->shares);
     for (size_t i = 0; i < c->nfiles; i++) {
         free(c->files[i].path);
         free(c->files[i].buf);

@@ -82,10 +82,6 @@ struct smbconf {
     char eol[3];
     struct smbconf_note *notes; /* in reading order */
     size_t nnotes;
-    /* The names of the shares (every section but [global]) in the files
-     * read, once each (Samba's names ignore case), in reading order. */
-    char **shares;
-    size_t nshares;
 };
 
 /* A change as it was made: enough to take it back later (also from a

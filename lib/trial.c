@@ -23,7 +23,6 @@
 #include "kernel.h"
 #include "parse.h"
 #include "rmtree.h"
-#include "smbconf.h"
 #include "trial_int.h"
 
 /* How often the blocking start looks at the shadow, in seconds. */
@@ -266,7 +265,6 @@ int trial_shadow_spawn(const char *prod_conf, const char *base_dir, const char *
 {
     struct trial_owner own = {0};
     struct trial_share sh = {0};
-    struct smbconf prod = {0};
     struct kernel_proc me;
     char *text = NULL;
     pid_t parent = getpid(), pid;
@@ -286,33 +284,27 @@ int trial_shadow_spawn(const char *prod_conf, const char *base_dir, const char *
             return r;
         sh.dir = own_share;
         sh.name = t->share;
-        /* production's shares, which this shadow closes (trial_render.c) */
-        r = smbconf_load(&prod, prod_conf, e);
-        if (r < 0)
-            return r;
-        sh.closed = prod.shares;
-        sh.nclosed = prod.nshares;
     }
     r = trial_shadow_render(prod_conf, "/", t->port, sockopts_value, own_share ? &sh : NULL, &text,
                             e);
-    if (r == 0 && own_share != NULL && own_share_check(own_share, e) < 0)
-        r = -EPERM;
+    if (r < 0)
+        return r;
+    if (own_share != NULL && own_share_check(own_share, e) < 0) {
+        free(text);
+        return -EPERM;
+    }
     free(text);
     text = NULL;
-    if (r < 0) {
-        smbconf_free(&prod);
-        return r;
-    }
     r = make_run_dir(base_dir, own_share != NULL, t, e);
-    if (r == 0) {
-        own.owner_pid = parent;
-        own.owner_start = me.start_time;
-        r = owner_write(t->run_dir, &own, e);
-    }
-    if (r == 0)
-        r = trial_shadow_render(prod_conf, t->run_dir, t->port, sockopts_value,
-                                own_share ? &sh : NULL, &text, e);
-    smbconf_free(&prod);
+    if (r < 0)
+        goto fail;
+    own.owner_pid = parent;
+    own.owner_start = me.start_time;
+    r = owner_write(t->run_dir, &own, e);
+    if (r < 0)
+        goto fail;
+    r = trial_shadow_render(prod_conf, t->run_dir, t->port, sockopts_value, own_share ? &sh : NULL,
+                            &text, e);
     if (r < 0)
         goto fail;
     r = files_write_atomic(t->conf, text, strlen(text), NULL);

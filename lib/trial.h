@@ -61,9 +61,6 @@
 struct trial_share {
     const char *dir;
     const char *name; /* letters, digits and '-' */
-    /* production's shares, closed on the shadow (available = no) */
-    char *const *closed;
-    size_t nclosed;
 };
 /* Seconds between SIGTERM and SIGKILL when a shadow is stopped. */
 #define TRIAL_STOP_TIMEOUT_S 10.0

@@ -21,37 +21,9 @@ int trial_path_check(const char *what, const char *p, struct err *e)
 
 /* The own share's lines, malloc'ed: *glob the [global] overrides that make
  * the shadow a stand-alone server of its own, *share the share. */
-/* Production's shares closed, one section each (malloc'ed; "" for none):
- * the own share's shadow serves its probe share alone. Naming a share
- * again reopens it in Samba (add_a_service finds it by name), and
- * `available = no` turns every connection to it away, whatever its hosts
- * lists, users or guest settings say: on 127.0.0.1, which the shadow
- * admits at connection (above), a local user could otherwise reach a
- * share that admits 127.0.0.1 itself as a guest, where production's
- * [global] turns the connection away first. NULL: no memory. */
-static char *close_lines(const struct trial_share *own)
-{
-    size_t len = 1;
-    char *out, *p;
-
-    for (size_t i = 0; i < own->nclosed; i++)
-        len += strlen(own->closed[i]) + sizeof("[]\n\tavailable = no\n");
-    out = p = malloc(len);
-    if (out == NULL)
-        return NULL;
-    *p = '\0';
-    for (size_t i = 0; i < own->nclosed; i++)
-        p += sprintf(p, "[%s]\n\tavailable = no\n", own->closed[i]);
-    return out;
-}
-
 static int own_share_lines(const char *run_dir, const struct trial_share *own, char **glob,
                            char **share)
 {
-    char *closed = close_lines(own);
-
-    if (closed == NULL)
-        return -ENOMEM;
     /* Every directory smbd writes is the run directory's, private dir and
      * state directory too: a guest share needs no production account, so
      * the shadow opens nothing of production's for writing (under the
@@ -74,9 +46,11 @@ static int own_share_lines(const char *run_dir, const struct trial_share *own, c
      * 127.0.0.1 is refused where production's deny list names it (`hosts
      * deny = ALL` with a LAN in `hosts allow`, as hardening guides write
      * it): every probe would fail. Here they admit 127.0.0.1 alone (the
-     * shadow listens nowhere else). That check is what kept 127.0.0.1 out
-     * of a production share whose own lists admit it: production's shares
-     * are closed on this shadow (close_lines()), which needs none of them. */
+     * shadow listens nowhere else). Production's shares on the shadow stay
+     * as closed to it as production keeps them: Samba gives a share a copy
+     * of the [global] values when the share is defined, and theirs are
+     * defined before this second [global] (its registry is the shadow's
+     * own, empty, and usershares are off). */
     if (asprintf(glob,
                  "\tstate directory = %s/state\n"
                  "\tprivate dir = %s/private\n"
@@ -90,7 +64,6 @@ static int own_share_lines(const char *run_dir, const struct trial_share *own, c
                  "\thosts allow = 127.0.0.1\n"
                  "\thosts deny = \n",
                  run_dir, run_dir, run_dir) < 0) {
-        free(closed);
         *glob = NULL;
         return -ENOMEM;
     }
@@ -110,7 +83,6 @@ static int own_share_lines(const char *run_dir, const struct trial_share *own, c
      * of dot files would refuse the guest or the probe's files
      * (.smbtuned-probe-*). */
     if (asprintf(share,
-                 "%s"
                  "[%s]\n"
                  "\tcomment = smbtuned's probe share (shadow smbds only)\n"
                  "\tpath = %s\n"
@@ -124,13 +96,11 @@ static int own_share_lines(const char *run_dir, const struct trial_share *own, c
                  "\tinvalid users = \n"
                  "\tveto files = \n"
                  "\tvfs objects = \n",
-                 closed, own->name, own->dir) < 0) {
-        free(closed);
+                 own->name, own->dir) < 0) {
         free(*glob);
         *glob = *share = NULL;
         return -ENOMEM;
     }
-    free(closed);
     return 0;
 }
 
@@ -153,12 +123,6 @@ int trial_shadow_render(const char *prod_conf, const char *run_dir, int port,
                         strspn(own->name, NAME_CHARS) != strlen(own->name)))
         return err_set(e, -EINVAL, "own share name '%s' is not letters, digits and '-'",
                        own->name ? own->name : "(null)");
-    /* Production's share names as Samba read them: none can hold ']' or
-     * a line end, which would end the header or the line. */
-    for (size_t i = 0; own != NULL && i < own->nclosed; i++)
-        if (own->closed[i] == NULL || strpbrk(own->closed[i], "]\n\r") != NULL)
-            return err_set(e, -EINVAL, "a share name to close ('%s') has ']' or a line end",
-                           own->closed[i] ? own->closed[i] : "(null)");
     if (port <= 0 || port > 65535)
         return err_set(e, -ERANGE, "port %d out of range", port);
     if (sockopts_value == NULL || strpbrk(sockopts_value, "\n\r") != NULL)
