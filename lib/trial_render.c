@@ -42,15 +42,13 @@ static int own_share_lines(const char *run_dir, const struct trial_share *own, c
      * files and only 127.0.0.1 reaches it; the rates are those of
      * unencrypted transfers (see smbtuned.conf(5), url).
      *
-     * smbd checks the [global] hosts lists when a connection arrives, and
-     * 127.0.0.1 is refused where production's deny list names it (`hosts
-     * deny = ALL` with a LAN in `hosts allow`, as hardening guides write
-     * it): every probe would fail. Here they admit 127.0.0.1 alone (the
-     * shadow listens nowhere else). Production's shares on the shadow stay
-     * as closed to it as production keeps them: Samba gives a share a copy
-     * of the [global] values when the share is defined, and theirs are
-     * defined before this second [global] (its registry is the shadow's
-     * own, empty, and usershares are off). */
+     * Not `hosts allow`: smbd checks the [global] hosts lists when a
+     * connection arrives, and a production [global] that refuses 127.0.0.1
+     * shuts these shadows out too (smbtuned.conf(5) says so). Admitting it
+     * here would also admit it to production's shares on this shadow that
+     * admit 127.0.0.1 themselves, which production's connection check
+     * keeps closed; closing those shares would mean reading smb.conf in
+     * the event loop and every %-include's variant. */
     if (asprintf(glob,
                  "\tstate directory = %s/state\n"
                  "\tprivate dir = %s/private\n"
@@ -60,9 +58,7 @@ static int own_share_lines(const char *run_dir, const struct trial_share *own, c
                  "\tmap to guest = bad user\n"
                  "\trestrict anonymous = 0\n"
                  "\tusershare max shares = 0\n"
-                 "\tserver smb encrypt = if_required\n"
-                 "\thosts allow = 127.0.0.1\n"
-                 "\thosts deny = \n",
+                 "\tserver smb encrypt = if_required\n",
                  run_dir, run_dir, run_dir) < 0) {
         *glob = NULL;
         return -ENOMEM;

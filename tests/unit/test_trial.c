@@ -137,9 +137,6 @@ static void test_render_own_share(void **state)
         "\tserver role = standalone server",
         "\tmap to guest = bad user",
         "\tsocket options = TCP_NODELAY",
-        /* production's [global] hosts lines may refuse 127.0.0.1 */
-        "\thosts allow = 127.0.0.1",
-        "\thosts deny = ",
     };
     static const char *const share_lines[] = {
         "\tpath = /var/lib/smbtuned/share",
@@ -158,8 +155,12 @@ static void test_render_own_share(void **state)
     (void)state;
     second = strstr(line_at(t, "\tinclude = /etc/samba/smb.conf"), "\n[global]\n");
     assert_non_null(second);
-    /* Production's auth settings are overridden after the include. */
+    /* Production's auth settings are overridden after the include; its
+     * [global] hosts lists are not (that would open its shares on this
+     * shadow to 127.0.0.1: trial_render.c). */
     lines_after(second, globals, sizeof(globals) / sizeof(globals[0]));
+    assert_null(strstr(t, "hosts deny"));
+    assert_true(strstr(t, "\thosts allow = 127.0.0.1") > line_at(t, "[smbtuned-probe-0123abcd]"));
     /* The share comes last, after every global override. */
     share = line_at(t, "[smbtuned-probe-0123abcd]");
     assert_true(share > line_at(t, "\tsocket options = TCP_NODELAY"));
