@@ -18,6 +18,7 @@
 #include "smbconf.h"
 #include "smbd.h"
 #include "sockopts.h"
+#include "window.h"
 
 int owned_new(sd_event *ev, const struct tuner_opts *o, struct state *st, struct owned **op)
 {
@@ -539,7 +540,7 @@ static bool restart_wanted(const struct owned *w, const char *value)
 static void confirm(struct owned *w, struct reply *rep)
 {
     struct err e = {{0}}, ae = {{0}};
-    bool checked, undone, restart;
+    bool checked, undone, restart, late;
 
     memset(rep, 0, sizeof(*rep));
     rep->r = smbconf_confirm(w->o->smb_conf, w->o->state_dir, &w->st->pending_edit, w->keep_value,
@@ -550,10 +551,15 @@ static void confirm(struct owned *w, struct reply *rep)
     /* --dry-run settles what a killed run left in smb.conf, as the man
      * page says, but restarts nothing: a restart drops every client, and
      * an admin asking for a dry run expects none. smbd is told as `apply`
-     * says; autotuning reaches new connections once smbd restarts. */
+     * says; autotuning reaches new connections once smbd restarts. Nor
+     * outside the time window (a start after a crash, at noon): the
+     * window is where the admin lets clients be moved off, and a search
+     * that ends after it restarts nothing either (tuner_search.c). */
+    late = !w->o->once && window_opens_in(w->o->window_start, w->o->window_end, time(NULL)) > 0;
     restart = rep->r == 0 && restart_wanted(w, w->keep_value);
-    rep->restarted = restart && !w->o->dry_run;
-    rep->not_restarted = restart && w->o->dry_run;
+    rep->restarted = restart && !w->o->dry_run && !late;
+    rep->not_restarted = restart && (w->o->dry_run || late);
+    rep->late = rep->not_restarted && !w->o->dry_run;
     if (rep->restarted)
         rep->apply_r = apply_restart_smbd(&ae);
     else if (rep->r == 0)
@@ -563,6 +569,20 @@ static void confirm(struct owned *w, struct reply *rep)
     memcpy(rep->apply_msg, ae.msg, sizeof(rep->apply_msg));
 }
 
+/* Why a confirm restarted nothing that it would have: --dry-run, or
+ * outside the time window. */
+static const char *not_restarted_why(const struct owned *w, const struct reply *rep, char *buf,
+                                     size_t len)
+{
+    char win[24];
+
+    if (!rep->late)
+        return "--dry-run";
+    window_str(w->o->window_start, w->o->window_end, win, sizeof(win));
+    snprintf(buf, len, "outside the time window %s", win);
+    return buf;
+}
+
 /* What a confirm came to, in the parent: 0 settled (kept, or taken back),
  * else the record stays and the next cycle confirms again. */
 static int confirmed(struct owned *w, const struct reply *rep)
@@ -570,7 +590,7 @@ static int confirmed(struct owned *w, const struct reply *rep)
     const struct smbconf_edit *ed = &w->st->pending_edit;
     struct event_fields fields = {.smb_conf = ed->file};
     struct search_config c;
-    char how[sizeof(rep->apply_msg) + 64];
+    char how[sizeof(rep->apply_msg) + 64], why[64];
 
     if (rep->r < 0 && rep->undone) {
         struct reply back = *rep;
@@ -603,13 +623,14 @@ static int confirmed(struct owned *w, const struct reply *rep)
                  "connections (restart_smbd = yes)");
     else if (rep->not_restarted && w->o->apply == APPLY_NONE)
         snprintf(how, sizeof(how),
-                 "smbd is neither told (apply = none) nor restarted (--dry-run): autotuning "
-                 "reaches new connections once smbd restarts");
+                 "smbd is neither told (apply = none) nor restarted (%s): autotuning "
+                 "reaches new connections once smbd restarts",
+                 not_restarted_why(w, rep, why, sizeof(why)));
     else if (rep->not_restarted)
         snprintf(how, sizeof(how),
-                 "smbd is told (apply = %s) but not restarted (--dry-run): autotuning "
+                 "smbd is told (apply = %s) but not restarted (%s): autotuning "
                  "reaches new connections once smbd restarts",
-                 apply_name(w->o->apply));
+                 apply_name(w->o->apply), not_restarted_why(w, rep, why, sizeof(why)));
     else if (w->o->apply == APPLY_NONE)
         snprintf(how, sizeof(how),
                  "smbd takes it at its next reload-config or restart "

@@ -137,8 +137,7 @@ long tuner_window_wait(const struct tuner *t)
 /* The window as the config file gives it: HH:MM-HH:MM. */
 void tuner_window_str(const struct tuner *t, char *buf, size_t len)
 {
-    snprintf(buf, len, "%02d:%02d-%02d:%02d", t->o.window_start / 60, t->o.window_start % 60,
-             t->o.window_end / 60, t->o.window_end % 60);
+    window_str(t->o.window_start, t->o.window_end, buf, len);
 }
 
 /* A time as the status and the journal say it: the hour within a day of

@@ -325,6 +325,78 @@ static void on_committed(void *ud, int r, const struct owned_put_result *res)
     search_done(t);
 }
 
+/* The search ends before it converged, keeping the line it started from
+ * (a live trial goes back at the cycle's end); why: in the status. */
+static void stop_early(struct tuner *t, const char *why)
+{
+    if (outcome_stopped(&t->out, t->value0, t->inc0, why) < 0) {
+        outcome_free(&t->out);
+        tuner_cycle_end(t, false);
+        return;
+    }
+    search_done(t);
+}
+
+/* Whether the time window is open (always with --once, or without one). */
+static bool window_open(const struct tuner *t)
+{
+    return t->o.once || tuner_window_wait(t) == 0;
+}
+
+/* The window has closed before what `before` says: the search stops
+ * there, keeping the line it started from (why: in the status). The next
+ * cycle searches again, from the start; a search that never fits the
+ * window says so every night (a warning), as the window or max_samples
+ * must then change. */
+static void window_stop(struct tuner *t, const char *before, const char *why)
+{
+    char win[48];
+
+    tuner_window_str(t, win, sizeof(win));
+    journal_log(LOG_WARNING,
+                "the time window %s closed before %s: keeping %s; the next cycle searches again "
+                "(a search that never fits needs a wider window or a smaller max_samples)",
+                win, before, t->value0);
+    stop_early(t, why);
+}
+
+/* Has the time window closed before another sample? Then the search stops
+ * there: the window is the admin's promise to their users (cycles only at
+ * night), and a search, up to a few hundred samples, could run into the
+ * morning. Checked only before a sample: a search that has converged
+ * ends as it would have (but see restart_too_late). */
+static bool window_closed(struct tuner *t)
+{
+    char before[96];
+
+    if (window_open(t))
+        return false;
+    snprintf(before, sizeof(before), "the search converged (%d samples)", search_samples(t->s));
+    window_stop(t, before, "time window closed");
+    return true;
+}
+
+/* A restart moves every client off smbd: never outside the time window.
+ * A search whose last sample ended after the window closed keeps the
+ * line it started from when its commit needs smbd restarted, as a search
+ * still sampling would. A commit that only tells smbd goes on: it moves
+ * no client off, and it is the cycle's last act. */
+static bool restart_too_late(struct tuner *t, struct outcome *out)
+{
+    char *before;
+
+    if (window_open(t))
+        return false;
+    if (asprintf(&before, "smbd could be restarted for socket options = %s (restart_smbd = yes)",
+                 out->after) < 0)
+        before = NULL;
+    outcome_free(out);
+    window_stop(t, before ? before : "smbd could be restarted (restart_smbd = yes)",
+                "time window closed before smbd's restart");
+    free(before);
+    return true;
+}
+
 static void finish_search(struct tuner *t)
 {
     struct outcome *out = &t->out;
@@ -363,6 +435,8 @@ static void finish_search(struct tuner *t)
         search_done(t);
         return;
     }
+    if (out->restart && restart_too_late(t, out))
+        return;
     if (out->restart)
         report_event(JOURNAL_ID_RESTART, LOG_NOTICE,
                      &(struct event_fields){.smb_conf = t->o.smb_conf, .c = &out->w},
@@ -376,41 +450,6 @@ static void finish_search(struct tuner *t)
         t->failed = true;
         search_done(t);
     }
-}
-
-/* The search ends before it converged, keeping the line it started from
- * (a live trial goes back at the cycle's end); why: in the status. */
-static void stop_early(struct tuner *t, const char *why)
-{
-    if (outcome_stopped(&t->out, t->value0, t->inc0, why) < 0) {
-        outcome_free(&t->out);
-        tuner_cycle_end(t, false);
-        return;
-    }
-    search_done(t);
-}
-
-/* Has the time window closed before another sample? Then the search stops
- * there: the window is the admin's promise to their users (cycles only at
- * night), and a search, up to a few hundred samples, could run into the
- * morning. Checked only before a sample: a search that has converged
- * ends as it would have. The next cycle searches again, from the start;
- * a search that never fits the window says so every night (a warning),
- * as the window or max_samples must then change. */
-static bool window_closed(struct tuner *t)
-{
-    char win[48];
-
-    if (t->o.once || tuner_window_wait(t) == 0)
-        return false;
-    tuner_window_str(t, win, sizeof(win));
-    journal_log(LOG_WARNING,
-                "the time window %s closed before the search converged (%d samples): keeping "
-                "%s; the next cycle searches again (a search that never fits needs a wider "
-                "window or a smaller max_samples)",
-                win, search_samples(t->s), t->value0);
-    stop_early(t, "time window closed");
-    return true;
 }
 
 static void step(struct tuner *t)

@@ -1,6 +1,13 @@
 /* window: see window.h. */
 #include "window.h"
 
+#include <stdio.h>
+
+void window_str(int start, int end, char *buf, size_t len)
+{
+    snprintf(buf, len, "%02d:%02d-%02d:%02d", start / 60, start % 60, end / 60, end % 60);
+}
+
 bool window_contains(int start, int end, int m)
 {
     if (start < 0)

@@ -7,7 +7,11 @@
 #define SMBTUNED_WINDOW_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <time.h>
+
+/* The window as the config file gives it: HH:MM-HH:MM. */
+void window_str(int start, int end, char *buf, size_t len);
 
 /* Whether minute_of_day is in the window. */
 bool window_contains(int start, int end, int minute_of_day);

@@ -665,6 +665,40 @@ def test_dry_run_settles_a_commit_without_a_restart(make_env):
     assert_clean(env)
 
 
+def test_a_commit_settled_outside_the_window_does_not_restart_smbd(make_env):
+    """A daemon started outside its time window (a crash at the window's
+    end, a start at noon) settles a commit a killed run left, tells smbd,
+    but does not restart it, though restart_smbd = yes and smbd's listener
+    holds the explicit size the commit leaves to autotuning: a restart
+    moves every client off, which the window keeps to its hours. It says
+    so (a restart it tried would fail here: the test's environment has no
+    system bus)."""
+    env = make_env(LEGACY)
+    tune = {"mode": q("advise"), "apply": q("smbcontrol"), "restart_smbd": "yes"}
+    env.write_config(tune=tune)
+    rc, out, err = env.run("--once")  # a state file, as a cycle leaves it
+    assert rc == 0, err
+    old, new = env.plant_pending_commit("TCP_NODELAY SO_RCVBUF=262144")
+    t = time.localtime()
+    m = t.tm_hour * 60 + t.tm_min
+    a, b = (m + 60) % 1440, (m + 120) % 1440
+    window = f"{a // 60:02d}:{a % 60:02d}-{b // 60:02d}:{b % 60:02d}"
+    env.write_config(tune={**tune, "window": q(window)})
+    d = env.start()
+    d.wait_for(lambda: "outside the time window" in d.stderr and
+               "written by a run that did not finish" in d.stderr, timeout=60,
+               what="the settled commit and the window's deferral")
+    d.signal(signal.SIGTERM)
+    assert d.wait(timeout=60) == 0, d.stderr
+    assert re.search(r"^<5>.*written by a run that did not finish, checked and kept: smbd is "
+                     r"told \(apply = smbcontrol\) but not restarted \(outside the time window "
+                     + re.escape(window) + r"\): autotuning reaches new connections once smbd "
+                     r"restarts", d.stderr, re.M), d.stderr
+    assert "cannot reach systemd" not in d.stderr, d.stderr
+    assert socket_value(env.srv.conf.read_bytes()) == new.split("=", 1)[1].strip()
+    assert env.state().get("pending") == "no"
+
+
 def test_set_buffers_refuses_a_live_trials_value(make_env):
     """`--set-buffers` asking for the value a running daemon's live trial
     holds in force said "(unchanged)" and wrote nothing, and the trial's

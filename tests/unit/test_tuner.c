@@ -2353,6 +2353,90 @@ static void test_window_closing_ends_the_search(void **state)
     free(after);
 }
 
+/* At the sample whose number ud points to, the clock moves three hours
+ * on, as close_the_window. */
+static void close_the_window_at(struct sim *s, int call, void *ud)
+{
+    if (call == *(int *)ud) {
+        free(tz_set("UTC-3"));
+        s->on_measure = NULL;
+    }
+}
+
+/* One cycle from the legacy line, smbd running with it and autotuning
+ * 30% better, restart_smbd = yes: a commit of autotuning that restarts
+ * smbd. close_at >= 0: the window closes at that sample. The sim's noise
+ * is seeded, so a second run takes the same samples. Returns the
+ * samples; said: whether the journal told that the window closed before
+ * the restart. */
+static int restart_cycle(struct fix *f, int close_at, bool *said)
+{
+    char *was = tz_set("UTC0"), bus[300];
+    struct tuner *t;
+    struct seen sn;
+    struct sim s;
+    int n;
+
+    /* no restart of this machine's smbd, should the rule break: the
+     * restart's D-Bus call finds no bus */
+    snprintf(bus, sizeof(bus), "unix:path=%s/no-system-bus", f->dir);
+    setenv("DBUS_SYSTEM_BUS_ADDRESS", bus, 1);
+    write_conf(f, LEGACY);
+    f->o.once = false;
+    f->o.restart_smbd = true;
+    f->o.window_start = minute_from_now(-10);
+    f->o.window_end = minute_from_now(60);
+    sim_init(&s, &f->o);
+    s.smbd_running = true;
+    s.auto_share = 1.3;
+    s.on_measure = close_at >= 0 ? close_the_window_at : NULL;
+    s.on_measure_ud = &close_at;
+    seen_begin(&sn);
+    t = cycle_in(f, &s);
+    tz_restore(was); /* before any assert: the suite's other tests run in it */
+    unsetenv("DBUS_SYSTEM_BUS_ADDRESS");
+    *said = false;
+    for (int i = 0; i < sn.n; i++)
+        *said |= strstr(sn.line[i], "closed before smbd could be restarted") != NULL &&
+                 strstr(sn.line[i], "keeping " LEGACY) != NULL;
+    seen_end(&sn);
+    n = s.measures;
+    done_with(t, &s);
+    return n;
+}
+
+/* A restart moves every client off smbd, so it never comes after the
+ * window has closed: a search whose last sample ends after the window's
+ * end keeps the legacy line when its winner needs smbd restarted (a
+ * review found it committed and restarted smbd in the morning). */
+static void test_no_restart_after_the_window_closed(void **state)
+{
+    struct fix *f = *state;
+    struct state st;
+    bool said;
+    char *v;
+    int n;
+
+    /* the window open throughout: autotuning is committed */
+    n = restart_cycle(f, -1, &said);
+    assert_false(said);
+    v = conf_value(f);
+    assert_null(strstr(v, "SO_RCVBUF"));
+    free(v);
+    /* the same cycle, the window closing at its last sample */
+    assert_int_equal(rmtree_path(f->state_dir, NULL), 0);
+    assert_int_equal(mkdir(f->state_dir, 0700), 0);
+    assert_int_equal(restart_cycle(f, n, &said), n);
+    v = conf_value(f);
+    assert_string_equal(v, LEGACY);
+    assert_true(said);
+    load_state(f, &st);
+    assert_false(st.pending);
+    assert_non_null(strstr(st.cycle_result, "time window closed before smbd's restart"));
+    state_free(&st);
+    free(v);
+}
+
 /* Outside the window the cycle is deferred to the window's start, not
  * an interval later (6h from 11:30 never meets 01:00-05:00): the timer,
  * the state's next_at and the status all say the start. The deferral
@@ -2731,6 +2815,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_idle_status_says_whose_rates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_window_defers_to_its_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_window_closing_ends_the_search, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_restart_after_the_window_closed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_next_cycle_outside_the_window_moves_to_its_start,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_keeps_the_schedule, setup, teardown),

@@ -138,10 +138,23 @@ static void test_opens_in_across_dst(void **state)
     tz_restore(was);
 }
 
+/* As the config file gives it, midnight as 24:00 when it is the end. */
+static void test_str(void **state)
+{
+    char buf[24];
+
+    (void)state;
+    window_str(60, 300, buf, sizeof(buf));
+    assert_string_equal(buf, "01:00-05:00");
+    window_str(1380, 1440, buf, sizeof(buf));
+    assert_string_equal(buf, "23:00-24:00");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_contains),
+        cmocka_unit_test(test_str),
         cmocka_unit_test(test_wait),
         cmocka_unit_test(test_opens_in_across_dst),
     };
