@@ -246,6 +246,11 @@ static void shadow_stop(struct place *p)
     retire(p);
 }
 
+bool place_denied(const struct place *p)
+{
+    return p->up && !p->starting && trial_shadow_denied(&p->shadow);
+}
+
 void place_down(struct place *p)
 {
     shadow_stop(p);

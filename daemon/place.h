@@ -14,6 +14,7 @@
 #ifndef SMBTUNED_PLACE_H
 #define SMBTUNED_PLACE_H
 
+#include <stdbool.h>
 #include <systemd/sd-event.h>
 
 #include "err.h"
@@ -40,6 +41,10 @@ int place_put(struct place *p, const char *base, struct search_config c, place_f
 
 /* Stop the shadow, if one runs (or starts). */
 void place_down(struct place *p);
+
+/* Whether the shadow in place refused a connection by production's
+ * [global] hosts lists (trial_shadow_denied); false without one. */
+bool place_denied(const struct place *p);
 
 /* The own share's directory, in the state directory. */
 #define PLACE_OWN_SHARE_DIR "share"

@@ -156,6 +156,7 @@ static void probe_failed(struct tuner *t, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void probe_failed(struct tuner *t, const char *fmt, ...)
 {
+    const char *what = t->o.own_share ? "smbtuned's own share" : t->probe_url;
     char why[1024];
     va_list ap;
 
@@ -163,10 +164,21 @@ static void probe_failed(struct tuner *t, const char *fmt, ...)
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
     /* The own share's name is what keeps others off it while a shadow
-     * serves it: not for the journal. */
-    report_error("probe", t->o.smb_conf, "probe of %s failed: %s%s",
-                 t->o.own_share ? "smbtuned's own share" : t->probe_url, why,
-                 t->o.trials == TUNER_SHADOW ? " (a trial's shadow smbd)" : "");
+     * serves it: not for the journal (what). The shadow's own word for a
+     * refusal the probe sees only as a connection that closed ("Invalid
+     * argument"): production's [global] hosts lists, which a shadow keeps
+     * (lib/trial_render.c says why), refuse 127.0.0.1. Asked before the
+     * cycle's end stops the shadow. */
+    if (t->o.trials == TUNER_SHADOW && t->w.ops->place_denied(t->w.ctx))
+        report_error("probe", t->o.smb_conf,
+                     "probe of %s failed: %s (a trial's shadow smbd, which refused the "
+                     "connection from 127.0.0.1: the [global] hosts allow and hosts deny of %s, "
+                     "which the shadows keep, refuse it; admit 127.0.0.1 in hosts allow, or "
+                     "give probe { url })",
+                     what, why, t->o.smb_conf);
+    else
+        report_error("probe", t->o.smb_conf, "probe of %s failed: %s%s", what, why,
+                     t->o.trials == TUNER_SHADOW ? " (a trial's shadow smbd)" : "");
     tuner_cycle_end(t, false);
 }
 

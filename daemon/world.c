@@ -91,6 +91,11 @@ static int real_place(void *ctx, const char *base, struct search_config c, place
     return place_put(((struct real *)ctx)->place, base, c, done, ud);
 }
 
+static bool real_place_denied(void *ctx)
+{
+    return place_denied(((struct real *)ctx)->place);
+}
+
 static void real_place_down(void *ctx)
 {
     place_down(((struct real *)ctx)->place);
@@ -274,6 +279,7 @@ static const struct world_ops real_ops = {
     .facts = real_facts,
     .place = real_place,
     .place_down = real_place_down,
+    .place_denied = real_place_denied,
     .measure = real_measure,
     .measure_kill = real_measure_kill,
     .measure_tidy = real_measure_tidy,

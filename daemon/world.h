@@ -40,6 +40,8 @@ struct world_ops {
     /* see place_put, place_down */
     int (*place)(void *ctx, const char *base, struct search_config c, place_fn done, void *ud);
     void (*place_down)(void *ctx);
+    /* see place_denied */
+    bool (*place_denied)(void *ctx);
     /* see measure_start, measure_kill, measure_tidy */
     int (*measure)(void *ctx, const struct probe_params *p, measure_fn done, void *ud);
     void (*measure_kill)(void *ctx);

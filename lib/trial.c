@@ -138,6 +138,13 @@ static bool log_has(const char *log, const char *needle)
     return has;
 }
 
+bool trial_shadow_denied(const struct trial_shadow *t)
+{
+    /* lib/util/access.c, allow_access(): "Denied connection from NAME
+     * (ADDR)" at level 0 */
+    return t->log[0] != '\0' && log_has(t->log, "Denied connection from ");
+}
+
 /* In the child, between fork and exec. */
 static void child_exec(const struct trial_shadow *t, pid_t parent)
 {

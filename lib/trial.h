@@ -125,6 +125,12 @@ int trial_owner_format(const struct trial_owner *o, char *buf, size_t len);
 int trial_shadow_spawn(const char *prod_conf, const char *base_dir, const char *sockopts_value,
                        const char *own_share, struct trial_shadow *t, struct err *e);
 
+/* Whether the shadow refused a connection by its hosts lists (Samba's
+ * "Denied connection from" in its log, at any debug level): production's
+ * [global] hosts allow and hosts deny, which a shadow keeps, refuse
+ * 127.0.0.1. Reads the log: a file of ours, small. */
+bool trial_shadow_denied(const struct trial_shadow *t);
+
 /* Non-blocking (at most a few ms): 1 when smbd listens on its port and
  * accepts a connection, 0 not yet, -EADDRINUSE when the port was taken by
  * someone else (stop it and spawn again), another negative errno when smbd

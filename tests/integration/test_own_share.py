@@ -14,6 +14,7 @@ there is swept at the start) and nothing running.
 """
 
 import json
+import re
 import time
 
 import pytest
@@ -127,6 +128,31 @@ def test_once_without_url_tunes_on_the_own_share(make_env):
     assert env.srv.alive()
 
 
+def own_share_once(smbtuned, srv, tmp_path, extra, *args):
+    """--once --dry-run on the own share, production's [global] given the
+    lines `extra` first: (the daemon, ended; smb.conf's bytes before it).
+    The lines are added after the fixture's readiness check, which logs on
+    as a guest from 127.0.0.1 too; the shadows read them from the file
+    they include. Leaves nothing behind."""
+    text = srv.conf.read_text()
+    assert text.count("[global]\n") == 1
+    srv.conf.write_text(text.replace("[global]\n", "[global]\n" + "".join(
+        f"   {line}\n" for line in extra)))
+    env = DaemonEnv(smbtuned, srv, tmp_path)
+    try:
+        env.conf.write_text(conf_text(
+            {**SMALL_PROBE},
+            {"smb_conf": q(srv.conf), "state_dir": q(env.state_dir), **SMALL_TUNE,
+             "mode": q("tune")}))
+        before = srv.conf.read_bytes()
+        d = env.start("--once", "--dry-run", *args)
+        d.wait(timeout=300)
+        assert not env.leftovers()
+        return d, before
+    finally:
+        env.cleanup()
+
+
 @pytest.mark.smbd
 @pytest.mark.parametrize("extra", ["server smb encrypt = required", "smb encrypt = mandatory",
                                    "server signing = mandatory"])
@@ -136,24 +162,26 @@ def test_own_share_works_where_production_requires_encryption(smbtuned, smbd_fac
     sign: a production smb.conf that requires either must not make every
     cycle fail (it once did, blaming guest access)."""
     srv = smbd_factory(socket_options=ON_LATTICE)
-    # Added after the fixture's own readiness check, which logs on as a
-    # guest too; the shadows read it from the file they include.
-    text = srv.conf.read_text()
-    assert text.count("[global]\n") == 1
-    srv.conf.write_text(text.replace("[global]\n", f"[global]\n   {extra}\n"))
-    env = DaemonEnv(smbtuned, srv, tmp_path)
-    try:
-        env.conf.write_text(conf_text(
-            {**SMALL_PROBE},
-            {"smb_conf": q(srv.conf), "state_dir": q(env.state_dir), **SMALL_TUNE,
-             "mode": q("tune")}))
-        before = srv.conf.read_bytes()
-        d = env.start("--once", "--dry-run", "--json")
-        rc = d.wait(timeout=300)
-        assert rc == 0, d.stderr
-        obj = json.loads(d.stdout.splitlines()[0])
-        assert obj["samples"] >= 1, obj
-        assert srv.conf.read_bytes() == before
-        assert not env.leftovers()
-    finally:
-        env.cleanup()
+    d, before = own_share_once(smbtuned, srv, tmp_path, [extra], "--json")
+    assert d.proc.returncode == 0, d.stderr
+    obj = json.loads(d.stdout.splitlines()[0])
+    assert obj["samples"] >= 1, obj
+    assert srv.conf.read_bytes() == before
+
+
+@pytest.mark.smbd
+def test_own_share_refused_by_hosts_deny_says_why(smbtuned, smbd_factory, tmp_path):
+    """A [global] that refuses 127.0.0.1 (the hardening guides' LAN in
+    hosts allow, hosts deny = ALL) shuts the shadows out too, as they keep
+    production's hosts lists: the probe saw only "Invalid argument". The
+    shadow's log says why, and so does the journal line, with what to do;
+    nothing is changed."""
+    srv = smbd_factory(socket_options=ON_LATTICE)
+    d, before = own_share_once(smbtuned, srv, tmp_path,
+                               ["hosts allow = 192.0.2.0/24", "hosts deny = ALL"])
+    assert re.search(r"^<3>probe of smbtuned's own share failed: .*\(a trial's shadow smbd, "
+                     r"which refused the connection from 127\.0\.0\.1: the \[global\] hosts "
+                     r"allow and hosts deny of " + re.escape(str(srv.conf)) + r", which the "
+                     r"shadows keep, refuse it; admit 127\.0\.0\.1 in hosts allow, or give "
+                     r"probe \{ url \}\)$", d.stderr, re.M), d.stderr
+    assert srv.conf.read_bytes() == before

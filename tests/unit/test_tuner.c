@@ -270,6 +270,13 @@ static int sim_place(void *ctx, const char *base, struct search_config c, place_
     return later(s);
 }
 
+/* No shadow in the sim refuses a connection. */
+static bool sim_place_denied(void *ctx)
+{
+    (void)ctx;
+    return false;
+}
+
 static void sim_place_down(void *ctx)
 {
 }
@@ -352,6 +359,7 @@ static const struct world_ops sim_ops = {
     .facts = sim_facts,
     .place = sim_place,
     .place_down = sim_place_down,
+    .place_denied = sim_place_denied,
     .measure = sim_measure,
     .measure_kill = sim_cancel,
     .measure_tidy = sim_measure_tidy,
