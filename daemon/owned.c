@@ -204,6 +204,12 @@ static void reload(struct owned *w)
 
 /* ---- put ---- */
 
+/* Whether the time window is shut now (--once ignores it). */
+static bool outside_window(const struct tuner_opts *o)
+{
+    return !o->once && window_opens_in(o->window_start, o->window_end, time(NULL)) > 0;
+}
+
 /* Record an edit in the state file before it reaches the disk (between
  * smbconf_prepare and smbconf_write): a trial, which a restart takes back,
  * or a commit, which it keeps. Runs in the job. */
@@ -249,6 +255,19 @@ static int put_job(void *arg, int out_fd)
     int r;
 
     r = smbconf_prepare(w->o->smb_conf, w->o->state_dir, &ch, &pl, &res, &e);
+    /* The window may have closed while prepare's testparm ran (up to a
+     * minute) since the search checked it (tuner_search.c,
+     * restart_too_late): a commit that restarts smbd is then not written,
+     * as it would not be then. */
+    if (r == 0 && w->restart && outside_window(w->o)) {
+        char win[24];
+
+        window_str(w->o->window_start, w->o->window_end, win, sizeof(win));
+        r = err_set(&e, -ETIME,
+                    "not written: the time window %s closed before smbd could be restarted "
+                    "(restart_smbd = yes)",
+                    win);
+    }
     if (r == 0 && res.changed && (r = record(w, &res.edit)) < 0)
         err_set(&e, r, "not written: recording the change failed: %s", strerror(-r));
     if (r == 0)
@@ -465,8 +484,16 @@ static int settle(struct owned *w, const struct reply *rep)
     int r = rep->r;
 
     if (r == 0 || r == -EALREADY) {
+        char win[24], late[200];
+
+        window_str(w->o->window_start, w->o->window_end, win, sizeof(win));
+        snprintf(late, sizeof(late),
+                 "the socket options line holds what it held before: the change needs smbd "
+                 "restarted (restart_smbd = yes), never done outside the time window %s",
+                 win);
         if (r == 0)
-            taken_back(w, rep, "the socket options line holds what it held before");
+            taken_back(w, rep,
+                       rep->late ? late : "the socket options line holds what it held before");
         owned_pending_clear(w->st);
         owned_save(w->o, w->st);
         r = 0;
@@ -540,7 +567,7 @@ static bool restart_wanted(const struct owned *w, const char *value)
 static void confirm(struct owned *w, struct reply *rep)
 {
     struct err e = {{0}}, ae = {{0}};
-    bool checked, undone, restart, late;
+    bool checked, undone, restart;
 
     memset(rep, 0, sizeof(*rep));
     rep->r = smbconf_confirm(w->o->smb_conf, w->o->state_dir, &w->st->pending_edit, w->keep_value,
@@ -551,15 +578,10 @@ static void confirm(struct owned *w, struct reply *rep)
     /* --dry-run settles what a killed run left in smb.conf, as the man
      * page says, but restarts nothing: a restart drops every client, and
      * an admin asking for a dry run expects none. smbd is told as `apply`
-     * says; autotuning reaches new connections once smbd restarts. Nor
-     * outside the time window (a start after a crash, at noon): the
-     * window is where the admin lets clients be moved off, and a search
-     * that ends after it restarts nothing either (tuner_search.c). */
-    late = !w->o->once && window_opens_in(w->o->window_start, w->o->window_end, time(NULL)) > 0;
+     * says; autotuning reaches new connections once smbd restarts. */
     restart = rep->r == 0 && restart_wanted(w, w->keep_value);
-    rep->restarted = restart && !w->o->dry_run && !late;
-    rep->not_restarted = restart && (w->o->dry_run || late);
-    rep->late = rep->not_restarted && !w->o->dry_run;
+    rep->restarted = restart && !w->o->dry_run;
+    rep->not_restarted = restart && w->o->dry_run;
     if (rep->restarted)
         rep->apply_r = apply_restart_smbd(&ae);
     else if (rep->r == 0)
@@ -569,20 +591,6 @@ static void confirm(struct owned *w, struct reply *rep)
     memcpy(rep->apply_msg, ae.msg, sizeof(rep->apply_msg));
 }
 
-/* Why a confirm restarted nothing that it would have: --dry-run, or
- * outside the time window. */
-static const char *not_restarted_why(const struct owned *w, const struct reply *rep, char *buf,
-                                     size_t len)
-{
-    char win[24];
-
-    if (!rep->late)
-        return "--dry-run";
-    window_str(w->o->window_start, w->o->window_end, win, sizeof(win));
-    snprintf(buf, len, "outside the time window %s", win);
-    return buf;
-}
-
 /* What a confirm came to, in the parent: 0 settled (kept, or taken back),
  * else the record stays and the next cycle confirms again. */
 static int confirmed(struct owned *w, const struct reply *rep)
@@ -590,7 +598,7 @@ static int confirmed(struct owned *w, const struct reply *rep)
     const struct smbconf_edit *ed = &w->st->pending_edit;
     struct event_fields fields = {.smb_conf = ed->file};
     struct search_config c;
-    char how[sizeof(rep->apply_msg) + 64], why[64];
+    char how[sizeof(rep->apply_msg) + 64];
 
     if (rep->r < 0 && rep->undone) {
         struct reply back = *rep;
@@ -623,14 +631,13 @@ static int confirmed(struct owned *w, const struct reply *rep)
                  "connections (restart_smbd = yes)");
     else if (rep->not_restarted && w->o->apply == APPLY_NONE)
         snprintf(how, sizeof(how),
-                 "smbd is neither told (apply = none) nor restarted (%s): autotuning "
-                 "reaches new connections once smbd restarts",
-                 not_restarted_why(w, rep, why, sizeof(why)));
+                 "smbd is neither told (apply = none) nor restarted (--dry-run): autotuning "
+                 "reaches new connections once smbd restarts");
     else if (rep->not_restarted)
         snprintf(how, sizeof(how),
-                 "smbd is told (apply = %s) but not restarted (%s): autotuning "
+                 "smbd is told (apply = %s) but not restarted (--dry-run): autotuning "
                  "reaches new connections once smbd restarts",
-                 apply_name(w->o->apply), not_restarted_why(w, rep, why, sizeof(why)));
+                 apply_name(w->o->apply));
     else if (w->o->apply == APPLY_NONE)
         snprintf(how, sizeof(how),
                  "smbd takes it at its next reload-config or restart "
@@ -654,7 +661,20 @@ static int confirmed(struct owned *w, const struct reply *rep)
  * confirmed (w->keep_value: its value); anything else pending is
  * reverted. The blocking take-backs (a stop, the start) decide in place;
  * owned_take_back in its job (back_job): reading smb.conf may block. */
-enum back_plan { BACK_NOTHING, BACK_REVERT, BACK_CONFIRM };
+enum back_plan { BACK_NOTHING, BACK_REVERT, BACK_CONFIRM, BACK_LATE };
+
+/* A commit in force that needs smbd restarted (restart_wanted), outside
+ * the time window (a start after a crash, at noon; --once ignores the
+ * window): a restart moves every client off, which the window keeps to
+ * its hours, and without one smbd's listener would keep the old sizes
+ * with no later cycle to restart it (the line already reads as
+ * autotuning). It is taken back, as a search that converges after the
+ * window closed keeps the line it started from (tuner_search.c): the
+ * next cycle, in the window, searches again. */
+static bool restart_late(const struct owned *w, const char *value)
+{
+    return outside_window(w->o) && restart_wanted(w, value);
+}
 
 static enum back_plan back_plan(struct owned *w, bool keep)
 {
@@ -663,7 +683,7 @@ static enum back_plan back_plan(struct owned *w, bool keep)
     free(w->keep_value);
     w->keep_value = NULL;
     if (keep && w->st->pending_commit && (w->keep_value = pending_on_disk(w)) != NULL)
-        return BACK_CONFIRM;
+        return restart_late(w, w->keep_value) ? BACK_LATE : BACK_CONFIRM;
     return BACK_REVERT;
 }
 
@@ -676,7 +696,8 @@ static int back_job(void *arg, int out_fd)
     struct owned *w = arg;
     struct reply *rep;
     /* (the child's copy of w: keep_value is set here for confirm()) */
-    bool keep = back_plan(w, w->confirming) == BACK_CONFIRM;
+    enum back_plan plan = back_plan(w, w->confirming);
+    bool keep = plan == BACK_CONFIRM;
     size_t vlen = keep ? strlen(w->keep_value) : 0;
     int r;
 
@@ -689,6 +710,7 @@ static int back_job(void *arg, int out_fd)
         memcpy(rep + 1, w->keep_value, vlen);
     } else {
         revert(w, rep);
+        rep->late = plan == BACK_LATE;
     }
     r = files_write_all(out_fd, rep, sizeof(*rep) + vlen + 1);
     free(rep);
@@ -754,6 +776,7 @@ int owned_take_back(struct owned *w, bool keep, owned_back_fn done, void *ud)
 void owned_take_back_now(struct owned *w, bool keep)
 {
     const struct smbconf_edit *ed = &w->st->pending_edit;
+    enum back_plan plan;
     struct reply rep;
 
     w->error[0] = '\0';
@@ -784,7 +807,8 @@ void owned_take_back_now(struct owned *w, bool keep)
                     w->o->smb_conf);
         return;
     }
-    switch (back_plan(w, keep)) {
+    plan = back_plan(w, keep);
+    switch (plan) {
     case BACK_NOTHING:
         return;
     case BACK_CONFIRM:
@@ -798,7 +822,9 @@ void owned_take_back_now(struct owned *w, bool keep)
                     ed->file, (int)ed->line_len, ed->written + ed->line_off);
         return;
     case BACK_REVERT:
+    case BACK_LATE:
         revert(w, &rep);
+        rep.late = plan == BACK_LATE;
         settle(w, &rep);
     }
 }
@@ -807,7 +833,9 @@ void owned_recover(struct owned *w)
 {
     struct reply rep;
 
-    switch (back_plan(w, true)) {
+    enum back_plan plan = back_plan(w, true);
+
+    switch (plan) {
     case BACK_NOTHING:
         return;
     case BACK_CONFIRM:
@@ -815,7 +843,9 @@ void owned_recover(struct owned *w)
         confirmed(w, &rep);
         return;
     case BACK_REVERT:
+    case BACK_LATE:
         revert(w, &rep);
+        rep.late = plan == BACK_LATE;
         settle(w, &rep);
     }
 }

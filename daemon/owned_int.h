@@ -22,8 +22,8 @@ struct reply {
     int r;                           /* the edit: 0 or -errno */
     int apply_r;                     /* telling smbd: 0 or -errno */
     bool checked, undone, restarted; /* a confirm: see confirm() */
-    bool not_restarted;              /* a restart it would want, left (--dry-run, late) */
-    bool late;                       /* left as outside the time window */
+    bool not_restarted;              /* a restart it would want, left (--dry-run) */
+    bool late;                       /* a revert: restart_late (back_plan) */
     bool confirmed;                  /* a take-back's job confirmed a commit in force */
     int undo;                        /* a confirm undone: how (smbconf_confirm's *how) */
     int line;

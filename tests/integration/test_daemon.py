@@ -665,14 +665,15 @@ def test_dry_run_settles_a_commit_without_a_restart(make_env):
     assert_clean(env)
 
 
-def test_a_commit_settled_outside_the_window_does_not_restart_smbd(make_env):
+def test_a_commit_settled_outside_the_window_is_taken_back(make_env):
     """A daemon started outside its time window (a crash at the window's
-    end, a start at noon) settles a commit a killed run left, tells smbd,
-    but does not restart it, though restart_smbd = yes and smbd's listener
-    holds the explicit size the commit leaves to autotuning: a restart
-    moves every client off, which the window keeps to its hours. It says
-    so (a restart it tried would fail here: the test's environment has no
-    system bus)."""
+    end, a start at noon) finds a commit a killed run left that needs smbd
+    restarted: restart_smbd = yes, and the commit leaves SO_SNDBUF to
+    autotuning while smbd's listener holds an explicit size. A restart
+    moves every client off, which the window keeps to its hours, and
+    without one the listener keeps the old size with no later cycle to
+    restart it: the commit is taken back, saying why (a restart it tried
+    would fail here: the test's environment has no system bus)."""
     env = make_env(LEGACY)
     tune = {"mode": q("advise"), "apply": q("smbcontrol"), "restart_smbd": "yes"}
     env.write_config(tune=tune)
@@ -686,16 +687,17 @@ def test_a_commit_settled_outside_the_window_does_not_restart_smbd(make_env):
     env.write_config(tune={**tune, "window": q(window)})
     d = env.start()
     d.wait_for(lambda: "outside the time window" in d.stderr and
-               "written by a run that did not finish" in d.stderr, timeout=60,
-               what="the settled commit and the window's deferral")
+               "unfinished change taken back" in d.stderr, timeout=60,
+               what="the take-back and the window's deferral")
     d.signal(signal.SIGTERM)
     assert d.wait(timeout=60) == 0, d.stderr
-    assert re.search(r"^<5>.*written by a run that did not finish, checked and kept: smbd is "
-                     r"told \(apply = smbcontrol\) but not restarted \(outside the time window "
-                     + re.escape(window) + r"\): autotuning reaches new connections once smbd "
-                     r"restarts", d.stderr, re.M), d.stderr
+    assert re.search(r"^<5>unfinished change taken back in .*: the socket options line holds "
+                     r"what it held before: the change needs smbd restarted \(restart_smbd = "
+                     r"yes\), never done outside the time window " + re.escape(window) + "$",
+                     d.stderr, re.M), d.stderr
+    assert "checked and kept" not in d.stderr, d.stderr
     assert "cannot reach systemd" not in d.stderr, d.stderr
-    assert socket_value(env.srv.conf.read_bytes()) == new.split("=", 1)[1].strip()
+    assert socket_value(env.srv.conf.read_bytes()) == old.split("=", 1)[1].strip()
     assert env.state().get("pending") == "no"
 
 

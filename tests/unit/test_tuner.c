@@ -29,6 +29,7 @@
 #include "child.h"
 #include "files.h"
 #include "journal.h"
+#include "owned.h"
 #include "rmtree.h"
 #include "smbconf.h"
 #include "sockopts.h"
@@ -2445,6 +2446,50 @@ static void test_no_restart_after_the_window_closed(void **state)
     free(v);
 }
 
+static void put_done(void *ud, int r, const struct owned_put_result *res)
+{
+    (void)res;
+    *(int *)ud = r;
+}
+
+/* The edit job checks the window again before it writes a commit that
+ * restarts smbd: it may have closed while testparm ran since the search
+ * checked it. Nothing is written, nothing recorded, and it says why. */
+static void test_commit_job_refuses_a_restart_after_the_window(void **state)
+{
+    struct fix *f = *state;
+    char *was = tz_set("UTC0"), *v, bus[300];
+    struct owned *w;
+    struct state st;
+    sd_event *ev = new_loop();
+    int r = 1;
+
+    snprintf(bus, sizeof(bus), "unix:path=%s/no-system-bus", f->dir);
+    setenv("DBUS_SYSTEM_BUS_ADDRESS", bus, 1);
+    f->o.once = false;
+    f->o.restart_smbd = true;
+    /* closed: it opens in an hour */
+    f->o.window_start = minute_from_now(60);
+    f->o.window_end = minute_from_now(120);
+    memset(&st, 0, sizeof(st));
+    assert_int_equal(owned_new(ev, &f->o, &st, &w), 0);
+    assert_int_equal(owned_put(w, LEGACY, (struct search_config){SEARCH_AUTO, SEARCH_AUTO},
+                               OWNED_COMMIT, true, put_done, &r),
+                     0);
+    while (r == 1)
+        assert_true(sd_event_run(ev, UINT64_MAX) >= 0);
+    owned_free(w);
+    sd_event_unref(ev);
+    tz_restore(was);
+    unsetenv("DBUS_SYSTEM_BUS_ADDRESS");
+    assert_int_equal(r, -ETIME);
+    v = conf_value(f);
+    assert_string_equal(v, LEGACY);
+    free(v);
+    assert_false(st.pending);
+    state_free(&st);
+}
+
 /* Outside the window the cycle is deferred to the window's start, not
  * an interval later (6h from 11:30 never meets 01:00-05:00): the timer,
  * the state's next_at and the status all say the start. The deferral
@@ -2824,6 +2869,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_window_defers_to_its_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_window_closing_ends_the_search, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_restart_after_the_window_closed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_commit_job_refuses_a_restart_after_the_window, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_next_cycle_outside_the_window_moves_to_its_start,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_keeps_the_schedule, setup, teardown),
