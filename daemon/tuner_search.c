@@ -151,10 +151,12 @@ static void tell(struct tuner *t, const struct probe_result *r)
 }
 
 /* A probe that measured nothing ends the cycle (its trial goes back). The
- * line names what was probed: a shadow smbd's failure is not production's. */
-static void probe_failed(struct tuner *t, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void probe_failed(struct tuner *t, const char *fmt, ...)
+ * line names what was probed: a shadow smbd's failure is not production's.
+ * refused: it failed before any transfer (not a deadline), when the
+ * shadow's log may say that it refused the connection. */
+static void probe_failed(struct tuner *t, bool refused, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void probe_failed(struct tuner *t, bool refused, const char *fmt, ...)
 {
     const char *what = t->o.own_share ? "smbtuned's own share" : t->probe_url;
     char why[1024];
@@ -166,16 +168,18 @@ static void probe_failed(struct tuner *t, const char *fmt, ...)
     /* The own share's name is what keeps others off it while a shadow
      * serves it: not for the journal (what). The shadow's own word for a
      * refusal the probe sees only as a connection that closed ("Invalid
-     * argument"): production's [global] hosts lists, which a shadow keeps
-     * (lib/trial_render.c says why), refuse 127.0.0.1. Asked before the
-     * cycle's end stops the shadow. */
-    if (t->o.trials == TUNER_SHADOW && t->w.ops->place_denied(t->w.ctx))
+     * argument") or a share that refuses it: smb.conf's hosts lists,
+     * which a shadow keeps (lib/trial_render.c says why), refuse
+     * 127.0.0.1. Asked before the cycle's end stops the shadow. */
+    if (refused && t->o.trials == TUNER_SHADOW && t->w.ops->place_denied(t->w.ctx))
         report_error("probe", t->o.smb_conf,
                      "probe of %s failed: %s (a trial's shadow smbd, which refused the "
-                     "connection from 127.0.0.1: the [global] hosts allow and hosts deny of %s, "
-                     "which the shadows keep, refuse it; admit 127.0.0.1 in hosts allow, or "
-                     "give probe { url })",
-                     what, why, t->o.smb_conf);
+                     "connection from 127.0.0.1: the hosts allow and hosts deny of %s%s, which "
+                     "the shadows keep, refuse it; %s)",
+                     what, why, t->o.smb_conf,
+                     t->o.own_share ? " ([global])" : " ([global], or the share's own)",
+                     t->o.own_share ? "admit 127.0.0.1 in hosts allow, or give probe { url }"
+                                    : "admit 127.0.0.1 in the hosts allow that refuses it");
     else
         report_error("probe", t->o.smb_conf, "probe of %s failed: %s%s", what, why,
                      t->o.trials == TUNER_SHADOW ? " (a trial's shadow smbd)" : "");
@@ -187,7 +191,7 @@ static void on_measured(void *ud, int ret, const struct probe_result *r, const c
     struct tuner *t = ud;
 
     if (ret < 0 || (r->outcome != PROBE_OK && r->outcome != PROBE_TIMEOUT)) {
-        probe_failed(t, "%s", why);
+        probe_failed(t, true, "%s", why);
         return;
     }
     /* The whole deadline passed before the transfer began: the server took
@@ -197,8 +201,8 @@ static void on_measured(void *ud, int ret, const struct probe_result *r, const c
      * Under a deadline cut short for a poor trial, a slow log-on may be
      * all it was: that stays a lower bound, as before. */
     if (r->outcome == PROBE_TIMEOUT && r->write_s == 0 && r->write_bytes == 0 && !t->probe_cut) {
-        probe_failed(t, "no answer within its deadline of %.0f s (%s)", t->o.probe.deadline_s,
-                     r->cause);
+        probe_failed(t, false, "no answer within its deadline of %.0f s (%s)",
+                     t->o.probe.deadline_s, r->cause);
         return;
     }
     tell(t, r);

@@ -29,6 +29,8 @@
 #define POLL_INTERVAL_S 0.05
 /* The last bytes of the shadow's log quoted in an error. */
 #define LOG_TAIL_BYTES 600
+/* How much of the log's end is searched for a line (log_has). */
+#define LOG_SCAN_BYTES 65536
 /* smbd's messaging socket is LOCKDIR/msg.sock/PID, a unix socket whose
  * path must fit sun_path (108 bytes with its NUL; pids have up to 7
  * digits): a longer one makes smbd exit with status 1 and no reason. */
@@ -107,33 +109,60 @@ static int pick_port(int *port)
     return r;
 }
 
+/* The last len - 1 bytes of the shadow's log, NUL-terminated ("" when it
+ * cannot be read): smbd writes it without a size limit (max log size =
+ * 0), and a refused connection adds a line each, so only the tail is
+ * read, whatever its size. The run directory is ours (mode 0700): no
+ * link in it is someone else's, O_NOFOLLOW all the same. */
+static void log_read_tail(const char *log, char *buf, size_t len)
+{
+    struct stat sb;
+    ssize_t n = 0;
+    int fd;
+
+    buf[0] = '\0';
+    fd = open(log, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return;
+    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        off_t from = sb.st_size > (off_t)(len - 1) ? sb.st_size - (off_t)(len - 1) : 0;
+
+        n = pread(fd, buf, len - 1, from);
+    }
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+}
+
 /* The last lines of the shadow's log, for an error message. */
 static void log_tail(const char *log, char *buf, size_t len)
 {
-    char *text = NULL;
-    size_t n = 0;
-    const char *from;
+    char text[LOG_TAIL_BYTES + 1];
+    const char *from = text;
 
-    buf[0] = '\0';
-    if (files_read(log, &text, &n, NULL) < 0)
-        return;
-    from = n > LOG_TAIL_BYTES ? text + n - LOG_TAIL_BYTES : text;
+    log_read_tail(log, text, sizeof(text));
     /* Start at a line boundary when the cut fell inside a line. */
-    if (from != text && strchr(from, '\n') != NULL && strchr(from, '\n')[1] != '\0')
+    if (strchr(from, '\n') != NULL && strchr(from, '\n')[1] != '\0' &&
+        strlen(text) == LOG_TAIL_BYTES)
         from = strchr(from, '\n') + 1;
     snprintf(buf, len, "%s", from);
-    free(text);
 }
 
-static bool log_has(const char *log, const char *needle)
+/* Whether a line of the log's last LOG_SCAN_BYTES holds needle, and
+ * and_needle after it (unless NULL). */
+static bool log_has(const char *log, const char *needle, const char *and_needle)
 {
-    char *text = NULL;
-    size_t n;
-    bool has;
+    char *text = malloc(LOG_SCAN_BYTES + 1), *line, *save = NULL;
+    bool has = false;
 
-    if (files_read(log, &text, &n, NULL) < 0)
+    if (text == NULL)
         return false;
-    has = strstr(text, needle) != NULL;
+    log_read_tail(log, text, LOG_SCAN_BYTES + 1);
+    for (line = strtok_r(text, "\n", &save); line != NULL && !has;
+         line = strtok_r(NULL, "\n", &save)) {
+        const char *at = strstr(line, needle);
+
+        has = at != NULL && (and_needle == NULL || strstr(at, and_needle) != NULL);
+    }
     free(text);
     return has;
 }
@@ -141,8 +170,8 @@ static bool log_has(const char *log, const char *needle)
 bool trial_shadow_denied(const struct trial_shadow *t)
 {
     /* lib/util/access.c, allow_access(): "Denied connection from NAME
-     * (ADDR)" at level 0 */
-    return t->log[0] != '\0' && log_has(t->log, "Denied connection from ");
+     * (ADDR)" at level 0; the shadow listens on 127.0.0.1 alone */
+    return t->log[0] != '\0' && log_has(t->log, "Denied connection from ", "(127.0.0.1)");
 }
 
 /* In the child, between fork and exec. */
@@ -390,7 +419,7 @@ int trial_shadow_poll(struct trial_shadow *t, struct err *e)
         log_tail(t->log, tail, sizeof(tail));
         /* smbd exits when it cannot bind its one port ("No sockets
          * available to bind to"), after logging why. */
-        if (log_has(t->log, "Address already in use"))
+        if (log_has(t->log, "Address already in use", NULL))
             return err_set(e, -EADDRINUSE, "shadow smbd: port %d was taken:\n%s", t->port, tail);
         if (si.si_code == CLD_EXITED)
             return err_set(e, -ECHILD, "shadow smbd (%s) exited with status %d:\n%s", t->conf,

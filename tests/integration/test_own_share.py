@@ -128,22 +128,16 @@ def test_once_without_url_tunes_on_the_own_share(make_env):
     assert env.srv.alive()
 
 
-def own_share_once(smbtuned, srv, tmp_path, extra, *args):
-    """--once --dry-run on the own share, production's [global] given the
-    lines `extra` first: (the daemon, ended; smb.conf's bytes before it).
-    The lines are added after the fixture's readiness check, which logs on
-    as a guest from 127.0.0.1 too; the shadows read them from the file
-    they include. Leaves nothing behind."""
-    text = srv.conf.read_text()
-    assert text.count("[global]\n") == 1
-    srv.conf.write_text(text.replace("[global]\n", "[global]\n" + "".join(
-        f"   {line}\n" for line in extra)))
+def dry_once(smbtuned, srv, tmp_path, probe, tune, *args):
+    """--once --dry-run against srv's smb.conf, with these probe and tune
+    settings: (the daemon, ended; smb.conf's bytes before it). Leaves
+    nothing behind."""
     env = DaemonEnv(smbtuned, srv, tmp_path)
     try:
         env.conf.write_text(conf_text(
-            {**SMALL_PROBE},
+            {**SMALL_PROBE, **probe},
             {"smb_conf": q(srv.conf), "state_dir": q(env.state_dir), **SMALL_TUNE,
-             "mode": q("tune")}))
+             "mode": q("tune"), **tune}))
         before = srv.conf.read_bytes()
         d = env.start("--once", "--dry-run", *args)
         d.wait(timeout=300)
@@ -151,6 +145,18 @@ def own_share_once(smbtuned, srv, tmp_path, extra, *args):
         return d, before
     finally:
         env.cleanup()
+
+
+def own_share_once(smbtuned, srv, tmp_path, extra, *args):
+    """dry_once on the own share (no url), production's [global] given the
+    lines `extra` first. They are added after the fixture's readiness
+    check, which logs on as a guest from 127.0.0.1 too; the shadows read
+    them from the file they include."""
+    text = srv.conf.read_text()
+    assert text.count("[global]\n") == 1
+    srv.conf.write_text(text.replace("[global]\n", "[global]\n" + "".join(
+        f"   {line}\n" for line in extra)))
+    return dry_once(smbtuned, srv, tmp_path, {}, {}, *args)
 
 
 @pytest.mark.smbd
@@ -169,6 +175,17 @@ def test_own_share_works_where_production_requires_encryption(smbtuned, smbd_fac
     assert srv.conf.read_bytes() == before
 
 
+def assert_refused(d, what, conf, whose, advice):
+    """The failed probe's journal line (of `what`, a regex) says the
+    shadow refused 127.0.0.1, by whose hosts lists in conf, and what to
+    do."""
+    line = f"<3>probe of {what} failed: .*" + re.escape(
+        f" (a trial's shadow smbd, which refused the connection from 127.0.0.1: the hosts "
+        f"allow and hosts deny of {conf} ({whose}), which the shadows keep, refuse it; "
+        f"{advice})")
+    assert re.search("^" + line + "$", d.stderr, re.M), d.stderr
+
+
 @pytest.mark.smbd
 def test_own_share_refused_by_hosts_deny_says_why(smbtuned, smbd_factory, tmp_path):
     """A [global] that refuses 127.0.0.1 (the hardening guides' LAN in
@@ -179,9 +196,28 @@ def test_own_share_refused_by_hosts_deny_says_why(smbtuned, smbd_factory, tmp_pa
     srv = smbd_factory(socket_options=ON_LATTICE)
     d, before = own_share_once(smbtuned, srv, tmp_path,
                                ["hosts allow = 192.0.2.0/24", "hosts deny = ALL"])
-    assert re.search(r"^<3>probe of smbtuned's own share failed: .*\(a trial's shadow smbd, "
-                     r"which refused the connection from 127\.0\.0\.1: the \[global\] hosts "
-                     r"allow and hosts deny of " + re.escape(str(srv.conf)) + r", which the "
-                     r"shadows keep, refuse it; admit 127\.0\.0\.1 in hosts allow, or give "
-                     r"probe \{ url \}\)$", d.stderr, re.M), d.stderr
+    assert_refused(d, re.escape("smbtuned's own share"), srv.conf, "[global]",
+                   "admit 127.0.0.1 in hosts allow, or give probe { url }")
+    assert srv.conf.read_bytes() == before
+
+
+@pytest.mark.smbd
+def test_share_refused_by_its_hosts_lists_says_why(smbtuned, smbd_factory, tmp_path):
+    """With a url, shadow trials serve production's share, with its own
+    hosts lists: a share that admits only a LAN refuses the probe on the
+    shadow's 127.0.0.1, and the journal line names the share's lists too,
+    without asking for the url already given."""
+    srv = smbd_factory(socket_options=ON_LATTICE)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    with open(srv.conf, "a") as f:
+        f.write(f"[locked]\n   path = {locked}\n   guest ok = yes\n   read only = no\n"
+                "   hosts allow = 192.0.2.0/24\n   hosts deny = ALL\n")
+    d, before = dry_once(smbtuned, srv, tmp_path,
+                         {"url": q(srv.url.rsplit("/", 1)[0] + "/locked")},
+                         {"trials": q("shadow")})
+    # the url of the shadow's port
+    assert_refused(d, r"smb://127\.0\.0\.1:\d+/locked", srv.conf,
+                   "[global], or the share's own", "admit 127.0.0.1 in the hosts allow that "
+                   "refuses it")
     assert srv.conf.read_bytes() == before
