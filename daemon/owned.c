@@ -210,6 +210,19 @@ static bool outside_window(const struct tuner_opts *o)
     return !o->once && window_opens_in(o->window_start, o->window_end, time(NULL)) > 0;
 }
 
+/* -ETIME: a commit that restarts smbd met the window shut; what: how far
+ * it got. */
+static int window_shut(const struct owned *w, struct err *e, const char *what)
+{
+    char win[24];
+
+    window_str(w->o->window_start, w->o->window_end, win, sizeof(win));
+    return err_set(e, -ETIME,
+                   "%s: the time window %s closed before smbd could be restarted "
+                   "(restart_smbd = yes)",
+                   what, win);
+}
+
 /* Record an edit in the state file before it reaches the disk (between
  * smbconf_prepare and smbconf_write): a trial, which a restart takes back,
  * or a commit, which it keeps. Runs in the job. */
@@ -259,15 +272,8 @@ static int put_job(void *arg, int out_fd)
      * minute) since the search checked it (tuner_search.c,
      * restart_too_late): a commit that restarts smbd is then not written,
      * as it would not be then. */
-    if (r == 0 && w->restart && outside_window(w->o)) {
-        char win[24];
-
-        window_str(w->o->window_start, w->o->window_end, win, sizeof(win));
-        r = err_set(&e, -ETIME,
-                    "not written: the time window %s closed before smbd could be restarted "
-                    "(restart_smbd = yes)",
-                    win);
-    }
+    if (r == 0 && w->restart && outside_window(w->o))
+        r = window_shut(w, &e, "not written");
     if (r == 0 && res.changed && (r = record(w, &res.edit)) < 0)
         err_set(&e, r, "not written: recording the change failed: %s", strerror(-r));
     if (r == 0)
@@ -283,11 +289,18 @@ static int put_job(void *arg, int out_fd)
         rep->line = res.line;
         snprintf(rep->file, sizeof(rep->file), "%s", res.file ? res.file : "");
         memcpy(rep + 1, res.new_value, vlen);
-        if (w->kind == OWNED_TRIAL)
+        if (w->kind == OWNED_TRIAL) {
             rep->apply_r = apply_run(trial_apply(w->o), w->o->smb_conf, &ae);
-        else if (w->restart)
+        } else if (w->restart && outside_window(w->o)) {
+            /* The check after the write (testparm, up to a minute) ran
+             * past the window's end: no restart. The record stays, and
+             * the cycle's end takes the commit back (BACK_LATE). */
+            rep->r = window_shut(w, &e, "written, to be taken back");
+            memcpy(rep->msg, e.msg, sizeof(rep->msg));
+        } else if (w->restart) {
             rep->apply_r = apply_restart_smbd(&ae);
-        else
+            rep->restarted = rep->apply_r == 0;
+        } else
             rep->apply_r = apply_run(w->o->apply, w->o->smb_conf, &ae);
         memcpy(rep->apply_msg, ae.msg, sizeof(rep->apply_msg));
     }
@@ -366,6 +379,7 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
     res.new_value = (const char *)(rep + 1);
     res.file = rep->file[0] ? rep->file : NULL;
     res.line = rep->line;
+    res.restarted = rep->restarted;
     if (w->kind == OWNED_TRIAL) {
         free(w->live_value);
         w->live_value = strdup(res.new_value);
@@ -578,8 +592,16 @@ static void confirm(struct owned *w, struct reply *rep)
     /* --dry-run settles what a killed run left in smb.conf, as the man
      * page says, but restarts nothing: a restart drops every client, and
      * an admin asking for a dry run expects none. smbd is told as `apply`
-     * says; autotuning reaches new connections once smbd restarts. */
-    restart = rep->r == 0 && restart_wanted(w, w->keep_value);
+     * says; autotuning reaches new connections once smbd restarts. The
+     * window was open when back_plan asked, but smbconf_confirm's
+     * testparm may have run past its end: then the commit is taken back
+     * after all (BACK_LATE says why). */
+    restart = rep->r == 0 && w->wants_restart;
+    if (restart && !w->o->dry_run && outside_window(w->o)) {
+        revert(w, rep);
+        rep->late = true;
+        return;
+    }
     rep->restarted = restart && !w->o->dry_run;
     rep->not_restarted = restart && w->o->dry_run;
     if (rep->restarted)
@@ -663,27 +685,30 @@ static int confirmed(struct owned *w, const struct reply *rep)
  * owned_take_back in its job (back_job): reading smb.conf may block. */
 enum back_plan { BACK_NOTHING, BACK_REVERT, BACK_CONFIRM, BACK_LATE };
 
-/* A commit in force that needs smbd restarted (restart_wanted), outside
- * the time window (a start after a crash, at noon; --once ignores the
- * window): a restart moves every client off, which the window keeps to
- * its hours, and without one smbd's listener would keep the old sizes
- * with no later cycle to restart it (the line already reads as
- * autotuning). It is taken back, as a search that converges after the
- * window closed keeps the line it started from (tuner_search.c): the
- * next cycle, in the window, searches again. */
-static bool restart_late(const struct owned *w, const char *value)
-{
-    return outside_window(w->o) && restart_wanted(w, value);
-}
+/* BACK_LATE: a commit in force that needs smbd restarted (restart_wanted,
+ * asked once, here: w->wants_restart), outside the time window (a start
+ * after a crash, at noon; --once ignores the window). A restart moves
+ * every client off, which the window keeps to its hours, and without one
+ * smbd's listener would keep the old sizes with no later cycle to restart
+ * it (the line already reads as autotuning). It is taken back, as a
+ * search that converges after the window closed keeps the line it
+ * started from (tuner_search.c): the next cycle, in the window, searches
+ * again. judge: whether to ask (not at a stop, which leaves a commit to
+ * confirm to the next start, and must not wait for smbd). */
 
-static enum back_plan back_plan(struct owned *w, bool keep)
+static enum back_plan back_plan(struct owned *w, bool keep, bool judge)
 {
     if (!w->st->pending)
         return BACK_NOTHING;
     free(w->keep_value);
     w->keep_value = NULL;
-    if (keep && w->st->pending_commit && (w->keep_value = pending_on_disk(w)) != NULL)
-        return restart_late(w, w->keep_value) ? BACK_LATE : BACK_CONFIRM;
+    w->wants_restart = false;
+    if (keep && w->st->pending_commit && (w->keep_value = pending_on_disk(w)) != NULL) {
+        if (!judge)
+            return BACK_CONFIRM;
+        w->wants_restart = restart_wanted(w, w->keep_value);
+        return w->wants_restart && outside_window(w->o) ? BACK_LATE : BACK_CONFIRM;
+    }
     return BACK_REVERT;
 }
 
@@ -696,7 +721,7 @@ static int back_job(void *arg, int out_fd)
     struct owned *w = arg;
     struct reply *rep;
     /* (the child's copy of w: keep_value is set here for confirm()) */
-    enum back_plan plan = back_plan(w, w->confirming);
+    enum back_plan plan = back_plan(w, w->confirming, true);
     bool keep = plan == BACK_CONFIRM;
     size_t vlen = keep ? strlen(w->keep_value) : 0;
     int r;
@@ -706,7 +731,7 @@ static int back_job(void *arg, int out_fd)
         return -ENOMEM;
     if (keep) {
         confirm(w, rep);
-        rep->confirmed = true;
+        rep->confirmed = !rep->late;
         memcpy(rep + 1, w->keep_value, vlen);
     } else {
         revert(w, rep);
@@ -807,7 +832,7 @@ void owned_take_back_now(struct owned *w, bool keep)
                     w->o->smb_conf);
         return;
     }
-    plan = back_plan(w, keep);
+    plan = back_plan(w, keep, false);
     switch (plan) {
     case BACK_NOTHING:
         return;
@@ -833,14 +858,17 @@ void owned_recover(struct owned *w)
 {
     struct reply rep;
 
-    enum back_plan plan = back_plan(w, true);
+    enum back_plan plan = back_plan(w, true, true);
 
     switch (plan) {
     case BACK_NOTHING:
         return;
     case BACK_CONFIRM:
         confirm(w, &rep);
-        confirmed(w, &rep);
+        if (rep.late)
+            settle(w, &rep);
+        else
+            confirmed(w, &rep);
         return;
     case BACK_REVERT:
     case BACK_LATE:

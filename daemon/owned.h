@@ -33,12 +33,15 @@ struct owned_put_result {
     const char *file;      /* where the line is (as named), NULL: smb.conf itself */
     int line;
     const char *msg; /* on failure: why */
+    bool restarted;  /* a commit that restarted smbd (restart_smbd) */
 };
 
 /* r: 0; -ECANCELED when the line was not ours to change (the hold is
  * taken already, unless a trial of ours is still on record: then the
  * caller's take-back puts it back and holds); -ESRCH when a trial was written but smbd was not told
- * (the trial stays recorded: take it back); -ETIMEDOUT when the job did
+ * (the trial stays recorded: take it back); -ETIME when a commit that
+ * restarts smbd met the time window shut (written or not: a written one
+ * stays recorded, and the cycle's end takes it back); -ETIMEDOUT when the job did
  * not finish (with the hold taken when it did not even end when killed);
  * other -errno. */
 typedef void (*owned_put_fn)(void *ud, int r, const struct owned_put_result *res);

@@ -23,7 +23,7 @@ struct reply {
     int apply_r;                     /* telling smbd: 0 or -errno */
     bool checked, undone, restarted; /* a confirm: see confirm() */
     bool not_restarted;              /* a restart it would want, left (--dry-run) */
-    bool late;                       /* a revert: restart_late (back_plan) */
+    bool late;                       /* a revert: BACK_LATE (back_plan) */
     bool confirmed;                  /* a take-back's job confirmed a commit in force */
     int undo;                        /* a confirm undone: how (smbconf_confirm's *how) */
     int line;
@@ -48,10 +48,11 @@ struct owned {
     owned_put_fn put_done;
     owned_back_fn back_done;
     void *ud;
-    bool hold_on_disk; /* st->hold was saved by us or read from the file */
-    char *keep_value;  /* a commit in force that a take-back confirms */
-    bool confirming;   /* the job under way confirms, not reverts */
-    bool reading;      /* the job under way only reads (owned_read.c) */
+    bool hold_on_disk;  /* st->hold was saved by us or read from the file */
+    char *keep_value;   /* a commit in force that a take-back confirms */
+    bool confirming;    /* the job under way confirms, not reverts */
+    bool wants_restart; /* back_plan: the commit to confirm needs smbd restarted */
+    bool reading;       /* the job under way only reads (owned_read.c) */
     owned_read_fn read_done;
     /* why the last read or take-back failed ("" after one that did not:
      * owned_last_error) */

@@ -191,7 +191,7 @@ static void on_measured(void *ud, int ret, const struct probe_result *r, const c
     struct tuner *t = ud;
 
     if (ret < 0 || (r->outcome != PROBE_OK && r->outcome != PROBE_TIMEOUT)) {
-        probe_failed(t, true, "%s", why);
+        probe_failed(t, ret >= 0 && r->write_bytes == 0, "%s", why);
         return;
     }
     /* The whole deadline passed before the transfer began: the server took
@@ -307,40 +307,6 @@ static void search_done(struct tuner *t)
     tuner_cycle_end(t, !t->failed);
 }
 
-static void on_committed(void *ud, int r, const struct owned_put_result *res)
-{
-    struct tuner *t = ud;
-
-    if (r < 0) {
-        if (r != -ECANCELED)
-            report_error("commit", t->o.smb_conf, "commit: %s", res->msg);
-        outcome_failed(&t->out, res->msg);
-        t->failed = true;
-    } else {
-        double wr, rr;
-
-        /* The commit carries the search's rates and samples too: the one
-         * entry an admin looks for says what the new line is worth. */
-        report_rates(t->s, &t->tally, t->out.w, &wr, &rr);
-        /* From what the cycle began with: after live trials the file's old
-         * value is the last trial's, often the winner itself. */
-        report_event(JOURNAL_ID_COMMIT, LOG_NOTICE,
-                     &(struct event_fields){.smb_conf = res->file ? res->file : t->o.smb_conf,
-                                            .c = &t->out.w,
-                                            .samples = search_samples(t->s),
-                                            .write_mbps = wr,
-                                            .read_mbps = rr},
-                     "socket options: %s -> %s (%s:%d)", t->value0, res->new_value,
-                     res->file ? res->file : t->o.smb_conf, res->line);
-        outcome_written(&t->out, res->new_value);
-        /* what real clients had before it: later cycles compare the
-         * connections opened since with these */
-        t->have_before = t->real.valid;
-        t->real_before = t->real;
-    }
-    search_done(t);
-}
-
 /* The search ends before it converged, keeping the line it started from
  * (a live trial goes back at the cycle's end); why: in the status. */
 static void stop_early(struct tuner *t, const char *why)
@@ -395,14 +361,14 @@ static bool window_closed(struct tuner *t)
 /* A restart moves every client off smbd: never outside the time window.
  * A search whose last sample ended after the window closed keeps the
  * line it started from when its commit needs smbd restarted, as a search
- * still sampling would. A commit that only tells smbd goes on: it moves
- * no client off, and it is the cycle's last act. */
-static bool restart_too_late(struct tuner *t, struct outcome *out)
+ * still sampling would; so does one whose edit met the window shut
+ * (owned.h: -ETIME; a line written is taken back at the cycle's end). A
+ * commit that only tells smbd goes on: it moves no client off, and it is
+ * the cycle's last act. */
+static void restart_stop(struct tuner *t, struct outcome *out)
 {
     char *before;
 
-    if (window_open(t))
-        return false;
     if (asprintf(&before, "smbd could be restarted for socket options = %s (restart_smbd = yes)",
                  out->after) < 0)
         before = NULL;
@@ -410,7 +376,58 @@ static bool restart_too_late(struct tuner *t, struct outcome *out)
     window_stop(t, before ? before : "smbd could be restarted (restart_smbd = yes)",
                 "time window closed before smbd's restart");
     free(before);
+}
+
+static bool restart_too_late(struct tuner *t, struct outcome *out)
+{
+    if (window_open(t))
+        return false;
+    restart_stop(t, out);
     return true;
+}
+
+static void on_committed(void *ud, int r, const struct owned_put_result *res)
+{
+    struct tuner *t = ud;
+
+    if (r == -ETIME) {
+        /* the edit met the window shut (owned.h) */
+        restart_stop(t, &t->out);
+        return;
+    }
+    if (r < 0) {
+        if (r != -ECANCELED)
+            report_error("commit", t->o.smb_conf, "commit: %s", res->msg);
+        outcome_failed(&t->out, res->msg);
+        t->failed = true;
+    } else {
+        double wr, rr;
+
+        /* The commit carries the search's rates and samples too: the one
+         * entry an admin looks for says what the new line is worth. */
+        report_rates(t->s, &t->tally, t->out.w, &wr, &rr);
+        /* From what the cycle began with: after live trials the file's old
+         * value is the last trial's, often the winner itself. */
+        report_event(JOURNAL_ID_COMMIT, LOG_NOTICE,
+                     &(struct event_fields){.smb_conf = res->file ? res->file : t->o.smb_conf,
+                                            .c = &t->out.w,
+                                            .samples = search_samples(t->s),
+                                            .write_mbps = wr,
+                                            .read_mbps = rr},
+                     "socket options: %s -> %s (%s:%d)", t->value0, res->new_value,
+                     res->file ? res->file : t->o.smb_conf, res->line);
+        if (res->restarted)
+            report_event(JOURNAL_ID_RESTART, LOG_NOTICE,
+                         &(struct event_fields){.smb_conf = t->o.smb_conf, .c = &t->out.w},
+                         "smbd restarted so that autotuning reaches new connections "
+                         "(restart_smbd = yes): its listener had the old explicit sizes");
+        outcome_written(&t->out, res->new_value);
+        /* what real clients had before it: later cycles compare the
+         * connections opened since with these */
+        t->have_before = t->real.valid;
+        t->real_before = t->real;
+    }
+    search_done(t);
 }
 
 static void finish_search(struct tuner *t)
@@ -453,11 +470,6 @@ static void finish_search(struct tuner *t)
     }
     if (out->restart && restart_too_late(t, out))
         return;
-    if (out->restart)
-        report_event(JOURNAL_ID_RESTART, LOG_NOTICE,
-                     &(struct event_fields){.smb_conf = t->o.smb_conf, .c = &out->w},
-                     "restarting smbd so that autotuning reaches new connections "
-                     "(restart_smbd = yes): its listener keeps the old explicit sizes until then");
     /* Over a live trial, compare with what the trial wrote. */
     expect = owned_live_value(t->line) ? NULL : t->value0;
     t->state = T_COMMITTING;

@@ -26,6 +26,7 @@ must stay short, see daemon_util.py) and a small probe and lattice so that
 the file runs in a few minutes on two cores.
 """
 
+import fcntl
 import json
 import os
 import re
@@ -665,15 +666,11 @@ def test_dry_run_settles_a_commit_without_a_restart(make_env):
     assert_clean(env)
 
 
-def test_a_commit_settled_outside_the_window_is_taken_back(make_env):
-    """A daemon started outside its time window (a crash at the window's
-    end, a start at noon) finds a commit a killed run left that needs smbd
-    restarted: restart_smbd = yes, and the commit leaves SO_SNDBUF to
-    autotuning while smbd's listener holds an explicit size. A restart
-    moves every client off, which the window keeps to its hours, and
-    without one the listener keeps the old size with no later cycle to
-    restart it: the commit is taken back, saying why (a restart it tried
-    would fail here: the test's environment has no system bus)."""
+def late_commit(make_env):
+    """A state file with a commit a killed run left (restart_smbd = yes,
+    SO_SNDBUF left to autotuning while smbd's listener holds an explicit
+    size: a restart wanted), and a time window that excludes now: (env,
+    the old line, the window)."""
     env = make_env(LEGACY)
     tune = {"mode": q("advise"), "apply": q("smbcontrol"), "restart_smbd": "yes"}
     env.write_config(tune=tune)
@@ -685,10 +682,12 @@ def test_a_commit_settled_outside_the_window_is_taken_back(make_env):
     a, b = (m + 60) % 1440, (m + 120) % 1440
     window = f"{a // 60:02d}:{a % 60:02d}-{b // 60:02d}:{b % 60:02d}"
     env.write_config(tune={**tune, "window": q(window)})
-    d = env.start()
-    d.wait_for(lambda: "outside the time window" in d.stderr and
-               "unfinished change taken back" in d.stderr, timeout=60,
-               what="the take-back and the window's deferral")
+    return env, old, window
+
+
+def assert_late_taken_back(d, env, old, window):
+    """Stop d: the commit was taken back, saying why, and smbd was never
+    restarted (no attempt: it would fail on the missing bus)."""
     d.signal(signal.SIGTERM)
     assert d.wait(timeout=60) == 0, d.stderr
     assert re.search(r"^<5>unfinished change taken back in .*: the socket options line holds "
@@ -699,6 +698,38 @@ def test_a_commit_settled_outside_the_window_is_taken_back(make_env):
     assert "cannot reach systemd" not in d.stderr, d.stderr
     assert socket_value(env.srv.conf.read_bytes()) == old.split("=", 1)[1].strip()
     assert env.state().get("pending") == "no"
+
+
+def test_a_commit_settled_outside_the_window_is_taken_back(make_env):
+    """A daemon started outside its time window (a crash at the window's
+    end, a start at noon) finds a commit a killed run left that needs smbd
+    restarted: restart_smbd = yes, and the commit leaves SO_SNDBUF to
+    autotuning while smbd's listener holds an explicit size. A restart
+    moves every client off, which the window keeps to its hours, and
+    without one the listener keeps the old size with no later cycle to
+    restart it: the commit is taken back, saying why (a restart it tried
+    would fail here: the test's environment has no system bus)."""
+    env, old, window = late_commit(make_env)
+    d = env.start()
+    d.wait_for(lambda: "outside the time window" in d.stderr and
+               "unfinished change taken back" in d.stderr, timeout=60,
+               what="the take-back and the window's deferral")
+    assert_late_taken_back(d, env, old, window)
+
+
+def test_a_late_commit_is_taken_back_by_a_cycle_too(make_env):
+    """The same commit, where the start could not settle it (the edit lock
+    held by someone else for its 10 s wait): the first cycle's take-back,
+    in a job, takes it back when the lock is free, and says why."""
+    env, old, window = late_commit(make_env)
+    with open(env.state_dir / "smbconf.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        d = env.start()
+        d.wait_for(lambda: "taking our change back failed" in d.stderr, timeout=60,
+                   what="the start's take-back, refused by the lock")
+    d.wait_for(lambda: "unfinished change taken back" in d.stderr, timeout=60,
+               what="the cycle's take-back")
+    assert_late_taken_back(d, env, old, window)
 
 
 def test_set_buffers_refuses_a_live_trials_value(make_env):
