@@ -42,8 +42,8 @@ int place_put(struct place *p, const char *base, struct search_config c, place_f
 /* Stop the shadow, if one runs (or starts). */
 void place_down(struct place *p);
 
-/* Whether the shadow in place refused a connection by production's
- * [global] hosts lists (trial_shadow_denied); false without one. */
+/* Whether the shadow in place refused a connection from 127.0.0.1 by
+ * smb.conf's hosts lists (trial_shadow_denied); false without one. */
 bool place_denied(const struct place *p);
 
 /* The own share's directory, in the state directory. */

@@ -109,59 +109,66 @@ static int pick_port(int *port)
     return r;
 }
 
-/* The last len - 1 bytes of the shadow's log, NUL-terminated ("" when it
- * cannot be read): smbd writes it without a size limit (max log size =
- * 0), and a refused connection adds a line each, so only the tail is
- * read, whatever its size. The run directory is ours (mode 0700): no
- * link in it is someone else's, O_NOFOLLOW all the same. */
-static void log_read_tail(const char *log, char *buf, size_t len)
+/* The last len - 1 bytes of the shadow's log, NUL-terminated after them
+ * ("" when it cannot be read); returns how many, and *cut whether the
+ * log holds more before them. smbd writes it without a size limit (max
+ * log size = 0), and a refused connection adds a line each, so only the
+ * tail is read, whatever its size. The run directory is ours (mode 0700):
+ * no link in it is someone else's, O_NOFOLLOW all the same. */
+static size_t log_read_tail(const char *log, char *buf, size_t len, bool *cut)
 {
     struct stat sb;
     ssize_t n = 0;
+    off_t from = 0;
     int fd;
 
-    buf[0] = '\0';
     fd = open(log, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
-        return;
-    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
-        off_t from = sb.st_size > (off_t)(len - 1) ? sb.st_size - (off_t)(len - 1) : 0;
-
+    if (fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        from = sb.st_size > (off_t)(len - 1) ? sb.st_size - (off_t)(len - 1) : 0;
         n = pread(fd, buf, len - 1, from);
     }
-    close(fd);
-    buf[n > 0 ? n : 0] = '\0';
+    if (fd >= 0)
+        close(fd);
+    n = n > 0 ? n : 0;
+    buf[n] = '\0';
+    *cut = from > 0 && n > 0;
+    return (size_t)n;
 }
 
 /* The last lines of the shadow's log, for an error message. */
 static void log_tail(const char *log, char *buf, size_t len)
 {
     char text[LOG_TAIL_BYTES + 1];
-    const char *from = text;
+    const char *from = text, *nl;
+    bool cut;
 
-    log_read_tail(log, text, sizeof(text));
+    log_read_tail(log, text, sizeof(text), &cut);
     /* Start at a line boundary when the cut fell inside a line. */
-    if (strchr(from, '\n') != NULL && strchr(from, '\n')[1] != '\0' &&
-        strlen(text) == LOG_TAIL_BYTES)
-        from = strchr(from, '\n') + 1;
+    if (cut && (nl = strchr(text, '\n')) != NULL && nl[1] != '\0')
+        from = nl + 1;
     snprintf(buf, len, "%s", from);
 }
 
 /* Whether a line of the log's last LOG_SCAN_BYTES holds needle, and
- * and_needle after it (unless NULL). */
+ * and_needle after it (unless NULL). A line is searched as bytes: a NUL
+ * in the log hides nothing after it. */
 static bool log_has(const char *log, const char *needle, const char *and_needle)
 {
-    char *text = malloc(LOG_SCAN_BYTES + 1), *line, *save = NULL;
-    bool has = false;
+    char *text = malloc(LOG_SCAN_BYTES + 1);
+    const char *line, *end, *at;
+    bool has = false, cut;
+    size_t n;
 
     if (text == NULL)
         return false;
-    log_read_tail(log, text, LOG_SCAN_BYTES + 1);
-    for (line = strtok_r(text, "\n", &save); line != NULL && !has;
-         line = strtok_r(NULL, "\n", &save)) {
-        const char *at = strstr(line, needle);
-
-        has = at != NULL && (and_needle == NULL || strstr(at, and_needle) != NULL);
+    n = log_read_tail(log, text, LOG_SCAN_BYTES + 1, &cut);
+    for (line = text; line < text + n && !has; line = end + 1) {
+        end = memchr(line, '\n', (size_t)(text + n - line));
+        if (end == NULL)
+            end = text + n;
+        at = memmem(line, (size_t)(end - line), needle, strlen(needle));
+        has = at != NULL && (and_needle == NULL || memmem(at, (size_t)(end - at), and_needle,
+                                                          strlen(and_needle)) != NULL);
     }
     free(text);
     return has;

@@ -125,10 +125,10 @@ int trial_owner_format(const struct trial_owner *o, char *buf, size_t len);
 int trial_shadow_spawn(const char *prod_conf, const char *base_dir, const char *sockopts_value,
                        const char *own_share, struct trial_shadow *t, struct err *e);
 
-/* Whether the shadow refused a connection by its hosts lists (Samba's
- * "Denied connection from" in its log, at any debug level): production's
- * [global] hosts allow and hosts deny, which a shadow keeps, refuse
- * 127.0.0.1. Reads the log: a file of ours, small. */
+/* Whether the shadow refused a connection from 127.0.0.1 by smb.conf's
+ * hosts lists, [global]'s or a share's (Samba's "Denied connection from
+ * ... (127.0.0.1)" in its log, at any debug level), which a shadow keeps.
+ * Reads the log's last 64 KiB. */
 bool trial_shadow_denied(const struct trial_shadow *t);
 
 /* Non-blocking (at most a few ms): 1 when smbd listens on its port and
