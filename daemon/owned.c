@@ -341,6 +341,7 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
     int r;
 
     w->job = NULL;
+    w->late_put = false;
     reload(w);
     if (jr->unreaped) {
         /* It may still finish the write or the rename it is stuck in:
@@ -360,6 +361,7 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
     }
     r = rep->r;
     res.msg = rep->msg;
+    w->late_put = r == -ETIME && w->st->pending && w->st->pending_commit;
     if (r == -ECANCELED) {
         /* Someone else's line is in force. With a trial of ours still on
          * record (the last one written), the hold waits for the cycle's
@@ -704,6 +706,8 @@ static enum back_plan back_plan(struct owned *w, bool keep, bool judge)
     w->keep_value = NULL;
     w->wants_restart = false;
     if (keep && w->st->pending_commit && (w->keep_value = pending_on_disk(w)) != NULL) {
+        if (w->late_put)
+            return BACK_LATE;
         if (!judge)
             return BACK_CONFIRM;
         w->wants_restart = restart_wanted(w, w->keep_value);
@@ -843,7 +847,8 @@ void owned_take_back_now(struct owned *w, bool keep)
          * event is told. */
         journal_log(LOG_NOTICE,
                     "%s: %.*s: written, but smbtuned stopped before it was checked and smbd was "
-                    "told: the next start checks it and tells smbd",
+                    "told: the next start checks it and tells smbd (or, outside the time "
+                    "window, takes back one that needs smbd restarted)",
                     ed->file, (int)ed->line_len, ed->written + ed->line_off);
         return;
     case BACK_REVERT:

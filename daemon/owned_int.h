@@ -52,7 +52,12 @@ struct owned {
     char *keep_value;   /* a commit in force that a take-back confirms */
     bool confirming;    /* the job under way confirms, not reverts */
     bool wants_restart; /* back_plan: the commit to confirm needs smbd restarted */
-    bool reading;       /* the job under way only reads (owned_read.c) */
+    /* the last put met the window shut after its write (-ETIME): its
+     * record is taken back (BACK_LATE), whatever restart_wanted says by
+     * then (the search's rule counts an explicit size in the old line,
+     * which the kernel cannot always show: outcome.c) */
+    bool late_put;
+    bool reading; /* the job under way only reads (owned_read.c) */
     owned_read_fn read_done;
     /* why the last read or take-back failed ("" after one that did not:
      * owned_last_error) */

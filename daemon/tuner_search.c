@@ -391,7 +391,8 @@ static void on_committed(void *ud, int r, const struct owned_put_result *res)
     struct tuner *t = ud;
 
     if (r == -ETIME) {
-        /* the edit met the window shut (owned.h) */
+        /* the edit met the window shut (owned.h): whether it wrote */
+        journal_log(LOG_NOTICE, "commit: %s", res->msg);
         restart_stop(t, &t->out);
         return;
     }
