@@ -110,13 +110,14 @@ static int pick_port(int *port)
 }
 
 /* The last len - 1 bytes of the shadow's log, NUL-terminated after them
- * ("" when it cannot be read); returns how many, and *cut whether the
- * log holds more before them. smbd writes it without a size limit (max
- * log size = 0), and a refused connection adds a line each, so only the
- * tail is read, whatever its size. The run directory is ours (mode 0700):
- * no link in it is someone else's, O_NOFOLLOW all the same. */
+ * ("" when it cannot be read); returns how many, and *cut whether they
+ * begin inside a line (the log holds more of it before them). smbd writes it without a size limit
+ * (max log size = 0), and a refused connection adds a line each, so only the tail is read, whatever
+ * its size. The run directory is ours (mode 0700): no link in it is someone else's, O_NOFOLLOW all
+ * the same. */
 static size_t log_read_tail(const char *log, char *buf, size_t len, bool *cut)
 {
+    char before = '\n'; /* the byte before the tail: none, a line's end */
     struct stat sb;
     ssize_t n = 0;
     off_t from = 0;
@@ -126,12 +127,14 @@ static size_t log_read_tail(const char *log, char *buf, size_t len, bool *cut)
     if (fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
         from = sb.st_size > (off_t)(len - 1) ? sb.st_size - (off_t)(len - 1) : 0;
         n = pread(fd, buf, len - 1, from);
+        if (from > 0 && pread(fd, &before, 1, from - 1) != 1)
+            before = '\n';
     }
     if (fd >= 0)
         close(fd);
     n = n > 0 ? n : 0;
     buf[n] = '\0';
-    *cut = from > 0 && n > 0;
+    *cut = n > 0 && before != '\n';
     return (size_t)n;
 }
 
