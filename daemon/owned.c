@@ -296,6 +296,7 @@ static int put_job(void *arg, int out_fd)
              * past the window's end: no restart. The record stays, and
              * the cycle's end takes the commit back (BACK_LATE). */
             rep->r = window_shut(w, &e, "written, to be taken back");
+            rep->late = true;
             memcpy(rep->msg, e.msg, sizeof(rep->msg));
         } else if (w->restart) {
             rep->apply_r = apply_restart_smbd(&ae);
@@ -361,7 +362,8 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
     }
     r = rep->r;
     res.msg = rep->msg;
-    w->late_put = r == -ETIME && w->st->pending && w->st->pending_commit;
+    /* from the reply: the state may not have been read back (unread) */
+    w->late_put = rep->late;
     if (r == -ECANCELED) {
         /* Someone else's line is in force. With a trial of ours still on
          * record (the last one written), the hold waits for the cycle's
@@ -417,6 +419,7 @@ int owned_put(struct owned *w, const char *expect, struct search_config c, enum 
     w->restart = restart;
     w->put_done = done;
     w->ud = ud;
+    w->late_put = false; /* a new edit: the mark was of an older one */
     r = job_start(w->ev, put_job, w, OWNED_JOB_DEADLINE_S, put_done, w, &w->job, &e);
     if (r < 0)
         journal_log(LOG_ERR, "writing smb.conf: %s", e.msg);
@@ -502,6 +505,7 @@ static int settle(struct owned *w, const struct reply *rep)
     if (r == 0 || r == -EALREADY) {
         char win[24], late[200];
 
+        w->late_put = false; /* its record is gone */
         window_str(w->o->window_start, w->o->window_end, win, sizeof(win));
         snprintf(late, sizeof(late),
                  "the socket options line holds what it held before: the change needs smbd "
