@@ -342,7 +342,6 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
     int r;
 
     w->job = NULL;
-    w->late_put = false;
     reload(w);
     if (jr->unreaped) {
         /* It may still finish the write or the rename it is stuck in:
@@ -503,17 +502,19 @@ static int settle(struct owned *w, const struct reply *rep)
     int r = rep->r;
 
     if (r == 0 || r == -EALREADY) {
-        char win[24], late[200];
-
         w->late_put = false; /* its record is gone */
-        window_str(w->o->window_start, w->o->window_end, win, sizeof(win));
-        snprintf(late, sizeof(late),
-                 "the socket options line holds what it held before: the change needs smbd "
-                 "restarted (restart_smbd = yes), never done outside the time window %s",
-                 win);
-        if (r == 0)
-            taken_back(w, rep,
-                       rep->late ? late : "the socket options line holds what it held before");
+        if (r == 0 && rep->late) {
+            char win[24], late[200];
+
+            window_str(w->o->window_start, w->o->window_end, win, sizeof(win));
+            snprintf(late, sizeof(late),
+                     "the socket options line holds what it held before: the change needs smbd "
+                     "restarted (restart_smbd = yes), never done outside the time window %s",
+                     win);
+            taken_back(w, rep, late);
+        } else if (r == 0) {
+            taken_back(w, rep, "the socket options line holds what it held before");
+        }
         owned_pending_clear(w->st);
         owned_save(w->o, w->st);
         r = 0;
@@ -601,9 +602,10 @@ static void confirm(struct owned *w, struct reply *rep)
      * says; autotuning reaches new connections once smbd restarts. The
      * window was open when back_plan asked, but smbconf_confirm's
      * testparm may have run past its end: then the commit is taken back
-     * after all (BACK_LATE says why). */
+     * after all (BACK_LATE says why). Never under --dry-run, which comes
+     * with --once, which ignores the window. */
     restart = rep->r == 0 && w->wants_restart;
-    if (restart && !w->o->dry_run && outside_window(w->o)) {
+    if (restart && outside_window(w->o)) {
         revert(w, rep);
         rep->late = true;
         return;

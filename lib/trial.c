@@ -111,10 +111,11 @@ static int pick_port(int *port)
 
 /* The last len - 1 bytes of the shadow's log, NUL-terminated after them
  * ("" when it cannot be read); returns how many, and *cut whether they
- * begin inside a line (the log holds more of it before them). smbd writes it without a size limit
- * (max log size = 0), and a refused connection adds a line each, so only the tail is read, whatever
- * its size. The run directory is ours (mode 0700): no link in it is someone else's, O_NOFOLLOW all
- * the same. */
+ * begin inside a line (the log holds more of it before them). smbd
+ * writes the log without a size limit (max log size = 0), and a refused
+ * connection adds a line each, so only the tail is read, whatever its
+ * size. The run directory is ours (mode 0700): no link in it is someone
+ * else's, O_NOFOLLOW all the same. */
 static size_t log_read_tail(const char *log, char *buf, size_t len, bool *cut)
 {
     char before = '\n'; /* the byte before the tail: none, a line's end */
