@@ -96,6 +96,7 @@ void owned_pending_clear(struct state *st)
 {
     st->pending = false;
     st->pending_commit = false;
+    st->pending_restart = STATE_RESTART_UNKNOWN;
     smbconf_edit_free(&st->pending_edit);
 }
 
@@ -191,6 +192,7 @@ static void reload(struct owned *w)
     ed = w->st->pending_edit;
     w->st->pending = disk.pending;
     w->st->pending_commit = disk.pending_commit;
+    w->st->pending_restart = disk.pending_restart;
     w->st->pending_edit = disk.pending_edit;
     disk.pending_edit = ed;
     if (disk.hold && !w->st->hold) {
@@ -245,6 +247,11 @@ static int record(struct owned *w, const struct smbconf_edit *ed)
     st->pending_edit = next;
     st->pending = true;
     st->pending_commit = w->kind == OWNED_COMMIT;
+    /* the search's decision (outcome.c), for a start that finds the
+     * commit in force after a kill (back_plan) */
+    st->pending_restart = !st->pending_commit ? STATE_RESTART_UNKNOWN
+                          : w->restart        ? STATE_RESTART_YES
+                                              : STATE_RESTART_NO;
     r = state_save(w->o->state_dir, st, &e);
     if (r < 0)
         journal_log(LOG_ERR, "%s", e.msg);
@@ -293,10 +300,10 @@ static int put_job(void *arg, int out_fd)
             rep->apply_r = apply_run(trial_apply(w->o), w->o->smb_conf, &ae);
         } else if (w->restart && outside_window(w->o)) {
             /* The check after the write (testparm, up to a minute) ran
-             * past the window's end: no restart. The record stays, and
-             * the cycle's end takes the commit back (BACK_LATE). */
+             * past the window's end: no restart. The record stays (with
+             * pending_restart yes), and the cycle's end takes the commit
+             * back (BACK_LATE), or the next start if we are killed first. */
             rep->r = window_shut(w, &e, "written, to be taken back");
-            rep->late = true;
             memcpy(rep->msg, e.msg, sizeof(rep->msg));
         } else if (w->restart) {
             rep->apply_r = apply_restart_smbd(&ae);
@@ -361,8 +368,6 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
     }
     r = rep->r;
     res.msg = rep->msg;
-    /* from the reply: the state may not have been read back (unread) */
-    w->late_put = rep->late;
     if (r == -ECANCELED) {
         /* Someone else's line is in force. With a trial of ours still on
          * record (the last one written), the hold waits for the cycle's
@@ -418,7 +423,6 @@ int owned_put(struct owned *w, const char *expect, struct search_config c, enum 
     w->restart = restart;
     w->put_done = done;
     w->ud = ud;
-    w->late_put = false; /* a new edit: the mark was of an older one */
     r = job_start(w->ev, put_job, w, OWNED_JOB_DEADLINE_S, put_done, w, &w->job, &e);
     if (r < 0)
         journal_log(LOG_ERR, "writing smb.conf: %s", e.msg);
@@ -502,7 +506,6 @@ static int settle(struct owned *w, const struct reply *rep)
     int r = rep->r;
 
     if (r == 0 || r == -EALREADY) {
-        w->late_put = false; /* its record is gone */
         if (r == 0 && rep->late) {
             char win[24], late[200];
 
@@ -556,11 +559,13 @@ static int written_config(const char *value, struct search_config *c)
     return 0;
 }
 
-/* Whether a commit that leaves a buffer to autotuning needs smbd
- * restarted, by outcome.c's rule as far as it can be seen now:
- * restart_smbd is on and smbd's listener holds an explicit size for that
- * buffer. (The record does not say whether the run that wrote it was
- * going to restart smbd.) */
+/* Whether a commit in force that its run never finished needs smbd
+ * restarted: as that run decided (the record's pending_restart), while
+ * restart_smbd is still on. A record of a version before 7 does not say:
+ * then by outcome.c's rule as far as it can be seen now, restart_smbd is
+ * on and smbd's listener holds an explicit size for a buffer the commit
+ * leaves to autotuning (the kernel cannot tell an explicit
+ * SO_RCVBUF=65536 from the autotuning start size, hence the record). */
 static bool restart_wanted(const struct owned *w, const char *value)
 {
     struct search_config c;
@@ -570,7 +575,11 @@ static bool restart_wanted(const struct owned *w, const char *value)
     bool rcv_auto, snd_auto;
     pid_t pid;
 
-    if (!w->o->restart_smbd || written_config(value, &c) < 0)
+    if (!w->o->restart_smbd)
+        return false;
+    if (w->st->pending_restart != STATE_RESTART_UNKNOWN)
+        return w->st->pending_restart == STATE_RESTART_YES;
+    if (written_config(value, &c) < 0)
         return false;
     rcv_auto = c.rcvbuf == SEARCH_AUTO;
     snd_auto = c.sndbuf == SEARCH_AUTO;
@@ -712,8 +721,6 @@ static enum back_plan back_plan(struct owned *w, bool keep, bool judge)
     w->keep_value = NULL;
     w->wants_restart = false;
     if (keep && w->st->pending_commit && (w->keep_value = pending_on_disk(w)) != NULL) {
-        if (w->late_put)
-            return BACK_LATE;
         if (!judge)
             return BACK_CONFIRM;
         w->wants_restart = restart_wanted(w, w->keep_value);

@@ -23,9 +23,9 @@ struct reply {
     int apply_r;                     /* telling smbd: 0 or -errno */
     bool checked, undone, restarted; /* a confirm: see confirm() */
     bool not_restarted;              /* a restart it would want, left (--dry-run) */
-    bool late;      /* a revert: BACK_LATE (back_plan); a put: written, window shut */
-    bool confirmed; /* a take-back's job confirmed a commit in force */
-    int undo;       /* a confirm undone: how (smbconf_confirm's *how) */
+    bool late;                       /* a revert: BACK_LATE (back_plan) */
+    bool confirmed;                  /* a take-back's job confirmed a commit in force */
+    int undo;                        /* a confirm undone: how (smbconf_confirm's *how) */
     int line;
     char msg[sizeof(((struct err *)0)->msg)];
     char apply_msg[sizeof(((struct err *)0)->msg)];
@@ -52,14 +52,7 @@ struct owned {
     char *keep_value;   /* a commit in force that a take-back confirms */
     bool confirming;    /* the job under way confirms, not reverts */
     bool wants_restart; /* back_plan: the commit to confirm needs smbd restarted */
-    /* the last put met the window shut after its write (-ETIME): its
-     * record is taken back (BACK_LATE), whatever restart_wanted says by
-     * then (the search's rule counts an explicit size in the old line,
-     * which the kernel cannot always show: outcome.c). In memory only: a
-     * run killed before the take-back leaves the next start to ask
-     * restart_wanted. */
-    bool late_put;
-    bool reading; /* the job under way only reads (owned_read.c) */
+    bool reading;       /* the job under way only reads (owned_read.c) */
     owned_read_fn read_done;
     /* why the last read or take-back failed ("" after one that did not:
      * owned_last_error) */

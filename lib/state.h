@@ -42,6 +42,13 @@ struct state {
     bool pending;
     bool pending_commit; /* the edit is a commit, not a trial: keep it */
     struct smbconf_edit pending_edit;
+    /* whether the run that wrote the pending commit restarts smbd to
+     * apply it (format 7; STATE_RESTART_*): what a start that finds the
+     * commit in force goes by. Before, it asked the kernel about smbd's
+     * listener, which cannot tell an explicit SO_RCVBUF=65536 from the
+     * autotuning start size, and could keep a commit without the restart
+     * it needs, or keep one outside the time window that needs one. */
+    long pending_restart;
     /* what `smbtuned --status` tells (format version 2; 0 and NULL in a
      * file of version 1): unix seconds, 0 for never */
     long written_at;    /* last_written was written (a commit) */
@@ -92,10 +99,14 @@ struct state {
  * count of connections smbd itself held back (clients_smbd); version 5 the
  * converged search's reference (converged ... ref_reject1); version 6 the
  * settings it was measured with and verification's recent samples
- * (ref_settings, ref_recent). A file of an older
+ * (ref_settings, ref_recent); version 7 whether a pending commit restarts
+ * smbd (pending_restart). A file of an older
  * version is read without the newer keys, and one that has them is
  * damaged (no smbtuned of that version wrote them). */
-#define STATE_VERSION 6
+#define STATE_VERSION 7
+/* pending_restart: unknown (a trial, none pending, or a commit recorded
+ * by a version before 7: ask the kernel, as then), no, yes */
+enum { STATE_RESTART_UNKNOWN, STATE_RESTART_NO, STATE_RESTART_YES };
 /* ref_settings' words fit in this (tuner_settings_words) */
 #define STATE_SETTINGS_LEN 8192
 /* The largest time a state file holds: 9999-12-31T23:59:59Z. */

@@ -82,6 +82,7 @@ static const struct field fields[] = {
     REF_FIELDS(1),
     FV("ref_settings", K_STR, ref_settings, 0, 6),
     FV("ref_recent", K_STR, ref_recent, 0, 6),
+    FV("pending_restart", K_LONG, pending_restart, STATE_RESTART_YES, 7),
     F("cycles", K_LONG, cycles, LONG_MAX),
 };
 
@@ -267,6 +268,7 @@ static int check_records(const struct state *s, const int *seen, int last, long 
                                                 "pending_original"};
     const struct smbconf_edit *ed = &s->pending_edit;
     size_t i, pending = index_of("pending"), hold = index_of("hold");
+    size_t restart = index_of("pending_restart");
 
     /* Every scalar of the file's version is always written (state_format):
      * one missing means the file was cut short or written by hand. */
@@ -293,10 +295,15 @@ static int check_records(const struct state *s, const int *seen, int last, long 
                            "the pending edit's line (pending_line_off %zu, "
                            "pending_line_len %zu) lies outside its pending_written (%zu bytes)",
                            ed->line_off, ed->line_len, strlen(ed->written));
+        if (!s->pending_commit && s->pending_restart != STATE_RESTART_UNKNOWN)
+            return damaged(e, name, seen[restart],
+                           "pending_restart %ld for a pending trial (expected 0: only a "
+                           "commit restarts smbd)",
+                           s->pending_restart);
     } else {
         /* pending_clear leaves nothing of an edit behind */
         if (s->pending_commit || ed->file || ed->written || ed->original || ed->prev ||
-            ed->line_off || ed->line_len)
+            ed->line_off || ed->line_len || s->pending_restart != STATE_RESTART_UNKNOWN)
             return damaged(e, name, seen[pending],
                            "parts of a pending edit, but 'pending no' "
                            "(expected none of pending_* then)");

@@ -246,6 +246,8 @@ def killed_in_commit(env, faults):
     (hold / "go").touch()  # the held testparm (its daemon gone) may end
     assert r.prev_kill == "commit", (r.prev_kill, env.state(), d.stderr)
     assert written != LEGACY, d.stderr
+    # the run's decision, recorded with the commit: restart_smbd = no
+    assert env.state().get("pending_restart") == "1", env.state()
     # shadow trials tell smbd nothing, and the commit was killed first
     assert not log.exists(), log.read_text()
     return r, written, log

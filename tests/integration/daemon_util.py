@@ -296,12 +296,15 @@ class DaemonEnv:
         e["DBUS_SYSTEM_BUS_ADDRESS"] = f"unix:path={self.tmpdir}/no-system-bus"
         return e
 
-    def plant_pending_commit(self, value, commit=True):
+    def plant_pending_commit(self, value, commit=True, restart=None):
         """smb.conf's socket options line set to `value` and the state file
         saying a run wrote it as a commit and was killed before it was
         checked: what the next start confirms (commit=False: a live trial
-        in force, what a running daemon's cycle takes back). Needs a state
-        file (a cycle run before). Returns (the old line, the new line)."""
+        in force, what a running daemon's cycle takes back). restart: the
+        run's decision to restart smbd for it, recorded (True, False), or
+        None, as a record of smbtuned before state format 7 (the start asks
+        smbd's listener). Needs a state file (a cycle run before). Returns
+        (the old line, the new line)."""
         conf = self.srv.conf
         text = conf.read_text()
         old = next(line for line in text.splitlines() if "socket options" in line)
@@ -315,6 +318,9 @@ class DaemonEnv:
                         f"pending_file {conf}\n"
                         f"pending_written {new}\npending_original {old}\n")
         st = re.sub(r"\npending_line_len \d+\n", f"\npending_line_len {len(new)}\n", st)
+        if restart is not None:
+            assert "\npending_restart 0\n" in st, st
+            st = st.replace("\npending_restart 0\n", f"\npending_restart {2 if restart else 1}\n")
         state.write_text(st)
         return old, new
 

@@ -666,17 +666,18 @@ def test_dry_run_settles_a_commit_without_a_restart(make_env):
     assert_clean(env)
 
 
-def late_commit(make_env):
+def late_commit(make_env, restart=None):
     """A state file with a commit a killed run left (restart_smbd = yes,
     SO_SNDBUF left to autotuning while smbd's listener holds an explicit
-    size: a restart wanted), and a time window that excludes now: (env,
-    the old line, the window)."""
+    size: a restart wanted, by what the listener shows; restart: the run's
+    decision, recorded, as plant_pending_commit), and a time window that
+    excludes now: (env, the old line, the window)."""
     env = make_env(LEGACY)
     tune = {"mode": q("advise"), "apply": q("smbcontrol"), "restart_smbd": "yes"}
     env.write_config(tune=tune)
     rc, out, err = env.run("--once")  # a state file, as a cycle leaves it
     assert rc == 0, err
-    old, new = env.plant_pending_commit("TCP_NODELAY SO_RCVBUF=262144")
+    old, new = env.plant_pending_commit("TCP_NODELAY SO_RCVBUF=262144", restart=restart)
     t = time.localtime()
     m = t.tm_hour * 60 + t.tm_min
     a, b = (m + 60) % 1440, (m + 120) % 1440
@@ -730,6 +731,27 @@ def test_a_late_commit_is_taken_back_by_a_cycle_too(make_env):
     d.wait_for(lambda: "unfinished change taken back" in d.stderr, timeout=60,
                what="the cycle's take-back")
     assert_late_taken_back(d, env, old, window)
+
+
+def test_a_start_goes_by_the_recorded_restart(make_env):
+    """The same commit outside the window, recorded by its run as needing
+    no restart of smbd (state format 7): the start goes by the record, not
+    by smbd's listener, which cannot tell every explicit size from
+    autotuning's start (so the record, and here the listener would say
+    restart): checked and kept, smbd told, never restarted. The unit tests
+    show the other way: recorded as needing one, taken back."""
+    env, old, window = late_commit(make_env, restart=False)
+    d = env.start()
+    d.wait_for(lambda: "checked and kept" in d.stderr, timeout=60, what="the commit kept")
+    d.signal(signal.SIGTERM)
+    assert d.wait(timeout=60) == 0, d.stderr
+    assert re.search(r"^<5>.*: written by a run that did not finish, checked and kept: smbd is "
+                     r"told now \(apply = smbcontrol\)$", d.stderr, re.M), d.stderr
+    assert "taken back" not in d.stderr, d.stderr
+    assert "cannot reach systemd" not in d.stderr, d.stderr
+    assert socket_value(env.srv.conf.read_bytes()) == "TCP_NODELAY SO_RCVBUF=262144"
+    st = env.state()
+    assert st.get("pending") == "no" and st.get("pending_restart") == "0", st
 
 
 def test_set_buffers_refuses_a_live_trials_value(make_env):

@@ -71,7 +71,7 @@ static void test_round_trip(void **state)
 
     text = state_format(&a);
     assert_non_null(text);
-    assert_non_null(strstr(text, "\nversion 6\n"));
+    assert_non_null(strstr(text, "\nversion 7\n"));
     /* cycles stays last: a file cut after a whole line lacks it */
     assert_non_null(strstr(text, "\ncycles 7\n"));
     assert_string_equal(strstr(text, "\ncycles 7\n"), "\ncycles 7\n");
@@ -193,9 +193,9 @@ static void test_legacy_and_version(void **state)
     assert_int_equal(parse(t, &s, &e), 0);
     state_free(&s);
     free(t);
-    assert_legacy_damaged(1, "version 7",
-                          "state:1: format version 7, written by a newer smbtuned (expected "
-                          "version 6 or older)");
+    assert_legacy_damaged(1, "version 8",
+                          "state:1: format version 8, written by a newer smbtuned (expected "
+                          "version 7 or older)");
     assert_legacy_damaged(1, "version 99999999999999999999", "state:1: bad value for version");
     assert_legacy_damaged(3, "version 1", "state:3: 'version' after other entries");
 }
@@ -382,7 +382,7 @@ static void as_version4(char *text)
     assert_non_null(from);
     assert_non_null(to);
     memmove(from, to, strlen(to) + 1);
-    memcpy(strstr(text, "version 6"), "version 4", 9);
+    memcpy(strstr(text, "version 7"), "version 4", 9);
 }
 
 static void test_version4_clients_smbd(void **state)
@@ -419,6 +419,18 @@ static void test_version4_clients_smbd(void **state)
     free(text);
 }
 
+/* text (state_format's) as version 6 wrote it: without pending_restart. */
+static void as_version6(char *text)
+{
+    char *from = strstr(text, "\npending_restart "), *to;
+
+    assert_non_null(from);
+    to = strchr(from + 1, '\n');
+    assert_non_null(to);
+    memmove(from, to, strlen(to) + 1);
+    memcpy(strstr(text, "version 7"), "version 6", 9);
+}
+
 static void test_version5_reference(void **state)
 {
     struct state a = {0}, s;
@@ -438,6 +450,7 @@ static void test_version5_reference(void **state)
     }
     /* no ref_settings (none set): a version 5 file as version 5 wrote it */
     assert_null(strstr(text, "ref_settings"));
+    as_version6(text);
     memcpy(strstr(text, "version 6"), "version 5", 9);
     assert_int_equal(parse(text, &s, &e), 0);
     assert_true(s.converged);
@@ -476,9 +489,67 @@ static void test_version6_settings(void **state)
     assert_int_equal(parse(text, &s, &e), 0);
     assert_string_equal(s.ref_settings, a.ref_settings);
     state_free(&s);
+    as_version6(text);
     memcpy(strstr(text, "version 6"), "version 5", 9);
     assert_damaged_str(text, "'ref_settings' in a file of format version 5 (expected it from "
                              "version 6");
+    free(text);
+    state_free(&a);
+}
+
+/* Version 7: whether a pending commit restarts smbd, kept as written; a
+ * file of version 6 reads without it, as unknown (a start asks the kernel,
+ * as version 6 did); in a version 6 file it is damage; it belongs to a
+ * pending commit only. */
+static void test_version7_pending_restart(void **state)
+{
+    struct state a = {0}, s;
+    struct err e = {{0}};
+    char *text, *w;
+
+    (void)state;
+    a.pending = a.pending_commit = true;
+    a.pending_restart = STATE_RESTART_YES;
+    assert_int_equal(state_set_str(&a.pending_edit.file, "/etc/samba/smb.conf"), 0);
+    assert_int_equal(state_set_str(&a.pending_edit.written, "socket options = X\n"), 0);
+    assert_int_equal(state_set_str(&a.pending_edit.original, ""), 0);
+    text = state_format(&a);
+    assert_non_null(text);
+    assert_int_equal(parse(text, &s, &e), 0);
+    assert_int_equal(s.pending_restart, STATE_RESTART_YES);
+    state_free(&s);
+    /* damaged as version 6 */
+    memcpy(strstr(text, "version 7"), "version 6", 9);
+    assert_damaged_str(text, "'pending_restart' in a file of format version 6 (expected it "
+                             "from version 7");
+    /* a version 6 file as version 6 wrote it: read, unknown */
+    memcpy(strstr(text, "version 6"), "version 7", 9);
+    as_version6(text);
+    assert_int_equal(parse(text, &s, &e), 0);
+    assert_true(s.pending_commit);
+    assert_int_equal(s.pending_restart, STATE_RESTART_UNKNOWN);
+    state_free(&s);
+    free(text);
+    /* out of range, for a trial, with nothing pending */
+    a.pending_restart = STATE_RESTART_YES + 1;
+    text = state_format(&a);
+    assert_non_null(text);
+    assert_damaged_str(text, "bad value for pending_restart");
+    free(text);
+    a.pending_restart = STATE_RESTART_NO;
+    a.pending_commit = false;
+    text = state_format(&a);
+    assert_non_null(text);
+    assert_damaged_str(text, "pending_restart 1 for a pending trial (expected 0: only a commit "
+                             "restarts smbd)");
+    free(text);
+    a.pending = false;
+    smbconf_edit_free(&a.pending_edit);
+    text = state_format(&a);
+    assert_non_null(text);
+    w = strstr(text, "\npending_restart 1\n");
+    assert_non_null(w);
+    assert_damaged_str(text, "parts of a pending edit, but 'pending no'");
     free(text);
     state_free(&a);
 }
@@ -568,7 +639,7 @@ static void test_unknown_duplicate_nul(void **state)
     (void)state;
     assert_legacy_damaged(13, "cycles 3\nfuture_key whatever",
                           "state:14: unknown key 'future_key' (expected a key of format version "
-                          "6)");
+                          "7)");
     assert_legacy_damaged(13, "cycles 3\nrcvbuf 5",
                           "state:14: 'rcvbuf' given twice (first at line 3; expected each key "
                           "once)");
@@ -679,7 +750,7 @@ static void test_load_keeps_damaged_aside(void **state)
 
     /* A second damaged file in the same second does not replace the
      * first copy. */
-    t = legacy_with(1, "version 7");
+    t = legacy_with(1, "version 8");
     write_file(dir, "state", t, strlen(t));
     assert_int_equal(state_load(dir, &s, &e), 0);
     assert_true(s.hold);
@@ -908,6 +979,7 @@ int main(void)
         cmocka_unit_test(test_version4_clients_smbd),
         cmocka_unit_test(test_version5_reference),
         cmocka_unit_test(test_version6_settings),
+        cmocka_unit_test(test_version7_pending_restart),
         cmocka_unit_test(test_pending_incomplete),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_bad_numbers),
