@@ -110,10 +110,33 @@ static void busy_unknown(struct tuner *t, const char *why)
     tuner_cycle_end(t, true);
 }
 
+bool tuner_busy_watched(const struct tuner *t)
+{
+    const struct facts *f = &t->facts;
+
+    /* No smbd running, no client to spare: no check. */
+    return !t->o.once && t->o.busy_mbps > 0 && f->smbd_running && f->smb_port > 0;
+}
+
+int tuner_busy_watch(struct tuner *t, world_busy_fn done)
+{
+    const struct facts *f = &t->facts;
+
+    t->state = T_BUSY_CHECK;
+    return t->w.ops->busy(t->w.ctx, f->smb_ports, f->n_smb_ports, BUSY_SAMPLE_S, done, t);
+}
+
+void tuner_busy_watched_now(struct tuner *t)
+{
+    if (sd_event_now(t->ev, CLOCK_MONOTONIC, &t->busy_at) < 0)
+        t->busy_at = 0;
+}
+
 static void on_busy_checked(void *ud, int r, double mbps, const char *why)
 {
     struct tuner *t = ud;
 
+    tuner_busy_watched_now(t);
     if (r < 0) {
         busy_unknown(t, why);
         return;
@@ -240,9 +263,7 @@ static void on_facts(void *ud, int r, const struct facts *f)
  * the busy check, then the search or the verification. */
 static void cycle_checks(struct tuner *t)
 {
-    const struct facts *f = &t->facts;
     long wait;
-    int r;
 
     if (!t->o.once && (wait = tuner_window_wait(t)) > 0) {
         char win[48], at[32];
@@ -259,13 +280,9 @@ static void cycle_checks(struct tuner *t)
         tuner_cycle_end(t, true);
         return;
     }
-    /* No smbd running, no client to spare: no check. */
-    if (!t->o.once && t->o.busy_mbps > 0 && f->smbd_running && f->smb_port > 0) {
+    if (tuner_busy_watched(t)) {
         /* Watch the clients' traffic for a moment before adding ours. */
-        t->state = T_BUSY_CHECK;
-        r = t->w.ops->busy(t->w.ctx, f->smb_ports, f->n_smb_ports, BUSY_SAMPLE_S, on_busy_checked,
-                           t);
-        if (r < 0)
+        if (tuner_busy_watch(t, on_busy_checked) < 0)
             busy_unknown(t, NULL); /* the watch said why */
         return;
     }

@@ -86,6 +86,12 @@ struct tuner {
     bool have_before;
     struct clients_watch_summary real_before;
 
+    /* when the clients' traffic was last watched (CLOCK_MONOTONIC usec;
+     * busy_rate: at the cycle's start, then between a search's samples) */
+    uint64_t busy_at;
+    enum sample_kind busy_kind; /* the sample a watch between samples holds */
+    struct search_config busy_next;
+
     /* the sample under way */
     enum sample_kind kind;
     struct search_config probe_cfg;
@@ -102,6 +108,14 @@ void tuner_save(struct tuner *t);
 /* The end of every cycle, well (ok) or not: nothing it put up (shadow,
  * live trial, probe file) outlives it. */
 void tuner_cycle_end(struct tuner *t, bool ok);
+
+/* busy_rate (tuner.c): whether this cycle watches the clients' traffic
+ * (not --once, smbd running); a watch of it, done told with t (state
+ * T_BUSY_CHECK; <0 when it cannot start, the watch said why); and the
+ * time of its end, to be noted by done. */
+bool tuner_busy_watched(const struct tuner *t);
+int tuner_busy_watch(struct tuner *t, world_busy_fn done);
+void tuner_busy_watched_now(struct tuner *t);
 
 /* ---- the verification reference across restarts (tuner_ref.c) ---- */
 

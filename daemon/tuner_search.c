@@ -481,6 +481,59 @@ static void finish_search(struct tuner *t)
     }
 }
 
+/* The clients' traffic between a search's samples (busy_rate), as the
+ * cycle's start watched it: a search runs for minutes, and clients may
+ * start work meanwhile. No probe traffic runs then (a shadow's and a
+ * peer's ports are not smbd's, and a live trial's probe is idle between
+ * samples). More than busy_rate stops the search there, keeping the line
+ * it started from (a live trial goes back at the cycle's end), as the
+ * window's end does; so does a watch that fails: nothing then says the
+ * clients are quiet. */
+static void on_busy_rechecked(void *ud, int r, double mbps, const char *why)
+{
+    struct tuner *t = ud;
+
+    tuner_busy_watched_now(t);
+    if (r < 0) {
+        journal_log(LOG_WARNING,
+                    "cannot watch client traffic (%s): the search stops after %d samples, "
+                    "keeping %s: busy_rate asks for quiet clients, and nothing tells whether "
+                    "they are",
+                    why, search_samples(t->s), t->value0);
+        stop_early(t, "client traffic cannot be watched");
+    } else if (mbps > t->o.busy_mbps) {
+        journal_log(LOG_NOTICE,
+                    "clients move %.1f MB/s (more than %.1f): the search stops after %d "
+                    "samples, keeping %s; the next cycle searches again",
+                    mbps, t->o.busy_mbps, search_samples(t->s), t->value0);
+        stop_early(t, "clients busy");
+    } else {
+        sample(t, t->busy_kind, t->busy_next);
+    }
+}
+
+/* Whether the clients are being watched before the next sample, this
+ * one (then on_busy_rechecked takes it): once busy_recheck_s has passed
+ * since the last watch. */
+static bool busy_rechecking(struct tuner *t, enum sample_kind kind, struct search_config c)
+{
+    uint64_t now;
+
+    if (!tuner_busy_watched(t) || sd_event_now(t->ev, CLOCK_MONOTONIC, &now) < 0 ||
+        now < t->busy_at + (uint64_t)(t->o.busy_recheck_s * 1e6))
+        return false;
+    t->busy_kind = kind;
+    t->busy_next = c;
+    if (tuner_busy_watch(t, on_busy_rechecked) < 0) {
+        journal_log(LOG_WARNING,
+                    "the search stops after %d samples, keeping %s: busy_rate asks for quiet "
+                    "clients, and nothing tells whether they are",
+                    search_samples(t->s), t->value0);
+        stop_early(t, "client traffic cannot be watched");
+    }
+    return true;
+}
+
 static void step(struct tuner *t)
 {
     struct search_config c;
@@ -498,11 +551,12 @@ static void step(struct tuner *t)
             finish_search(t);
             return;
         }
-        if (!window_closed(t))
-            sample(t, S_AUTO, (struct search_config){SEARCH_AUTO, SEARCH_AUTO});
+        c = (struct search_config){SEARCH_AUTO, SEARCH_AUTO};
+        if (!window_closed(t) && !busy_rechecking(t, S_AUTO, c))
+            sample(t, S_AUTO, c);
         return;
     }
-    if (!window_closed(t))
+    if (!window_closed(t) && !busy_rechecking(t, S_SEARCH, c))
         sample(t, S_SEARCH, c);
 }
 

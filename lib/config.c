@@ -509,6 +509,7 @@ int config_fill(const struct config *c, struct tuner_opts *t, struct err *e)
     t->max_bytes = c->tune.max_bytes;
     t->interval_s = c->tune.interval_s;
     t->busy_mbps = (double)c->tune.busy_rate / 1e6;
+    t->busy_recheck_s = BUSY_RECHECK_S;
     t->window_start = c->tune.window_start;
     t->window_end = c->tune.window_end;
     return 0;

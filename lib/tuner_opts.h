@@ -18,6 +18,11 @@
 enum tuner_trials { TUNER_SHADOW, TUNER_CLIENT, TUNER_LIVE };
 enum tuner_mode { TUNER_TUNE, TUNER_ADVISE };
 
+/* With busy_rate, how long a search runs between two watches of the
+ * clients' traffic (seconds): clients that start work while it runs meet
+ * at most this much of it, a few samples, before it stops. */
+#define BUSY_RECHECK_S 60.0
+
 struct tuner_opts {
     const char *smb_conf;
     const char *state_dir;
@@ -33,7 +38,10 @@ struct tuner_opts {
     long long max_bytes; /* moved by probes in one cycle; 0: no limit */
     double interval_s;   /* between cycles */
     double busy_mbps;    /* defer while clients move more than this; 0: never */
-    int window_start;    /* minutes after midnight; -1: any time */
+    /* a search watches the clients again between samples once this has
+     * passed since the last watch (BUSY_RECHECK_S; 0: before every one) */
+    double busy_recheck_s;
+    int window_start; /* minutes after midnight; -1: any time */
     int window_end;
     bool restart_smbd; /* may restart smbd.service so that AUTO takes effect */
     bool once;         /* one cycle, then leave the loop (command line only) */

@@ -606,6 +606,15 @@ static int seen_find(const struct seen *sn, int from, const char *id, const char
     return -1;
 }
 
+/* Whether a line told holds text (NULL: false). */
+static bool seen_said(const struct seen *sn, const char *text)
+{
+    for (int i = 0; text != NULL && i < sn->n; i++)
+        if (sn->line[i] != NULL && strstr(sn->line[i], text) != NULL)
+            return true;
+    return false;
+}
+
 static int seen_count(const struct seen *sn, const char *id)
 {
     int n = 0;
@@ -814,7 +823,7 @@ static void test_busy_rate_defers(void **state)
     f->o.once = false;
     f->o.busy_mbps = 10;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        bool said = false;
+        bool said;
 
         sim_init(&s, &f->o);
         s.smbd_running = true;
@@ -823,11 +832,73 @@ static void test_busy_rate_defers(void **state)
         s.busy_fail = cases[i].fail;
         seen_begin(&sn);
         assert_int_equal(run(&f->o, &s), 0);
-        for (int j = 0; j < sn.n; j++)
-            said = said || (cases[i].said && sn.line[j] && strstr(sn.line[j], cases[i].said));
+        said = seen_said(&sn, cases[i].said);
         seen_end(&sn);
         assert_int_equal(s.measures > 0, cases[i].said == NULL);
         assert_int_equal(said, cases[i].said != NULL);
+    }
+}
+
+/* The clients start work after the third sample: busy, or their traffic
+ * can no longer be watched. */
+static void clients_start_work(struct sim *s, int call, void *ud)
+{
+    if (call == 3) {
+        s->busy_mbps = 50;
+        s->busy_fail = *(int *)ud;
+    }
+}
+
+/* busy_rate during a search: the clients' traffic is watched again
+ * between samples (here before every one: busy_recheck_s 0), and clients
+ * that start work, or a watch that fails, stop the search after the
+ * sample under way, keeping the line it started from, saying so. With
+ * the watch an hour apart, the same search runs on to its end. Before,
+ * only the cycle's start was watched. */
+static void test_busy_rate_stops_a_search(void **state)
+{
+    struct fix *f = *state;
+    const struct {
+        double recheck_s;
+        int fail;
+        const char *said;
+    } cases[] = {{0, 0,
+                  "clients move 50.0 MB/s (more than 10.0): the search stops after 3 "
+                  "samples, keeping " LEGACY "; the next cycle searches again"},
+                 {0, 1,
+                  "cannot watch client traffic (sim: sock_diag refused): the search stops "
+                  "after 3 samples, keeping " LEGACY},
+                 {0, 2, "the search stops after 3 samples, keeping " LEGACY},
+                 {3600, 0, NULL}};
+    struct sim s;
+    struct seen sn;
+    char *v;
+
+    f->o.once = false;
+    f->o.busy_mbps = 10;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int fail = cases[i].fail;
+        bool said;
+
+        f->o.busy_recheck_s = cases[i].recheck_s;
+        sim_init(&s, &f->o);
+        s.smbd_running = true;
+        s.cycles_wanted = 1;
+        s.busy_mbps = 0.5;
+        s.on_measure = clients_start_work;
+        s.on_measure_ud = &fail;
+        seen_begin(&sn);
+        assert_int_equal(run(&f->o, &s), 0);
+        said = seen_said(&sn, cases[i].said);
+        seen_end(&sn);
+        v = conf_value(f);
+        if (cases[i].said != NULL) {
+            if (!said || s.measures != 3 || strcmp(v, LEGACY) != 0)
+                fail_msg("case %zu: said %d, %d samples, the line %s", i, said, s.measures, v);
+        } else if (s.measures <= 3 || strcmp(v, LEGACY) == 0) {
+            fail_msg("case %zu: %d samples, the line %s", i, s.measures, v);
+        }
+        free(v);
     }
 }
 
@@ -2989,6 +3060,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_no_restart_after_the_window_closed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_commit_job_refuses_a_restart_after_the_window, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_busy_rate_stops_a_search, setup, teardown),
         cmocka_unit_test_setup_teardown(test_start_goes_by_the_recorded_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_commit_records_its_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_next_cycle_outside_the_window_moves_to_its_start,
