@@ -747,7 +747,7 @@ def test_a_start_goes_by_the_recorded_restart(make_env):
     assert d.wait(timeout=60) == 0, d.stderr
     assert re.search(r"^<5>.*: written by a run that did not finish, checked and kept: smbd is "
                      r"told now \(apply = smbcontrol\)$", d.stderr, re.M), d.stderr
-    assert "taken back" not in d.stderr, d.stderr
+    assert "unfinished change taken back" not in d.stderr, d.stderr
     assert "cannot reach systemd" not in d.stderr, d.stderr
     assert socket_value(env.srv.conf.read_bytes()) == "TCP_NODELAY SO_RCVBUF=262144"
     st = env.state()
