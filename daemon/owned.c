@@ -258,6 +258,20 @@ static int record(struct owned *w, const struct smbconf_edit *ed)
     return r;
 }
 
+/* systemd has the restart: the record says so at once, in the job. Its
+ * parent clears the record only when the reply comes; a run killed
+ * before that, or a reply lost, would otherwise leave "restart yes" to
+ * the next start, which would restart smbd a second time, or take the
+ * commit back outside the window although it is in force. */
+static void restart_done(struct owned *w)
+{
+    struct err e;
+
+    w->st->pending_restart = STATE_RESTART_NO;
+    if (state_save(w->o->state_dir, w->st, &e) < 0)
+        journal_log(LOG_ERR, "%s", e.msg);
+}
+
 static int put_job(void *arg, int out_fd)
 {
     struct owned *w = arg;
@@ -308,6 +322,8 @@ static int put_job(void *arg, int out_fd)
         } else if (w->restart) {
             rep->apply_r = apply_restart_smbd(&ae);
             rep->restarted = rep->apply_r == 0;
+            if (rep->restarted)
+                restart_done(w);
         } else
             rep->apply_r = apply_run(w->o->apply, w->o->smb_conf, &ae);
         memcpy(rep->apply_msg, ae.msg, sizeof(rep->apply_msg));
@@ -721,8 +737,15 @@ static enum back_plan back_plan(struct owned *w, bool keep, bool judge)
     w->keep_value = NULL;
     w->wants_restart = false;
     if (keep && w->st->pending_commit && (w->keep_value = pending_on_disk(w)) != NULL) {
+        /* A stop asks nothing of smbd, but what the record says is
+         * cheap: a commit recorded as needing a restart, outside the
+         * window (its write met the window shut), goes back now, as the
+         * next start would take it: a run stopped for good leaves none. */
         if (!judge)
-            return BACK_CONFIRM;
+            return w->o->restart_smbd && w->st->pending_restart == STATE_RESTART_YES &&
+                           outside_window(w->o)
+                       ? BACK_LATE
+                       : BACK_CONFIRM;
         w->wants_restart = restart_wanted(w, w->keep_value);
         return w->wants_restart && outside_window(w->o) ? BACK_LATE : BACK_CONFIRM;
     }
