@@ -502,9 +502,12 @@ static void on_busy_rechecked(void *ud, int r, double mbps, const char *why)
                     why, search_samples(t->s), t->value0);
         stop_early(t, "client traffic cannot be watched");
     } else if (mbps > t->o.busy_mbps) {
-        journal_log(LOG_NOTICE,
+        /* a warning, as the window's stop: a search that clients always
+         * stop never ends, and the admin has to choose the hours */
+        journal_log(LOG_WARNING,
                     "clients move %.1f MB/s (more than %.1f): the search stops after %d "
-                    "samples, keeping %s; the next cycle searches again",
+                    "samples, keeping %s; the next cycle searches again (where clients are "
+                    "busy at every cycle, a window at quieter hours lets a search end)",
                     mbps, t->o.busy_mbps, search_samples(t->s), t->value0);
         stop_early(t, "clients busy");
     } else {
