@@ -89,8 +89,7 @@ struct tuner {
     /* when the clients' traffic was last watched (CLOCK_MONOTONIC usec;
      * busy_rate: at the cycle's start, then between a search's samples) */
     uint64_t busy_at;
-    enum sample_kind busy_kind; /* the sample a watch between samples holds */
-    struct search_config busy_next;
+    struct search_config busy_next; /* the sample a watch between samples holds */
 
     /* the sample under way */
     enum sample_kind kind;

@@ -511,21 +511,20 @@ static void on_busy_rechecked(void *ud, int r, double mbps, const char *why)
                     mbps, t->o.busy_mbps, search_samples(t->s), t->value0);
         stop_early(t, "clients busy");
     } else {
-        sample(t, t->busy_kind, t->busy_next);
+        sample(t, S_SEARCH, t->busy_next);
     }
 }
 
 /* Whether the clients are being watched before the next sample, this
  * one (then on_busy_rechecked takes it): once busy_recheck_s has passed
  * since the last watch. */
-static bool busy_rechecking(struct tuner *t, enum sample_kind kind, struct search_config c)
+static bool busy_rechecking(struct tuner *t, struct search_config c)
 {
     uint64_t now;
 
     if (!tuner_busy_watched(t) || sd_event_now(t->ev, CLOCK_MONOTONIC, &now) < 0 ||
         now < t->busy_at + (uint64_t)(t->o.busy_recheck_s * 1e6))
         return false;
-    t->busy_kind = kind;
     t->busy_next = c;
     if (tuner_busy_watch(t, on_busy_rechecked) < 0) {
         journal_log(LOG_WARNING,
@@ -554,12 +553,13 @@ static void step(struct tuner *t)
             finish_search(t);
             return;
         }
-        c = (struct search_config){SEARCH_AUTO, SEARCH_AUTO};
-        if (!window_closed(t) && !busy_rechecking(t, S_AUTO, c))
-            sample(t, S_AUTO, c);
+        /* no busy watch: the search has converged, and a stop here
+         * would throw its result away for a few checks of AUTO */
+        if (!window_closed(t))
+            sample(t, S_AUTO, (struct search_config){SEARCH_AUTO, SEARCH_AUTO});
         return;
     }
-    if (!window_closed(t) && !busy_rechecking(t, S_SEARCH, c))
+    if (!window_closed(t) && !busy_rechecking(t, c))
         sample(t, S_SEARCH, c);
 }
 
