@@ -267,9 +267,15 @@ static void restart_done(struct owned *w)
 {
     struct err e;
 
+    /* only over this job's record (none when the line held the value) */
+    if (!w->st->pending || !w->st->pending_commit)
+        return;
     w->st->pending_restart = STATE_RESTART_NO;
     if (state_save(w->o->state_dir, w->st, &e) < 0)
-        journal_log(LOG_ERR, "%s", e.msg);
+        journal_log(LOG_ERR,
+                    "smbd was restarted, but the state file still says the change needs it "
+                    "(a start after a kill would restart it again): %s",
+                    e.msg);
 }
 
 static int put_job(void *arg, int out_fd)
@@ -727,7 +733,8 @@ enum back_plan { BACK_NOTHING, BACK_REVERT, BACK_CONFIRM, BACK_LATE };
  * search that converges after the window closed keeps the line it
  * started from (tuner_search.c): the next cycle, in the window, searches
  * again. judge: whether to ask (not at a stop, which leaves a commit to
- * confirm to the next start, and must not wait for smbd). */
+ * confirm to the next start, and must not wait for smbd; a stop goes by
+ * the record alone). */
 
 static enum back_plan back_plan(struct owned *w, bool keep, bool judge)
 {
@@ -737,10 +744,12 @@ static enum back_plan back_plan(struct owned *w, bool keep, bool judge)
     w->keep_value = NULL;
     w->wants_restart = false;
     if (keep && w->st->pending_commit && (w->keep_value = pending_on_disk(w)) != NULL) {
-        /* A stop asks nothing of smbd, but what the record says is
-         * cheap: a commit recorded as needing a restart, outside the
-         * window (its write met the window shut), goes back now, as the
-         * next start would take it: a run stopped for good leaves none. */
+        /* A stop asks smbd nothing about its listener, but the record
+         * is at hand: a commit recorded as needing a restart, outside
+         * the window (its write met the window shut), goes back now, as
+         * the next start would take it (a revert, as a live trial's at
+         * a stop: the edit lock, smbcontrol), so that a run stopped for
+         * good leaves none. */
         if (!judge)
             return w->o->restart_smbd && w->st->pending_restart == STATE_RESTART_YES &&
                            outside_window(w->o)
