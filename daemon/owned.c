@@ -581,6 +581,17 @@ static int written_config(const char *value, struct search_config *c)
     return 0;
 }
 
+/* What the record says of a restart for its commit: 1 needed, 0 not
+ * (or restart_smbd is off now), -1 it does not say (before version 7). */
+static int recorded_restart(const struct owned *w)
+{
+    if (!w->o->restart_smbd)
+        return 0;
+    if (w->st->pending_restart == STATE_RESTART_UNKNOWN)
+        return -1;
+    return w->st->pending_restart == STATE_RESTART_YES;
+}
+
 /* Whether a commit in force that its run never finished needs smbd
  * restarted: as that run decided (the record's pending_restart), while
  * restart_smbd is still on. A record of a version before 7 does not say:
@@ -596,11 +607,10 @@ static bool restart_wanted(const struct owned *w, const char *value)
     int ports[SMBD_MAX_PORTS], n = 0;
     bool rcv_auto, snd_auto;
     pid_t pid;
+    int rec = recorded_restart(w);
 
-    if (!w->o->restart_smbd)
-        return false;
-    if (w->st->pending_restart != STATE_RESTART_UNKNOWN)
-        return w->st->pending_restart == STATE_RESTART_YES;
+    if (rec >= 0)
+        return rec;
     if (written_config(value, &c) < 0)
         return false;
     rcv_auto = c.rcvbuf == SEARCH_AUTO;
@@ -751,10 +761,7 @@ static enum back_plan back_plan(struct owned *w, bool keep, bool judge)
          * a stop: the edit lock, smbcontrol), so that a run stopped for
          * good leaves none. */
         if (!judge)
-            return w->o->restart_smbd && w->st->pending_restart == STATE_RESTART_YES &&
-                           outside_window(w->o)
-                       ? BACK_LATE
-                       : BACK_CONFIRM;
+            return recorded_restart(w) == 1 && outside_window(w->o) ? BACK_LATE : BACK_CONFIRM;
         w->wants_restart = restart_wanted(w, w->keep_value);
         return w->wants_restart && outside_window(w->o) ? BACK_LATE : BACK_CONFIRM;
     }
