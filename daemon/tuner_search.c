@@ -489,18 +489,24 @@ static void finish_search(struct tuner *t)
  * it started from (a live trial goes back at the cycle's end), as the
  * window's end does; so does a watch that fails: nothing then says the
  * clients are quiet. */
+static void busy_unwatched(struct tuner *t, const char *why)
+{
+    /* why is NULL when the watch said it already, as when it cannot start */
+    journal_log(LOG_WARNING,
+                "%s%s%sthe search stops after %d samples, keeping %s: busy_rate asks for quiet "
+                "clients, and nothing tells whether they are",
+                why ? "cannot watch client traffic (" : "", why ? why : "", why ? "): " : "",
+                search_samples(t->s), t->value0);
+    stop_early(t, "client traffic cannot be watched");
+}
+
 static void on_busy_rechecked(void *ud, int r, double mbps, const char *why)
 {
     struct tuner *t = ud;
 
     tuner_busy_watched_now(t);
     if (r < 0) {
-        journal_log(LOG_WARNING,
-                    "cannot watch client traffic (%s): the search stops after %d samples, "
-                    "keeping %s: busy_rate asks for quiet clients, and nothing tells whether "
-                    "they are",
-                    why, search_samples(t->s), t->value0);
-        stop_early(t, "client traffic cannot be watched");
+        busy_unwatched(t, why);
     } else if (mbps > t->o.busy_mbps) {
         /* a warning, as the window's stop: a search that clients always
          * stop never ends, and the admin has to choose the hours */
@@ -526,13 +532,8 @@ static bool busy_rechecking(struct tuner *t, struct search_config c)
         now < t->busy_at + (uint64_t)(t->o.busy_recheck_s * 1e6))
         return false;
     t->busy_next = c;
-    if (tuner_busy_watch(t, on_busy_rechecked) < 0) {
-        journal_log(LOG_WARNING,
-                    "the search stops after %d samples, keeping %s: busy_rate asks for quiet "
-                    "clients, and nothing tells whether they are",
-                    search_samples(t->s), t->value0);
-        stop_early(t, "client traffic cannot be watched");
-    }
+    if (tuner_busy_watch(t, on_busy_rechecked) < 0)
+        busy_unwatched(t, NULL);
     return true;
 }
 
