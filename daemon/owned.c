@@ -57,6 +57,11 @@ bool owned_busy(const struct owned *w)
     return w->job != NULL || w->defer != NULL || still_stuck(w);
 }
 
+bool owned_restart_owed(const struct owned *w)
+{
+    return w->restart_owed && w->st->pending;
+}
+
 void owned_error(struct owned *w, int prio, const char *fmt, ...)
 {
     va_list ap, again;
@@ -417,6 +422,20 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
             journal_log(LOG_ERR, "live trial: %s", rep->apply_msg);
             r = -ESRCH;
         }
+    } else if (w->restart && rep->apply_r < 0) {
+        /* Written and checked, but smbd's listener keeps the old sizes,
+         * and the line already reads as autotuning: no later search
+         * would write it again, so none would restart smbd. The record
+         * stays, as of a run that did not finish (pending_restart yes):
+         * the next cycle's check restarts smbd (confirm), or, outside
+         * the time window, takes the line back (BACK_LATE). */
+        free(w->live_value);
+        w->live_value = NULL;
+        w->restart_owed = true;
+        journal_log(LOG_WARNING,
+                    "written, but smbd was not restarted: %s; the next cycle tries again "
+                    "(outside the time window it takes the change back)",
+                    rep->apply_msg);
     } else {
         state_set_str(&w->st->last_written, res.new_value);
         w->st->written_at = (long)time(NULL); /* for --status: in force since */
@@ -425,8 +444,7 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
         w->live_value = NULL;
         owned_save(w->o, w->st);
         if (rep->apply_r < 0)
-            journal_log(LOG_WARNING, "written, but smbd was not %s: %s",
-                        w->restart ? "restarted" : "told", rep->apply_msg);
+            journal_log(LOG_WARNING, "written, but smbd was not told: %s", rep->apply_msg);
     }
     w->put_done(w->ud, r, &res);
 }
@@ -439,6 +457,7 @@ int owned_put(struct owned *w, const char *expect, struct search_config c, enum 
 
     if (owned_refuse_while_stuck(w) < 0 || owned_busy(w))
         return -EBUSY;
+    w->restart_owed = false;
     w->expect = expect ? expect : w->live_value;
     w->c = c;
     w->kind = kind;
@@ -693,9 +712,22 @@ static int confirmed(struct owned *w, const struct reply *rep)
         w->live_value = NULL;
         return rep->r;
     }
+    if (rep->restarted && rep->apply_r < 0) {
+        /* Kept in force, but without the restart its listener keeps the
+         * old sizes: the record stays, and the next cycle tries again
+         * (put_done says why) */
+        owned_error(w, LOG_WARNING,
+                    "%s: %.*s: written by a run that did not finish and checked, but restarting "
+                    "smbd failed: %s; the next cycle tries again (outside the time window it "
+                    "takes the change back)",
+                    ed->file, (int)ed->line_len, ed->written + ed->line_off, rep->apply_msg);
+        free(w->live_value);
+        w->live_value = NULL;
+        w->restart_owed = true;
+        return -ESRCH;
+    }
     if (rep->apply_r < 0)
-        snprintf(how, sizeof(how), "%s smbd failed: %s", rep->restarted ? "restarting" : "telling",
-                 rep->apply_msg);
+        snprintf(how, sizeof(how), "telling smbd failed: %s", rep->apply_msg);
     else if (rep->restarted)
         snprintf(how, sizeof(how),
                  "smbd is restarted now, so that autotuning reaches new "
@@ -842,6 +874,7 @@ int owned_take_back(struct owned *w, bool keep, owned_back_fn done, void *ud)
     w->error[0] = '\0';
     if (owned_refuse_while_stuck(w) < 0 || owned_busy(w))
         return -EBUSY;
+    w->restart_owed = false;
     w->back_done = done;
     w->ud = ud;
     if (!w->st->pending)

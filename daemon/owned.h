@@ -118,6 +118,12 @@ const char *owned_live_value(const struct owned *w);
  * (stuck in the kernel: it may still write smb.conf). */
 bool owned_busy(const struct owned *w);
 
+/* The last commit was written, but the restart of smbd it needed failed:
+ * its record stays for the next cycle, which restarts smbd (or, outside
+ * the time window, takes the line back). Not at once at this cycle's
+ * end: it would only fail again. Until the next put or take-back. */
+bool owned_restart_owed(const struct owned *w);
+
 /* Nothing left to undo or confirm (and the state saved by the caller). */
 void owned_pending_clear(struct state *st);
 

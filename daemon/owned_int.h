@@ -57,7 +57,8 @@ struct owned {
     /* why the last read or take-back failed ("" after one that did not:
      * owned_last_error) */
     char error[sizeof(((struct err *)0)->msg)];
-    pid_t stuck_pid; /* a job of ours killed that had not ended (see stuck()) */
+    pid_t stuck_pid;   /* a job of ours killed that had not ended (see stuck()) */
+    bool restart_owed; /* the last commit's restart of smbd failed (owned_restart_owed) */
 };
 
 /* -EBUSY, said, while a job of ours that was killed may still write

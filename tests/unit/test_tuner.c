@@ -2546,6 +2546,88 @@ static void test_no_restart_after_the_window_closed(void **state)
     free(v);
 }
 
+/* A commit of autotuning whose restart of smbd fails (no system bus
+ * here: the call fails, as it would with smbd.service masked or D-Bus
+ * down) is written, but smbd's listener keeps the old sizes while the
+ * line already reads as autotuning: no later search would write it
+ * again, so none would restart smbd. The record stays (pending_restart
+ * yes), the cycle's end does not try again at once, and a start does not
+ * start a cycle at once for it (tuner_keep_schedule); the next cycle, in
+ * the window, tries again; a start outside the window takes it back. */
+static void test_a_failed_restart_is_tried_again(void **state)
+{
+    struct fix *f = *state;
+    char *was = tz_set("UTC0"), *v;
+    struct seen sn;
+    struct tuner *t;
+    struct state st;
+    struct sim s;
+    struct err e;
+    struct world w = {&sim_ops, &s};
+
+    write_conf(f, LEGACY);
+    f->o.once = false;
+    f->o.restart_smbd = true;
+    f->o.interval_s = 3600;
+    f->o.window_start = minute_from_now(-10);
+    f->o.window_end = minute_from_now(60);
+    sim_init(&s, &f->o);
+    s.smbd_running = true;
+    s.auto_share = 1.3;
+    seen_begin(&sn);
+    t = cycle_in(f, &s);
+    done_with(t, &s);
+    v = conf_value(f);
+    assert_null(strstr(v, "SO_RCVBUF"));
+    free(v);
+    load_state(f, &st);
+    if (!st.pending || !st.pending_commit || st.pending_restart != STATE_RESTART_YES)
+        fail_msg("after the failed restart: pending %d, commit %d, pending_restart %ld", st.pending,
+                 st.pending_commit, st.pending_restart);
+    state_free(&st);
+    assert_true(seen_said(&sn, "written, but smbd was not restarted"));
+    assert_true(seen_said(&sn, "the next cycle tries again"));
+    /* not again at the cycle's end: it would only fail again */
+    assert_false(seen_said(&sn, "restarting smbd failed"));
+    seen_end(&sn);
+
+    /* A start in the window: the start's check tries again, fails, and
+     * keeps the record; the next cycle waits for its time. Then that
+     * cycle tries again, and skips the rest while it fails. */
+    seen_begin(&sn);
+    sim_init(&s, &f->o);
+    s.smbd_running = true;
+    s.auto_share = 1.3;
+    s.ev = new_loop();
+    assert_int_equal(tuner_new_in(s.ev, &f->o, &w, &t, &e), 0);
+    tuner_on_status(t, exit_when_idle, &s);
+    assert_int_equal(tuner_recover(t, &e), 0);
+    assert_true(seen_said(&sn, "checked, but restarting smbd failed"));
+    assert_true(owned_restart_owed(t->line));
+    assert_true(tuner_keep_schedule(t));
+    t->timer = sd_event_source_disable_unref(t->timer);
+    tuner_kick(t);
+    assert_int_equal(sd_event_loop(s.ev), 0);
+    done_with(t, &s);
+    assert_int_equal(s.measures, 0);
+    load_state(f, &st);
+    assert_true(st.pending && st.pending_restart == STATE_RESTART_YES);
+    state_free(&st);
+    seen_end(&sn);
+
+    /* A start outside the window: taken back, the legacy line again. */
+    f->o.window_start = minute_from_now(60);
+    f->o.window_end = minute_from_now(120);
+    recover(f);
+    v = conf_value(f);
+    assert_string_equal(v, LEGACY);
+    free(v);
+    load_state(f, &st);
+    assert_false(st.pending);
+    state_free(&st);
+    tz_restore(was);
+}
+
 static void put_done(void *ud, int r, const struct owned_put_result *res)
 {
     (void)res;
@@ -3121,6 +3203,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_window_defers_to_its_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_window_closing_ends_the_search, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_restart_after_the_window_closed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_failed_restart_is_tried_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_commit_job_refuses_a_restart_after_the_window, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_busy_rate_stops_a_search, setup, teardown),
