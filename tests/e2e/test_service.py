@@ -328,6 +328,82 @@ exec /usr/bin/testparm "$@"
 """
 
 
+def _stopped(box):
+    """smbtuned stopped; its config (_restore puts it back)."""
+    box.run(["systemctl", "stop", "smbtuned"], timeout=300)
+    return box.run(["cat", "/etc/smbtuned.conf"]).stdout
+
+
+def _legacy_first_start(box, conf):
+    """A first start again, with restart_smbd = yes and a search between
+    8192 and autotuning alone (min_size = max_size = 8K): the legacy line
+    in smb.conf and in smbd's listener, no state. Returns smbd's MainPID."""
+    assert "    # restart_smbd = no\n" in conf, conf
+    smb_conf = box.run(["cat", "/etc/samba/smb.conf"]).stdout
+    box.put("/etc/samba/smb.conf",
+            re.sub(r"(?im)^(\s*socket options\s*=).*$",
+                   r"\1 " + nspawn.LEGACY, smb_conf, count=1))
+    box.run(["systemctl", "restart", "smbd"], timeout=120)
+    _wait("smbd's listener", lambda: _listener_buffers(box), 30, 0.5)
+    assert (16384, 16384) in _listener_buffers(box), _listener_buffers(box)
+    box.run(["rm", "-rf", "/var/lib/smbtuned"])
+    box.put("/etc/smbtuned.conf", conf.replace(
+        "    # restart_smbd = no\n",
+        "    restart_smbd = yes\n    min_size = 8K\n    max_size = 8K\n"))
+    return _show_unit(box, "smbd", "MainPID")["MainPID"]
+
+
+def _socket_line(box):
+    return box.run(["grep", "-i", "^ *socket options", "/etc/samba/smb.conf"]).stdout
+
+
+def _state(box):
+    """The state file's keys (it is `key value` lines)."""
+    text = box.run(["cat", "/var/lib/smbtuned/state"], check=False).stdout
+    return dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
+
+
+def _journal(box, n=300):
+    return box.run(["journalctl", "-u", "smbtuned", "--no-pager", "-n", str(n)]).stdout
+
+
+def _cursor(box):
+    """Where the journal ends now: _since(box, it) reads what came after."""
+    out = box.run(["journalctl", "-n", "1", "--show-cursor", "--no-pager", "-o", "cat"]).stdout
+    return out.rsplit("-- cursor: ", 1)[1].strip()
+
+
+def _since(box, cursor):
+    return box.run(["journalctl", "-u", "smbtuned", "--no-pager", "--after-cursor",
+                    cursor]).stdout
+
+
+def _autotuned_listener(box, old_pid):
+    """smbd restarted (a new MainPID) and its new listener holding the
+    kernel's defaults (tcp_rmem/tcp_wmem's middle values), not the legacy
+    8192 doubled. Returns the new MainPID."""
+    new_pid = _wait("smbd's restart",
+                    lambda: (lambda p: p if p not in ("0", old_pid) else None)(
+                        _show_unit(box, "smbd", "MainPID")["MainPID"]), 60, 0.5)
+    _wait("smbd's new listener", lambda: _listener_buffers(box), 30, 0.5)
+    bufs = _listener_buffers(box)
+    assert all(rb != 16384 for rb, _ in bufs), bufs
+    return new_pid
+
+
+def _held(box, what):
+    """Wait for the testparm wrapper's mark."""
+    _wait(what, lambda: box.run(["test", "-e", "/var/lib/smbtuned/e2e-held"],
+                                check=False).returncode == 0, CYCLE_WAIT, 2)
+
+
+def _restore(box, conf):
+    box.run(["rm", "-f", "/usr/local/sbin/testparm", "/var/lib/smbtuned/e2e-held"], check=False)
+    box.run(["systemctl", "unmask", "--runtime", "smbd"], check=False)
+    box.run(["systemctl", "stop", "smbtuned"], check=False, timeout=300)
+    box.put("/etc/smbtuned.conf", conf)
+
+
 def test_commit_killed_before_smbd_was_told_restarts_smbd(box):
     """restart_smbd = yes, smbd's listener holding the legacy explicit
     sizes, and a search between 8192 and autotuning alone (min_size =
@@ -336,57 +412,124 @@ def test_commit_killed_before_smbd_was_told_restarts_smbd(box):
     systemd starts it again, and its start checks the commit with testparm,
     keeps it and restarts smbd.service through systemd, as the killed run
     would have: smbd's new listener holds no explicit size."""
-    box.run(["systemctl", "stop", "smbtuned"], timeout=300)
-    conf = box.run(["cat", "/etc/smbtuned.conf"]).stdout
-    smb_conf = box.run(["cat", "/etc/samba/smb.conf"]).stdout
-    assert "    # restart_smbd = no\n" in conf, conf
+    conf = _stopped(box)
     try:
-        # A first start again: the legacy line in smb.conf and in smbd's
-        # listener, no state.
-        box.put("/etc/samba/smb.conf",
-                re.sub(r"(?im)^(\s*socket options\s*=).*$",
-                       r"\1 " + nspawn.LEGACY, smb_conf, count=1))
-        box.run(["systemctl", "restart", "smbd"], timeout=120)
-        _wait("smbd's listener", lambda: _listener_buffers(box), 30, 0.5)
-        assert (16384, 16384) in _listener_buffers(box), _listener_buffers(box)
-        box.run(["rm", "-rf", "/var/lib/smbtuned"])
-        box.put("/etc/smbtuned.conf", conf.replace(
-            "    # restart_smbd = no\n",
-            "    restart_smbd = yes\n    min_size = 8K\n    max_size = 8K\n"))
+        smbd_pid = _legacy_first_start(box, conf)
         box.put("/usr/local/sbin/testparm", HOLD_TESTPARM, 0o755)
-        smbd_pid = _show_unit(box, "smbd", "MainPID")["MainPID"]
         before = _show(box, "NRestarts")["NRestarts"]
         box.run(["systemctl", "start", "smbtuned"], timeout=300)
-        _wait("the commit's write (testparm held)",
-              lambda: box.run(["test", "-e", "/var/lib/smbtuned/e2e-held"],
-                              check=False).returncode == 0, CYCLE_WAIT, 2)
-        line = box.run(["grep", "-i", "^ *socket options", "/etc/samba/smb.conf"]).stdout
+        _held(box, "the commit's write (testparm held)")
+        line = _socket_line(box)
         assert "SO_RCVBUF" not in line and "SO_SNDBUF" not in line, line
         assert _show_unit(box, "smbd", "MainPID")["MainPID"] == smbd_pid
         box.run(["systemctl", "kill", "-s", "KILL", "smbtuned"])
 
         def restarted():
-            j = box.run(["journalctl", "-u", "smbtuned", "--no-pager", "-n", "200"]).stdout
+            j = _journal(box, 200)
             return j if "checked and kept: smbd is restarted now" in j else None
 
         j = _wait("the start's check of the killed commit", restarted, 300, 2)
         st = _show(box, "NRestarts", "ActiveState")
         assert st == {"NRestarts": str(int(before) + 1), "ActiveState": "active"}, st
         assert "written by a run that did not finish" in j, j[-3000:]
-        new_pid = _show_unit(box, "smbd", "MainPID")["MainPID"]
-        assert new_pid not in ("0", smbd_pid), (smbd_pid, new_pid)
-        _wait("smbd's new listener", lambda: _listener_buffers(box), 30, 0.5)
-        # The kernel's defaults (tcp_rmem/tcp_wmem's middle values), not
-        # the legacy 8192 doubled.
-        bufs = _listener_buffers(box)
-        assert all(rb != 16384 for rb, _ in bufs), bufs
+        _autotuned_listener(box, smbd_pid)
         assert box.run(["grep", "-ic", "socket options", "/etc/samba/smb.conf"]).stdout \
             .strip() == "1"
     finally:
-        box.run(["rm", "-f", "/usr/local/sbin/testparm", "/var/lib/smbtuned/e2e-held"],
-                check=False)
-        box.run(["systemctl", "stop", "smbtuned"], check=False, timeout=300)
-        box.put("/etc/smbtuned.conf", conf)
+        _restore(box, conf)
+
+
+# A testparm that, at the first read-back of a commit (the state file
+# records it pending), stops smbtuned's main process (SIGSTOP: its job,
+# the testparm's parent, goes on) and leaves a mark. Later calls pass
+# through (the mark is there).
+STOP_TESTPARM = """#!/bin/sh
+case "$*" in
+*"--parameter-name=socket options"*)
+    if grep -q '^pending_commit yes' /var/lib/smbtuned/state 2>/dev/null &&
+       [ ! -e /var/lib/smbtuned/e2e-held ]; then
+        main=$(awk '{print $4}' /proc/$PPID/stat)
+        echo "$main" > /var/lib/smbtuned/e2e-held
+        kill -STOP "$main"
+    fi
+    ;;
+esac
+exec /usr/bin/testparm "$@"
+"""
+
+
+def test_a_run_killed_after_restarting_smbd_does_not_restart_it_again(box):
+    """The commit's job restarts smbd, and the daemon dies before it reads
+    the job's reply (here: stopped, then SIGKILL). The job recorded at once
+    that smbd has the restart (pending_restart 1, "no"), so the next start
+    checks the commit and keeps it without restarting smbd a second time
+    (every client would reconnect again)."""
+    conf = _stopped(box)
+    try:
+        smbd_pid = _legacy_first_start(box, conf)
+        box.put("/usr/local/sbin/testparm", STOP_TESTPARM, 0o755)
+        box.run(["systemctl", "start", "smbtuned"], timeout=300)
+        _held(box, "the commit's read-back (smbtuned stopped)")
+        main = box.run(["cat", "/var/lib/smbtuned/e2e-held"]).stdout.strip()
+        assert main == _show(box, "MainPID")["MainPID"], main
+        new_pid = _autotuned_listener(box, smbd_pid)
+        _wait("the job's record of the restart",
+              lambda: _state(box).get("pending_restart") == "1", 60, 0.5)
+        st = _state(box)
+        assert st.get("pending") == "yes" and st.get("pending_commit") == "yes", st
+        cursor = _cursor(box)
+        box.run(["systemctl", "kill", "-s", "KILL", "smbtuned"])
+        j = _wait("the start's check of the commit",
+                  lambda: (lambda j: j if "checked and kept" in j else None)(_since(box, cursor)),
+                  300, 2)
+        assert "checked and kept: smbd is told now" in j, j[-3000:]
+        assert _show_unit(box, "smbd", "MainPID")["MainPID"] == new_pid
+        assert _state(box).get("pending") == "no", _state(box)
+    finally:
+        _restore(box, conf)
+
+
+def test_a_failed_restart_stays_recorded_and_the_next_start_restarts_smbd(box):
+    """smbd.service masked: the commit of autotuning is written, but its
+    restart of smbd fails, and smbd's listener keeps the legacy sizes
+    while the line reads as autotuning. The commit stays recorded as
+    unfinished (pending_restart 2, "yes"), the journal says so, and smbd
+    is not tried again at once. Unmasked, the next start checks the commit
+    and restarts smbd: its new listener holds no explicit size."""
+    conf = _stopped(box)
+    try:
+        smbd_pid = _legacy_first_start(box, conf)
+        box.run(["systemctl", "mask", "--runtime", "smbd"])
+        assert _show_unit(box, "smbd", "ActiveState")["ActiveState"] == "active"
+        c0 = _cursor(box)
+        box.run(["systemctl", "start", "smbtuned"], timeout=300)
+        j = _wait("the failed restart",
+                  lambda: (lambda j: j if "written, but smbd was not restarted" in j
+                           else None)(_since(box, c0)), CYCLE_WAIT, 2)
+        assert "the next cycle tries again" in j, j[-3000:]
+        line = _socket_line(box)
+        assert "SO_RCVBUF" not in line and "SO_SNDBUF" not in line, line
+        st = _state(box)
+        assert (st.get("pending"), st.get("pending_commit"), st.get("pending_restart")) == \
+            ("yes", "yes", "2"), st
+        assert _show_unit(box, "smbd", "MainPID")["MainPID"] == smbd_pid
+        assert (16384, 16384) in _listener_buffers(box), _listener_buffers(box)
+        # not again at the cycle's end
+        _wait("the cycle's end", lambda: "idle: next cycle at" in
+              _show(box, "StatusText")["StatusText"], 120, 1)
+        j = _since(box, c0)
+        assert "restarting smbd failed" not in j, j[-3000:]
+        box.run(["systemctl", "unmask", "--runtime", "smbd"])
+        cursor = _cursor(box)
+        box.run(["systemctl", "restart", "smbtuned"], timeout=300)
+        _wait("the start's restart of smbd",
+              lambda: "checked and kept: smbd is restarted now" in _since(box, cursor), 300, 2)
+        _autotuned_listener(box, smbd_pid)
+        assert _state(box).get("pending") == "no", _state(box)
+        line = _socket_line(box)
+        assert "SO_RCVBUF" not in line and "SO_SNDBUF" not in line, line
+    finally:
+        _restore(box, conf)
 
 
 def test_systemd_analyze_security_inside(box):
