@@ -57,11 +57,6 @@ bool owned_busy(const struct owned *w)
     return w->job != NULL || w->defer != NULL || still_stuck(w);
 }
 
-bool owned_restart_owed(const struct owned *w)
-{
-    return w->restart_owed && w->st->pending;
-}
-
 void owned_error(struct owned *w, int prio, const char *fmt, ...)
 {
     va_list ap, again;
@@ -263,6 +258,22 @@ static int record(struct owned *w, const struct smbconf_edit *ed)
     return r;
 }
 
+static void revert(struct owned *w, struct reply *rep);
+static int settle(struct owned *w, const struct reply *rep);
+
+/* In the job: smbd could not be restarted for the commit in force (a
+ * put's, or a confirm's; why: in e). Without the restart its listener
+ * keeps the old sizes while the line reads as autotuning, and no later
+ * search would write that line again and restart smbd: the line goes
+ * back at once, and the reply is the revert's (settle says what came of
+ * it). */
+static void unrestarted(struct owned *w, struct reply *rep, const struct err *e)
+{
+    revert(w, rep);
+    rep->unrestarted = true;
+    memcpy(rep->restart_msg, e->msg, sizeof(rep->restart_msg));
+}
+
 /* systemd has the restart: the record says so at once, in the job. Its
  * parent clears the record only when the reply comes; a run killed
  * before that, or a reply lost, would otherwise leave "restart yes" to
@@ -335,6 +346,8 @@ static int put_job(void *arg, int out_fd)
             rep->restarted = rep->apply_r == 0;
             if (rep->restarted)
                 restart_done(w);
+            else
+                unrestarted(w, rep, &ae);
         } else
             rep->apply_r = apply_run(w->o->apply, w->o->smb_conf, &ae);
         memcpy(rep->apply_msg, ae.msg, sizeof(rep->apply_msg));
@@ -393,6 +406,13 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
         w->put_done(w->ud, r, &res);
         return;
     }
+    if (rep->unrestarted) {
+        /* written, smbd not restarted, and taken back in the job */
+        settle(w, rep);
+        res.msg = rep->restart_msg;
+        w->put_done(w->ud, -EREMOTEIO, &res);
+        return;
+    }
     r = rep->r;
     res.msg = rep->msg;
     if (r == -ECANCELED) {
@@ -422,20 +442,6 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
             journal_log(LOG_ERR, "live trial: %s", rep->apply_msg);
             r = -ESRCH;
         }
-    } else if (w->restart && rep->apply_r < 0) {
-        /* Written and checked, but smbd's listener keeps the old sizes,
-         * and the line already reads as autotuning: no later search
-         * would write it again, so none would restart smbd. The record
-         * stays, as of a run that did not finish (pending_restart yes):
-         * the next cycle's check restarts smbd (confirm), or, outside
-         * the time window, takes the line back (BACK_LATE). */
-        free(w->live_value);
-        w->live_value = NULL;
-        w->restart_owed = true;
-        journal_log(LOG_WARNING,
-                    "written, but smbd was not restarted: %s; the next cycle tries again "
-                    "(outside the time window it takes the change back)",
-                    rep->apply_msg);
     } else {
         state_set_str(&w->st->last_written, res.new_value);
         w->st->written_at = (long)time(NULL); /* for --status: in force since */
@@ -444,7 +450,8 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
         w->live_value = NULL;
         owned_save(w->o, w->st);
         if (rep->apply_r < 0)
-            journal_log(LOG_WARNING, "written, but smbd was not told: %s", rep->apply_msg);
+            journal_log(LOG_WARNING, "written, but smbd was not %s: %s",
+                        w->restart ? "restarted" : "told", rep->apply_msg);
     }
     w->put_done(w->ud, r, &res);
 }
@@ -457,7 +464,6 @@ int owned_put(struct owned *w, const char *expect, struct search_config c, enum 
 
     if (owned_refuse_while_stuck(w) < 0 || owned_busy(w))
         return -EBUSY;
-    w->restart_owed = false;
     w->expect = expect ? expect : w->live_value;
     w->c = c;
     w->kind = kind;
@@ -546,8 +552,15 @@ static int settle(struct owned *w, const struct reply *rep)
 {
     int r = rep->r;
 
+    if (rep->unrestarted)
+        journal_log(LOG_WARNING, "smbd could not be restarted for the change: %s",
+                    rep->restart_msg);
     if (r == 0 || r == -EALREADY) {
-        if (r == 0 && rep->late) {
+        if (r == 0 && rep->unrestarted) {
+            taken_back(w, rep,
+                       "the socket options line holds what it held before: the change needs "
+                       "smbd restarted (restart_smbd = yes), and the restart failed");
+        } else if (r == 0 && rep->late) {
             char win[24], late[200];
 
             window_str(w->o->window_start, w->o->window_end, win, sizeof(win));
@@ -672,12 +685,18 @@ static void confirm(struct owned *w, struct reply *rep)
     }
     rep->restarted = restart && !w->o->dry_run;
     rep->not_restarted = restart && w->o->dry_run;
-    if (rep->restarted)
+    if (rep->restarted) {
         rep->apply_r = apply_restart_smbd(&ae);
-    else if (rep->r == 0)
+        if (rep->apply_r < 0) {
+            unrestarted(w, rep, &ae);
+            return;
+        }
+        restart_done(w);
+    } else if (rep->r == 0) {
         rep->apply_r = apply_run(w->o->apply, w->o->smb_conf, &ae);
-    else if (undone)
+    } else if (undone) {
         rep->apply_r = apply_run(trial_apply(w->o), w->o->smb_conf, &ae);
+    }
     memcpy(rep->apply_msg, ae.msg, sizeof(rep->apply_msg));
 }
 
@@ -712,21 +731,7 @@ static int confirmed(struct owned *w, const struct reply *rep)
         w->live_value = NULL;
         return rep->r;
     }
-    if (rep->restarted && rep->apply_r < 0) {
-        /* Kept in force, but without the restart its listener keeps the
-         * old sizes: the record stays, and the next cycle tries again
-         * (put_done says why) */
-        owned_error(w, LOG_WARNING,
-                    "%s: %.*s: written by a run that did not finish and checked, but restarting "
-                    "smbd failed: %s; the next cycle tries again (outside the time window it "
-                    "takes the change back)",
-                    ed->file, (int)ed->line_len, ed->written + ed->line_off, rep->apply_msg);
-        free(w->live_value);
-        w->live_value = NULL;
-        w->restart_owed = true;
-        return -ESRCH;
-    }
-    if (rep->apply_r < 0)
+    if (rep->apply_r < 0) /* (a restart that failed was taken back: settle) */
         snprintf(how, sizeof(how), "telling smbd failed: %s", rep->apply_msg);
     else if (rep->restarted)
         snprintf(how, sizeof(how),
@@ -819,7 +824,7 @@ static int back_job(void *arg, int out_fd)
         return -ENOMEM;
     if (keep) {
         confirm(w, rep);
-        rep->confirmed = !rep->late;
+        rep->confirmed = !rep->late && !rep->unrestarted;
         memcpy(rep + 1, w->keep_value, vlen);
     } else {
         revert(w, rep);
@@ -874,7 +879,6 @@ int owned_take_back(struct owned *w, bool keep, owned_back_fn done, void *ud)
     w->error[0] = '\0';
     if (owned_refuse_while_stuck(w) < 0 || owned_busy(w))
         return -EBUSY;
-    w->restart_owed = false;
     w->back_done = done;
     w->ud = ud;
     if (!w->st->pending)
@@ -955,7 +959,7 @@ void owned_recover(struct owned *w)
         return;
     case BACK_CONFIRM:
         confirm(w, &rep);
-        if (rep.late)
+        if (rep.late || rep.unrestarted)
             settle(w, &rep);
         else
             confirmed(w, &rep);

@@ -41,7 +41,9 @@ struct owned_put_result {
  * caller's take-back puts it back and holds); -ESRCH when a trial was written but smbd was not told
  * (the trial stays recorded: take it back); -ETIME when a commit that
  * restarts smbd met the time window shut (written or not: a written one
- * stays recorded, and the cycle's end takes it back); -ETIMEDOUT when the job did
+ * stays recorded, and the cycle's end takes it back); -EREMOTEIO when a
+ * commit's restart of smbd failed (msg: why), and it was taken back (as
+ * settle() tells; a take-back that failed leaves it recorded); -ETIMEDOUT when the job did
  * not finish (with the hold taken when it did not even end when killed);
  * other -errno. */
 typedef void (*owned_put_fn)(void *ud, int r, const struct owned_put_result *res);
@@ -117,12 +119,6 @@ const char *owned_live_value(const struct owned *w);
 /* An operation runs, or a job of ours that was killed has not ended yet
  * (stuck in the kernel: it may still write smb.conf). */
 bool owned_busy(const struct owned *w);
-
-/* The last commit was written, but the restart of smbd it needed failed:
- * its record stays for the next cycle, which restarts smbd (or, outside
- * the time window, takes the line back). Not at once at this cycle's
- * end: it would only fail again. Until the next put or take-back. */
-bool owned_restart_owed(const struct owned *w);
 
 /* Nothing left to undo or confirm (and the state saved by the caller). */
 void owned_pending_clear(struct state *st);

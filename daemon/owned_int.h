@@ -24,11 +24,13 @@ struct reply {
     bool checked, undone, restarted; /* a confirm: see confirm() */
     bool not_restarted;              /* a restart it would want, left (--dry-run) */
     bool late;                       /* a revert: BACK_LATE (back_plan) */
-    bool confirmed;                  /* a take-back's job confirmed a commit in force */
-    int undo;                        /* a confirm undone: how (smbconf_confirm's *how) */
+    bool unrestarted; /* a revert: smbd could not be restarted for it (restart_msg) */
+    bool confirmed;   /* a take-back's job confirmed a commit in force */
+    int undo;         /* a confirm undone: how (smbconf_confirm's *how) */
     int line;
     char msg[sizeof(((struct err *)0)->msg)];
     char apply_msg[sizeof(((struct err *)0)->msg)];
+    char restart_msg[sizeof(((struct err *)0)->msg)];
     char file[PATH_MAX]; /* "" when the line is nowhere (Samba's default) */
     /* followed by the new value, NUL-terminated */
 };
@@ -57,8 +59,7 @@ struct owned {
     /* why the last read or take-back failed ("" after one that did not:
      * owned_last_error) */
     char error[sizeof(((struct err *)0)->msg)];
-    pid_t stuck_pid;   /* a job of ours killed that had not ended (see stuck()) */
-    bool restart_owed; /* the last commit's restart of smbd failed (owned_restart_owed) */
+    pid_t stuck_pid; /* a job of ours killed that had not ended (see stuck()) */
 };
 
 /* -EBUSY, said, while a job of ours that was killed may still write

@@ -586,10 +586,9 @@ void tuner_cycle_end(struct tuner *t, bool ok)
     t->timer = sd_event_source_disable_unref(t->timer);
     t->w.ops->measure_kill(t->w.ctx);
     t->w.ops->place_down(t->w.ctx);
-    /* (not after a settling step that just failed, nor after a commit
-     * whose restart of smbd failed: it would only run again at once) */
-    if (t->st.pending && !t->st.hold && !owned_busy(t->line) && t->state != T_SETTLING &&
-        !owned_restart_owed(t->line)) {
+    /* (not after a settling step that just failed: it would only run
+     * again at once) */
+    if (t->st.pending && !t->st.hold && !owned_busy(t->line) && t->state != T_SETTLING) {
         t->state = T_ENDING;
         /* a commit whose job died after its write stays, confirmed */
         if (owned_take_back(t->line, true, on_ended, t) == 0)
@@ -616,13 +615,9 @@ bool tuner_keep_schedule(struct tuner *t)
      * costs nothing (no probe) and says so at once. No next_at (never
      * ran, --once), one passed (it was due while we were down), or one
      * later than a cycle ending now would schedule (the clock went back,
-     * interval or window was changed): now. A commit whose restart of
-     * smbd failed just now (owed) waits for its cycle: a try at once
-     * would only fail again. */
-    bool owed = owned_restart_owed(t->line);
-
-    if ((t->recovered && !owed) || (t->st.pending && !owed) || t->st.hold || t->st.cycle_at <= 0 ||
-        next <= now || (double)(next - now) > furthest_wait(t, now))
+     * interval or window was changed): now. */
+    if (t->recovered || t->st.pending || t->st.hold || t->st.cycle_at <= 0 || next <= now ||
+        (double)(next - now) > furthest_wait(t, now))
         return false;
     if (arm(t, (double)(next - now)) < 0)
         return false;

@@ -51,7 +51,7 @@ static int apply_signal(const char *smb_conf, struct err *e)
     return 0;
 }
 
-/* ReloadUnit or RestartUnit of smbd.service over D-Bus. */
+/* ReloadUnit or TryRestartUnit of smbd.service over D-Bus. */
 static int systemd_unit(const char *method, struct err *e)
 {
     sd_bus *bus = NULL;
@@ -71,9 +71,11 @@ static int systemd_unit(const char *method, struct err *e)
     return r < 0 ? r : 0;
 }
 
+/* TryRestartUnit: an smbd an admin stopped meanwhile stays stopped (it
+ * takes the line when started); a masked or missing unit fails. */
 int apply_restart_smbd(struct err *e)
 {
-    return systemd_unit("RestartUnit", e);
+    return systemd_unit("TryRestartUnit", e);
 }
 
 int apply_run(enum apply_method m, const char *smb_conf, struct err *e)
