@@ -57,6 +57,14 @@ bool owned_busy(const struct owned *w)
     return w->job != NULL || w->defer != NULL || still_stuck(w);
 }
 
+const char *owned_restart_failure(struct owned *w)
+{
+    if (!w->restart_failed_new)
+        return NULL;
+    w->restart_failed_new = false;
+    return w->restart_failed;
+}
+
 void owned_error(struct owned *w, int prio, const char *fmt, ...)
 {
     va_list ap, again;
@@ -266,9 +274,18 @@ static int settle(struct owned *w, const struct reply *rep);
  * keeps the old sizes while the line reads as autotuning, and no later
  * search would write that line again and restart smbd: the line goes
  * back at once, and the reply is the revert's (settle says what came of
- * it). */
+ * it). The record is made a trial's first, so that whatever settles it
+ * should this revert fail (the cycle's end, the next cycle or start)
+ * takes it back too, and never confirms it and tries the restart again
+ * outside the cycle's checks. */
 static void unrestarted(struct owned *w, struct reply *rep, const struct err *e)
 {
+    struct err se;
+
+    w->st->pending_commit = false;
+    w->st->pending_restart = STATE_RESTART_UNKNOWN;
+    if (state_save(w->o->state_dir, w->st, &se) < 0)
+        journal_log(LOG_ERR, "%s", se.msg);
     revert(w, rep);
     rep->unrestarted = true;
     memcpy(rep->restart_msg, e->msg, sizeof(rep->restart_msg));
@@ -342,15 +359,16 @@ static int put_job(void *arg, int out_fd)
             rep->r = window_shut(w, &e, "written, to be taken back");
             memcpy(rep->msg, e.msg, sizeof(rep->msg));
         } else if (w->restart) {
-            rep->apply_r = apply_restart_smbd(&ae);
+            rep->apply_r = apply_restart_smbd(w->o->smb_conf, &ae);
             rep->restarted = rep->apply_r == 0;
             if (rep->restarted)
                 restart_done(w);
             else
-                unrestarted(w, rep, &ae);
+                unrestarted(w, rep, &ae); /* (apply_msg: the revert's) */
         } else
             rep->apply_r = apply_run(w->o->apply, w->o->smb_conf, &ae);
-        memcpy(rep->apply_msg, ae.msg, sizeof(rep->apply_msg));
+        if (!rep->unrestarted)
+            memcpy(rep->apply_msg, ae.msg, sizeof(rep->apply_msg));
     }
     smbconf_result_free(&res);
     r = files_write_all(out_fd, rep, sizeof(*rep) + vlen + 1);
@@ -541,7 +559,7 @@ static void taken_back(struct owned *w, const struct reply *rep, const char *aft
 
     snprintf(conf, sizeof(conf), "SMBTUNED_SMB_CONF=%s", w->st->pending_edit.file);
     journal_event(JOURNAL_ID_TAKE_BACK, LOG_NOTICE, f, "%s taken back in %s: %s",
-                  w->st->pending_commit ? "unfinished change" : "live trial",
+                  w->st->pending_commit || rep->unrestarted ? "unfinished change" : "live trial",
                   w->st->pending_edit.file, after);
     if (rep->apply_r < 0)
         journal_log(LOG_WARNING, "%s", rep->apply_msg);
@@ -552,9 +570,12 @@ static int settle(struct owned *w, const struct reply *rep)
 {
     int r = rep->r;
 
-    if (rep->unrestarted)
+    if (rep->unrestarted) {
         journal_log(LOG_WARNING, "smbd could not be restarted for the change: %s",
                     rep->restart_msg);
+        snprintf(w->restart_failed, sizeof(w->restart_failed), "%s", rep->restart_msg);
+        w->restart_failed_new = true;
+    }
     if (r == 0 || r == -EALREADY) {
         if (r == 0 && rep->unrestarted) {
             taken_back(w, rep,
@@ -686,7 +707,7 @@ static void confirm(struct owned *w, struct reply *rep)
     rep->restarted = restart && !w->o->dry_run;
     rep->not_restarted = restart && w->o->dry_run;
     if (rep->restarted) {
-        rep->apply_r = apply_restart_smbd(&ae);
+        rep->apply_r = apply_restart_smbd(w->o->smb_conf, &ae);
         if (rep->apply_r < 0) {
             unrestarted(w, rep, &ae);
             return;
@@ -842,6 +863,10 @@ static void back_done(struct job *j, const struct job_result *jr, void *ud)
     int r;
 
     w->job = NULL;
+    /* a confirm that restarted smbd, or failed to, saved the record
+     * (restart_done, unrestarted): what it says now, also when the job
+     * died before its reply */
+    reload(w);
     /* The job does not write the state: what we hold is current. */
     if (jr->unreaped) {
         stuck(w, job_pid(j), w->confirming ? "checking our change" : "taking our change back");

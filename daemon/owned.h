@@ -120,6 +120,11 @@ const char *owned_live_value(const struct owned *w);
  * (stuck in the kernel: it may still write smb.conf). */
 bool owned_busy(const struct owned *w);
 
+/* Why a restart of smbd for a commit failed (the commit was taken back,
+ * or, should that fail, is recorded as a trial to be), once since the
+ * last call; else NULL. The text lives until the next failure. */
+const char *owned_restart_failure(struct owned *w);
+
 /* Nothing left to undo or confirm (and the state saved by the caller). */
 void owned_pending_clear(struct state *st);
 

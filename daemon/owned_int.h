@@ -60,6 +60,9 @@ struct owned {
      * owned_last_error) */
     char error[sizeof(((struct err *)0)->msg)];
     pid_t stuck_pid; /* a job of ours killed that had not ended (see stuck()) */
+    /* why a restart of smbd failed, since owned_restart_failure asked */
+    char restart_failed[sizeof(((struct err *)0)->msg)];
+    bool restart_failed_new;
 };
 
 /* -EBUSY, said, while a job of ours that was killed may still write

@@ -77,7 +77,32 @@ void tuner_set_opts(struct tuner *t, const struct tuner_opts *o)
         journal_log(LOG_INFO, "the probe or search settings changed: the next cycle searches "
                               "again");
         tuner_unconverge(t);
+    } else if (t->converged && t->restart_off && o->restart_smbd) {
+        /* what the searches since the failed restart chose among
+         * explicit sizes: autotuning is a candidate again */
+        journal_log(LOG_INFO, "restart_smbd is on again: the next cycle searches again");
+        tuner_unconverge(t);
     }
+    t->restart_off = false;
+}
+
+/* A restart that failed once (smbd.service masked or missing, D-Bus
+ * down, an smbd systemd does not run) would likely fail at every cycle,
+ * each time after a search and two writes of smb.conf: until a reload,
+ * restart_smbd counts as off, and the searches choose among explicit
+ * sizes, which smbd takes without a restart. */
+void tuner_restart_failed(struct tuner *t)
+{
+    const char *why = owned_restart_failure(t->line);
+
+    if (why == NULL || !t->o.restart_smbd)
+        return;
+    t->o.restart_smbd = false;
+    t->restart_off = true;
+    journal_log(LOG_WARNING,
+                "smbd could not be restarted (%s): until `systemctl reload smbtuned`, which "
+                "searches again, smbtuned chooses among explicit sizes, as with restart_smbd = no",
+                why);
 }
 
 bool tuner_busy(const struct tuner *t)
@@ -316,6 +341,7 @@ static void on_settled(void *ud, int r)
 {
     struct tuner *t = ud;
 
+    tuner_restart_failed(t);
     /* A take-back that fails again (lock held, disk full) skips the cycle. */
     if (t->st.pending || t->st.hold) {
         tuner_cycle_end(t, false);
@@ -574,6 +600,7 @@ static void cycle_done(struct tuner *t)
 
 static void on_ended(void *ud, int r)
 {
+    tuner_restart_failed(ud);
     cycle_done(ud);
 }
 
@@ -656,6 +683,7 @@ int tuner_recover(struct tuner *t, struct err *e)
                     t->st.pending_commit ? "change" : "live trial", t->st.pending_edit.file);
         /* Before the loop runs: nothing else waits yet. */
         owned_recover(t->line);
+        tuner_restart_failed(t);
     }
     if (rs < 0) {
         *e = swept;

@@ -68,6 +68,7 @@ struct tuner {
     struct search_config inc0;
     struct facts facts;
     bool converged;   /* s holds a converged search (verify mode) */
+    bool restart_off; /* a restart of smbd failed: o.restart_smbd off until a reload */
     struct search *s; /* this cycle's search, or the last one's */
     struct verify *v; /* watches s's winner once converged, NULL before */
     struct tally tally;
@@ -136,6 +137,10 @@ bool tuner_ref_other_rates(const struct state *st);
  * and the window in words (HH:MM-HH:MM). */
 long tuner_window_wait(const struct tuner *t);
 void tuner_window_str(const struct tuner *t, char *buf, size_t len);
+
+/* After an edit step: a restart of smbd that failed (owned.c took the
+ * commit back) turns restart_smbd off until a reload, saying so. */
+void tuner_restart_failed(struct tuner *t);
 /* What verification samples: the search's winner, or after a restart (no
  * search in memory) the line in force. */
 struct search_config tuner_verified(const struct tuner *t);

@@ -387,25 +387,14 @@ static bool restart_too_late(struct tuner *t, struct outcome *out)
 }
 
 /* The commit needed smbd restarted, the restart failed, and the job took
- * the line back (owned.c: unrestarted). A restart that failed once
- * (smbd.service masked or missing, D-Bus down) would likely fail at every
- * cycle, each time after a search and two writes of smb.conf: until
- * smbtuned is reloaded or restarted, restart_smbd counts as no, and the
- * next search chooses among explicit sizes, which smbd takes without a
- * restart. Not while the take-back failed and the record stays: the
- * cycle's end then tries it again, as the commit of a killed run. */
-static void unrestarted(struct tuner *t, const char *why)
+ * the line back (owned.c: unrestarted; settle told how that went). The
+ * cycle fails, keeping what it started from (a hold, when the take-back
+ * found an admin's line, says so itself). */
+static void unrestarted(struct tuner *t)
 {
     struct outcome *out = &t->out;
 
-    if (!t->st.pending) {
-        t->o.restart_smbd = false;
-        journal_log(LOG_WARNING,
-                    "socket options = %s needs smbd restarted, and the restart failed (%s): the "
-                    "line holds %s again; until smbtuned is reloaded or restarted, its searches "
-                    "choose among explicit sizes, as with restart_smbd = no",
-                    out->after, why, t->value0);
-    }
+    tuner_restart_failed(t);
     snprintf(out->what, sizeof(out->what), "smbd could not be restarted for socket options = %s",
              out->after);
     out->kind = OUTCOME_KEEP;
@@ -418,7 +407,7 @@ static void on_committed(void *ud, int r, const struct owned_put_result *res)
     struct tuner *t = ud;
 
     if (r == -EREMOTEIO) {
-        unrestarted(t, res->msg);
+        unrestarted(t);
         return;
     }
     if (r == -ETIME) {

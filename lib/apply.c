@@ -51,31 +51,88 @@ static int apply_signal(const char *smb_conf, struct err *e)
     return 0;
 }
 
+/* The unit restart_smbd restarts. */
+#define SMBD_UNIT "smbd.service"
+
 /* ReloadUnit or TryRestartUnit of smbd.service over D-Bus. */
+static int unit_call(sd_bus *bus, const char *method, struct err *e)
+{
+    sd_bus_error be = SD_BUS_ERROR_NULL;
+    int r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                               "org.freedesktop.systemd1.Manager", method, &be, NULL, "ss",
+                               SMBD_UNIT, "replace");
+
+    if (r < 0)
+        err_set(e, r, "systemd: %s of " SMBD_UNIT " failed: %s", method,
+                be.message ? be.message : strerror(-r));
+    sd_bus_error_free(&be);
+    return r < 0 ? r : 0;
+}
+
 static int systemd_unit(const char *method, struct err *e)
 {
     sd_bus *bus = NULL;
-    sd_bus_error be = SD_BUS_ERROR_NULL;
     int r = sd_bus_open_system(&bus);
 
     if (r < 0)
         return err_set(e, r, "cannot reach systemd over D-Bus: %s", strerror(-r));
-    r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                           "org.freedesktop.systemd1.Manager", method, &be, NULL, "ss",
-                           "smbd.service", "replace");
-    if (r < 0)
-        err_set(e, r, "systemd: %s of smbd.service failed: %s", method,
-                be.message ? be.message : strerror(-r));
-    sd_bus_error_free(&be);
+    r = unit_call(bus, method, e);
     sd_bus_unref(bus);
+    return r;
+}
+
+/* smbd.service's main process, 0 when the unit is not running. */
+static int unit_main_pid(sd_bus *bus, uint32_t *pid, struct err *e)
+{
+    sd_bus_error be = SD_BUS_ERROR_NULL;
+    sd_bus_message *m = NULL;
+    const char *path;
+    int r =
+        sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                           "org.freedesktop.systemd1.Manager", "LoadUnit", &be, &m, "s", SMBD_UNIT);
+
+    if (r >= 0)
+        r = sd_bus_message_read(m, "o", &path);
+    if (r >= 0)
+        r = sd_bus_get_property_trivial(bus, "org.freedesktop.systemd1", path,
+                                        "org.freedesktop.systemd1.Service", "MainPID", &be, 'u',
+                                        pid);
+    if (r < 0)
+        err_set(e, r, "systemd: cannot read " SMBD_UNIT "'s main process: %s",
+                be.message ? be.message : strerror(-r));
+    sd_bus_message_unref(m);
+    sd_bus_error_free(&be);
     return r < 0 ? r : 0;
 }
 
-/* TryRestartUnit: an smbd an admin stopped meanwhile stays stopped (it
- * takes the line when started); a masked or missing unit fails. */
-int apply_restart_smbd(struct err *e)
+/* Only the smbd that runs with smb_conf, and only as smbd.service's main
+ * process: an smbd started by hand or by another unit would not be
+ * restarted by systemd (TryRestartUnit of an inactive unit does nothing,
+ * and says so by succeeding), and its listener would keep the old sizes
+ * while the line reads as autotuning. TryRestartUnit, not RestartUnit:
+ * an smbd stopped since this check stays stopped. */
+int apply_restart_smbd(const char *smb_conf, struct err *e)
 {
-    return systemd_unit("TryRestartUnit", e);
+    sd_bus *bus = NULL;
+    uint32_t main_pid = 0;
+    pid_t pid;
+    int r = smbd_pid(smb_conf, &pid, e);
+
+    if (r < 0)
+        return r;
+    r = sd_bus_open_system(&bus);
+    if (r < 0)
+        return err_set(e, r, "cannot reach systemd over D-Bus: %s", strerror(-r));
+    r = unit_main_pid(bus, &main_pid, e);
+    if (r == 0 && (pid_t)main_pid != pid)
+        r = err_set(e, -ESRCH,
+                    "the smbd of %s (pid %d) is not " SMBD_UNIT "'s main process (%s%u): "
+                    "restart_smbd restarts only " SMBD_UNIT,
+                    smb_conf, (int)pid, main_pid ? "pid " : "", main_pid);
+    if (r == 0)
+        r = unit_call(bus, "TryRestartUnit", e);
+    sd_bus_unref(bus);
+    return r;
 }
 
 int apply_run(enum apply_method m, const char *smb_conf, struct err *e)

@@ -24,7 +24,8 @@ int apply_run_timeout(enum apply_method m, const char *smb_conf, double timeout_
 
 /* Restart smbd.service through systemd: the only way to give its listener,
  * and so new connections, autotuning back. Only when the admin asked for
- * it (tune { restart_smbd = yes }). */
-int apply_restart_smbd(struct err *e);
+ * it (tune { restart_smbd = yes }), and only when the smbd that runs with
+ * smb_conf is that unit's main process (else an error says why). */
+int apply_restart_smbd(const char *smb_conf, struct err *e);
 
 #endif
