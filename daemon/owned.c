@@ -467,9 +467,9 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
         free(w->live_value);
         w->live_value = NULL;
         owned_save(w->o, w->st);
+        /* (a restart that failed was taken back: rep->unrestarted) */
         if (rep->apply_r < 0)
-            journal_log(LOG_WARNING, "written, but smbd was not %s: %s",
-                        w->restart ? "restarted" : "told", rep->apply_msg);
+            journal_log(LOG_WARNING, "written, but smbd was not told: %s", rep->apply_msg);
     }
     w->put_done(w->ud, r, &res);
 }
