@@ -311,6 +311,33 @@ static void restart_done(struct owned *w)
                     e.msg);
 }
 
+/* In the job, after the write of a commit that needs smbd restarted
+ * (its own, or a killed run's being confirmed): the check that the smbd
+ * is smbd.service's own (apply_restart_check: its testparm and D-Bus
+ * calls may take a while), then the time window, right before the
+ * restart, then the restart. 0: restarted (rep->restarted), or no smbd
+ * ran (rep->not_running: it takes the line when it starts); -ETIME: the
+ * window shut, nothing done; else the restart failed or could not be
+ * made, and the line went back (unrestarted: the reply is the revert's). */
+static int smbd_restart(struct owned *w, struct reply *rep)
+{
+    struct err ae = {{0}};
+    int r = apply_restart_check(w->o->smb_conf, &ae);
+
+    if (r >= 0 && outside_window(w->o))
+        return -ETIME;
+    if (r == 0)
+        r = apply_restart_smbd(&ae);
+    if (r < 0) {
+        unrestarted(w, rep, &ae);
+        return r;
+    }
+    rep->restarted = r == 0;
+    rep->not_running = r == 1;
+    restart_done(w);
+    return 0;
+}
+
 static int put_job(void *arg, int out_fd)
 {
     struct owned *w = arg;
@@ -351,24 +378,20 @@ static int put_job(void *arg, int out_fd)
         memcpy(rep + 1, res.new_value, vlen);
         if (w->kind == OWNED_TRIAL) {
             rep->apply_r = apply_run(trial_apply(w->o), w->o->smb_conf, &ae);
-        } else if (w->restart && outside_window(w->o)) {
-            /* The check after the write (testparm, up to a minute) ran
-             * past the window's end: no restart. The record stays (with
-             * pending_restart yes), and the cycle's end takes the commit
-             * back (BACK_LATE), or the next start if we are killed first. */
-            rep->r = window_shut(w, &e, "written, to be taken back");
-            memcpy(rep->msg, e.msg, sizeof(rep->msg));
         } else if (w->restart) {
-            rep->apply_r = apply_restart_smbd(w->o->smb_conf, &ae);
-            rep->restarted = rep->apply_r == 0;
-            if (rep->restarted)
-                restart_done(w);
-            else
-                unrestarted(w, rep, &ae); /* (apply_msg: the revert's) */
-        } else
+            /* The check after the write (testparm, up to a minute) and
+             * smbd_restart's own may run past the window's end: no
+             * restart then. The record stays (with pending_restart yes),
+             * and the cycle's end takes the commit back (BACK_LATE), or
+             * the next start if we are killed first. */
+            if (smbd_restart(w, rep) == -ETIME) {
+                rep->r = window_shut(w, &e, "written, to be taken back");
+                memcpy(rep->msg, e.msg, sizeof(rep->msg));
+            }
+        } else {
             rep->apply_r = apply_run(w->o->apply, w->o->smb_conf, &ae);
-        if (!rep->unrestarted)
             memcpy(rep->apply_msg, ae.msg, sizeof(rep->apply_msg));
+        }
     }
     smbconf_result_free(&res);
     r = files_write_all(out_fd, rep, sizeof(*rep) + vlen + 1);
@@ -470,6 +493,11 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
         /* (a restart that failed was taken back: rep->unrestarted) */
         if (rep->apply_r < 0)
             journal_log(LOG_WARNING, "written, but smbd was not told: %s", rep->apply_msg);
+        if (rep->not_running)
+            journal_log(LOG_NOTICE,
+                        "smbd is not running: it takes socket options = %s when it starts "
+                        "(nothing to restart)",
+                        res.new_value);
     }
     w->put_done(w->ud, r, &res);
 }
@@ -575,6 +603,13 @@ static int settle(struct owned *w, const struct reply *rep)
                     rep->restart_msg);
         snprintf(w->restart_failed, sizeof(w->restart_failed), "%s", rep->restart_msg);
         w->restart_failed_new = true;
+        /* a trial's record, should the job's save of it have failed:
+         * taken back, never confirmed (unrestarted) */
+        if (w->st->pending && w->st->pending_commit) {
+            w->st->pending_commit = false;
+            w->st->pending_restart = STATE_RESTART_UNKNOWN;
+            owned_save(w->o, w->st);
+        }
     }
     if (r == 0 || r == -EALREADY) {
         if (r == 0 && rep->unrestarted) {
@@ -704,15 +739,17 @@ static void confirm(struct owned *w, struct reply *rep)
         rep->late = true;
         return;
     }
-    rep->restarted = restart && !w->o->dry_run;
     rep->not_restarted = restart && w->o->dry_run;
-    if (rep->restarted) {
-        rep->apply_r = apply_restart_smbd(w->o->smb_conf, &ae);
-        if (rep->apply_r < 0) {
-            unrestarted(w, rep, &ae);
-            return;
+    if (restart && !w->o->dry_run) {
+        int r = smbd_restart(w, rep);
+
+        if (r == -ETIME) {
+            /* its checks ran past the window's end */
+            revert(w, rep);
+            rep->late = true;
         }
-        restart_done(w);
+        if (r < 0)
+            return;
     } else if (rep->r == 0) {
         rep->apply_r = apply_run(w->o->apply, w->o->smb_conf, &ae);
     } else if (undone) {
@@ -754,6 +791,9 @@ static int confirmed(struct owned *w, const struct reply *rep)
     }
     if (rep->apply_r < 0) /* (a restart that failed was taken back: settle) */
         snprintf(how, sizeof(how), "telling smbd failed: %s", rep->apply_msg);
+    else if (rep->not_running)
+        snprintf(how, sizeof(how),
+                 "smbd is not running: it takes the line when it starts (nothing to restart)");
     else if (rep->restarted)
         snprintf(how, sizeof(how),
                  "smbd is restarted now, so that autotuning reaches new "

@@ -25,6 +25,7 @@ struct reply {
     bool not_restarted;              /* a restart it would want, left (--dry-run) */
     bool late;                       /* a revert: BACK_LATE (back_plan) */
     bool unrestarted; /* a revert: smbd could not be restarted for it (restart_msg) */
+    bool not_running; /* a restart wanted, but no smbd ran (apply_restart_check: 1) */
     bool confirmed;   /* a take-back's job confirmed a commit in force */
     int undo;         /* a confirm undone: how (smbconf_confirm's *how) */
     int line;

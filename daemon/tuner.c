@@ -77,13 +77,7 @@ void tuner_set_opts(struct tuner *t, const struct tuner_opts *o)
         journal_log(LOG_INFO, "the probe or search settings changed: the next cycle searches "
                               "again");
         tuner_unconverge(t);
-    } else if (t->converged && t->restart_off && o->restart_smbd) {
-        /* what the searches since the failed restart chose among
-         * explicit sizes: autotuning is a candidate again */
-        journal_log(LOG_INFO, "restart_smbd is on again: the next cycle searches again");
-        tuner_unconverge(t);
     }
-    t->restart_off = false;
 }
 
 /* A restart that failed once (smbd.service masked or missing, D-Bus
@@ -98,7 +92,10 @@ void tuner_restart_failed(struct tuner *t)
     if (why == NULL || !t->o.restart_smbd)
         return;
     t->o.restart_smbd = false;
-    t->restart_off = true;
+    t->o.restart_off = true;
+    /* (the reload's settings lack the mark: they differ, and the tuner
+     * searches again, as a start does from a reference with it) */
+    tuner_settings_words(&t->o, t->settings, sizeof(t->settings));
     journal_log(LOG_WARNING,
                 "smbd could not be restarted (%s): until `systemctl reload smbtuned`, which "
                 "searches again, smbtuned chooses among explicit sizes, as with restart_smbd = no",

@@ -68,7 +68,6 @@ struct tuner {
     struct search_config inc0;
     struct facts facts;
     bool converged;   /* s holds a converged search (verify mode) */
-    bool restart_off; /* a restart of smbd failed: o.restart_smbd off until a reload */
     struct search *s; /* this cycle's search, or the last one's */
     struct verify *v; /* watches s's winner once converged, NULL before */
     struct tally tally;

@@ -109,30 +109,41 @@ static int unit_main_pid(sd_bus *bus, uint32_t *pid, struct err *e)
  * process: an smbd started by hand or by another unit would not be
  * restarted by systemd (TryRestartUnit of an inactive unit does nothing,
  * and says so by succeeding), and its listener would keep the old sizes
- * while the line reads as autotuning. TryRestartUnit, not RestartUnit:
- * an smbd stopped since this check stays stopped. */
-int apply_restart_smbd(const char *smb_conf, struct err *e)
+ * while the line reads as autotuning. */
+int apply_restart_check(const char *smb_conf, struct err *e)
 {
     sd_bus *bus = NULL;
     uint32_t main_pid = 0;
-    pid_t pid;
-    int r = smbd_pid(smb_conf, &pid, e);
+    struct err pe;
+    pid_t pid = 0;
+    int rp = smbd_pid(smb_conf, &pid, &pe);
+    int r = sd_bus_open_system(&bus);
 
-    if (r < 0)
-        return r;
-    r = sd_bus_open_system(&bus);
     if (r < 0)
         return err_set(e, r, "cannot reach systemd over D-Bus: %s", strerror(-r));
     r = unit_main_pid(bus, &main_pid, e);
-    if (r == 0 && (pid_t)main_pid != pid)
-        r = err_set(e, -ESRCH,
-                    "the smbd of %s (pid %d) is not " SMBD_UNIT "'s main process (%s%u): "
-                    "restart_smbd restarts only " SMBD_UNIT,
-                    smb_conf, (int)pid, main_pid ? "pid " : "", main_pid);
-    if (r == 0)
-        r = unit_call(bus, "TryRestartUnit", e);
     sd_bus_unref(bus);
-    return r;
+    if (r < 0)
+        return r;
+    /* no smbd, neither of smb_conf nor of the unit: it takes the line
+     * when it starts */
+    if (rp < 0 && main_pid == 0)
+        return 1;
+    if (rp < 0)
+        return err_set(e, rp, "%s", pe.msg);
+    if ((pid_t)main_pid != pid)
+        return err_set(e, -ESRCH,
+                       "the smbd of %s (pid %d) is not " SMBD_UNIT "'s main process (%s%u): "
+                       "restart_smbd restarts only " SMBD_UNIT,
+                       smb_conf, (int)pid, main_pid ? "pid " : "", main_pid);
+    return 0;
+}
+
+/* TryRestartUnit, not RestartUnit: an smbd stopped since the check stays
+ * stopped (it takes the line when it starts). */
+int apply_restart_smbd(struct err *e)
+{
+    return systemd_unit("TryRestartUnit", e);
 }
 
 int apply_run(enum apply_method m, const char *smb_conf, struct err *e)

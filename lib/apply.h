@@ -22,10 +22,17 @@ int apply_run(enum apply_method m, const char *smb_conf, struct err *e);
  * killed and the apply fails like a refusal. */
 int apply_run_timeout(enum apply_method m, const char *smb_conf, double timeout_s, struct err *e);
 
-/* Restart smbd.service through systemd: the only way to give its listener,
- * and so new connections, autotuning back. Only when the admin asked for
- * it (tune { restart_smbd = yes }), and only when the smbd that runs with
- * smb_conf is that unit's main process (else an error says why). */
-int apply_restart_smbd(const char *smb_conf, struct err *e);
+/* Whether restart_smbd can restart the smbd that runs with smb_conf: 0
+ * when it is smbd.service's main process, 1 when no smbd runs (neither
+ * of smb_conf nor of the unit: nothing to restart), else an error says
+ * why (not the unit's, no system bus). Reads the pid file (testparm) and
+ * asks systemd, which may take a while: a time window is checked after. */
+int apply_restart_check(const char *smb_conf, struct err *e);
+
+/* Restart smbd.service through systemd (once apply_restart_check said
+ * 0): the only way to give its listener, and so new connections,
+ * autotuning back. Only when the admin asked for it (tune { restart_smbd
+ * = yes }). */
+int apply_restart_smbd(struct err *e);
 
 #endif

@@ -44,7 +44,10 @@ struct tuner_opts {
     int window_start; /* minutes after midnight; -1: any time */
     int window_end;
     bool restart_smbd; /* may restart smbd.service so that AUTO takes effect */
-    bool once;         /* one cycle, then leave the loop (command line only) */
+    /* set by the tuner, never by the config: a restart of smbd failed, and
+     * restart_smbd is off until a reload (tuner_restart_failed) */
+    bool restart_off;
+    bool once; /* one cycle, then leave the loop (command line only) */
     /* --once --dry-run: the cycle's end saves nothing, so that the
      * daemon's schedule, search and reference stay as they were; a hold
      * or a recovery, which are about smb.conf, are saved as ever. */

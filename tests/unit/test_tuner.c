@@ -2890,9 +2890,9 @@ static void test_a_failed_restart_is_taken_back(void **state)
     tuner_kick(t);
     assert_int_equal(sd_event_loop(s.ev), 0);
     /* a reload with restart_smbd on: autotuning is a candidate again */
-    reloaded = t->converged && t->restart_off && !t->o.restart_smbd;
+    reloaded = t->converged && t->o.restart_off && !t->o.restart_smbd;
     tuner_set_opts(t, &f->o);
-    reloaded = reloaded && !t->converged && !t->restart_off && t->o.restart_smbd;
+    reloaded = reloaded && !t->converged && !t->o.restart_off && t->o.restart_smbd;
     done_with(t, &s);
     tz_restore(was);
     kept_back = seen_count(&sn, JOURNAL_ID_TAKE_BACK) == 1;
