@@ -439,6 +439,41 @@ def test_commit_killed_before_smbd_was_told_restarts_smbd(box):
         _restore(box, conf)
 
 
+def test_a_killed_commit_found_with_smbd_stopped_is_kept(box):
+    """The commit of autotuning is written and the daemon killed before
+    smbd is told, as above; then smbd is stopped. The start finds the
+    commit needing a restart, but no smbd runs: nothing to restart, so it
+    is kept (smbd takes it when it starts), and smbd stays stopped."""
+    conf = _stopped(box)
+    try:
+        _legacy_first_start(box, conf)
+        box.put("/usr/local/sbin/testparm", HOLD_TESTPARM, 0o755)
+        box.run(["systemctl", "start", "smbtuned"], timeout=300)
+        _held(box, "the commit's write (testparm held)")
+        box.run(["systemctl", "stop", "smbtuned"], timeout=300)
+        box.run(["systemctl", "stop", "smbd"], timeout=120)
+        st = _state(box)
+        assert (st.get("pending_commit"), st.get("pending_restart")) == ("yes", "2"), st
+        c0 = _cursor(box)
+        box.run(["systemctl", "start", "smbtuned"], timeout=300)
+        _wait("the start's check of the commit",
+              lambda: "checked and kept" in _since(box, c0), 300, 2)
+        j = _since(box, c0)
+        assert "checked and kept: smbd is not running: it takes the line when it starts" in j, \
+            j[-3000:]
+        assert "could not be restarted" not in j, j[-3000:]
+        line = _socket_line(box)
+        assert "SO_RCVBUF" not in line and "SO_SNDBUF" not in line, line
+        assert _show_unit(box, "smbd", "ActiveState")["ActiveState"] == "inactive"
+        box.run(["systemctl", "start", "smbd"], timeout=120)
+        _wait("smbd's listener", lambda: _listener_buffers(box), 30, 0.5)
+        bufs = _listener_buffers(box)
+        assert all(rb != 16384 for rb, _ in bufs), bufs
+    finally:
+        box.run(["systemctl", "start", "smbd"], check=False, timeout=120)
+        _restore(box, conf)
+
+
 # A testparm that, at the first read-back of a commit (the state file
 # records it pending), stops smbtuned's main process (SIGSTOP: its job,
 # the testparm's parent, goes on) and leaves a mark. Later calls pass
