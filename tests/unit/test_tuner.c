@@ -2923,6 +2923,20 @@ static void test_a_failed_restart_is_taken_back(void **state)
     assert_false(st.pending);
     state_free(&st);
 
+    /* a start, restart_smbd on again: the reference was measured under
+     * the fallback's mark, so it searches again rather than verify */
+    was = tz_set("UTC0");
+    sim_init(&s, &f->o);
+    s.smbd_running = true;
+    s.auto_share = 1.3;
+    seen_begin(&sn);
+    t = cycle_in(f, &s);
+    done_with(t, &s);
+    tz_restore(was);
+    said_fallback = seen_said(&sn, "search before the restart: searching again");
+    seen_end(&sn);
+    assert_true(said_fallback);
+
     /* a commit a killed run left, recorded as needing the restart */
     was = tz_set("UTC0");
     write_conf(f, LEGACY);
