@@ -903,11 +903,10 @@ static void back_done(struct job *j, const struct job_result *jr, void *ud)
     int r;
 
     w->job = NULL;
-    /* a confirm that restarted smbd, or failed to, saved the record
-     * (restart_done, unrestarted): what it says now, also when the job
-     * died before its reply */
+    /* The job writes the state only when a confirm restarted smbd, or
+     * failed to (restart_done, unrestarted): what the record says now,
+     * also when the job died before its reply. */
     reload(w);
-    /* The job does not write the state: what we hold is current. */
     if (jr->unreaped) {
         stuck(w, job_pid(j), w->confirming ? "checking our change" : "taking our change back");
         r = -ETIMEDOUT;
