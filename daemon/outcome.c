@@ -151,11 +151,16 @@ static long loopback_size(struct outcome *out, const struct search_params *p, co
                             : "the real connections held back gave no round trip to size it by");
         return SEARCH_AUTO;
     }
+    /* restart_off: restart_smbd is on but its restart failed this run
+     * (tuner_restart_failed()); telling the admin to set what is already
+     * set would send them the wrong way. */
     why_add(out,
             "%s=%ld on loopback trials alone (no real connection held back by the server's %s): "
             "autotuning cannot take effect before smbd restarts (its listener holds explicit "
-            "sizes, restart_smbd = no)",
-            buf_opt[b], wb, buf_words[b]);
+            "sizes, %s)",
+            buf_opt[b], wb, buf_words[b],
+            o->restart_off ? "and restart_smbd's restart failed until a reload"
+                           : "restart_smbd = no");
     return wb;
 }
 

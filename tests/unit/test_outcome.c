@@ -574,7 +574,18 @@ static void test_loopback_auto_blocked_says_so(void **state)
     assert_true(search_config_eq(r.out.w, search_incumbent(r.s)));
     assert_non_null(strstr(r.out.why, "on loopback trials alone"));
     assert_non_null(strstr(r.out.why, "autotuning cannot take effect before smbd restarts"));
+    assert_non_null(strstr(r.out.why, "restart_smbd = no)"));
     outcome_free(&r.out);
+    /* restart_smbd = yes whose restart failed (the fallback): the same
+     * explicit winner, and the words do not ask for the setting in force */
+    r.o.restart_off = true;
+    assert_int_equal(decide(&r, LEGACY), 0);
+    assert_int_equal(r.out.kind, OUTCOME_COMMIT);
+    assert_true(search_config_eq(r.out.w, search_incumbent(r.s)));
+    assert_null(strstr(r.out.why, "restart_smbd = no"));
+    assert_non_null(strstr(r.out.why, "restart_smbd's restart failed until a reload"));
+    outcome_free(&r.out);
+    r.o.restart_off = false;
     /* restart_smbd = yes: autotuning, with a restart */
     r.o.restart_smbd = true;
     assert_int_equal(decide(&r, LEGACY), 0);
