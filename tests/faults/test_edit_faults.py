@@ -4,7 +4,8 @@ Each test injects one fault into a real cycle (smbtuned --once against a
 real smbd from the fixture) at the commit or between two live trials:
 
 - smb.conf's directory full (a small tmpfs, filled at commit time) and
-  read-only (the tmpfs remounted read-only at commit time);
+  read-only (the tmpfs remounted read-only at commit time, and when a
+  start takes back a killed run's commit whose restart of smbd failed);
 - smb.conf replaced by an admin (a new file renamed over it): during a
   probe, with a different socket options line (the commit must hold off
   and keep the admin's file); at the commit, between smbtuned's read and
@@ -40,6 +41,7 @@ import contextlib
 import fcntl
 import os
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -59,6 +61,11 @@ ON_LATTICE = "TCP_NODELAY IPTOS_LOWDELAY SO_RCVBUF=131072 SO_SNDBUF=131072"
 PROBE = {"deadline": "5"}
 LOCK_WAIT_S = 10  # lib/smbconf_io.c LOCK_WAIT_S
 MOUNT_TIMEOUT = 30
+# test_a_failed_restart_whose_take_back_fails: the start's check of the
+# commit a killed run left (smbconf_confirm's testparm) is the first
+# socket-options call; the restart check and the take-back come after it,
+# and the take-back writes without another.
+RESTART_BACK_CALL = 1
 
 
 # ------------------------------------------------------------------ helpers
@@ -235,6 +242,51 @@ def test_conf_dir_read_only_at_commit(make_env, faults):
         cycle_fails(env, before, r"^commit: .*Read-only file system", at_call=1, conf=c.real)
         assert env.state().get("pending") == "no", env.state()
     faults.record("smb.conf dir read-only at commit", "not written")
+
+
+def test_a_failed_restart_whose_take_back_fails(make_env, faults):
+    """A commit a killed run left that needs smbd restarted (restart_smbd
+    = yes, recorded so): the start confirms it, and the restart fails (the
+    test's environment has no system bus), so the line must go back; that
+    take-back meets smb.conf's directory read-only. The record must then
+    be a trial's, not the commit's: the next start takes the line back and
+    neither keeps it nor tries the restart again outside a cycle's checks
+    (a record left as the commit's would be confirmed, and smbd restarted
+    on an old decision)."""
+    env = make_env()
+    tune = {"mode": q("advise"), "apply": q("smbcontrol"), "restart_smbd": "yes"}
+    env.write_config(probe=PROBE, tune=tune)
+    rc, out, err = env.run("--once")  # a state file, as a cycle leaves it
+    assert rc == 0, err
+    (env.fault_dir / "count").unlink(missing_ok=True)  # that cycle's calls
+    with ConfOnTmpfs(env) as c:
+        before = c.real.read_bytes()
+        old, new = env.plant_pending_commit("TCP_NODELAY SO_RCVBUF=262144", restart=True)
+        hook(env, RESTART_BACK_CALL, f"mount -o remount,ro {c.dir}")
+        d = env.start()
+        d.wait_for(lambda: "smbd could not be restarted for the change" in d.stderr and
+                   "Read-only file system" in d.stderr, timeout=60,
+                   what="the failed restart and its failed take-back")
+        d.signal(signal.SIGTERM)
+        d.wait(timeout=60)
+        assert hook_ran(env, RESTART_BACK_CALL), f"the fault was never injected\n{d.stderr}"
+        st = env.state()
+        assert (st.get("pending"), st.get("pending_commit"), st.get("pending_restart")) == \
+            ("yes", "no", "0"), st
+        assert socket_value(c.real.read_bytes()) == new.split("=", 1)[1].strip()
+        subprocess.run(["mount", "-o", "remount,rw", str(c.dir)], check=True,
+                       timeout=MOUNT_TIMEOUT)
+        d2 = env.start()
+        d2.wait_for(lambda: "taken back in" in d2.stderr, timeout=60,
+                    what="the next start's take-back")
+        d2.signal(signal.SIGTERM)
+        assert d2.wait(timeout=60) == 0, d2.stderr
+        line, outcome = check_promises(env, before, d2.stderr, r"taken back in ", conf=c.real)
+        assert outcome == "old", f"the line stayed: {line}\n{d2.stderr}"
+        assert "checked and kept" not in d2.stderr, d2.stderr
+        assert "could not be restarted" not in d2.stderr, d2.stderr
+        assert env.state().get("pending") == "no", env.state()
+    faults.record("smb.conf dir read-only at a failed restart's take-back", "taken back later")
 
 
 # ------------------------------------------------------------------ an admin's new file
