@@ -159,7 +159,8 @@ static long loopback_size(struct outcome *out, const struct search_params *p, co
             "autotuning cannot take effect before smbd restarts (its listener holds explicit "
             "sizes, %s)",
             buf_opt[b], wb, buf_words[b],
-            o->restart_off ? "and restart_smbd's restart failed until a reload"
+            o->restart_off ? "restart_smbd = yes, but smbd's restart failed: restarts are off "
+                             "until `systemctl reload smbtuned`"
                            : "restart_smbd = no");
     return wb;
 }

@@ -583,7 +583,8 @@ static void test_loopback_auto_blocked_says_so(void **state)
     assert_int_equal(r.out.kind, OUTCOME_COMMIT);
     assert_true(search_config_eq(r.out.w, search_incumbent(r.s)));
     assert_null(strstr(r.out.why, "restart_smbd = no"));
-    assert_non_null(strstr(r.out.why, "restart_smbd's restart failed until a reload"));
+    assert_non_null(strstr(r.out.why, "restart_smbd = yes, but smbd's restart failed: restarts "
+                                      "are off until `systemctl reload smbtuned`)"));
     outcome_free(&r.out);
     r.o.restart_off = false;
     /* restart_smbd = yes: autotuning, with a restart */
