@@ -246,13 +246,17 @@ def test_conf_dir_read_only_at_commit(make_env, faults):
 
 def test_a_failed_restart_whose_take_back_fails(make_env, faults):
     """A commit a killed run left that needs smbd restarted (restart_smbd
-    = yes, recorded so): the start confirms it, and the restart fails (the
-    test's environment has no system bus), so the line must go back; that
-    take-back meets smb.conf's directory read-only. The record must then
-    be a trial's, not the commit's: the next start takes the line back and
-    neither keeps it nor tries the restart again outside a cycle's checks
-    (a record left as the commit's would be confirmed, and smbd restarted
-    on an old decision)."""
+    = yes, recorded so): the start confirms it, and the restart fails (no
+    system bus in the test's environment; on a machine with one, the
+    fixture's smbd is not smbd.service's main process), so the line must go
+    back; that take-back meets smb.conf's directory read-only. The record
+    must then be a trial's, not the commit's: the next start takes the
+    line back and neither keeps it nor tries the restart again outside a
+    cycle's checks (a record left as the commit's would be confirmed, and
+    smbd restarted on an old decision). The record is demoted twice over,
+    by the job before its take-back (unrestarted()) and by the parent when
+    the reply comes (settle()); this test fails when both are gone, and
+    one alone passes it: only a kill between the two tells them apart."""
     env = make_env()
     tune = {"mode": q("advise"), "apply": q("smbcontrol"), "restart_smbd": "yes"}
     env.write_config(probe=PROBE, tune=tune)
@@ -264,11 +268,13 @@ def test_a_failed_restart_whose_take_back_fails(make_env, faults):
         old, new = env.plant_pending_commit("TCP_NODELAY SO_RCVBUF=262144", restart=True)
         hook(env, RESTART_BACK_CALL, f"mount -o remount,ro {c.dir}")
         d = env.start()
-        d.wait_for(lambda: "smbd could not be restarted for the change" in d.stderr and
-                   "Read-only file system" in d.stderr, timeout=60,
-                   what="the failed restart and its failed take-back")
-        d.signal(signal.SIGTERM)
-        d.wait(timeout=60)
+        try:
+            d.wait_for(lambda: "smbd could not be restarted for the change" in d.stderr and
+                       "Read-only file system" in d.stderr, timeout=60,
+                       what="the failed restart and its failed take-back")
+        finally:  # stopped inside the with: ConfOnTmpfs's exit rewrites the fixture's file
+            d.signal(signal.SIGTERM)
+            d.wait(timeout=60)
         assert hook_ran(env, RESTART_BACK_CALL), f"the fault was never injected\n{d.stderr}"
         st = env.state()
         assert (st.get("pending"), st.get("pending_commit"), st.get("pending_restart")) == \
@@ -277,10 +283,13 @@ def test_a_failed_restart_whose_take_back_fails(make_env, faults):
         subprocess.run(["mount", "-o", "remount,rw", str(c.dir)], check=True,
                        timeout=MOUNT_TIMEOUT)
         d2 = env.start()
-        d2.wait_for(lambda: "taken back in" in d2.stderr, timeout=60,
-                    what="the next start's take-back")
-        d2.signal(signal.SIGTERM)
-        assert d2.wait(timeout=60) == 0, d2.stderr
+        try:
+            d2.wait_for(lambda: "taken back in" in d2.stderr, timeout=60,
+                        what="the next start's take-back")
+        finally:
+            d2.signal(signal.SIGTERM)
+            rc = d2.wait(timeout=60)
+        assert rc == 0, d2.stderr
         line, outcome = check_promises(env, before, d2.stderr, r"taken back in ", conf=c.real)
         assert outcome == "old", f"the line stayed: {line}\n{d2.stderr}"
         assert "checked and kept" not in d2.stderr, d2.stderr
