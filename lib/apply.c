@@ -54,29 +54,39 @@ static int apply_signal(const char *smb_conf, struct err *e)
 /* The unit restart_smbd restarts. */
 #define SMBD_UNIT "smbd.service"
 
-/* ReloadUnit or TryRestartUnit of smbd.service over D-Bus. */
-static int unit_call(sd_bus *bus, const char *method, struct err *e)
+/* ReloadUnit or TryRestartUnit of smbd.service over D-Bus, in "fail"
+ * mode: a job already queued for smbd (an admin's `systemctl stop smbd
+ * smbtuned` makes smbd's stop wait for ours) is left alone. In "replace"
+ * mode systemd would cancel that stop and restart smbd, which would then
+ * run on against the admin's command (seen under systemd 252 with a stop
+ * job waiting). */
+static int unit_call(sd_bus *bus, const char *method, const char *what, struct err *e)
 {
     sd_bus_error be = SD_BUS_ERROR_NULL;
     int r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
                                "org.freedesktop.systemd1.Manager", method, &be, NULL, "ss",
-                               SMBD_UNIT, "replace");
+                               SMBD_UNIT, "fail");
 
-    if (r < 0)
+    if (r < 0 && sd_bus_error_has_name(&be, "org.freedesktop.systemd1.TransactionIsDestructive"))
+        err_set(e, r,
+                "systemd: " SMBD_UNIT " has a job queued that its %s would cancel (a stop?): "
+                "it is left to run (%s)",
+                what, be.message ? be.message : strerror(-r));
+    else if (r < 0)
         err_set(e, r, "systemd: %s of " SMBD_UNIT " failed: %s", method,
                 be.message ? be.message : strerror(-r));
     sd_bus_error_free(&be);
     return r < 0 ? r : 0;
 }
 
-static int systemd_unit(const char *method, struct err *e)
+static int systemd_unit(const char *method, const char *what, struct err *e)
 {
     sd_bus *bus = NULL;
     int r = sd_bus_open_system(&bus);
 
     if (r < 0)
         return err_set(e, r, "cannot reach systemd over D-Bus: %s", strerror(-r));
-    r = unit_call(bus, method, e);
+    r = unit_call(bus, method, what, e);
     sd_bus_unref(bus);
     return r;
 }
@@ -143,7 +153,7 @@ int apply_restart_check(const char *smb_conf, struct err *e)
  * stopped (it takes the line when it starts). */
 int apply_restart_smbd(struct err *e)
 {
-    return systemd_unit("TryRestartUnit", e);
+    return systemd_unit("TryRestartUnit", "restart", e);
 }
 
 int apply_run(enum apply_method m, const char *smb_conf, struct err *e)
@@ -165,7 +175,7 @@ int apply_run_timeout(enum apply_method m, const char *smb_conf, double timeout_
     if (m == APPLY_SIGNAL)
         return apply_signal(smb_conf, e);
     if (m == APPLY_SYSTEMD)
-        return systemd_unit("ReloadUnit", e);
+        return systemd_unit("ReloadUnit", "reload", e);
     r = child_run(argv, timeout_s, out, sizeof(out), errout, sizeof(errout), &status);
     if (r < 0)
         return err_set(e, r, "cannot run smbcontrol: %s", strerror(-r));

@@ -564,6 +564,85 @@ def test_a_failed_restart_is_taken_back_and_a_reload_tries_again(box):
         _restore(box, conf)
 
 
+# A testparm that, at the first read-back of a commit, leaves a mark and
+# waits (up to 40 s, within testparm's 60 s limit) for the test to let
+# it go: the commit's job restarts smbd right after. Later calls pass.
+WAIT_TESTPARM = """#!/bin/sh
+case "$*" in
+*"--parameter-name=socket options"*)
+    if grep -q '^pending_commit yes' /var/lib/smbtuned/state 2>/dev/null &&
+       [ ! -e /var/lib/smbtuned/e2e-held ]; then
+        : > /var/lib/smbtuned/e2e-held
+        i=0
+        while [ ! -e /var/lib/smbtuned/e2e-release ] && [ $i -lt 200 ]; do
+            sleep 0.2
+            i=$((i + 1))
+        done
+    fi
+    ;;
+esac
+exec /usr/bin/testparm "$@"
+"""
+
+# A unit ordered after smbd, so that in one `systemctl stop` of both,
+# smbd's stop job waits for this one's, whose stop waits for /run/e2e-go.
+AFTER_SMBD = """[Unit]
+Description=smbtuned e2e: a unit that stops before smbd
+After=smbd.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/true
+ExecStop=/usr/bin/timeout 60 /bin/sh -c "while [ ! -e /run/e2e-go ]; do sleep 0.2; done"
+"""
+
+
+def test_an_admins_queued_stop_of_smbd_is_not_undone(box):
+    """The admin stops smbd while smbtuned's commit of autotuning is about
+    to restart it; smbd's stop job is queued (waiting for a unit ordered
+    after smbd). In systemd's "replace" mode the restart would cancel that
+    stop and smbd would run on; smbtuned asks in "fail" mode, so systemd
+    refuses, the line goes back (smbd still runs with the legacy sizes
+    until its stop) and the journal says why, and smbd stops as the admin
+    asked."""
+    conf = _stopped(box)
+    try:
+        _legacy_first_start(box, conf)
+        box.put("/etc/systemd/system/e2e-after-smbd.service", AFTER_SMBD)
+        box.run(["systemctl", "daemon-reload"])
+        box.run(["systemctl", "start", "e2e-after-smbd"])
+        box.put("/usr/local/sbin/testparm", WAIT_TESTPARM, 0o755)
+        c0 = _cursor(box)
+        box.run(["systemctl", "start", "smbtuned"], timeout=300)
+        _held(box, "the commit's read-back (testparm waiting)")
+        box.run(["systemctl", "stop", "--no-block", "e2e-after-smbd", "smbd"])
+        jobs = box.run(["systemctl", "list-jobs", "--no-pager"]).stdout
+        assert re.search(r"smbd\.service\s+stop\s+waiting", jobs), jobs
+        box.run(["touch", "/var/lib/smbtuned/e2e-release"])
+        j = _wait("the commit's restart or its refusal",
+                  lambda: (lambda j: j if "could not be restarted" in j
+                           or "smbd restarted so that" in j else None)(_since(box, c0)), 120, 1)
+        assert "smbd.service has a job queued that its restart would cancel (a stop?)" in j, \
+            j[-3000:]
+        assert nspawn.LEGACY in _socket_line(box), _socket_line(box)
+        assert _state(box).get("pending") == "no", _state(box)
+        box.run(["touch", "/run/e2e-go"])
+        _wait("the admin's stop of smbd",
+              lambda: box.run(["systemctl", "list-jobs", "--no-pager"]).stdout
+              .startswith("No jobs"), 90, 0.5)
+        st = _show_unit(box, "smbd", "ActiveState", "MainPID")
+        assert st == {"ActiveState": "inactive", "MainPID": "0"}, st
+    finally:
+        box.run(["touch", "/run/e2e-go"], check=False)
+        box.run(["systemctl", "stop", "e2e-after-smbd"], check=False, timeout=120)
+        box.run(["rm", "-f", "/etc/systemd/system/e2e-after-smbd.service", "/run/e2e-go",
+                 "/var/lib/smbtuned/e2e-release"], check=False)
+        box.run(["systemctl", "daemon-reload"], check=False)
+        box.run(["systemctl", "start", "smbd"], check=False, timeout=120)
+        _restore(box, conf)
+
+
 def _first_cycle_status(box):
     """The status once the first cycle of a start has ended."""
     return _wait("the first cycle's end",
