@@ -623,7 +623,7 @@ def test_an_admins_queued_stop_of_smbd_is_not_undone(box):
         j = _wait("the commit's restart or its refusal",
                   lambda: (lambda j: j if "could not be restarted" in j
                            or "smbd restarted so that" in j else None)(_since(box, c0)), 120, 1)
-        assert "smbd.service has a job queued that its restart would cancel (a stop?)" in j, \
+        assert "smbd.service's restart would cancel a job already queued (a stop of smbd?)" in j, \
             j[-3000:]
         assert nspawn.LEGACY in _socket_line(box), _socket_line(box)
         assert _state(box).get("pending") == "no", _state(box)
