@@ -212,7 +212,10 @@ static void print_text(const struct status *s)
     if (st->pending)
         printf("Pending         : a %s in %s (a step in flight, or left by a run that stopped: the "
                "next start %s)\n",
-               st->pending_commit ? "commit" : "live trial", st->pending_edit.file,
+               st->pending_commit        ? "commit"
+               : st->pending_unrestarted ? "commit whose restart of smbd failed"
+                                         : "live trial",
+               st->pending_edit.file,
                st->pending_commit ? "or cycle checks it with testparm and tells smbd if it is "
                                     "in force, else takes it back"
                                   : "takes it back");

@@ -105,6 +105,7 @@ void owned_pending_clear(struct state *st)
     st->pending = false;
     st->pending_commit = false;
     st->pending_restart = STATE_RESTART_UNKNOWN;
+    st->pending_unrestarted = false;
     smbconf_edit_free(&st->pending_edit);
 }
 
@@ -201,6 +202,7 @@ static void reload(struct owned *w)
     w->st->pending = disk.pending;
     w->st->pending_commit = disk.pending_commit;
     w->st->pending_restart = disk.pending_restart;
+    w->st->pending_unrestarted = disk.pending_unrestarted;
     w->st->pending_edit = disk.pending_edit;
     disk.pending_edit = ed;
     if (disk.hold && !w->st->hold) {
@@ -260,6 +262,7 @@ static int record(struct owned *w, const struct smbconf_edit *ed)
     st->pending_restart = !st->pending_commit ? STATE_RESTART_UNKNOWN
                           : w->restart        ? STATE_RESTART_YES
                                               : STATE_RESTART_NO;
+    st->pending_unrestarted = false;
     r = state_save(w->o->state_dir, st, &e);
     if (r < 0)
         journal_log(LOG_ERR, "%s", e.msg);
@@ -284,6 +287,7 @@ static void unrestarted(struct owned *w, struct reply *rep, const struct err *e)
 
     w->st->pending_commit = false;
     w->st->pending_restart = STATE_RESTART_UNKNOWN;
+    w->st->pending_unrestarted = true;
     if (state_save(w->o->state_dir, w->st, &se) < 0)
         journal_log(LOG_ERR, "%s", se.msg);
     revert(w, rep);
@@ -587,7 +591,9 @@ static void taken_back(struct owned *w, const struct reply *rep, const char *aft
 
     snprintf(conf, sizeof(conf), "SMBTUNED_SMB_CONF=%s", w->st->pending_edit.file);
     journal_event(JOURNAL_ID_TAKE_BACK, LOG_NOTICE, f, "%s taken back in %s: %s",
-                  w->st->pending_commit || rep->unrestarted ? "unfinished change" : "live trial",
+                  w->st->pending_commit || w->st->pending_unrestarted || rep->unrestarted
+                      ? "unfinished change"
+                      : "live trial",
                   w->st->pending_edit.file, after);
     if (rep->apply_r < 0)
         journal_log(LOG_WARNING, "%s", rep->apply_msg);
@@ -608,6 +614,7 @@ static int settle(struct owned *w, const struct reply *rep)
         if (w->st->pending && w->st->pending_commit) {
             w->st->pending_commit = false;
             w->st->pending_restart = STATE_RESTART_UNKNOWN;
+            w->st->pending_unrestarted = true;
             owned_save(w->o, w->st);
         }
     }

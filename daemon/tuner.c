@@ -676,8 +676,10 @@ int tuner_recover(struct tuner *t, struct err *e)
     r = state_load(t->o.state_dir, &t->st, e);
     if (r >= 0 && t->st.pending) {
         t->recovered = true;
-        journal_log(LOG_NOTICE, "a run that did not finish left a %s of %s pending: settling it",
-                    t->st.pending_commit ? "change" : "live trial", t->st.pending_edit.file);
+        journal_log(LOG_NOTICE, "a run that did not finish left a %s of %s pending%s: settling it",
+                    t->st.pending_commit || t->st.pending_unrestarted ? "change" : "live trial",
+                    t->st.pending_edit.file,
+                    t->st.pending_unrestarted ? " (its restart of smbd failed)" : "");
         /* Before the loop runs: nothing else waits yet. */
         owned_recover(t->line);
         tuner_restart_failed(t);

@@ -49,6 +49,10 @@ struct state {
      * autotuning start size, and could keep a commit without the restart
      * it needs, or keep one outside the time window that needs one. */
     long pending_restart;
+    /* the pending record was a commit whose restart of smbd failed, made
+     * a trial's so that it is taken back, never kept (format 8): what the
+     * journal calls it when a later start takes it back */
+    bool pending_unrestarted;
     /* what `smbtuned --status` tells (format version 2; 0 and NULL in a
      * file of version 1): unix seconds, 0 for never */
     long written_at;    /* last_written was written (a commit) */
@@ -100,10 +104,11 @@ struct state {
  * converged search's reference (converged ... ref_reject1); version 6 the
  * settings it was measured with and verification's recent samples
  * (ref_settings, ref_recent); version 7 whether a pending commit restarts
- * smbd (pending_restart). A file of an older
+ * smbd (pending_restart); version 8 whether a pending trial's record was
+ * such a commit, whose restart failed (pending_unrestarted). A file of an older
  * version is read without the newer keys, and one that has them is
  * damaged (no smbtuned of that version wrote them). */
-#define STATE_VERSION 7
+#define STATE_VERSION 8
 /* pending_restart: unknown (a trial, none pending, or a commit recorded
  * by a version before 7: ask the kernel, as then), no, yes */
 enum { STATE_RESTART_UNKNOWN, STATE_RESTART_NO, STATE_RESTART_YES };

@@ -83,6 +83,7 @@ static const struct field fields[] = {
     FV("ref_settings", K_STR, ref_settings, 0, 6),
     FV("ref_recent", K_STR, ref_recent, 0, 6),
     FV("pending_restart", K_LONG, pending_restart, STATE_RESTART_YES, 7),
+    FV("pending_unrestarted", K_BOOL, pending_unrestarted, 0, 8),
     F("cycles", K_LONG, cycles, LONG_MAX),
 };
 
@@ -268,7 +269,7 @@ static int check_records(const struct state *s, const int *seen, int last, long 
                                                 "pending_original"};
     const struct smbconf_edit *ed = &s->pending_edit;
     size_t i, pending = index_of("pending"), hold = index_of("hold");
-    size_t restart = index_of("pending_restart");
+    size_t restart = index_of("pending_restart"), unrestarted = index_of("pending_unrestarted");
 
     /* Every scalar of the file's version is always written (state_format):
      * one missing means the file was cut short or written by hand. */
@@ -300,10 +301,15 @@ static int check_records(const struct state *s, const int *seen, int last, long 
                            "pending_restart %ld for a pending trial (expected 0: only a "
                            "commit restarts smbd)",
                            s->pending_restart);
+        if (s->pending_commit && s->pending_unrestarted)
+            return damaged(e, name, seen[unrestarted],
+                           "pending_unrestarted yes for a pending commit (expected it only "
+                           "for a trial's record: a commit whose restart failed is made one)");
     } else {
         /* pending_clear leaves nothing of an edit behind */
         if (s->pending_commit || ed->file || ed->written || ed->original || ed->prev ||
-            ed->line_off || ed->line_len || s->pending_restart != STATE_RESTART_UNKNOWN)
+            ed->line_off || ed->line_len || s->pending_restart != STATE_RESTART_UNKNOWN ||
+            s->pending_unrestarted)
             return damaged(e, name, seen[pending],
                            "parts of a pending edit, but 'pending no' "
                            "(expected none of pending_* then)");

@@ -4,8 +4,9 @@ Each test injects one fault into a real cycle (smbtuned --once against a
 real smbd from the fixture) at the commit or between two live trials:
 
 - smb.conf's directory full (a small tmpfs, filled at commit time) and
-  read-only (the tmpfs remounted read-only at commit time, and when a
-  start takes back a killed run's commit whose restart of smbd failed);
+  read-only (the tmpfs remounted read-only at commit time, and before the
+  take-back of a commit whose restart of smbd failed: a killed run's, at
+  the start, and a cycle's own);
 - smb.conf replaced by an admin (a new file renamed over it): during a
   probe, with a different socket options line (the commit must hold off
   and keep the admin's file); at the commit, between smbtuned's read and
@@ -256,7 +257,10 @@ def test_a_failed_restart_whose_take_back_fails(make_env, faults):
     smbd restarted on an old decision). The record is demoted twice over,
     by the job before its take-back (unrestarted()) and by the parent when
     the reply comes (settle()); this test fails when both are gone, and
-    one alone passes it: only a kill between the two tells them apart."""
+    one alone passes it: only a kill between the two tells them apart.
+    The record says what it was (pending_unrestarted, state format 8), so
+    the journal calls the later take-back an unfinished change, not a live
+    trial."""
     env = make_env()
     tune = {"mode": q("advise"), "apply": q("smbcontrol"), "restart_smbd": "yes"}
     env.write_config(probe=PROBE, tune=tune)
@@ -277,25 +281,71 @@ def test_a_failed_restart_whose_take_back_fails(make_env, faults):
             d.wait(timeout=60)
         assert hook_ran(env, RESTART_BACK_CALL), f"the fault was never injected\n{d.stderr}"
         st = env.state()
-        assert (st.get("pending"), st.get("pending_commit"), st.get("pending_restart")) == \
-            ("yes", "no", "0"), st
+        assert (st.get("pending"), st.get("pending_commit"), st.get("pending_restart"),
+                st.get("pending_unrestarted")) == ("yes", "no", "0", "yes"), st
         assert socket_value(c.real.read_bytes()) == new.split("=", 1)[1].strip()
-        subprocess.run(["mount", "-o", "remount,rw", str(c.dir)], check=True,
-                       timeout=MOUNT_TIMEOUT)
-        d2 = env.start()
-        try:
-            d2.wait_for(lambda: "taken back in" in d2.stderr, timeout=60,
-                        what="the next start's take-back")
-        finally:
-            d2.signal(signal.SIGTERM)
-            rc = d2.wait(timeout=60)
-        assert rc == 0, d2.stderr
-        line, outcome = check_promises(env, before, d2.stderr, r"taken back in ", conf=c.real)
-        assert outcome == "old", f"the line stayed: {line}\n{d2.stderr}"
-        assert "checked and kept" not in d2.stderr, d2.stderr
-        assert "could not be restarted" not in d2.stderr, d2.stderr
-        assert env.state().get("pending") == "no", env.state()
+        err = taken_back_at_the_next_start(env, c, before)
+        assert "checked and kept" not in err, err
+        assert "could not be restarted" not in err, err
     faults.record("smb.conf dir read-only at a failed restart's take-back", "taken back later")
+
+
+def taken_back_at_the_next_start(env, c, before):
+    """smb.conf's tmpfs (c) read-write again, the next start takes back
+    the line of a commit whose restart failed, and says what it was: an
+    unfinished change, not a live trial. Returns its journal."""
+    subprocess.run(["mount", "-o", "remount,rw", str(c.dir)], check=True, timeout=MOUNT_TIMEOUT)
+    d = env.start()
+    try:
+        d.wait_for(lambda: "taken back in" in d.stderr, timeout=60,
+                   what="the next start's take-back")
+    finally:  # stopped inside the with: ConfOnTmpfs's exit rewrites the fixture's file
+        d.signal(signal.SIGTERM)
+        rc = d.wait(timeout=60)
+    assert rc == 0, d.stderr
+    line, outcome = check_promises(env, before, d.stderr, r"taken back in ", conf=c.real)
+    assert outcome == "old", f"the line stayed: {line}\n{d.stderr}"
+    assert "unfinished change taken back in" in d.stderr, d.stderr
+    assert "(its restart of smbd failed)" in d.stderr, d.stderr
+    assert "live trial" not in d.stderr, d.stderr
+    assert env.state().get("pending") == "no", env.state()
+    return d.stderr
+
+
+# A cycle's commit of autotuning: the commit's check before its write is
+# the first socket-options call, its read-back after the write the second;
+# the restart check and the take-back come after it.
+CYCLE_RESTART_BACK_CALL = 2
+
+
+def test_a_cycles_failed_restart_whose_take_back_fails(make_env, faults):
+    """A cycle commits autotuning (restart_smbd = yes, a search between
+    8192 and autotuning alone, the fixture's smbd listening with the legacy
+    sizes), its restart of smbd fails (as above), and its take-back meets
+    smb.conf's directory read-only (remounted at the commit's read-back),
+    as does the cycle end's second try. The job makes the record a
+    trial's, marked as the change whose restart failed; the parent reads
+    the record back after each job and saves it at the cycle's end, and
+    must keep that mark (it once dropped it, and the next start called the
+    take-back a live trial). The next start takes the line back as an
+    unfinished change."""
+    env = make_env()
+    tune = dict(SHADOW, restart_smbd="yes", min_size="8K", max_size="8K")
+    env.write_config(probe=PROBE, tune=tune)
+    with ConfOnTmpfs(env) as c:
+        before = c.real.read_bytes()
+        hook(env, CYCLE_RESTART_BACK_CALL, f"mount -o remount,ro {c.dir}")
+        rc, out, err = env.run("--once")
+        assert hook_ran(env, CYCLE_RESTART_BACK_CALL), f"the fault was never injected\n{err}"
+        assert "smbd could not be restarted for the change" in err, err
+        assert "Read-only file system" in err, err
+        st = env.state()
+        assert (st.get("pending"), st.get("pending_commit"), st.get("pending_unrestarted")) == \
+            ("yes", "no", "yes"), st
+        assert socket_value(c.real.read_bytes()) != socket_value(before)
+        taken_back_at_the_next_start(env, c, before)
+    faults.record("smb.conf dir read-only at a cycle's failed restart's take-back",
+                  "taken back later")
 
 
 # ------------------------------------------------------------------ an admin's new file

@@ -71,7 +71,7 @@ static void test_round_trip(void **state)
 
     text = state_format(&a);
     assert_non_null(text);
-    assert_non_null(strstr(text, "\nversion 7\n"));
+    assert_non_null(strstr(text, "\nversion 8\n"));
     /* cycles stays last: a file cut after a whole line lacks it */
     assert_non_null(strstr(text, "\ncycles 7\n"));
     assert_string_equal(strstr(text, "\ncycles 7\n"), "\ncycles 7\n");
@@ -193,9 +193,9 @@ static void test_legacy_and_version(void **state)
     assert_int_equal(parse(t, &s, &e), 0);
     state_free(&s);
     free(t);
-    assert_legacy_damaged(1, "version 8",
-                          "state:1: format version 8, written by a newer smbtuned (expected "
-                          "version 7 or older)");
+    assert_legacy_damaged(1, "version 9",
+                          "state:1: format version 9, written by a newer smbtuned (expected "
+                          "version 8 or older)");
     assert_legacy_damaged(1, "version 99999999999999999999", "state:1: bad value for version");
     assert_legacy_damaged(3, "version 1", "state:3: 'version' after other entries");
 }
@@ -382,7 +382,7 @@ static void as_version4(char *text)
     assert_non_null(from);
     assert_non_null(to);
     memmove(from, to, strlen(to) + 1);
-    memcpy(strstr(text, "version 7"), "version 4", 9);
+    memcpy(strstr(text, "version 8"), "version 4", 9);
 }
 
 static void test_version4_clients_smbd(void **state)
@@ -419,16 +419,58 @@ static void test_version4_clients_smbd(void **state)
     free(text);
 }
 
-/* text (state_format's) as version 6 wrote it: without pending_restart. */
-static void as_version6(char *text)
+/* text (state_format's) without the line of key. */
+static void drop_key(char *text, const char *key)
 {
-    char *from = strstr(text, "\npending_restart "), *to;
+    char *from = strstr(text, key), *to;
 
     assert_non_null(from);
     to = strchr(from + 1, '\n');
     assert_non_null(to);
     memmove(from, to, strlen(to) + 1);
+}
+
+/* text (state_format's) as version 7 wrote it: without pending_unrestarted. */
+static void as_version7(char *text)
+{
+    drop_key(text, "\npending_unrestarted ");
+    memcpy(strstr(text, "version 8"), "version 7", 9);
+}
+
+/* text (state_format's) as version 6 wrote it: without pending_restart. */
+static void as_version6(char *text)
+{
+    as_version7(text);
+    drop_key(text, "\npending_restart ");
     memcpy(strstr(text, "version 7"), "version 6", 9);
+}
+
+/* a's pending record in a file of version v, which added key (as_v: a's
+ * text as version v wrote it; NULL for this version), is damaged as
+ * version v - 1; as version v - 1 wrote it (as_older), it reads into s
+ * (the caller frees it). */
+static void assert_pending_key(const struct state *a, const char *key, int v, void (*as_v)(char *),
+                               void (*as_older)(char *), struct state *s)
+{
+    struct err e = {{0}};
+    char from[16], to[16], want[128];
+    char *text = state_format(a);
+
+    assert_non_null(text);
+    if (as_v)
+        as_v(text);
+    snprintf(from, sizeof(from), "version %d", v);
+    snprintf(to, sizeof(to), "version %d", v - 1);
+    memcpy(strstr(text, from), to, strlen(to));
+    snprintf(want, sizeof(want), "'%s' in a file of format version %d (expected it from version %d",
+             key, v - 1, v);
+    assert_damaged_str(text, want);
+    free(text);
+    text = state_format(a);
+    assert_non_null(text);
+    as_older(text);
+    assert_int_equal(parse(text, s, &e), 0);
+    free(text);
 }
 
 static void test_version5_reference(void **state)
@@ -497,6 +539,16 @@ static void test_version6_settings(void **state)
     state_free(&a);
 }
 
+/* a, formatted, is damaged, and the message has want */
+static void assert_format_damaged(const struct state *a, const char *want)
+{
+    char *text = state_format(a);
+
+    assert_non_null(text);
+    assert_damaged_str(text, want);
+    free(text);
+}
+
 /* Version 7: whether a pending commit restarts smbd, kept as written; a
  * file of version 6 reads without it, as unknown (a start asks the kernel,
  * as version 6 did); in a version 6 file it is damage; it belongs to a
@@ -518,31 +570,20 @@ static void test_version7_pending_restart(void **state)
     assert_int_equal(parse(text, &s, &e), 0);
     assert_int_equal(s.pending_restart, STATE_RESTART_YES);
     state_free(&s);
-    /* damaged as version 6 */
-    memcpy(strstr(text, "version 7"), "version 6", 9);
-    assert_damaged_str(text, "'pending_restart' in a file of format version 6 (expected it "
-                             "from version 7");
-    /* a version 6 file as version 6 wrote it: read, unknown */
-    memcpy(strstr(text, "version 6"), "version 7", 9);
-    as_version6(text);
-    assert_int_equal(parse(text, &s, &e), 0);
+    free(text);
+    /* damaged as version 6; a version 6 file as version 6 wrote it:
+     * read, unknown */
+    assert_pending_key(&a, "pending_restart", 7, as_version7, as_version6, &s);
     assert_true(s.pending_commit);
     assert_int_equal(s.pending_restart, STATE_RESTART_UNKNOWN);
     state_free(&s);
-    free(text);
     /* out of range, for a trial, with nothing pending */
     a.pending_restart = STATE_RESTART_YES + 1;
-    text = state_format(&a);
-    assert_non_null(text);
-    assert_damaged_str(text, "bad value for pending_restart");
-    free(text);
+    assert_format_damaged(&a, "bad value for pending_restart");
     a.pending_restart = STATE_RESTART_NO;
     a.pending_commit = false;
-    text = state_format(&a);
-    assert_non_null(text);
-    assert_damaged_str(text, "pending_restart 1 for a pending trial (expected 0: only a commit "
-                             "restarts smbd)");
-    free(text);
+    assert_format_damaged(&a, "pending_restart 1 for a pending trial (expected 0: only a commit "
+                              "restarts smbd)");
     a.pending = false;
     smbconf_edit_free(&a.pending_edit);
     text = state_format(&a);
@@ -551,6 +592,45 @@ static void test_version7_pending_restart(void **state)
     assert_non_null(w);
     assert_damaged_str(text, "parts of a pending edit, but 'pending no'");
     free(text);
+    state_free(&a);
+}
+
+/* Version 8: a trial's record that was a commit whose restart of smbd
+ * failed, kept as written; a file of version 7 reads without it (a trial's
+ * record, as version 7 wrote it); in a version 7 file it is damage; it
+ * belongs to a pending trial's record only. */
+static void test_version8_pending_unrestarted(void **state)
+{
+    struct state a = {0}, s;
+    struct err e = {{0}};
+    char *text;
+
+    (void)state;
+    a.pending = a.pending_unrestarted = true;
+    assert_int_equal(state_set_str(&a.pending_edit.file, "/etc/samba/smb.conf"), 0);
+    assert_int_equal(state_set_str(&a.pending_edit.written, "socket options = X\n"), 0);
+    assert_int_equal(state_set_str(&a.pending_edit.original, ""), 0);
+    text = state_format(&a);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "\npending_unrestarted yes\n"));
+    assert_int_equal(parse(text, &s, &e), 0);
+    assert_true(s.pending && s.pending_unrestarted);
+    assert_false(s.pending_commit);
+    state_free(&s);
+    free(text);
+    /* damaged as version 7; a version 7 file as version 7 wrote it:
+     * read, a trial's record */
+    assert_pending_key(&a, "pending_unrestarted", 8, NULL, as_version7, &s);
+    assert_true(s.pending);
+    assert_false(s.pending_unrestarted);
+    state_free(&s);
+    /* for a commit, with nothing pending */
+    a.pending_commit = true;
+    assert_format_damaged(&a, "pending_unrestarted yes for a pending commit (expected it only "
+                              "for a trial's record");
+    a.pending = a.pending_commit = false;
+    smbconf_edit_free(&a.pending_edit);
+    assert_format_damaged(&a, "parts of a pending edit, but 'pending no'");
     state_free(&a);
 }
 
@@ -639,7 +719,7 @@ static void test_unknown_duplicate_nul(void **state)
     (void)state;
     assert_legacy_damaged(13, "cycles 3\nfuture_key whatever",
                           "state:14: unknown key 'future_key' (expected a key of format version "
-                          "7)");
+                          "8)");
     assert_legacy_damaged(13, "cycles 3\nrcvbuf 5",
                           "state:14: 'rcvbuf' given twice (first at line 3; expected each key "
                           "once)");
@@ -980,6 +1060,7 @@ int main(void)
         cmocka_unit_test(test_version5_reference),
         cmocka_unit_test(test_version6_settings),
         cmocka_unit_test(test_version7_pending_restart),
+        cmocka_unit_test(test_version8_pending_unrestarted),
         cmocka_unit_test(test_pending_incomplete),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_bad_numbers),
