@@ -287,7 +287,9 @@ static void unrestarted(struct owned *w, struct reply *rep, const struct err *e)
 
     w->st->pending_commit = false;
     w->st->pending_restart = STATE_RESTART_UNKNOWN;
-    w->st->pending_unrestarted = true;
+    /* only over a record (none when the line held the value): the flag
+     * with nothing pending would make the file damaged */
+    w->st->pending_unrestarted = w->st->pending;
     if (state_save(w->o->state_dir, w->st, &se) < 0)
         journal_log(LOG_ERR, "%s", se.msg);
     revert(w, rep);
