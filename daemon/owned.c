@@ -270,6 +270,17 @@ static int record(struct owned *w, const struct smbconf_edit *ed)
 }
 
 static void revert(struct owned *w, struct reply *rep);
+
+/* A commit whose restart of smbd failed: its record made a trial's, so
+ * that whatever settles it takes it back and never keeps it, marked as
+ * what it was (none to mark when the line held the value: the mark with
+ * nothing pending would make the file damaged). */
+static void demote(struct state *st)
+{
+    st->pending_commit = false;
+    st->pending_restart = STATE_RESTART_UNKNOWN;
+    st->pending_unrestarted = st->pending;
+}
 static int settle(struct owned *w, const struct reply *rep);
 
 /* In the job: smbd could not be restarted for the commit in force (a
@@ -285,11 +296,7 @@ static void unrestarted(struct owned *w, struct reply *rep, const struct err *e)
 {
     struct err se;
 
-    w->st->pending_commit = false;
-    w->st->pending_restart = STATE_RESTART_UNKNOWN;
-    /* only over a record (none when the line held the value): the flag
-     * with nothing pending would make the file damaged */
-    w->st->pending_unrestarted = w->st->pending;
+    demote(w->st);
     if (state_save(w->o->state_dir, w->st, &se) < 0)
         journal_log(LOG_ERR, "%s", se.msg);
     revert(w, rep);
@@ -614,9 +621,7 @@ static int settle(struct owned *w, const struct reply *rep)
         /* a trial's record, should the job's save of it have failed:
          * taken back, never confirmed (unrestarted) */
         if (w->st->pending && w->st->pending_commit) {
-            w->st->pending_commit = false;
-            w->st->pending_restart = STATE_RESTART_UNKNOWN;
-            w->st->pending_unrestarted = true;
+            demote(w->st);
             owned_save(w->o, w->st);
         }
     }
