@@ -304,13 +304,15 @@ static void unrestarted(struct owned *w, struct reply *rep, const struct err *e)
     memcpy(rep->restart_msg, e->msg, sizeof(rep->restart_msg));
 }
 
-/* systemd has the restart: the record says so at once, in the job. Its
- * parent clears the record only when the reply comes; a run killed
- * before that, or a reply lost, would otherwise leave "restart yes" to
- * the next start, which would restart smbd a second time, or take the
- * commit back outside the window although it is in force. */
-static void restart_done(struct owned *w)
+/* systemd has the restart (its job is queued), or no smbd runs: the
+ * record says so at once, in the job, before the restart's end is waited
+ * for. Its parent clears the record only when the reply comes; a run
+ * killed before that, or a reply lost, would otherwise leave "restart
+ * yes" to the next start, which would restart smbd a second time, or take
+ * the commit back outside the window although it is in force. */
+static void restart_done(void *arg)
 {
+    struct owned *w = arg;
     struct err e;
 
     /* only over this job's record (none when the line held the value) */
@@ -319,19 +321,26 @@ static void restart_done(struct owned *w)
     w->st->pending_restart = STATE_RESTART_NO;
     if (state_save(w->o->state_dir, w->st, &e) < 0)
         journal_log(LOG_ERR,
-                    "smbd was restarted, but the state file still says the change needs it "
-                    "(a start after a kill would restart it again): %s",
+                    "smbd's restart is under way, but the state file still says the change "
+                    "needs it (a start after a kill would restart it again): %s",
                     e.msg);
 }
+
+/* How long the job waits for smbd's restart to end: a stop and a start,
+ * a second or two as Debian's smbd.service runs them. With the testparm
+ * calls before it (60 s each at most) it stays within the job's bound. */
+#define RESTART_WAIT_S 45.0
 
 /* In the job, after the write of a commit that needs smbd restarted
  * (its own, or a killed run's being confirmed): the check that the smbd
  * is smbd.service's own (apply_restart_check: its testparm and D-Bus
  * calls may take a while), then the time window, right before the
- * restart, then the restart. 0: restarted (rep->restarted), or no smbd
- * ran (rep->not_running: it takes the line when it starts); -ETIME: the
- * window shut, nothing done; else the restart failed or could not be
- * made, and the line went back (unrestarted: the reply is the revert's). */
+ * restart, then the restart, waited for. 0: restarted (rep->restarted),
+ * or no smbd ran or it was stopping (rep->not_running, restart_msg says
+ * which: it takes the line when it starts); -ETIME: the window shut,
+ * nothing done; else the restart failed, did nothing or could not be
+ * made, and the line went back (unrestarted: the reply is the
+ * revert's). */
 static int smbd_restart(struct owned *w, struct reply *rep)
 {
     struct err ae = {{0}};
@@ -339,15 +348,18 @@ static int smbd_restart(struct owned *w, struct reply *rep)
 
     if (r >= 0 && outside_window(w->o))
         return -ETIME;
+    if (r == 1)
+        restart_done(w);
     if (r == 0)
-        r = apply_restart_smbd(&ae);
+        r = apply_restart_smbd(RESTART_WAIT_S, restart_done, w, &ae);
     if (r < 0) {
         unrestarted(w, rep, &ae);
         return r;
     }
     rep->restarted = r == 0;
     rep->not_running = r == 1;
-    restart_done(w);
+    if (r == 1)
+        memcpy(rep->restart_msg, ae.msg, sizeof(rep->restart_msg));
     return 0;
 }
 
@@ -507,10 +519,8 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
         if (rep->apply_r < 0)
             journal_log(LOG_WARNING, "written, but smbd was not told: %s", rep->apply_msg);
         if (rep->not_running)
-            journal_log(LOG_NOTICE,
-                        "smbd is not running: it takes socket options = %s when it starts "
-                        "(nothing to restart)",
-                        res.new_value);
+            journal_log(LOG_NOTICE, "%s: it takes socket options = %s when it starts",
+                        rep->restart_msg, res.new_value);
     }
     w->put_done(w->ud, r, &res);
 }
@@ -806,8 +816,7 @@ static int confirmed(struct owned *w, const struct reply *rep)
     if (rep->apply_r < 0) /* (a restart that failed was taken back: settle) */
         snprintf(how, sizeof(how), "telling smbd failed: %s", rep->apply_msg);
     else if (rep->not_running)
-        snprintf(how, sizeof(how),
-                 "smbd is not running: it takes the line when it starts (nothing to restart)");
+        snprintf(how, sizeof(how), "%s: it takes the line when it starts", rep->restart_msg);
     else if (rep->restarted)
         snprintf(how, sizeof(how),
                  "smbd is restarted now, so that autotuning reaches new "

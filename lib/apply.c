@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <systemd/sd-bus.h>
 
 #include "child.h"
@@ -60,12 +61,14 @@ static int apply_signal(const char *smb_conf, struct err *e)
  * mode systemd would cancel that stop and restart smbd, which would then
  * run on against the admin's command (seen under systemd 252 with a stop
  * job waiting). */
-static int unit_call(sd_bus *bus, const char *method, const char *what, struct err *e)
+static int unit_call(sd_bus *bus, const char *method, const char *what, char **job, struct err *e)
 {
     sd_bus_error be = SD_BUS_ERROR_NULL;
+    sd_bus_message *m = NULL;
+    const char *path;
     int r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                               "org.freedesktop.systemd1.Manager", method, &be, NULL, "ss",
-                               SMBD_UNIT, "fail");
+                               "org.freedesktop.systemd1.Manager", method, &be, &m, "ss", SMBD_UNIT,
+                               "fail");
 
     if (r < 0 && sd_bus_error_has_name(&be, "org.freedesktop.systemd1.TransactionIsDestructive"))
         err_set(e, r,
@@ -75,6 +78,15 @@ static int unit_call(sd_bus *bus, const char *method, const char *what, struct e
     else if (r < 0)
         err_set(e, r, "systemd: %s of " SMBD_UNIT " failed: %s", method,
                 be.message ? be.message : strerror(-r));
+    /* the job's object path: its JobRemoved signal names it */
+    if (r >= 0 && job) {
+        r = sd_bus_message_read(m, "o", &path);
+        if (r >= 0 && !(*job = strdup(path)))
+            r = -ENOMEM;
+        if (r < 0)
+            err_set(e, r, "systemd: no job for the %s of " SMBD_UNIT ": %s", what, strerror(-r));
+    }
+    sd_bus_message_unref(m);
     sd_bus_error_free(&be);
     return r < 0 ? r : 0;
 }
@@ -86,17 +98,19 @@ static int systemd_unit(const char *method, const char *what, struct err *e)
 
     if (r < 0)
         return err_set(e, r, "cannot reach systemd over D-Bus: %s", strerror(-r));
-    r = unit_call(bus, method, what, e);
+    r = unit_call(bus, method, what, NULL, e);
     sd_bus_unref(bus);
     return r;
 }
 
-/* smbd.service's main process, 0 when the unit is not running. */
-static int unit_main_pid(sd_bus *bus, uint32_t *pid, struct err *e)
+/* smbd.service's main process (0 when it is not running) and, when
+ * state is not NULL, its ActiveState. */
+static int unit_get(sd_bus *bus, uint32_t *pid, char *state, size_t len, struct err *e)
 {
     sd_bus_error be = SD_BUS_ERROR_NULL;
     sd_bus_message *m = NULL;
     const char *path;
+    char *active = NULL;
     int r =
         sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
                            "org.freedesktop.systemd1.Manager", "LoadUnit", &be, &m, "s", SMBD_UNIT);
@@ -107,9 +121,16 @@ static int unit_main_pid(sd_bus *bus, uint32_t *pid, struct err *e)
         r = sd_bus_get_property_trivial(bus, "org.freedesktop.systemd1", path,
                                         "org.freedesktop.systemd1.Service", "MainPID", &be, 'u',
                                         pid);
+    if (r >= 0 && state)
+        r = sd_bus_get_property_string(bus, "org.freedesktop.systemd1", path,
+                                       "org.freedesktop.systemd1.Unit", "ActiveState", &be,
+                                       &active);
+    if (r >= 0 && state)
+        snprintf(state, len, "%s", active);
     if (r < 0)
-        err_set(e, r, "systemd: cannot read " SMBD_UNIT "'s main process: %s",
-                be.message ? be.message : strerror(-r));
+        err_set(e, r, "systemd: cannot read " SMBD_UNIT "'s %s: %s",
+                state ? "state" : "main process", be.message ? be.message : strerror(-r));
+    free(active);
     sd_bus_message_unref(m);
     sd_bus_error_free(&be);
     return r < 0 ? r : 0;
@@ -131,14 +152,14 @@ int apply_restart_check(const char *smb_conf, struct err *e)
 
     if (r < 0)
         return err_set(e, r, "cannot reach systemd over D-Bus: %s", strerror(-r));
-    r = unit_main_pid(bus, &main_pid, e);
+    r = unit_get(bus, &main_pid, NULL, 0, e);
     sd_bus_unref(bus);
     if (r < 0)
         return r;
     /* no smbd, neither of smb_conf nor of the unit: it takes the line
      * when it starts */
     if (rp < 0 && main_pid == 0)
-        return 1;
+        return err_set(e, 1, "smbd is not running (nothing to restart)");
     if (rp < 0)
         return err_set(e, rp, "%s", pe.msg);
     if ((pid_t)main_pid != pid)
@@ -149,11 +170,135 @@ int apply_restart_check(const char *smb_conf, struct err *e)
     return 0;
 }
 
-/* TryRestartUnit, not RestartUnit: an smbd stopped since the check stays
- * stopped (it takes the line when it starts). */
-int apply_restart_smbd(struct err *e)
+int apply_restart_verdict(const char *result, const char *active, uint32_t old_pid,
+                          uint32_t new_pid, struct err *e)
 {
-    return systemd_unit("TryRestartUnit", "restart", e);
+    /* "canceled": another job for smbd replaced ours (an admin's stop or
+     * restart); what the unit does now says what came of it */
+    if (strcmp(result, "done") != 0 && strcmp(result, "canceled") != 0)
+        return err_set(e, -EIO,
+                       "systemd's restart of " SMBD_UNIT " ended \"%s\", and the unit is %s "
+                       "(`systemctl status smbd` says why)",
+                       result, active);
+    /* try-restart of a unit that is stopping, or stopped, does nothing
+     * and ends "done": whatever smbd starts next reads the line */
+    if (strcmp(active, "active") != 0 && strcmp(active, "reloading") != 0)
+        return err_set(e, 1, SMBD_UNIT " is %s: its restart did nothing (systemd: \"%s\")", active,
+                       result);
+    if (new_pid == 0 || new_pid == old_pid)
+        return err_set(e, -ESRCH,
+                       "systemd's restart of " SMBD_UNIT " ended \"%s\", but its main process "
+                       "is %u (before it: %u): not restarted",
+                       result, new_pid, old_pid);
+    return 0;
+}
+
+struct restart_wait {
+    char *job;       /* the restart's job, once systemd has it */
+    char result[32]; /* its result, once it is removed */
+    bool removed;
+};
+
+static int job_removed(sd_bus_message *m, void *ud, sd_bus_error *ret_error)
+{
+    struct restart_wait *rw = ud;
+    const char *path, *unit, *result;
+    uint32_t id;
+
+    (void)ret_error;
+    if (sd_bus_message_read(m, "uoss", &id, &path, &unit, &result) < 0)
+        return 0;
+    if (rw->job && strcmp(path, rw->job) == 0) {
+        snprintf(rw->result, sizeof(rw->result), "%s", result);
+        rw->removed = true;
+    }
+    return 0;
+}
+
+static uint64_t now_usec(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* Until systemd removes rw's job, or timeout_s passes (-ETIMEDOUT). */
+static int wait_removed(sd_bus *bus, struct restart_wait *rw, double timeout_s)
+{
+    uint64_t end = now_usec() + (uint64_t)(timeout_s * 1e6);
+
+    for (;;) {
+        int r = sd_bus_process(bus, NULL);
+        uint64_t t;
+
+        if (r < 0)
+            return r;
+        if (rw->removed)
+            return 0;
+        if (r > 0)
+            continue;
+        t = now_usec();
+        if (t >= end)
+            return -ETIMEDOUT;
+        r = sd_bus_wait(bus, end - t);
+        if (r < 0 && r != -EINTR)
+            return r;
+    }
+}
+
+/* TryRestartUnit, not RestartUnit: an smbd stopped since the check stays
+ * stopped (it takes the line when it starts). The call returns when the
+ * job is queued; the restart is judged when systemd has ended it, from
+ * the job's result and the unit's main process: a restart that did
+ * nothing (smbd was stopping) or failed (smbd did not start again) is not
+ * reported as done. systemd sends JobRemoved only to subscribers, so the
+ * match and the subscription come first. */
+int apply_restart_smbd(double timeout_s, void (*queued)(void *arg), void *arg, struct err *e)
+{
+    sd_bus *bus = NULL;
+    sd_bus_error be = SD_BUS_ERROR_NULL;
+    struct restart_wait rw = {0};
+    uint32_t old_pid = 0, new_pid = 0;
+    char active[32] = "";
+    int r = sd_bus_open_system(&bus);
+
+    if (r < 0)
+        return err_set(e, r, "cannot reach systemd over D-Bus: %s", strerror(-r));
+    r = sd_bus_match_signal(bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                            "org.freedesktop.systemd1.Manager", "JobRemoved", job_removed, &rw);
+    if (r >= 0)
+        r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                               "org.freedesktop.systemd1.Manager", "Subscribe", &be, NULL, NULL);
+    if (r < 0) {
+        err_set(e, r, "systemd: cannot follow the restart of " SMBD_UNIT ": %s",
+                be.message ? be.message : strerror(-r));
+        goto out;
+    }
+    r = unit_get(bus, &old_pid, NULL, 0, e);
+    if (r >= 0)
+        r = unit_call(bus, "TryRestartUnit", "restart", &rw.job, e);
+    if (r < 0)
+        goto out;
+    if (queued)
+        queued(arg);
+    r = wait_removed(bus, &rw, timeout_s);
+    if (r == -ETIMEDOUT)
+        err_set(e, r,
+                "systemd's restart of " SMBD_UNIT " had not ended after %.0f s (systemd goes on "
+                "with it)",
+                timeout_s);
+    else if (r < 0)
+        err_set(e, r, "systemd: lost the restart of " SMBD_UNIT ": %s", strerror(-r));
+    if (r >= 0)
+        r = unit_get(bus, &new_pid, active, sizeof(active), e);
+    if (r >= 0)
+        r = apply_restart_verdict(rw.result, active, old_pid, new_pid, e);
+out:
+    free(rw.job);
+    sd_bus_error_free(&be);
+    sd_bus_unref(bus);
+    return r;
 }
 
 int apply_run(enum apply_method m, const char *smb_conf, struct err *e)

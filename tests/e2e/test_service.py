@@ -461,7 +461,7 @@ def test_a_killed_commit_found_with_smbd_stopped_is_kept(box):
         _wait("the start's check of the commit",
               lambda: "checked and kept" in _since(box, c0), 300, 2)
         j = _since(box, c0)
-        assert "checked and kept: smbd is not running: it takes the line when it starts" in j, \
+        assert "checked and kept: smbd is not running (nothing to restart): it takes the line when it starts" in j, \
             j[-3000:]
         assert "could not be restarted" not in j, j[-3000:]
         line = _socket_line(box)
@@ -643,6 +643,110 @@ def test_an_admins_queued_stop_of_smbd_is_not_undone(box):
         box.run(["rm", "-f", "/etc/systemd/system/e2e-after-smbd.service", "/run/e2e-go",
                  "/var/lib/smbtuned/e2e-release"], check=False)
         box.run(["systemctl", "daemon-reload"], check=False)
+        box.run(["systemctl", "start", "smbd"], check=False, timeout=120)
+        _restore(box, conf)
+
+
+# A drop-in whose ExecStop holds smbd.service in "deactivating" until
+# /run/e2e-go exists: an admin's stop of smbd that is under way.
+SLOW_STOP = """[Service]
+ExecStop=/usr/bin/timeout 60 /bin/sh -c "while [ ! -e /run/e2e-go ]; do sleep 0.2; done"
+"""
+
+
+def _dropin(box, text):
+    box.run(["mkdir", "-p", "/run/systemd/system/smbd.service.d"])
+    box.put("/run/systemd/system/smbd.service.d/e2e.conf", text)
+    box.run(["systemctl", "daemon-reload"])
+
+
+def _dropin_gone(box):
+    box.run(["rm", "-rf", "/run/systemd/system/smbd.service.d"], check=False)
+    box.run(["systemctl", "daemon-reload"], check=False)
+
+
+def test_a_restart_while_smbd_is_stopping_is_not_called_done(box):
+    """The admin's stop of smbd is running (its ExecStop holds it in
+    "deactivating") when the commit of autotuning restarts it: systemd
+    turns the try-restart into nothing and says "done". smbtuned waits for
+    the restart's end and reads smbd's state, so it does not journal a
+    restart that did not happen: smbd was stopping, and takes the line
+    when it next starts. The commit stays, smbd stops as asked, and its
+    next start's listener holds no explicit size."""
+    conf = _stopped(box)
+    try:
+        _legacy_first_start(box, conf)
+        _dropin(box, SLOW_STOP)
+        box.put("/usr/local/sbin/testparm", WAIT_TESTPARM, 0o755)
+        c0 = _cursor(box)
+        box.run(["systemctl", "start", "smbtuned"], timeout=300)
+        _held(box, "the commit's read-back (testparm waiting)")
+        box.run(["systemctl", "stop", "--no-block", "smbd"])
+        _wait("smbd's stop under way",
+              lambda: _show_unit(box, "smbd", "ActiveState")["ActiveState"] == "deactivating",
+              30, 0.5)
+        box.run(["touch", "/var/lib/smbtuned/e2e-release"])
+        j = _wait("the commit's restart",
+                  lambda: (lambda j: j if "it takes socket options" in j
+                           or "could not be restarted" in j
+                           or "smbd restarted so that" in j else None)(_since(box, c0)), 120, 1)
+        assert "smbd.service is deactivating: its restart did nothing (systemd: \"done\"): " \
+            "it takes socket options = " in j, j[-3000:]
+        assert "smbd restarted so that" not in j, j[-3000:]
+        line = _socket_line(box)
+        assert "SO_RCVBUF" not in line and "SO_SNDBUF" not in line, line
+        _wait("the commit's record cleared", lambda: _state(box).get("pending") == "no", 30, 0.5)
+        box.run(["touch", "/run/e2e-go"])
+        _wait("the admin's stop of smbd",
+              lambda: _show_unit(box, "smbd", "ActiveState")["ActiveState"] == "inactive",
+              90, 0.5)
+        box.run(["systemctl", "start", "smbd"], timeout=120)
+        _wait("smbd's listener", lambda: _listener_buffers(box), 30, 0.5)
+        bufs = _listener_buffers(box)
+        assert all(rb != 16384 for rb, _ in bufs), bufs
+    finally:
+        box.run(["touch", "/run/e2e-go"], check=False)
+        _dropin_gone(box)
+        box.run(["rm", "-f", "/run/e2e-go", "/var/lib/smbtuned/e2e-release"], check=False)
+        box.run(["systemctl", "start", "smbd"], check=False, timeout=120)
+        _restore(box, conf)
+
+
+# A drop-in that makes smbd.service's start fail while /run/e2e-no-start
+# exists: the restart's stop goes through, its start does not.
+FAILING_START = """[Service]
+ExecStartPre=/bin/sh -c "! test -e /run/e2e-no-start"
+"""
+
+
+def test_a_restart_that_leaves_smbd_down_is_not_called_done(box):
+    """The commit's restart of smbd stops it, and its start fails (for a
+    reason of its own, here a drop-in's ExecStartPre): systemd ends the
+    job "failed". smbtuned waits for that end, so it does not journal a
+    restart, and the line goes back to the admin's, as for any restart
+    that failed, with restarts off until a reload. smbd.service is left
+    failed for the admin: smbtuned starts nothing."""
+    conf = _stopped(box)
+    try:
+        _legacy_first_start(box, conf)
+        _dropin(box, FAILING_START)
+        box.run(["touch", "/run/e2e-no-start"])
+        c0 = _cursor(box)
+        box.run(["systemctl", "start", "smbtuned"], timeout=300)
+        st = _first_cycle_status(box)
+        assert "last cycle failed during: smbd could not be restarted" in st, st
+        j = _since(box, c0)
+        assert "smbd could not be restarted for the change: systemd's restart of smbd.service " \
+            "ended \"failed\", and the unit is failed" in j, j[-3000:]
+        assert "smbd restarted so that" not in j, j[-3000:]
+        assert "and the restart failed" in j, j[-3000:]
+        assert nspawn.LEGACY in _socket_line(box), _socket_line(box)
+        assert _state(box).get("pending") == "no", _state(box)
+        assert _show_unit(box, "smbd", "ActiveState")["ActiveState"] == "failed"
+    finally:
+        box.run(["rm", "-f", "/run/e2e-no-start"], check=False)
+        _dropin_gone(box)
+        box.run(["systemctl", "reset-failed", "smbd"], check=False)
         box.run(["systemctl", "start", "smbd"], check=False, timeout=120)
         _restore(box, conf)
 

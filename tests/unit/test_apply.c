@@ -3,7 +3,9 @@
  * directory, records its arguments and exits as told), a hung smbcontrol
  * killed at its deadline, and SIGHUP to the smbd that smb.conf's pid
  * directory names (a child of the test's, called smbd, that waits for it).
- * The systemd method needs D-Bus and a unit: not tested here. */
+ * The systemd method needs D-Bus and a unit: here only the judgement of
+ * a restart's end (apply_restart_verdict); the calls are tested under
+ * real systemd (tests/e2e). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -284,10 +286,48 @@ static void test_signal_no_smbd(void **state)
     assert_non_null(strstr(e.msg, "is not smbd"));
 }
 
+/* What a restart came to, once systemd removed its job: a new main
+ * process is a restart; a unit that is stopping or stopped got none, and
+ * its next smbd reads the line (1); a job that failed, or an smbd whose
+ * main process did not change, is a restart that did not happen. */
+static void test_restart_verdict(void **state)
+{
+    struct err e = {{0}};
+
+    (void)state;
+    assert_int_equal(apply_restart_verdict("done", "active", 100, 200, &e), 0);
+    assert_int_equal(apply_restart_verdict("done", "reloading", 100, 200, &e), 0);
+    /* an admin's restart that replaced ours is a restart too */
+    assert_int_equal(apply_restart_verdict("canceled", "active", 100, 200, &e), 0);
+
+    /* try-restart of a unit whose stop is running does nothing, "done" */
+    assert_int_equal(apply_restart_verdict("done", "deactivating", 100, 100, &e), 1);
+    assert_string_equal(e.msg, "smbd.service is deactivating: its restart did nothing (systemd: "
+                               "\"done\")");
+    assert_int_equal(apply_restart_verdict("done", "inactive", 100, 0, &e), 1);
+    assert_non_null(strstr(e.msg, "smbd.service is inactive"));
+    /* ours replaced by an admin's stop */
+    assert_int_equal(apply_restart_verdict("canceled", "deactivating", 100, 100, &e), 1);
+    assert_non_null(strstr(e.msg, "(systemd: \"canceled\")"));
+
+    /* the restart's start failed: smbd is down, and says why itself */
+    assert_true(apply_restart_verdict("failed", "failed", 100, 0, &e) < 0);
+    assert_string_equal(e.msg, "systemd's restart of smbd.service ended \"failed\", and the unit "
+                               "is failed (`systemctl status smbd` says why)");
+    assert_true(apply_restart_verdict("timeout", "inactive", 100, 0, &e) < 0);
+    assert_true(apply_restart_verdict("dependency", "active", 100, 200, &e) < 0);
+    /* running on as it was: no restart, whatever the job said */
+    assert_true(apply_restart_verdict("done", "active", 100, 100, &e) < 0);
+    assert_non_null(strstr(e.msg, "is 100 (before it: 100): not restarted"));
+    assert_true(apply_restart_verdict("canceled", "active", 100, 100, &e) < 0);
+    assert_true(apply_restart_verdict("done", "active", 100, 0, &e) < 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_restart_verdict),
         cmocka_unit_test_setup_teardown(test_smbcontrol_ok, setup, teardown),
         cmocka_unit_test_setup_teardown(test_smbcontrol_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_none_runs_nothing, setup, teardown),
