@@ -327,8 +327,12 @@ static void restart_done(void *arg)
 }
 
 /* How long the job waits for smbd's restart to end: a stop and a start,
- * a second or two as Debian's smbd.service runs them. With the testparm
- * calls before it (60 s each at most) it stays within the job's bound. */
+ * a second or two as Debian's smbd.service runs them. Counted in the
+ * job's bound (OWNED_JOB_DEADLINE_S) and in the unit's TimeoutStartSec
+ * (a start confirms a killed run's commit before READY=1). A job killed
+ * during the wait (its bound, a stop) has recorded that systemd has the
+ * restart: the next start keeps the commit without restarting again,
+ * whatever the restart came to. */
 #define RESTART_WAIT_S 45.0
 
 /* In the job, after the write of a commit that needs smbd restarted

@@ -12,10 +12,12 @@
 #include "owned.h"
 
 /* A job's bound: testparm before and after the write (60 s each at most),
- * smbcontrol (30 s) or a restart of smbd, with room to spare. A job
- * killed at it leaves what a kill -9 would: a record the next step takes
- * back. */
-#define OWNED_JOB_DEADLINE_S 240.0
+ * then smbcontrol (30 s) or a restart of smbd: testparm for its pid
+ * directory (60 s), the wait for the restart's end (45 s), and, should it
+ * fail, the take-back (the edit lock, 10 s, and smbcontrol), with room to
+ * spare. A job killed at it leaves what a kill -9 would: a record the
+ * next step settles. */
+#define OWNED_JOB_DEADLINE_S 300.0
 
 /* What a job tells its parent: plain bytes, the value after them. */
 struct reply {

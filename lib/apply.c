@@ -109,7 +109,7 @@ static int unit_get(sd_bus *bus, uint32_t *pid, char *state, size_t len, struct 
 {
     sd_bus_error be = SD_BUS_ERROR_NULL;
     sd_bus_message *m = NULL;
-    const char *path;
+    const char *path, *what = "state";
     char *active = NULL;
     int r =
         sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
@@ -121,15 +121,17 @@ static int unit_get(sd_bus *bus, uint32_t *pid, char *state, size_t len, struct 
         r = sd_bus_get_property_trivial(bus, "org.freedesktop.systemd1", path,
                                         "org.freedesktop.systemd1.Service", "MainPID", &be, 'u',
                                         pid);
-    if (r >= 0 && state)
+    if (r < 0)
+        what = "main process";
+    else if (state)
         r = sd_bus_get_property_string(bus, "org.freedesktop.systemd1", path,
                                        "org.freedesktop.systemd1.Unit", "ActiveState", &be,
                                        &active);
     if (r >= 0 && state)
         snprintf(state, len, "%s", active);
     if (r < 0)
-        err_set(e, r, "systemd: cannot read " SMBD_UNIT "'s %s: %s",
-                state ? "state" : "main process", be.message ? be.message : strerror(-r));
+        err_set(e, r, "systemd: cannot read " SMBD_UNIT "'s %s: %s", what,
+                be.message ? be.message : strerror(-r));
     free(active);
     sd_bus_message_unref(m);
     sd_bus_error_free(&be);
@@ -170,8 +172,14 @@ int apply_restart_check(const char *smb_conf, struct err *e)
     return 0;
 }
 
-int apply_restart_verdict(const char *result, const char *active, uint32_t old_pid,
-                          uint32_t new_pid, struct err *e)
+/* ActiveState: smbd runs (a reload keeps its main process). */
+static bool running(const char *active)
+{
+    return strcmp(active, "active") == 0 || strcmp(active, "reloading") == 0;
+}
+
+int apply_restart_verdict(const char *result, const char *before, const char *after,
+                          uint32_t old_pid, uint32_t new_pid, struct err *e)
 {
     /* "canceled": another job for smbd replaced ours (an admin's stop or
      * restart); what the unit does now says what came of it */
@@ -179,18 +187,28 @@ int apply_restart_verdict(const char *result, const char *active, uint32_t old_p
         return err_set(e, -EIO,
                        "systemd's restart of " SMBD_UNIT " ended \"%s\", and the unit is %s "
                        "(`systemctl status smbd` says why)",
-                       result, active);
-    /* try-restart of a unit that is stopping, or stopped, does nothing
-     * and ends "done": whatever smbd starts next reads the line */
-    if (strcmp(active, "active") != 0 && strcmp(active, "reloading") != 0)
-        return err_set(e, 1, SMBD_UNIT " is %s: its restart did nothing (systemd: \"%s\")", active,
+                       result, after);
+    if (running(after)) {
+        if (new_pid == 0 || new_pid == old_pid)
+            return err_set(e, -ESRCH,
+                           "systemd's restart of " SMBD_UNIT " ended \"%s\", but its main "
+                           "process is %u (before it: %u): not restarted",
+                           result, new_pid, old_pid);
+        return 0;
+    }
+    /* Not running now. Fine only when the restart had nothing to do with
+     * it: systemd makes a try-restart of a unit already stopping (an
+     * admin's stop under way) nothing, "done", and a stop queued after
+     * ours cancels it; whatever smbd starts next reads the line. A "done"
+     * restart of a running smbd that left it down (a start skipped by a
+     * Condition, an smbd that died at once) is a failed one. */
+    if (!running(before) || strcmp(result, "canceled") == 0)
+        return err_set(e, 1, SMBD_UNIT " is %s: its restart did nothing (systemd: \"%s\")", after,
                        result);
-    if (new_pid == 0 || new_pid == old_pid)
-        return err_set(e, -ESRCH,
-                       "systemd's restart of " SMBD_UNIT " ended \"%s\", but its main process "
-                       "is %u (before it: %u): not restarted",
-                       result, new_pid, old_pid);
-    return 0;
+    return err_set(e, -EIO,
+                   "systemd's restart of " SMBD_UNIT " ended \"%s\", but left the unit %s "
+                   "(`systemctl status smbd` says why)",
+                   result, after);
 }
 
 struct restart_wait {
@@ -236,11 +254,11 @@ static int wait_removed(sd_bus *bus, struct restart_wait *rw, double timeout_s)
             return r;
         if (rw->removed)
             return 0;
-        if (r > 0)
-            continue;
         t = now_usec();
         if (t >= end)
             return -ETIMEDOUT;
+        if (r > 0)
+            continue;
         r = sd_bus_wait(bus, end - t);
         if (r < 0 && r != -EINTR)
             return r;
@@ -260,7 +278,7 @@ int apply_restart_smbd(double timeout_s, void (*queued)(void *arg), void *arg, s
     sd_bus_error be = SD_BUS_ERROR_NULL;
     struct restart_wait rw = {0};
     uint32_t old_pid = 0, new_pid = 0;
-    char active[32] = "";
+    char before[32] = "", after[32] = "";
     int r = sd_bus_open_system(&bus);
 
     if (r < 0)
@@ -275,7 +293,7 @@ int apply_restart_smbd(double timeout_s, void (*queued)(void *arg), void *arg, s
                 be.message ? be.message : strerror(-r));
         goto out;
     }
-    r = unit_get(bus, &old_pid, NULL, 0, e);
+    r = unit_get(bus, &old_pid, before, sizeof(before), e);
     if (r >= 0)
         r = unit_call(bus, "TryRestartUnit", "restart", &rw.job, e);
     if (r < 0)
@@ -291,9 +309,9 @@ int apply_restart_smbd(double timeout_s, void (*queued)(void *arg), void *arg, s
     else if (r < 0)
         err_set(e, r, "systemd: lost the restart of " SMBD_UNIT ": %s", strerror(-r));
     if (r >= 0)
-        r = unit_get(bus, &new_pid, active, sizeof(active), e);
+        r = unit_get(bus, &new_pid, after, sizeof(after), e);
     if (r >= 0)
-        r = apply_restart_verdict(rw.result, active, old_pid, new_pid, e);
+        r = apply_restart_verdict(rw.result, before, after, old_pid, new_pid, e);
 out:
     free(rw.job);
     sd_bus_error_free(&be);

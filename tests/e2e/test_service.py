@@ -655,13 +655,14 @@ ExecStop=/usr/bin/timeout 60 /bin/sh -c "while [ ! -e /run/e2e-go ]; do sleep 0.
 
 
 def _dropin(box, text):
-    box.run(["mkdir", "-p", "/run/systemd/system/smbd.service.d"])
-    box.put("/run/systemd/system/smbd.service.d/e2e.conf", text)
+    """A drop-in for smbd.service (box.put writes the container's tree
+    from outside, under its /run tmpfs: so in /etc)."""
+    box.put("/etc/systemd/system/smbd.service.d/e2e.conf", text)
     box.run(["systemctl", "daemon-reload"])
 
 
 def _dropin_gone(box):
-    box.run(["rm", "-rf", "/run/systemd/system/smbd.service.d"], check=False)
+    box.run(["rm", "-rf", "/etc/systemd/system/smbd.service.d"], check=False)
     box.run(["systemctl", "daemon-reload"], check=False)
 
 

@@ -287,40 +287,50 @@ static void test_signal_no_smbd(void **state)
 }
 
 /* What a restart came to, once systemd removed its job: a new main
- * process is a restart; a unit that is stopping or stopped got none, and
- * its next smbd reads the line (1); a job that failed, or an smbd whose
- * main process did not change, is a restart that did not happen. */
+ * process is a restart; a unit that was stopping already, or whose stop
+ * replaced the restart, got none, and its next smbd reads the line (1);
+ * a job that failed, a "done" restart of a running smbd that left it
+ * down, or an smbd whose main process did not change, is a restart that
+ * did not happen. */
 static void test_restart_verdict(void **state)
 {
     struct err e = {{0}};
 
     (void)state;
-    assert_int_equal(apply_restart_verdict("done", "active", 100, 200, &e), 0);
-    assert_int_equal(apply_restart_verdict("done", "reloading", 100, 200, &e), 0);
+    assert_int_equal(apply_restart_verdict("done", "active", "active", 100, 200, &e), 0);
+    assert_int_equal(apply_restart_verdict("done", "reloading", "reloading", 100, 200, &e), 0);
     /* an admin's restart that replaced ours is a restart too */
-    assert_int_equal(apply_restart_verdict("canceled", "active", 100, 200, &e), 0);
+    assert_int_equal(apply_restart_verdict("canceled", "active", "active", 100, 200, &e), 0);
 
     /* try-restart of a unit whose stop is running does nothing, "done" */
-    assert_int_equal(apply_restart_verdict("done", "deactivating", 100, 100, &e), 1);
+    assert_int_equal(apply_restart_verdict("done", "deactivating", "deactivating", 100, 100, &e),
+                     1);
     assert_string_equal(e.msg, "smbd.service is deactivating: its restart did nothing (systemd: "
                                "\"done\")");
-    assert_int_equal(apply_restart_verdict("done", "inactive", 100, 0, &e), 1);
+    assert_int_equal(apply_restart_verdict("done", "deactivating", "inactive", 100, 0, &e), 1);
     assert_non_null(strstr(e.msg, "smbd.service is inactive"));
     /* ours replaced by an admin's stop */
-    assert_int_equal(apply_restart_verdict("canceled", "deactivating", 100, 100, &e), 1);
+    assert_int_equal(apply_restart_verdict("canceled", "active", "deactivating", 100, 100, &e), 1);
     assert_non_null(strstr(e.msg, "(systemd: \"canceled\")"));
 
     /* the restart's start failed: smbd is down, and says why itself */
-    assert_true(apply_restart_verdict("failed", "failed", 100, 0, &e) < 0);
+    assert_true(apply_restart_verdict("failed", "active", "failed", 100, 0, &e) < 0);
     assert_string_equal(e.msg, "systemd's restart of smbd.service ended \"failed\", and the unit "
                                "is failed (`systemctl status smbd` says why)");
-    assert_true(apply_restart_verdict("timeout", "inactive", 100, 0, &e) < 0);
-    assert_true(apply_restart_verdict("dependency", "active", 100, 200, &e) < 0);
+    assert_true(apply_restart_verdict("timeout", "active", "inactive", 100, 0, &e) < 0);
+    assert_true(apply_restart_verdict("dependency", "active", "active", 100, 200, &e) < 0);
+    /* "done", but the running smbd was left down: a start skipped by a
+     * Condition, an smbd that died at once, one restarting on its own */
+    assert_true(apply_restart_verdict("done", "active", "inactive", 100, 0, &e) < 0);
+    assert_string_equal(e.msg, "systemd's restart of smbd.service ended \"done\", but left the "
+                               "unit inactive (`systemctl status smbd` says why)");
+    assert_true(apply_restart_verdict("done", "active", "failed", 100, 0, &e) < 0);
+    assert_true(apply_restart_verdict("done", "active", "activating", 100, 0, &e) < 0);
     /* running on as it was: no restart, whatever the job said */
-    assert_true(apply_restart_verdict("done", "active", 100, 100, &e) < 0);
+    assert_true(apply_restart_verdict("done", "active", "active", 100, 100, &e) < 0);
     assert_non_null(strstr(e.msg, "is 100 (before it: 100): not restarted"));
-    assert_true(apply_restart_verdict("canceled", "active", 100, 100, &e) < 0);
-    assert_true(apply_restart_verdict("done", "active", 100, 0, &e) < 0);
+    assert_true(apply_restart_verdict("canceled", "active", "active", 100, 100, &e) < 0);
+    assert_true(apply_restart_verdict("done", "active", "active", 100, 0, &e) < 0);
 }
 
 int main(void)
