@@ -1,9 +1,11 @@
-/* owned: see owned.h. */
+/* owned: see owned.h. This file: the module's state, the hold, and the
+ * put of a trial or a commit in a job. The take-back and the confirm are
+ * in owned_back.c, smbd's restart for a commit in owned_restart.c, the
+ * read of the line in owned_read.c. */
 #include "owned.h"
 #include "owned_int.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,10 +16,7 @@
 #include "files.h"
 #include "job.h"
 #include "journal.h"
-#include "report.h"
 #include "smbconf.h"
-#include "smbd.h"
-#include "sockopts.h"
 #include "window.h"
 
 int owned_new(sd_event *ev, const struct tuner_opts *o, struct state *st, struct owned **op)
@@ -50,11 +49,9 @@ const char *owned_live_value(const struct owned *w)
     return w->live_value;
 }
 
-static bool still_stuck(const struct owned *w);
-
 bool owned_busy(const struct owned *w)
 {
-    return w->job != NULL || w->defer != NULL || still_stuck(w);
+    return w->job != NULL || w->defer != NULL || owned_still_stuck(w);
 }
 
 const char *owned_restart_failure(struct owned *w)
@@ -91,7 +88,7 @@ void owned_error(struct owned *w, int prio, const char *fmt, ...)
 
 int owned_refuse_while_stuck(const struct owned *w)
 {
-    if (w->job != NULL || !still_stuck(w))
+    if (w->job != NULL || !owned_still_stuck(w))
         return 0;
     journal_log(LOG_WARNING,
                 "%s: left alone: a job of ours that was killed (pid %d) has not "
@@ -175,7 +172,7 @@ bool owned_resumed(struct owned *w)
 
 /* How smbd is told of a trial or a take-back: at once, whatever the
  * configured way, since the next measurement depends on it. */
-static enum apply_method trial_apply(const struct tuner_opts *o)
+enum apply_method owned_trial_apply(const struct tuner_opts *o)
 {
     return o->apply == APPLY_NONE ? APPLY_SMBCONTROL : o->apply;
 }
@@ -185,7 +182,7 @@ static enum apply_method trial_apply(const struct tuner_opts *o)
  * is the truth now. Only the record: what else the tuner holds in memory
  * and has not saved yet (a fingerprint, the incumbent) is newer than the
  * copy the job was forked with, which is all the job could have saved. */
-static void reload(struct owned *w)
+void owned_reload(struct owned *w)
 {
     struct state disk = {0};
     struct smbconf_edit ed;
@@ -217,7 +214,7 @@ static void reload(struct owned *w)
 /* ---- put ---- */
 
 /* Whether the time window is shut now (--once ignores it). */
-static bool outside_window(const struct tuner_opts *o)
+bool owned_outside_window(const struct tuner_opts *o)
 {
     return !o->once && window_opens_in(o->window_start, o->window_end, time(NULL)) > 0;
 }
@@ -269,104 +266,6 @@ static int record(struct owned *w, const struct smbconf_edit *ed)
     return r;
 }
 
-static void revert(struct owned *w, struct reply *rep);
-
-/* A commit whose restart of smbd failed: its record made a trial's, so
- * that whatever settles it takes it back and never keeps it, marked as
- * what it was (none to mark when the line held the value: the mark with
- * nothing pending would make the file damaged). */
-static void demote(struct state *st)
-{
-    st->pending_commit = false;
-    st->pending_restart = STATE_RESTART_UNKNOWN;
-    st->pending_unrestarted = st->pending;
-}
-static int settle(struct owned *w, const struct reply *rep);
-
-/* In the job: smbd could not be restarted for the commit in force (a
- * put's, or a confirm's; why: in e). Without the restart its listener
- * keeps the old sizes while the line reads as autotuning, and no later
- * search would write that line again and restart smbd: the line goes
- * back at once, and the reply is the revert's (settle says what came of
- * it). The record is made a trial's first, so that whatever settles it
- * should this revert fail (the cycle's end, the next cycle or start)
- * takes it back too, and never confirms it and tries the restart again
- * outside the cycle's checks. */
-static void unrestarted(struct owned *w, struct reply *rep, const struct err *e)
-{
-    struct err se;
-
-    demote(w->st);
-    if (state_save(w->o->state_dir, w->st, &se) < 0)
-        journal_log(LOG_ERR, "%s", se.msg);
-    revert(w, rep);
-    rep->unrestarted = true;
-    memcpy(rep->restart_msg, e->msg, sizeof(rep->restart_msg));
-}
-
-/* systemd has the restart (its job is queued), or no smbd runs: the
- * record says so at once, in the job, before the restart's end is waited
- * for. Its parent clears the record only when the reply comes; a run
- * killed before that, or a reply lost, would otherwise leave "restart
- * yes" to the next start, which would restart smbd a second time, or take
- * the commit back outside the window although it is in force. */
-static void restart_done(void *arg)
-{
-    struct owned *w = arg;
-    struct err e;
-
-    /* only over this job's record (none when the line held the value) */
-    if (!w->st->pending || !w->st->pending_commit)
-        return;
-    w->st->pending_restart = STATE_RESTART_NO;
-    if (state_save(w->o->state_dir, w->st, &e) < 0)
-        journal_log(LOG_ERR,
-                    "smbd's restart is under way, but the state file still says the change "
-                    "needs it (a start after a kill would restart it again): %s",
-                    e.msg);
-}
-
-/* How long the job waits for smbd's restart to end: a stop and a start,
- * a second or two as Debian's smbd.service runs them. Counted in the
- * job's bound (OWNED_JOB_DEADLINE_S) and in the unit's TimeoutStartSec
- * (a start confirms a killed run's commit before READY=1). A job killed
- * during the wait (its bound, a stop) has recorded that systemd has the
- * restart: the next start keeps the commit without restarting again,
- * whatever the restart came to. */
-#define RESTART_WAIT_S 45.0
-
-/* In the job, after the write of a commit that needs smbd restarted
- * (its own, or a killed run's being confirmed): the check that the smbd
- * is smbd.service's own (apply_restart_check: its testparm and D-Bus
- * calls may take a while), then the time window, right before the
- * restart, then the restart, waited for. 0: restarted (rep->restarted),
- * or no smbd ran or it was stopping (rep->not_running, restart_msg says
- * which: it takes the line when it starts); -ETIME: the window shut,
- * nothing done; else the restart failed, did nothing or could not be
- * made, and the line went back (unrestarted: the reply is the
- * revert's). */
-static int smbd_restart(struct owned *w, struct reply *rep)
-{
-    struct err ae = {{0}};
-    int r = apply_restart_check(w->o->smb_conf, &ae);
-
-    if (r >= 0 && outside_window(w->o))
-        return -ETIME;
-    if (r == 1)
-        restart_done(w);
-    if (r == 0)
-        r = apply_restart_smbd(RESTART_WAIT_S, restart_done, w, &ae);
-    if (r < 0) {
-        unrestarted(w, rep, &ae);
-        return r;
-    }
-    rep->restarted = r == 0;
-    rep->not_running = r == 1;
-    if (r == 1)
-        memcpy(rep->restart_msg, ae.msg, sizeof(rep->restart_msg));
-    return 0;
-}
-
 static int put_job(void *arg, int out_fd)
 {
     struct owned *w = arg;
@@ -388,7 +287,7 @@ static int put_job(void *arg, int out_fd)
      * minute) since the search checked it (tuner_search.c,
      * restart_too_late): a commit that restarts smbd is then not written,
      * as it would not be then. */
-    if (r == 0 && w->restart && outside_window(w->o))
+    if (r == 0 && w->restart && owned_outside_window(w->o))
         r = window_shut(w, &e, "not written");
     if (r == 0 && res.changed && (r = record(w, &res.edit)) < 0)
         err_set(&e, r, "not written: recording the change failed: %s", strerror(-r));
@@ -406,14 +305,14 @@ static int put_job(void *arg, int out_fd)
         snprintf(rep->file, sizeof(rep->file), "%s", res.file ? res.file : "");
         memcpy(rep + 1, res.new_value, vlen);
         if (w->kind == OWNED_TRIAL) {
-            rep->apply_r = apply_run(trial_apply(w->o), w->o->smb_conf, &ae);
+            rep->apply_r = apply_run(owned_trial_apply(w->o), w->o->smb_conf, &ae);
         } else if (w->restart) {
             /* The check after the write (testparm, up to a minute) and
              * smbd_restart's own may run past the window's end: no
              * restart then. The record stays (with pending_restart yes),
              * and the cycle's end takes the commit back (BACK_LATE), or
              * the next start if we are killed first. */
-            if (smbd_restart(w, rep) == -ETIME) {
+            if (owned_smbd_restart(w, rep) == -ETIME) {
                 rep->r = window_shut(w, &e, "written, to be taken back");
                 memcpy(rep->msg, e.msg, sizeof(rep->msg));
             }
@@ -433,7 +332,7 @@ static int put_job(void *arg, int out_fd)
  * it is in, so nothing more is written until an admin has looked. The
  * record of the edit (if it made one) stays, for the take-back of the
  * next start or of the first cycle after `--resume`. */
-static void stuck(struct owned *w, pid_t pid, const char *doing)
+void owned_stuck(struct owned *w, pid_t pid, const char *doing)
 {
     char why[256];
 
@@ -446,7 +345,7 @@ static void stuck(struct owned *w, pid_t pid, const char *doing)
 }
 
 /* Whether a job of ours that was killed may still be running. */
-static bool still_stuck(const struct owned *w)
+bool owned_still_stuck(const struct owned *w)
 {
     return w->stuck_pid > 0 && job_is_stuck(w->stuck_pid);
 }
@@ -459,11 +358,11 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
     int r;
 
     w->job = NULL;
-    reload(w);
+    owned_reload(w);
     if (jr->unreaped) {
         /* It may still finish the write or the rename it is stuck in:
          * what smb.conf will hold cannot be known from here. */
-        stuck(w, job_pid(j), "writing smb.conf");
+        owned_stuck(w, job_pid(j), "writing smb.conf");
         res.msg = "the editing job did not end";
         w->put_done(w->ud, -ETIMEDOUT, &res);
         return;
@@ -478,7 +377,7 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
     }
     if (rep->unrestarted) {
         /* written, smbd not restarted, and taken back in the job */
-        settle(w, rep);
+        owned_settle(w, rep);
         res.msg = rep->restart_msg;
         w->put_done(w->ud, -EREMOTEIO, &res);
         return;
@@ -488,7 +387,7 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
     if (r == -ECANCELED) {
         /* Someone else's line is in force. With a trial of ours still on
          * record (the last one written), the hold waits for the cycle's
-         * end to take it back (settle() holds then): a trial line left
+         * end to take it back (owned_settle() holds then): a trial line left
          * under an admin's line added below it would come back into
          * force the day theirs goes. Held at once, the record was
          * dropped and the trial stayed in the file. */
@@ -547,518 +446,4 @@ int owned_put(struct owned *w, const char *expect, struct search_config c, enum 
     if (r < 0)
         journal_log(LOG_ERR, "writing smb.conf: %s", e.msg);
     return r;
-}
-
-/* ---- take back ---- */
-
-/* Whether the line in force is the one the pending edit wrote: its value
- * (malloc'ed), else NULL. */
-static char *pending_on_disk(struct owned *w)
-{
-    const struct smbconf_edit *ed = &w->st->pending_edit;
-    const char *line = ed->written + ed->line_off;
-    struct smbconf c;
-    struct err e;
-    char *value = NULL;
-    int r = smbconf_load(&c, w->o->smb_conf, &e);
-
-    /* A configuration the parse now refuses (an admin's relative include,
-     * say): ours where it stands as written, for testparm to judge
-     * (confirm); README: a commit is kept once testparm reads it. */
-    if (r < 0)
-        return smbconf_refused(r) ? smbconf_ours_value(ed) : NULL;
-    if (c.found && strcmp(c.files[c.hit.file].path, ed->file) == 0 &&
-        c.hit.end - c.hit.start == ed->line_len &&
-        memcmp(c.files[c.hit.file].buf + c.hit.start, line, ed->line_len) == 0)
-        value = strdup(c.value);
-    smbconf_free(&c);
-    return value;
-}
-
-/* A commit found in force is ours from now on. */
-static void kept(struct owned *w, const char *value)
-{
-    state_set_str(&w->st->last_written, value);
-    w->st->written_at = (long)time(NULL); /* found in force now */
-    owned_pending_clear(w->st);
-    owned_save(w->o, w->st);
-}
-
-/* The revert and telling smbd, in the job or, at a stop, in place. */
-static void revert(struct owned *w, struct reply *rep)
-{
-    struct err e = {{0}}, ae = {{0}};
-
-    memset(rep, 0, sizeof(*rep));
-    rep->r = smbconf_revert(w->o->smb_conf, w->o->state_dir, &w->st->pending_edit, &e);
-    /* The record names the file our bytes were written in. When the
-     * config's smb_conf no longer leads there (it was changed before a
-     * restart after a kill -9), that file is still where they are: the
-     * undo checks them there, rather than dropping the record. */
-    if (rep->r == -ECANCELED && strcmp(w->st->pending_edit.file, w->o->smb_conf) != 0)
-        rep->r =
-            smbconf_revert(w->st->pending_edit.file, w->o->state_dir, &w->st->pending_edit, &e);
-    memcpy(rep->msg, e.msg, sizeof(rep->msg));
-    /* (also after a shadowed take-back: smbd may not have read the line
-     * now in force yet) */
-    if (rep->r >= 0)
-        rep->apply_r = apply_run(trial_apply(w->o), w->o->smb_conf, &ae);
-    memcpy(rep->apply_msg, ae.msg, sizeof(rep->apply_msg));
-}
-
-/* The take-back's journal event; after: what the line holds now. */
-static void taken_back(struct owned *w, const struct reply *rep, const char *after)
-{
-    char conf[4200];
-    const char *f[] = {conf, NULL};
-
-    snprintf(conf, sizeof(conf), "SMBTUNED_SMB_CONF=%s", w->st->pending_edit.file);
-    journal_event(JOURNAL_ID_TAKE_BACK, LOG_NOTICE, f, "%s taken back in %s: %s",
-                  w->st->pending_commit || w->st->pending_unrestarted || rep->unrestarted
-                      ? "unfinished change"
-                      : "live trial",
-                  w->st->pending_edit.file, after);
-    if (rep->apply_r < 0)
-        journal_log(LOG_WARNING, "%s", rep->apply_msg);
-}
-
-/* What a revert came to, in the parent. */
-static int settle(struct owned *w, const struct reply *rep)
-{
-    int r = rep->r;
-
-    if (rep->unrestarted) {
-        journal_log(LOG_WARNING, "smbd could not be restarted for the change: %s",
-                    rep->restart_msg);
-        snprintf(w->restart_failed, sizeof(w->restart_failed), "%s", rep->restart_msg);
-        w->restart_failed_new = true;
-        /* a trial's record, should the job's save of it have failed:
-         * taken back, never confirmed (unrestarted) */
-        if (w->st->pending && w->st->pending_commit) {
-            demote(w->st);
-            owned_save(w->o, w->st);
-        }
-    }
-    if (r == 0 || r == -EALREADY) {
-        if (r == 0 && rep->unrestarted) {
-            taken_back(w, rep,
-                       "the socket options line holds what it held before: the change needs "
-                       "smbd restarted (restart_smbd = yes), and the restart failed");
-        } else if (r == 0 && rep->late) {
-            char win[24], late[200];
-
-            window_str(w->o->window_start, w->o->window_end, win, sizeof(win));
-            snprintf(late, sizeof(late),
-                     "the socket options line holds what it held before: the change needs smbd "
-                     "restarted (restart_smbd = yes), never done outside the time window %s",
-                     win);
-            taken_back(w, rep, late);
-        } else if (r == 0) {
-            taken_back(w, rep, "the socket options line holds what it held before");
-        }
-        owned_pending_clear(w->st);
-        owned_save(w->o, w->st);
-        r = 0;
-    } else if (r == SMBCONF_UNDONE_SHADOWED || r == SMBCONF_UNDONE_UNREAD) {
-        /* ours is gone from the file, and the line in force is someone
-         * else's, or the file is now one we refuse: a hand edit, held as
-         * any other */
-        taken_back(w, rep,
-                   r == SMBCONF_UNDONE_SHADOWED
-                       ? "another socket options line is in force"
-                       : "the configuration now holds what smbtuned cannot follow");
-        owned_hold(w, rep->msg);
-        r = -ECANCELED;
-    } else if (r == -ECANCELED) {
-        owned_hold(w, rep->msg);
-    } else {
-        /* the record stays: the next cycle, or the next start, tries again */
-        owned_error(w, LOG_ERR, "taking our change back failed: %s", rep->msg);
-    }
-    free(w->live_value);
-    w->live_value = NULL;
-    return r;
-}
-
-/* The sizes a value we wrote sets, as the search names them (absent:
- * SEARCH_AUTO); -1 when it cannot be parsed. */
-static int written_config(const char *value, struct search_config *c)
-{
-    struct sockopts so;
-    struct sockopts_size rcv, snd;
-
-    if (sockopts_parse(value, &so) < 0)
-        return -1;
-    rcv = sockopts_get(&so, SOCKOPTS_RCVBUF);
-    snd = sockopts_get(&so, SOCKOPTS_SNDBUF);
-    c->rcvbuf = rcv.present ? rcv.value : SEARCH_AUTO;
-    c->sndbuf = snd.present ? snd.value : SEARCH_AUTO;
-    sockopts_free(&so);
-    return 0;
-}
-
-/* What the record says of a restart for its commit: 1 needed, 0 not
- * (or restart_smbd is off now), -1 it does not say (before version 7). */
-static int recorded_restart(const struct owned *w)
-{
-    if (!w->o->restart_smbd)
-        return 0;
-    if (w->st->pending_restart == STATE_RESTART_UNKNOWN)
-        return -1;
-    return w->st->pending_restart == STATE_RESTART_YES;
-}
-
-/* Whether a commit in force that its run never finished needs smbd
- * restarted: as that run decided (the record's pending_restart), while
- * restart_smbd is still on. A record of a version before 7 does not say:
- * then by outcome.c's rule as far as it can be seen now, restart_smbd is
- * on and smbd's listener holds an explicit size for a buffer the commit
- * leaves to autotuning (the kernel cannot tell an explicit
- * SO_RCVBUF=65536 from the autotuning start size, hence the record). */
-static bool restart_wanted(const struct owned *w, const char *value)
-{
-    struct search_config c;
-    struct smbd_listener l;
-    struct err e;
-    int ports[SMBD_MAX_PORTS], n = 0;
-    bool rcv_auto, snd_auto;
-    pid_t pid;
-    int rec = recorded_restart(w);
-
-    if (rec >= 0)
-        return rec;
-    if (written_config(value, &c) < 0)
-        return false;
-    rcv_auto = c.rcvbuf == SEARCH_AUTO;
-    snd_auto = c.sndbuf == SEARCH_AUTO;
-    if ((!rcv_auto && !snd_auto) || smbd_pid(w->o->smb_conf, &pid, &e) < 0 ||
-        smbd_ports(w->o->smb_conf, ports, &n, &e) < 0 || n == 0 ||
-        smbd_listener_explicit(ports[0], &l, &e) < 0)
-        return false;
-    return (rcv_auto && l.rcv) || (snd_auto && l.snd);
-}
-
-/* A commit in force that its run never finished (killed, stopped, or its
- * job died after the write): the check its write would have made after it
- * (testparm reads the line as written, else it is taken back), then smbd
- * told as that run would have told it. In a job, or at start-up in place. */
-static void confirm(struct owned *w, struct reply *rep)
-{
-    struct err e = {{0}}, ae = {{0}};
-    bool checked, undone, restart;
-
-    memset(rep, 0, sizeof(*rep));
-    rep->r = smbconf_confirm(w->o->smb_conf, w->o->state_dir, &w->st->pending_edit, w->keep_value,
-                             &checked, &undone, &rep->undo, &e);
-    rep->checked = checked;
-    rep->undone = undone;
-    memcpy(rep->msg, e.msg, sizeof(rep->msg));
-    /* --dry-run settles what a killed run left in smb.conf, as the man
-     * page says, but restarts nothing: a restart drops every client, and
-     * an admin asking for a dry run expects none. smbd is told as `apply`
-     * says; autotuning reaches new connections once smbd restarts. The
-     * window was open when back_plan asked, but smbconf_confirm's
-     * testparm may have run past its end: then the commit is taken back
-     * after all (BACK_LATE says why). Never under --dry-run, which comes
-     * with --once, which ignores the window. */
-    restart = rep->r == 0 && w->wants_restart;
-    if (restart && outside_window(w->o)) {
-        revert(w, rep);
-        rep->late = true;
-        return;
-    }
-    rep->not_restarted = restart && w->o->dry_run;
-    if (restart && !w->o->dry_run) {
-        int r = smbd_restart(w, rep);
-
-        if (r == -ETIME) {
-            /* its checks ran past the window's end */
-            revert(w, rep);
-            rep->late = true;
-        }
-        if (r < 0)
-            return;
-    } else if (rep->r == 0) {
-        rep->apply_r = apply_run(w->o->apply, w->o->smb_conf, &ae);
-    } else if (undone) {
-        rep->apply_r = apply_run(trial_apply(w->o), w->o->smb_conf, &ae);
-    }
-    memcpy(rep->apply_msg, ae.msg, sizeof(rep->apply_msg));
-}
-
-/* What a confirm came to, in the parent: 0 settled (kept, or taken back),
- * else the record stays and the next cycle confirms again. */
-static int confirmed(struct owned *w, const struct reply *rep)
-{
-    const struct smbconf_edit *ed = &w->st->pending_edit;
-    struct event_fields fields = {.smb_conf = ed->file};
-    struct search_config c;
-    char how[sizeof(rep->apply_msg) + 64];
-
-    if (rep->r < 0 && rep->undone) {
-        struct reply back = *rep;
-
-        owned_error(w, LOG_ERR, "%s: checking the change a run that did not finish wrote: %s",
-                    ed->file, rep->msg);
-        /* taken back, with another line (or one we refuse) standing: an
-         * admin's edit, held (settle) */
-        back.r = rep->undo > 0 ? rep->undo : 0;
-        return settle(w, &back);
-    }
-    if (rep->r < 0) {
-        /* not checked (the edit lock was busy), or taken back and that
-         * failed: as it is, until the next cycle */
-        owned_error(w, rep->checked ? LOG_ERR : LOG_WARNING,
-                    "%s: the change a run that did not finish wrote is %s: %s; the next cycle "
-                    "checks it again",
-                    ed->file, rep->checked ? "still in force, its check failed" : "not checked yet",
-                    rep->msg);
-        free(w->live_value);
-        w->live_value = NULL;
-        return rep->r;
-    }
-    if (rep->apply_r < 0) /* (a restart that failed was taken back: settle) */
-        snprintf(how, sizeof(how), "telling smbd failed: %s", rep->apply_msg);
-    else if (rep->not_running)
-        snprintf(how, sizeof(how), "%s: it takes the line when it starts", rep->restart_msg);
-    else if (rep->restarted)
-        snprintf(how, sizeof(how),
-                 "smbd is restarted now, so that autotuning reaches new "
-                 "connections (restart_smbd = yes)");
-    else if (rep->not_restarted && w->o->apply == APPLY_NONE)
-        snprintf(how, sizeof(how),
-                 "smbd is neither told (apply = none) nor restarted (--dry-run): autotuning "
-                 "reaches new connections once smbd restarts");
-    else if (rep->not_restarted)
-        snprintf(how, sizeof(how),
-                 "smbd is told (apply = %s) but not restarted (--dry-run): autotuning "
-                 "reaches new connections once smbd restarts",
-                 apply_name(w->o->apply));
-    else if (w->o->apply == APPLY_NONE)
-        snprintf(how, sizeof(how),
-                 "smbd takes it at its next reload-config or restart "
-                 "(apply = none)");
-    else
-        snprintf(how, sizeof(how), "smbd is told now (apply = %s)", apply_name(w->o->apply));
-    /* The commit event, with the fields its catalog entry names (the
-     * sizes as written: absent is "auto") */
-    if (written_config(w->keep_value, &c) == 0)
-        fields.c = &c;
-    report_event(JOURNAL_ID_COMMIT, rep->apply_r < 0 ? LOG_WARNING : LOG_NOTICE, &fields,
-                 "%s: %.*s: written by a run that did not finish, checked and kept: %s", ed->file,
-                 (int)ed->line_len, ed->written + ed->line_off, how);
-    kept(w, w->keep_value);
-    free(w->live_value);
-    w->live_value = NULL;
-    return 0;
-}
-
-/* What a take-back is to do. With keep, a commit in force stays, once
- * confirmed (w->keep_value: its value); anything else pending is
- * reverted. The blocking take-backs (a stop, the start) decide in place;
- * owned_take_back in its job (back_job): reading smb.conf may block. */
-enum back_plan { BACK_NOTHING, BACK_REVERT, BACK_CONFIRM, BACK_LATE };
-
-/* BACK_LATE: a commit in force that needs smbd restarted (restart_wanted,
- * asked once, here: w->wants_restart), outside the time window (a start
- * after a crash, at noon; --once ignores the window). A restart moves
- * every client off, which the window keeps to its hours, and without one
- * smbd's listener would keep the old sizes with no later cycle to restart
- * it (the line already reads as autotuning). It is taken back, as a
- * search that converges after the window closed keeps the line it
- * started from (tuner_search.c): the next cycle, in the window, searches
- * again. judge: whether to ask (not at a stop, which leaves a commit to
- * confirm to the next start, and must not wait for smbd; a stop goes by
- * the record alone). */
-
-static enum back_plan back_plan(struct owned *w, bool keep, bool judge)
-{
-    if (!w->st->pending)
-        return BACK_NOTHING;
-    free(w->keep_value);
-    w->keep_value = NULL;
-    w->wants_restart = false;
-    if (keep && w->st->pending_commit && (w->keep_value = pending_on_disk(w)) != NULL) {
-        /* A stop asks smbd nothing about its listener, but the record
-         * is at hand: a commit recorded as needing a restart, outside
-         * the window (its write met the window shut), goes back now, as
-         * the next start would take it (a revert, as a live trial's at
-         * a stop: the edit lock, smbcontrol), so that a run stopped for
-         * good leaves none. */
-        if (!judge)
-            return recorded_restart(w) == 1 && outside_window(w->o) ? BACK_LATE : BACK_CONFIRM;
-        w->wants_restart = restart_wanted(w, w->keep_value);
-        return w->wants_restart && outside_window(w->o) ? BACK_LATE : BACK_CONFIRM;
-    }
-    return BACK_REVERT;
-}
-
-/* In the job: whether a commit to keep is in force (its line read as the
- * record wrote it, pending_on_disk: reading smb.conf may block on a hung
- * mount, so not in the loop's process) decides between its check and the
- * revert. The reply says which (confirmed), the kept value after it. */
-static int back_job(void *arg, int out_fd)
-{
-    struct owned *w = arg;
-    struct reply *rep;
-    /* (the child's copy of w: keep_value is set here for confirm()) */
-    enum back_plan plan = back_plan(w, w->confirming, true);
-    bool keep = plan == BACK_CONFIRM;
-    size_t vlen = keep ? strlen(w->keep_value) : 0;
-    int r;
-
-    rep = calloc(1, sizeof(*rep) + vlen + 1);
-    if (rep == NULL)
-        return -ENOMEM;
-    if (keep) {
-        confirm(w, rep);
-        rep->confirmed = !rep->late && !rep->unrestarted;
-        memcpy(rep + 1, w->keep_value, vlen);
-    } else {
-        revert(w, rep);
-        rep->late = plan == BACK_LATE;
-    }
-    r = files_write_all(out_fd, rep, sizeof(*rep) + vlen + 1);
-    free(rep);
-    return r;
-}
-
-static void back_done(struct job *j, const struct job_result *jr, void *ud)
-{
-    struct owned *w = ud;
-    const struct reply *rep = (const void *)jr->data;
-    int r;
-
-    w->job = NULL;
-    /* The job writes the state only when a confirm restarted smbd, or
-     * failed to (restart_done, unrestarted): what the record says now,
-     * also when the job died before its reply. */
-    reload(w);
-    if (jr->unreaped) {
-        stuck(w, job_pid(j), w->confirming ? "checking our change" : "taking our change back");
-        r = -ETIMEDOUT;
-    } else if (!jr->ok || jr->len < sizeof(*rep) + 1 || jr->data[jr->len - 1] != '\0') {
-        owned_error(w, LOG_ERR, "%s our change failed: the job %s",
-                    w->confirming ? "checking" : "taking back",
-                    jr->timed_out ? "did not finish within its deadline" : "failed");
-        r = jr->timed_out ? -ETIMEDOUT : -EIO;
-    } else if (rep->confirmed) {
-        free(w->keep_value);
-        w->keep_value = strdup((const char *)(rep + 1));
-        r = w->keep_value != NULL ? confirmed(w, rep) : -ENOMEM;
-    } else {
-        r = settle(w, rep);
-    }
-    w->back_done(w->ud, r);
-}
-
-/* Deliver "nothing to take back" from the loop, as a job would. */
-static int on_nothing(sd_event_source *src, void *ud)
-{
-    struct owned *w = ud;
-
-    w->defer = sd_event_source_disable_unref(w->defer);
-    w->back_done(w->ud, 0);
-    return 0;
-}
-
-int owned_take_back(struct owned *w, bool keep, owned_back_fn done, void *ud)
-{
-    struct err e;
-    int r;
-
-    w->error[0] = '\0';
-    if (owned_refuse_while_stuck(w) < 0 || owned_busy(w))
-        return -EBUSY;
-    w->back_done = done;
-    w->ud = ud;
-    if (!w->st->pending)
-        return sd_event_add_defer(w->ev, &w->defer, on_nothing, w);
-    /* a commit to keep, if the job finds it in force (back_job) */
-    w->confirming = keep && w->st->pending_commit;
-    r = job_start(w->ev, back_job, w, OWNED_JOB_DEADLINE_S, back_done, w, &w->job, &e);
-    if (r < 0)
-        owned_error(w, LOG_ERR, "taking our change back: %s", e.msg);
-    return r;
-}
-
-void owned_take_back_now(struct owned *w, bool keep)
-{
-    const struct smbconf_edit *ed = &w->st->pending_edit;
-    enum back_plan plan;
-    struct reply rep;
-
-    w->error[0] = '\0';
-    if (w->job != NULL && w->reading) {
-        /* it writes nothing: one that outlives its SIGKILL only reads */
-        job_cancel(w->job);
-        w->job = NULL;
-        w->reading = false;
-    } else if (w->job != NULL) {
-        pid_t pid = job_pid(w->job);
-        bool gone = job_cancel(w->job);
-
-        /* a put killed half-way may have recorded its edit already */
-        w->job = NULL;
-        reload(w);
-        if (!gone)
-            stuck(w, pid, "stopping");
-    }
-    w->defer = sd_event_source_disable_unref(w->defer);
-    if (still_stuck(w) && w->st->pending) {
-        /* A job of ours that did not die may still write smb.conf after
-         * a take-back (which would likely hang on the same mount): the
-         * record stays, for the next start. */
-        journal_log(LOG_ERR,
-                    "stopping: a job editing %s did not end when killed (stuck in the "
-                    "kernel: a hung mount?); what it wrote is taken back at the next "
-                    "start",
-                    w->o->smb_conf);
-        return;
-    }
-    plan = back_plan(w, keep, false);
-    switch (plan) {
-    case BACK_NOTHING:
-        return;
-    case BACK_CONFIRM:
-        /* A stop does not wait for testparm and smbd (a hung smbcontrol
-         * may be why it came): the record stays, and the next start
-         * confirms the commit (owned_recover), which is when the commit
-         * event is told. */
-        journal_log(LOG_NOTICE,
-                    "%s: %.*s: written, but smbtuned stopped before it was checked and smbd was "
-                    "told: the next start checks it and tells smbd (or, outside the time "
-                    "window, takes back one that needs smbd restarted)",
-                    ed->file, (int)ed->line_len, ed->written + ed->line_off);
-        return;
-    case BACK_REVERT:
-    case BACK_LATE:
-        revert(w, &rep);
-        rep.late = plan == BACK_LATE;
-        settle(w, &rep);
-    }
-}
-
-void owned_recover(struct owned *w)
-{
-    struct reply rep;
-
-    enum back_plan plan = back_plan(w, true, true);
-
-    switch (plan) {
-    case BACK_NOTHING:
-        return;
-    case BACK_CONFIRM:
-        confirm(w, &rep);
-        if (rep.late || rep.unrestarted)
-            settle(w, &rep);
-        else
-            confirmed(w, &rep);
-        return;
-    case BACK_REVERT:
-    case BACK_LATE:
-        revert(w, &rep);
-        rep.late = plan == BACK_LATE;
-        settle(w, &rep);
-    }
 }

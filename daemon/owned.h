@@ -43,7 +43,7 @@ struct owned_put_result {
  * restarts smbd met the time window shut (written or not: a written one
  * stays recorded, and the cycle's end takes it back); -EREMOTEIO when a
  * commit's restart of smbd failed (msg: why), and it was taken back (as
- * settle() tells; a take-back that failed leaves it recorded); -ETIMEDOUT when the job did
+ * owned_settle() tells; a take-back that failed leaves it recorded); -ETIMEDOUT when the job did
  * not finish (with the hold taken when it did not even end when killed);
  * other -errno. */
 typedef void (*owned_put_fn)(void *ud, int r, const struct owned_put_result *res);

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 #include <systemd/sd-event.h>
 
+#include "apply.h"
 #include "err.h"
 #include "owned.h"
 
@@ -62,7 +63,7 @@ struct owned {
     /* why the last read or take-back failed ("" after one that did not:
      * owned_last_error) */
     char error[sizeof(((struct err *)0)->msg)];
-    pid_t stuck_pid; /* a job of ours killed that had not ended (see stuck()) */
+    pid_t stuck_pid; /* a job of ours killed that had not ended (see owned_stuck()) */
     /* why a restart of smbd failed, since owned_restart_failure asked */
     char restart_failed[sizeof(((struct err *)0)->msg)];
     bool restart_failed_new;
@@ -76,5 +77,24 @@ int owned_refuse_while_stuck(const struct owned *w);
  * prio) and kept for owned_last_error. */
 void owned_error(struct owned *w, int prio, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* The rest, shared by owned.c (the core and the put), owned_back.c (the
+ * take-back and the confirm) and owned_restart.c (smbd restarted for a
+ * commit); each is described where it is defined. */
+
+/* owned.c */
+enum apply_method owned_trial_apply(const struct tuner_opts *o);
+void owned_reload(struct owned *w);
+bool owned_outside_window(const struct tuner_opts *o);
+void owned_stuck(struct owned *w, pid_t pid, const char *doing);
+bool owned_still_stuck(const struct owned *w);
+
+/* owned_back.c */
+void owned_revert(struct owned *w, struct reply *rep);
+int owned_settle(struct owned *w, const struct reply *rep);
+
+/* owned_restart.c */
+void owned_demote(struct state *st);
+int owned_smbd_restart(struct owned *w, struct reply *rep);
 
 #endif
