@@ -100,8 +100,17 @@ int owned_settle(struct owned *w, const struct reply *rep)
     if (rep->unrestarted) {
         journal_log(LOG_WARNING, "smbd could not be restarted for the change: %s",
                     rep->restart_msg);
-        snprintf(w->restart_failed, sizeof(w->restart_failed), "%s", rep->restart_msg);
-        w->restart_failed_new = true;
+        if (rep->restart_queued) {
+            /* An admin's stop of smbd passes; the smbd that starts
+             * after it reads the line in force then. Turning restarts
+             * off until a reload (tuner_restart_failed) is for a fault
+             * of the unit's that would come back every cycle. */
+            journal_log(LOG_NOTICE, "restart_smbd stays on: a job queued for smbd (a stop of "
+                                    "it?) is no fault of smbd.service");
+        } else {
+            snprintf(w->restart_failed, sizeof(w->restart_failed), "%s", rep->restart_msg);
+            w->restart_failed_new = true;
+        }
         /* a trial's record, should the job's save of it have failed:
          * taken back, never confirmed (unrestarted) */
         if (w->st->pending && w->st->pending_commit) {

@@ -28,6 +28,9 @@ struct reply {
     bool not_restarted;              /* a restart it would want, left (--dry-run) */
     bool late;                       /* a revert: BACK_LATE (back_plan) */
     bool unrestarted; /* a revert: smbd could not be restarted for it (restart_msg) */
+    /* unrestarted: systemd refused the restart for a job already queued
+     * for smbd (an admin's stop), no fault of smbd.service */
+    bool restart_queued;
     bool not_running; /* a restart wanted, but no smbd ran (apply_restart_check: 1) */
     bool confirmed;   /* a take-back's job confirmed a commit in force */
     int undo;         /* a confirm undone: how (smbconf_confirm's *how) */

@@ -86,15 +86,19 @@ int owned_smbd_restart(struct owned *w, struct reply *rep)
 {
     struct err ae = {{0}};
     int r = apply_restart_check(w->o->smb_conf, &ae);
+    bool queued = false;
 
     if (r >= 0 && owned_outside_window(w->o))
         return -ETIME;
     if (r == 1)
         restart_done(w);
-    if (r == 0)
+    if (r == 0) {
         r = apply_restart_smbd(RESTART_WAIT_S, restart_done, w, &ae);
+        queued = r == -EBUSY;
+    }
     if (r < 0) {
         unrestarted(w, rep, &ae);
+        rep->restart_queued = queued;
         return r;
     }
     rep->restarted = r == 0;

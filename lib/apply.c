@@ -71,10 +71,10 @@ static int unit_call(sd_bus *bus, const char *method, const char *what, char **j
                                "fail");
 
     if (r < 0 && sd_bus_error_has_name(&be, "org.freedesktop.systemd1.TransactionIsDestructive"))
-        err_set(e, r,
-                "systemd: " SMBD_UNIT "'s %s would cancel a job already queued (a stop of "
-                "smbd?): that job is left to run (%s)",
-                what, be.message ? be.message : strerror(-r));
+        r = err_set(e, -EBUSY,
+                    "systemd: " SMBD_UNIT "'s %s would cancel a job already queued (a stop of "
+                    "smbd?): that job is left to run (%s)",
+                    what, be.message ? be.message : strerror(-r));
     else if (r < 0)
         err_set(e, r, "systemd: %s of " SMBD_UNIT " failed: %s", method,
                 be.message ? be.message : strerror(-r));

@@ -40,7 +40,8 @@ int apply_restart_check(const char *smb_conf, struct err *e);
  * a stop replaced the restart, so the restart did nothing (e says the
  * unit's state): the line reaches the next smbd that starts; else the
  * restart failed, left smbd down, did nothing to a running smbd, or had
- * not ended in time (e says which). */
+ * not ended in time (e says which); -EBUSY among them: systemd refused
+ * it for a job already queued for smbd (a stop, left to run). */
 int apply_restart_smbd(double timeout_s, void (*queued)(void *arg), void *arg, struct err *e);
 
 /* The judgement apply_restart_smbd makes once systemd removed its job:

@@ -607,7 +607,8 @@ def test_an_admins_queued_stop_of_smbd_is_not_undone(box):
     stop and smbd would run on; smbtuned asks in "fail" mode, so systemd
     refuses, the line goes back (smbd still runs with the legacy sizes
     until its stop) and the journal says why, and smbd stops as the admin
-    asked."""
+    asked. A stop is no fault of smbd.service: restarts stay on (no
+    "until a reload")."""
     conf = _stopped(box)
     try:
         _legacy_first_start(box, conf)
@@ -631,6 +632,13 @@ def test_an_admins_queued_stop_of_smbd_is_not_undone(box):
         # the parent clears the record after it journals the take-back
         _wait("the take-back's record cleared", lambda: _state(box).get("pending") == "no", 30,
               0.5)
+        # the cycle's end, where a fault of the unit's turns restarts off
+        st = _first_cycle_status(box)
+        assert "last cycle failed during: smbd could not be restarted" in st, st
+        j = _since(box, c0)
+        assert "restart_smbd stays on: a job queued for smbd (a stop of it?) is no fault of " \
+            "smbd.service" in j, j[-3000:]
+        assert "until `systemctl reload smbtuned`" not in j, j[-3000:]
         box.run(["touch", "/run/e2e-go"])
         _wait("the admin's stop of smbd",
               lambda: box.run(["systemctl", "list-jobs", "--no-pager"]).stdout
