@@ -308,7 +308,7 @@ static int put_job(void *arg, int out_fd)
             rep->apply_r = apply_run(owned_trial_apply(w->o), w->o->smb_conf, &ae);
         } else if (w->restart) {
             /* The check after the write (testparm, up to a minute) and
-             * smbd_restart's own may run past the window's end: no
+             * owned_smbd_restart's own may run past the window's end: no
              * restart then. The record stays (with pending_restart yes),
              * and the cycle's end takes the commit back (BACK_LATE), or
              * the next start if we are killed first. */

@@ -280,7 +280,7 @@ static int confirmed(struct owned *w, const struct reply *rep)
         owned_error(w, LOG_ERR, "%s: checking the change a run that did not finish wrote: %s",
                     ed->file, rep->msg);
         /* taken back, with another line (or one we refuse) standing: an
-         * admin's edit, held (settle) */
+         * admin's edit, held (owned_settle) */
         back.r = rep->undo > 0 ? rep->undo : 0;
         return owned_settle(w, &back);
     }

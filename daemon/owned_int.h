@@ -1,5 +1,5 @@
-/* owned_int: what owned.c and owned_read.c share (internal to the
- * owned module: nothing else includes this). */
+/* owned_int: what the owned module's files (owned.c, owned_back.c,
+ * owned_read.c, owned_restart.c) share; nothing else includes this. */
 #ifndef SMBTUNED_OWNED_INT_H
 #define SMBTUNED_OWNED_INT_H
 
@@ -12,11 +12,12 @@
 #include "err.h"
 #include "owned.h"
 
-/* A job's bound: testparm before and after the write (60 s each at most),
- * then smbcontrol (30 s) or a restart of smbd: testparm for its pid
- * directory (60 s), the wait for the restart's end (45 s), and, should it
- * fail, the take-back (the edit lock, 10 s, and smbcontrol), with room to
- * spare. A job killed at it leaves what a kill -9 would: a record the
+/* A job's bound: the edit lock (10 s) and testparm before and after the
+ * write (60 s each at most), then smbcontrol (30 s) or a restart of
+ * smbd: testparm for its pid directory (60 s), the wait for the restart's
+ * end (45 s), and, should it fail, the take-back (the edit lock, 10 s,
+ * and smbcontrol, 30 s): 275 s at worst, with the D-Bus calls' round
+ * trips in what is left. A job killed at it leaves what a kill -9 would: a record the
  * next step settles. */
 #define OWNED_JOB_DEADLINE_S 300.0
 

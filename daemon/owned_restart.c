@@ -24,8 +24,8 @@ void owned_demote(struct state *st)
  * put's, or a confirm's; why: in e). Without the restart its listener
  * keeps the old sizes while the line reads as autotuning, and no later
  * search would write that line again and restart smbd: the line goes
- * back at once, and the reply is the revert's (settle says what came of
- * it). The record is made a trial's first, so that whatever settles it
+ * back at once, and the reply is the revert's (owned_settle says what
+ * came of it). The record is made a trial's first, so that whatever settles it
  * should this revert fail (the cycle's end, the next cycle or start)
  * takes it back too, and never confirms it and tries the restart again
  * outside the cycle's checks. */

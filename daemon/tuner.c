@@ -700,7 +700,7 @@ void tuner_stop(struct tuner *t)
      * Stopping: blocking is all right, the loop is about to end. A
      * commit that reached the disk stays, as after a kill -9: the search
      * had decided it (unless it needs a restart outside the window:
-     * owned.c, back_plan). */
+     * owned_back.c, back_plan). */
     owned_take_back_now(t->line, true);
     t->w.ops->cancel(t->w.ctx);
     t->w.ops->place_down(t->w.ctx);

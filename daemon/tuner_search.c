@@ -387,7 +387,8 @@ static bool restart_too_late(struct tuner *t, struct outcome *out)
 }
 
 /* The commit needed smbd restarted, the restart failed, and the job took
- * the line back (owned.c: unrestarted; settle told how that went). The
+ * the line back (owned_restart.c: unrestarted; owned_settle told how that
+ * went). The
  * cycle fails, keeping what it started from (a hold, when the take-back
  * found an admin's line, says so itself). */
 static void unrestarted(struct tuner *t)

@@ -196,19 +196,22 @@ int apply_restart_verdict(const char *result, const char *before, const char *af
                            result, new_pid, old_pid);
         return 0;
     }
-    /* Not running now. Fine only when the restart had nothing to do with
-     * it: systemd makes a try-restart of a unit already stopping (an
-     * admin's stop under way) nothing, "done", and a stop queued after
-     * ours cancels it; whatever smbd starts next reads the line. A "done"
-     * restart of a running smbd that left it down (a start skipped by a
-     * Condition, an smbd that died at once) is a failed one. */
-    if (!running(before) || strcmp(result, "canceled") == 0)
+    /* Not running now: the smbd that starts next reads the line in
+     * force, so the commit stands, whatever stopped smbd. systemd makes a
+     * try-restart of a unit already stopping (an admin's stop under way)
+     * nothing, "done"; a stop queued after ours cancels it; an admin's
+     * stop may also come between our reads and the restart. From here
+     * these cannot be told apart from a restart whose start was skipped
+     * (a Condition) or whose smbd died at once, so the message says what
+     * is known, and where to look. */
+    if (strcmp(before, "deactivating") == 0 || strcmp(before, "inactive") == 0 ||
+        strcmp(before, "failed") == 0)
         return err_set(e, 1, SMBD_UNIT " is %s: its restart did nothing (systemd: \"%s\")", after,
                        result);
-    return err_set(e, -EIO,
-                   "systemd's restart of " SMBD_UNIT " ended \"%s\", but left the unit %s "
-                   "(`systemctl status smbd` says why)",
-                   result, after);
+    return err_set(e, 1,
+                   SMBD_UNIT " is %s after its restart (systemd: \"%s\"; `systemctl status "
+                             "smbd` says why)",
+                   after, result);
 }
 
 struct restart_wait {

@@ -36,20 +36,20 @@ int apply_restart_check(const char *smb_conf, struct err *e);
  * autotuning back. Only when the admin asked for it (tune { restart_smbd
  * = yes }). queued(arg), when not NULL, is called once systemd has the
  * restart's job; then the job's end is waited for, up to timeout_s. 0:
- * smbd restarted (a new main process); 1: smbd.service was stopping, or
- * a stop replaced the restart, so the restart did nothing (e says the
- * unit's state): the line reaches the next smbd that starts; else the
- * restart failed, left smbd down, did nothing to a running smbd, or had
- * not ended in time (e says which); -EBUSY among them: systemd refused
- * it for a job already queued for smbd (a stop, left to run). */
+ * smbd restarted (a new main process); 1: smbd.service is not running
+ * after it (it was stopping, so the restart did nothing, or it stopped
+ * since: e says which it can tell): the line reaches the next smbd that
+ * starts; else the restart failed (systemd says so), did nothing to a
+ * running smbd, or had not ended in time (e says which); -EBUSY among
+ * them: systemd refused it for a job already queued for smbd (a stop,
+ * left to run). */
 int apply_restart_smbd(double timeout_s, void (*queued)(void *arg), void *arg, struct err *e);
 
 /* The judgement apply_restart_smbd makes once systemd removed its job:
  * result is the job's ("done", "canceled", "failed"...), before and
  * after smbd.service's ActiveState when the restart was asked for and
  * then, old_pid and new_pid its MainPID then. Returns as
- * apply_restart_smbd does: 1 only when the restart had nothing to do
- * with smbd not running (it was stopping before, or a stop replaced it). */
+ * apply_restart_smbd does. */
 int apply_restart_verdict(const char *result, const char *before, const char *after,
                           uint32_t old_pid, uint32_t new_pid, struct err *e);
 
