@@ -414,6 +414,10 @@ static void idle_status(struct tuner *t, time_t next)
 {
     struct search_config c = {t->st.rcvbuf, t->st.sndbuf};
     char when[32], cs[96], last[sizeof(t->status)];
+    /* restarts turned off by a failure (tuner_restart_failed) change what
+     * the searches may choose until a reload: said where an admin looks,
+     * before the words a long status may lose */
+    const char *off = t->o.restart_off ? " (restarts of smbd off until a reload)" : "";
 
     when_str(next, time(NULL), when, sizeof(when));
     snprintf(last, sizeof(last), "%s", t->status);
@@ -423,14 +427,16 @@ static void idle_status(struct tuner *t, time_t next)
     else if (t->st.have_incumbent && !t->failed && strncmp(last, "deferred", 8) != 0 &&
              strncmp(last, "waiting", 7) != 0)
         /* the probe's rates, not smbd's clients' (`smbtuned --clients`) */
-        tuner_set_status(t, "idle: next cycle at %s, %s, probe write %.1f read %.1f MB/s", when,
-                         search_config_str(c, cs, sizeof(cs)), t->st.write_mbps, t->st.read_mbps);
+        tuner_set_status(t, "idle: next cycle at %s%s, %s, probe write %.1f read %.1f MB/s", when,
+                         off, search_config_str(c, cs, sizeof(cs)), t->st.write_mbps,
+                         t->st.read_mbps);
     else if (t->failed)
         /* what the state file's cycle_result says too: a failure must not
          * read like the progress of a search (the journal says why) */
-        tuner_set_status(t, "idle: next cycle at %s; last cycle failed during: %s", when, last);
+        tuner_set_status(t, "idle: next cycle at %s%s; last cycle failed during: %s", when, off,
+                         last);
     else
-        tuner_set_status(t, "idle: next cycle at %s; last: %s", when, last);
+        tuner_set_status(t, "idle: next cycle at %s%s; last: %s", when, off, last);
 }
 
 /* One entry per cycle: how it ended, what is in force and its rates. */

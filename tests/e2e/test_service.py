@@ -543,6 +543,7 @@ def test_a_failed_restart_is_taken_back_and_a_reload_tries_again(box):
         box.run(["systemctl", "start", "smbtuned"], timeout=300)
         st = _first_cycle_status(box)
         assert "last cycle failed during: smbd could not be restarted" in st, st
+        assert "(restarts of smbd off until a reload)" in st, st
         j = _since(box, c0)
         assert j.count("smbd could not be restarted for the change") == 1, j[-3000:]
         assert "the change needs smbd restarted (restart_smbd = yes), and the restart failed" \
@@ -635,6 +636,7 @@ def test_an_admins_queued_stop_of_smbd_is_not_undone(box):
         # the cycle's end, where a fault of the unit's turns restarts off
         st = _first_cycle_status(box)
         assert "last cycle failed during: smbd could not be restarted" in st, st
+        assert "off until a reload" not in st, st
         j = _since(box, c0)
         assert "restart_smbd stays on: a job queued for smbd (a stop of it?) is no fault of " \
             "smbd.service" in j, j[-3000:]

@@ -2889,6 +2889,8 @@ static void test_a_failed_restart_is_taken_back(void **state)
     assert_int_equal(tuner_recover(t, &e), 0);
     tuner_kick(t);
     assert_int_equal(sd_event_loop(s.ev), 0);
+    /* systemctl status says so between cycles */
+    assert_non_null(strstr(tuner_status(t), " (restarts of smbd off until a reload), "));
     /* a reload with restart_smbd on: autotuning is a candidate again */
     reloaded = t->converged && t->o.restart_off && !t->o.restart_smbd;
     tuner_set_opts(t, &f->o);
