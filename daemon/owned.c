@@ -422,8 +422,9 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
         if (rep->apply_r < 0)
             journal_log(LOG_WARNING, "written, but smbd was not told: %s", rep->apply_msg);
         if (rep->not_running)
-            journal_log(LOG_NOTICE, "%s: it takes socket options = %s when it starts",
-                        rep->restart_msg, res.new_value);
+            journal_log(rep->down_after ? LOG_WARNING : LOG_NOTICE,
+                        "%s: it takes socket options = %s when it starts", rep->restart_msg,
+                        res.new_value);
     }
     w->put_done(w->ud, r, &res);
 }

@@ -323,9 +323,9 @@ static int confirmed(struct owned *w, const struct reply *rep)
      * sizes as written: absent is "auto") */
     if (written_config(w->keep_value, &c) == 0)
         fields.c = &c;
-    report_event(JOURNAL_ID_COMMIT, rep->apply_r < 0 ? LOG_WARNING : LOG_NOTICE, &fields,
-                 "%s: %.*s: written by a run that did not finish, checked and kept: %s", ed->file,
-                 (int)ed->line_len, ed->written + ed->line_off, how);
+    report_event(JOURNAL_ID_COMMIT, rep->apply_r < 0 || rep->down_after ? LOG_WARNING : LOG_NOTICE,
+                 &fields, "%s: %.*s: written by a run that did not finish, checked and kept: %s",
+                 ed->file, (int)ed->line_len, ed->written + ed->line_off, how);
     kept(w, w->keep_value);
     free(w->live_value);
     w->live_value = NULL;

@@ -32,9 +32,12 @@ struct reply {
     /* unrestarted: systemd refused the restart for a job already queued
      * for smbd (an admin's stop), no fault of smbd.service */
     bool restart_queued;
-    bool not_running; /* a restart wanted, but no smbd ran (apply_restart_check: 1) */
-    bool confirmed;   /* a take-back's job confirmed a commit in force */
-    int undo;         /* a confirm undone: how (smbconf_confirm's *how) */
+    /* a restart wanted, and no smbd runs: none ran (apply_restart_check),
+     * or it was stopping, or it is down after the restart (down_after:
+     * said as a warning); restart_msg says which */
+    bool not_running, down_after;
+    bool confirmed; /* a take-back's job confirmed a commit in force */
+    int undo;       /* a confirm undone: how (smbconf_confirm's *how) */
     int line;
     char msg[sizeof(((struct err *)0)->msg)];
     char apply_msg[sizeof(((struct err *)0)->msg)];

@@ -77,11 +77,12 @@ static void restart_done(void *arg)
  * is smbd.service's own (apply_restart_check: its testparm and D-Bus
  * calls may take a while), then the time window, right before the
  * restart, then the restart, waited for. 0: restarted (rep->restarted),
- * or no smbd ran or it was stopping (rep->not_running, restart_msg says
- * which: it takes the line when it starts); -ETIME: the window shut,
- * nothing done; else the restart failed, did nothing or could not be
- * made, and the line went back (unrestarted: the reply is the
- * revert's). */
+ * or smbd is not running (rep->not_running, restart_msg says why: none
+ * ran, it was stopping, or it is down after the restart, which
+ * rep->down_after marks for a warning): it takes the line when it
+ * starts; -ETIME: the window shut, nothing done; else the restart failed,
+ * left the smbd of before running, or could not be made, and the line
+ * went back (unrestarted: the reply is the revert's). */
 int owned_smbd_restart(struct owned *w, struct reply *rep)
 {
     struct err ae = {{0}};
@@ -102,8 +103,9 @@ int owned_smbd_restart(struct owned *w, struct reply *rep)
         return r;
     }
     rep->restarted = r == 0;
-    rep->not_running = r == 1;
-    if (r == 1)
+    rep->not_running = r > 0;
+    rep->down_after = r == 2;
+    if (r > 0)
         memcpy(rep->restart_msg, ae.msg, sizeof(rep->restart_msg));
     return 0;
 }

@@ -172,10 +172,12 @@ int apply_restart_check(const char *smb_conf, struct err *e)
     return 0;
 }
 
-/* ActiveState: smbd runs (a reload keeps its main process). */
+/* ActiveState: smbd runs (a reload keeps its main process; "refreshing"
+ * is systemd 256's). */
 static bool running(const char *active)
 {
-    return strcmp(active, "active") == 0 || strcmp(active, "reloading") == 0;
+    return strcmp(active, "active") == 0 || strcmp(active, "reloading") == 0 ||
+           strcmp(active, "refreshing") == 0;
 }
 
 int apply_restart_verdict(const char *result, const char *before, const char *after,
@@ -188,27 +190,38 @@ int apply_restart_verdict(const char *result, const char *before, const char *af
                        "systemd's restart of " SMBD_UNIT " ended \"%s\", and the unit is %s "
                        "(`systemctl status smbd` says why)",
                        result, after);
-    if (running(after)) {
-        if (new_pid == 0 || new_pid == old_pid)
-            return err_set(e, -ESRCH,
-                           "systemd's restart of " SMBD_UNIT " ended \"%s\", but its main "
-                           "process is %u (before it: %u): not restarted",
-                           result, new_pid, old_pid);
+    /* The same main process, not on its way out: the smbd that read the
+     * old line goes on serving with its listener (running, or still
+     * starting: an smbd that read the line before our write, whose start
+     * our restart merged into). A dying one (deactivating) is not. */
+    if ((running(after) && new_pid == 0) ||
+        (new_pid != 0 && new_pid == old_pid && strcmp(after, "deactivating") != 0))
+        return err_set(e, -ESRCH,
+                       "systemd's restart of " SMBD_UNIT " ended \"%s\", but its main "
+                       "process is %u (before it: %u, the unit %s): not restarted",
+                       result, new_pid, old_pid, after);
+    if (running(after))
         return 0;
-    }
-    /* Not running now: the smbd that starts next reads the line in
-     * force, so the commit stands, whatever stopped smbd. systemd makes a
-     * try-restart of a unit already stopping (an admin's stop under way)
-     * nothing, "done"; a stop queued after ours cancels it; an admin's
-     * stop may also come between our reads and the restart. From here
-     * these cannot be told apart from a restart whose start was skipped
-     * (a Condition) or whose smbd died at once, so the message says what
-     * is known, and where to look. */
+    /* Not running now, and not the smbd of before: the smbd that starts
+     * next reads the line in force, so the commit stands, whatever stopped
+     * smbd. systemd makes a try-restart of a unit already stopping (an
+     * admin's stop under way) nothing, "done"; a stop queued after ours
+     * cancels it. */
     if (strcmp(before, "deactivating") == 0 || strcmp(before, "inactive") == 0 ||
         strcmp(before, "failed") == 0)
         return err_set(e, 1, SMBD_UNIT " is %s: its restart did nothing (systemd: \"%s\")", after,
                        result);
-    return err_set(e, 1,
+    if (strcmp(result, "canceled") == 0)
+        return err_set(e, 1,
+                       SMBD_UNIT " is %s: another job for it (a stop?) replaced the restart "
+                                 "(systemd: \"canceled\")",
+                       after);
+    /* smbd ran before, and does not now: an admin's stop between our
+     * reads and the restart, or a restart whose start was skipped (a
+     * Condition) or whose smbd died at once. From here they cannot be
+     * told apart; smbd may be down for the restart we asked for, so
+     * this one is said as a warning (2), with where to look. */
+    return err_set(e, 2,
                    SMBD_UNIT " is %s after its restart (systemd: \"%s\"; `systemctl status "
                              "smbd` says why)",
                    after, result);

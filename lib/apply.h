@@ -36,13 +36,14 @@ int apply_restart_check(const char *smb_conf, struct err *e);
  * autotuning back. Only when the admin asked for it (tune { restart_smbd
  * = yes }). queued(arg), when not NULL, is called once systemd has the
  * restart's job; then the job's end is waited for, up to timeout_s. 0:
- * smbd restarted (a new main process); 1: smbd.service is not running
- * after it (it was stopping, so the restart did nothing, or it stopped
- * since: e says which it can tell): the line reaches the next smbd that
- * starts; else the restart failed (systemd says so), did nothing to a
- * running smbd, or had not ended in time (e says which); -EBUSY among
- * them: systemd refused it for a job already queued for smbd (a stop,
- * left to run). */
+ * smbd restarted (a new main process); 1: smbd.service was stopping, so
+ * the restart did nothing; 2: smbd ran before and does not now (stopped
+ * since, or its start skipped or failed while systemd says "done"), a
+ * warning: for both the line reaches the next smbd that starts (e says
+ * the unit's state); else the restart failed (systemd says so), left the
+ * smbd of before running, or had not ended in time (e says which);
+ * -EBUSY among them: systemd refused it for a job already queued for
+ * smbd (a stop, left to run). */
 int apply_restart_smbd(double timeout_s, void (*queued)(void *arg), void *arg, struct err *e);
 
 /* The judgement apply_restart_smbd makes once systemd removed its job:

@@ -289,9 +289,9 @@ static void test_signal_no_smbd(void **state)
 /* What a restart came to, once systemd removed its job: a new main
  * process is a restart; a unit that was stopping already, or whose stop
  * replaced the restart, got none, and its next smbd reads the line (1),
- * as does one not running after it for any other reason; a job that
- * failed, or a running smbd whose main process did not change, is a
- * restart that did not happen. */
+ * as does one not running after it for any other reason (2: a warning);
+ * a job that failed, or the smbd of before going on, is a restart that
+ * did not happen. */
 static void test_restart_verdict(void **state)
 {
     struct err e = {{0}};
@@ -311,7 +311,8 @@ static void test_restart_verdict(void **state)
     assert_non_null(strstr(e.msg, "smbd.service is inactive"));
     /* ours replaced by an admin's stop */
     assert_int_equal(apply_restart_verdict("canceled", "active", "deactivating", 100, 100, &e), 1);
-    assert_non_null(strstr(e.msg, "(systemd: \"canceled\""));
+    assert_string_equal(e.msg, "smbd.service is deactivating: another job for it (a stop?) "
+                               "replaced the restart (systemd: \"canceled\")");
 
     /* the restart's start failed: smbd is down, and says why itself */
     assert_true(apply_restart_verdict("failed", "active", "failed", 100, 0, &e) < 0);
@@ -321,20 +322,29 @@ static void test_restart_verdict(void **state)
     assert_true(apply_restart_verdict("dependency", "active", "active", 100, 200, &e) < 0);
     /* "done", and a running smbd not running after it: a start skipped
      * by a Condition, an smbd that died at once, or an admin's stop
-     * between the reads; which, it cannot tell, and says where to look.
-     * Its next start reads the line either way. */
-    assert_int_equal(apply_restart_verdict("done", "active", "inactive", 100, 0, &e), 1);
+     * between the reads; which, it cannot tell: a warning (2), with
+     * where to look. Its next start reads the line either way. */
+    assert_int_equal(apply_restart_verdict("done", "active", "inactive", 100, 0, &e), 2);
     assert_string_equal(e.msg, "smbd.service is inactive after its restart (systemd: \"done\"; "
                                "`systemctl status smbd` says why)");
-    assert_int_equal(apply_restart_verdict("done", "active", "failed", 100, 0, &e), 1);
-    assert_int_equal(apply_restart_verdict("done", "active", "deactivating", 100, 100, &e), 1);
+    assert_int_equal(apply_restart_verdict("done", "active", "failed", 100, 0, &e), 2);
+    assert_int_equal(apply_restart_verdict("done", "active", "deactivating", 100, 300, &e), 2);
     assert_non_null(strstr(e.msg, "is deactivating after its restart"));
+    /* the smbd of before, dying: it serves no more */
+    assert_int_equal(apply_restart_verdict("done", "active", "deactivating", 100, 100, &e), 2);
     /* try-restart of an activating unit is a restart: not "did nothing" */
-    assert_int_equal(apply_restart_verdict("done", "activating", "inactive", 0, 0, &e), 1);
+    assert_int_equal(apply_restart_verdict("done", "activating", "inactive", 0, 0, &e), 2);
     assert_non_null(strstr(e.msg, "is inactive after its restart"));
+    /* the smbd of before, going on (its start, which read the old line,
+     * merged with ours and an admin cancelled it; a refresh): not
+     * restarted, whatever the state's name */
+    assert_true(apply_restart_verdict("canceled", "activating", "activating", 100, 100, &e) < 0);
+    assert_non_null(strstr(e.msg, "is 100 (before it: 100, the unit activating): not restarted"));
+    assert_true(apply_restart_verdict("canceled", "active", "refreshing", 100, 100, &e) < 0);
+    assert_int_equal(apply_restart_verdict("done", "active", "refreshing", 100, 200, &e), 0);
     /* running on as it was: no restart, whatever the job said */
     assert_true(apply_restart_verdict("done", "active", "active", 100, 100, &e) < 0);
-    assert_non_null(strstr(e.msg, "is 100 (before it: 100): not restarted"));
+    assert_non_null(strstr(e.msg, "is 100 (before it: 100, the unit active): not restarted"));
     assert_true(apply_restart_verdict("canceled", "active", "active", 100, 100, &e) < 0);
     assert_true(apply_restart_verdict("done", "active", "active", 100, 0, &e) < 0);
 }
