@@ -762,6 +762,46 @@ def test_a_restart_that_leaves_smbd_down_is_not_called_done(box):
         _restore(box, conf)
 
 
+# A drop-in whose condition skips smbd.service's start while
+# /run/e2e-skip-start exists: the restart's stop goes through, its start
+# is skipped, and systemd still ends the job "done".
+SKIPPED_START = """[Unit]
+ConditionPathExists=!/run/e2e-skip-start
+"""
+
+
+def test_a_restart_that_leaves_smbd_down_as_done_is_a_warning(box):
+    """The commit's restart stops smbd and its start is skipped (a
+    Condition): systemd ends the job "done", with smbd not running. The
+    smbd that starts next reads the line, so the commit stays; but smbd is
+    down after a restart smbtuned asked for, which the journal says at
+    warning level, with where to look."""
+    conf = _stopped(box)
+    try:
+        _legacy_first_start(box, conf)
+        _dropin(box, SKIPPED_START)
+        box.run(["touch", "/run/e2e-skip-start"])
+        c0 = _cursor(box)
+        box.run(["systemctl", "start", "smbtuned"], timeout=300)
+        st = _first_cycle_status(box)
+        assert "failed" not in st, st
+        words = "smbd.service is inactive after its restart (systemd: \"done\"; `systemctl " \
+            "status smbd` says why): it takes socket options = "
+        j = box.run(["journalctl", "-u", "smbtuned", "--no-pager", "-p", "warning",
+                     "--after-cursor", c0]).stdout
+        assert words in j, _since(box, c0)[-3000:]
+        assert "smbd restarted so that" not in _since(box, c0)
+        line = _socket_line(box)
+        assert "SO_RCVBUF" not in line and "SO_SNDBUF" not in line, line
+        assert _state(box).get("pending") == "no", _state(box)
+        assert _show_unit(box, "smbd", "ActiveState")["ActiveState"] == "inactive"
+    finally:
+        box.run(["rm", "-f", "/run/e2e-skip-start"], check=False)
+        _dropin_gone(box)
+        box.run(["systemctl", "start", "smbd"], check=False, timeout=120)
+        _restore(box, conf)
+
+
 def _first_cycle_status(box):
     """The status once the first cycle of a start has ended."""
     return _wait("the first cycle's end",
