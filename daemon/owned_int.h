@@ -17,8 +17,8 @@
  * smbd: testparm for its pid directory (60 s), the wait for the restart's
  * end (45 s), and, should it fail, the take-back (the edit lock, 10 s,
  * and smbcontrol, 30 s): 275 s at worst, with the D-Bus calls' round
- * trips in what is left. A job killed at it leaves what a kill -9 would: a record the
- * next step settles. */
+ * trips in what is left. A job killed at it leaves what a kill -9 would:
+ * a record the next step settles. */
 #define OWNED_JOB_DEADLINE_S 300.0
 
 /* What a job tells its parent: plain bytes, the value after them. */

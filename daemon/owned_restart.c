@@ -25,10 +25,10 @@ void owned_demote(struct state *st)
  * keeps the old sizes while the line reads as autotuning, and no later
  * search would write that line again and restart smbd: the line goes
  * back at once, and the reply is the revert's (owned_settle says what
- * came of it). The record is made a trial's first, so that whatever settles it
- * should this revert fail (the cycle's end, the next cycle or start)
- * takes it back too, and never confirms it and tries the restart again
- * outside the cycle's checks. */
+ * came of it). The record is made a trial's first, so that whatever
+ * settles it should this revert fail (the cycle's end, the next cycle or
+ * start) takes it back too, and never confirms it and tries the restart
+ * again outside the cycle's checks. */
 static void unrestarted(struct owned *w, struct reply *rep, const struct err *e)
 {
     struct err se;
