@@ -355,7 +355,7 @@ int cmd_set_buffers(const struct opts *o)
     /* An unchanged line is still applied when --apply asks: running the
      * same command again is how an admin retries an apply that failed
      * (the line was written then). Only the words differ. */
-    if (apply_run(m, smb_conf, &e) < 0) {
+    if (apply_run(m, smb_conf, cfg.tune.smbd_unit, &e) < 0) {
         fprintf(stderr, "smbtuned: %s, but smbd was not told: %s\n",
                 changed ? "written" : "unchanged", e.msg);
         return 1;

@@ -305,7 +305,7 @@ static int put_job(void *arg, int out_fd)
         snprintf(rep->file, sizeof(rep->file), "%s", res.file ? res.file : "");
         memcpy(rep + 1, res.new_value, vlen);
         if (w->kind == OWNED_TRIAL) {
-            rep->apply_r = apply_run(owned_trial_apply(w->o), w->o->smb_conf, &ae);
+            rep->apply_r = apply_run(owned_trial_apply(w->o), w->o->smb_conf, w->o->smbd_unit, &ae);
         } else if (w->restart) {
             /* The check after the write (testparm, up to a minute) and
              * owned_smbd_restart's own may run past the window's end: no
@@ -317,7 +317,7 @@ static int put_job(void *arg, int out_fd)
                 memcpy(rep->msg, e.msg, sizeof(rep->msg));
             }
         } else {
-            rep->apply_r = apply_run(w->o->apply, w->o->smb_conf, &ae);
+            rep->apply_r = apply_run(w->o->apply, w->o->smb_conf, w->o->smbd_unit, &ae);
             memcpy(rep->apply_msg, ae.msg, sizeof(rep->apply_msg));
         }
     }

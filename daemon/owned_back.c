@@ -72,7 +72,7 @@ void owned_revert(struct owned *w, struct reply *rep)
     /* (also after a shadowed take-back: smbd may not have read the line
      * now in force yet) */
     if (rep->r >= 0)
-        rep->apply_r = apply_run(owned_trial_apply(w->o), w->o->smb_conf, &ae);
+        rep->apply_r = apply_run(owned_trial_apply(w->o), w->o->smb_conf, w->o->smbd_unit, &ae);
     memcpy(rep->apply_msg, ae.msg, sizeof(rep->apply_msg));
 }
 
@@ -105,8 +105,10 @@ int owned_settle(struct owned *w, const struct reply *rep)
              * after it reads the line in force then. Turning restarts
              * off until a reload (tuner_restart_failed) is for a fault
              * of the unit's that would come back every cycle. */
-            journal_log(LOG_NOTICE, "restart_smbd stays on: a job queued for smbd (a stop of "
-                                    "it?) is no fault of smbd.service");
+            journal_log(LOG_NOTICE,
+                        "restart_smbd stays on: a job queued for smbd (a stop of it?) is no "
+                        "fault of %s",
+                        w->o->smbd_unit);
         } else {
             snprintf(w->restart_failed, sizeof(w->restart_failed), "%s", rep->restart_msg);
             w->restart_failed_new = true;
@@ -258,9 +260,9 @@ static void confirm(struct owned *w, struct reply *rep)
         if (r < 0)
             return;
     } else if (rep->r == 0) {
-        rep->apply_r = apply_run(w->o->apply, w->o->smb_conf, &ae);
+        rep->apply_r = apply_run(w->o->apply, w->o->smb_conf, w->o->smbd_unit, &ae);
     } else if (undone) {
-        rep->apply_r = apply_run(owned_trial_apply(w->o), w->o->smb_conf, &ae);
+        rep->apply_r = apply_run(owned_trial_apply(w->o), w->o->smb_conf, w->o->smbd_unit, &ae);
     }
     memcpy(rep->apply_msg, ae.msg, sizeof(rep->apply_msg));
 }

@@ -86,7 +86,7 @@ static void restart_done(void *arg)
 int owned_smbd_restart(struct owned *w, struct reply *rep)
 {
     struct err ae = {{0}};
-    int r = apply_restart_check(w->o->smb_conf, &ae);
+    int r = apply_restart_check(w->o->smb_conf, w->o->smbd_unit, &ae);
     bool queued = false;
 
     if (r >= 0 && owned_outside_window(w->o))
@@ -94,7 +94,7 @@ int owned_smbd_restart(struct owned *w, struct reply *rep)
     if (r == 1)
         restart_done(w);
     if (r == 0) {
-        r = apply_restart_smbd(RESTART_WAIT_S, restart_done, w, &ae);
+        r = apply_restart_smbd(w->o->smbd_unit, RESTART_WAIT_S, restart_done, w, &ae);
         queued = r == -EBUSY;
     }
     if (r < 0) {

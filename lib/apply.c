@@ -52,31 +52,67 @@ static int apply_signal(const char *smb_conf, struct err *e)
     return 0;
 }
 
-/* The unit restart_smbd restarts. */
-#define SMBD_UNIT "smbd.service"
+/* systemd's rule for a unit's name (unit_name_is_valid): at most 255
+ * bytes of ASCII letters, digits and ":-_.\\", an instance after one '@'.
+ * Only a service has a main process to check and restart. Checked when
+ * the config is read, so that a typo is named with its line instead of
+ * failing at the first commit as a D-Bus error. The bytes are checked
+ * first, so that the messages after echo only printable ones. */
+int apply_unit_check(const char *unit, struct err *e)
+{
+    static const char suffix[] = ".service";
+    size_t n = strlen(unit), s = sizeof(suffix) - 1;
+    const char *at = strchr(unit, '@');
 
-/* ReloadUnit or TryRestartUnit of smbd.service over D-Bus, in "fail"
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)unit[i];
+
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              strchr(":-_.\\@", c)))
+            return err_set(e, -EINVAL,
+                           "not a unit name: byte %zu (0x%02x) is none of a unit name's "
+                           "letters, digits and \":-_.\\@\"",
+                           i + 1, c);
+    }
+    if (n > 255)
+        return err_set(e, -EINVAL, "'%.40s...' is longer than a unit name may be (255 bytes)",
+                       unit);
+    if (n <= s || strcmp(unit + n - s, suffix) != 0)
+        return err_set(e, -EINVAL,
+                       "'%s' is not a service unit: expected a name such as "
+                       "smbd.service",
+                       unit);
+    if (at == unit || (at && (strchr(at + 1, '@') || at + 1 == unit + n - s)))
+        return err_set(e, -EINVAL,
+                       "'%s' is not a unit name: a '@' needs a name before it and one instance "
+                       "after it (smbd@INSTANCE.service)",
+                       unit);
+    return 0;
+}
+
+/* ReloadUnit or TryRestartUnit of smbd's unit over D-Bus, in "fail"
  * mode: a job already queued for smbd (an admin's `systemctl stop smbd
  * smbtuned` makes smbd's stop wait for ours) is left alone. In "replace"
  * mode systemd would cancel that stop and restart smbd, which would then
  * run on against the admin's command (seen under systemd 252 with a stop
  * job waiting). */
-static int unit_call(sd_bus *bus, const char *method, const char *what, char **job, struct err *e)
+static int unit_call(sd_bus *bus, const char *unit, const char *method, const char *what,
+                     char **job, struct err *e)
 {
     sd_bus_error be = SD_BUS_ERROR_NULL;
     sd_bus_message *m = NULL;
     const char *path;
-    int r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                               "org.freedesktop.systemd1.Manager", method, &be, &m, "ss", SMBD_UNIT,
-                               "fail");
+    int r =
+        sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                           "org.freedesktop.systemd1.Manager", method, &be, &m, "ss", unit, "fail");
 
     if (r < 0 && sd_bus_error_has_name(&be, "org.freedesktop.systemd1.TransactionIsDestructive"))
         r = err_set(e, -EBUSY,
-                    "systemd: " SMBD_UNIT "'s %s would cancel a job already queued (a stop of "
+                    "systemd: %s's %s would cancel a job already queued (a stop of "
                     "smbd?): that job is left to run (%s)",
-                    what, be.message ? be.message : strerror(-r));
+                    unit, what, be.message ? be.message : strerror(-r));
     else if (r < 0)
-        err_set(e, r, "systemd: %s of " SMBD_UNIT " failed: %s", method,
+        err_set(e, r, "systemd: %s of %s failed: %s", method, unit,
                 be.message ? be.message : strerror(-r));
     /* the job's object path: its JobRemoved signal names it */
     if (r >= 0 && job) {
@@ -84,36 +120,36 @@ static int unit_call(sd_bus *bus, const char *method, const char *what, char **j
         if (r >= 0 && !(*job = strdup(path)))
             r = -ENOMEM;
         if (r < 0)
-            err_set(e, r, "systemd: no job for the %s of " SMBD_UNIT ": %s", what, strerror(-r));
+            err_set(e, r, "systemd: no job for the %s of %s: %s", what, unit, strerror(-r));
     }
     sd_bus_message_unref(m);
     sd_bus_error_free(&be);
     return r < 0 ? r : 0;
 }
 
-static int systemd_unit(const char *method, const char *what, struct err *e)
+static int systemd_unit(const char *unit, const char *method, const char *what, struct err *e)
 {
     sd_bus *bus = NULL;
     int r = sd_bus_open_system(&bus);
 
     if (r < 0)
         return err_set(e, r, "cannot reach systemd over D-Bus: %s", strerror(-r));
-    r = unit_call(bus, method, what, NULL, e);
+    r = unit_call(bus, unit, method, what, NULL, e);
     sd_bus_unref(bus);
     return r;
 }
 
-/* smbd.service's main process (0 when it is not running) and, when
- * state is not NULL, its ActiveState. */
-static int unit_get(sd_bus *bus, uint32_t *pid, char *state, size_t len, struct err *e)
+/* unit's main process (0 when it is not running) and, when state is not
+ * NULL, its ActiveState. */
+static int unit_get(sd_bus *bus, const char *unit, uint32_t *pid, char *state, size_t len,
+                    struct err *e)
 {
     sd_bus_error be = SD_BUS_ERROR_NULL;
     sd_bus_message *m = NULL;
     const char *path, *what = "state";
     char *active = NULL;
-    int r =
-        sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                           "org.freedesktop.systemd1.Manager", "LoadUnit", &be, &m, "s", SMBD_UNIT);
+    int r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                               "org.freedesktop.systemd1.Manager", "LoadUnit", &be, &m, "s", unit);
 
     if (r >= 0)
         r = sd_bus_message_read(m, "o", &path);
@@ -130,7 +166,7 @@ static int unit_get(sd_bus *bus, uint32_t *pid, char *state, size_t len, struct 
     if (r >= 0 && state)
         snprintf(state, len, "%s", active);
     if (r < 0)
-        err_set(e, r, "systemd: cannot read " SMBD_UNIT "'s %s: %s", what,
+        err_set(e, r, "systemd: cannot read %s's %s: %s", unit, what,
                 be.message ? be.message : strerror(-r));
     free(active);
     sd_bus_message_unref(m);
@@ -138,12 +174,12 @@ static int unit_get(sd_bus *bus, uint32_t *pid, char *state, size_t len, struct 
     return r < 0 ? r : 0;
 }
 
-/* Only the smbd that runs with smb_conf, and only as smbd.service's main
+/* Only the smbd that runs with smb_conf, and only as its unit's main
  * process: an smbd started by hand or by another unit would not be
  * restarted by systemd (TryRestartUnit of an inactive unit does nothing,
  * and says so by succeeding), and its listener would keep the old sizes
  * while the line reads as autotuning. */
-int apply_restart_check(const char *smb_conf, struct err *e)
+int apply_restart_check(const char *smb_conf, const char *unit, struct err *e)
 {
     sd_bus *bus = NULL;
     uint32_t main_pid = 0;
@@ -154,7 +190,7 @@ int apply_restart_check(const char *smb_conf, struct err *e)
 
     if (r < 0)
         return err_set(e, r, "cannot reach systemd over D-Bus: %s", strerror(-r));
-    r = unit_get(bus, &main_pid, NULL, 0, e);
+    r = unit_get(bus, unit, &main_pid, NULL, 0, e);
     sd_bus_unref(bus);
     if (r < 0)
         return r;
@@ -166,9 +202,9 @@ int apply_restart_check(const char *smb_conf, struct err *e)
         return err_set(e, rp, "%s", pe.msg);
     if ((pid_t)main_pid != pid)
         return err_set(e, -ESRCH,
-                       "the smbd of %s (pid %d) is not " SMBD_UNIT "'s main process (%s%u): "
-                       "restart_smbd restarts only " SMBD_UNIT,
-                       smb_conf, (int)pid, main_pid ? "pid " : "", main_pid);
+                       "the smbd of %s (pid %d) is not %s's main process (%s%u): "
+                       "restart_smbd restarts only that unit (smbd_unit)",
+                       smb_conf, (int)pid, unit, main_pid ? "pid " : "", main_pid);
     return 0;
 }
 
@@ -180,16 +216,16 @@ static bool running(const char *active)
            strcmp(active, "refreshing") == 0;
 }
 
-int apply_restart_verdict(const char *result, const char *before, const char *after,
-                          uint32_t old_pid, uint32_t new_pid, struct err *e)
+int apply_restart_verdict(const char *unit, const char *result, const char *before,
+                          const char *after, uint32_t old_pid, uint32_t new_pid, struct err *e)
 {
     /* "canceled": another job for smbd replaced ours (an admin's stop or
      * restart); what the unit does now says what came of it */
     if (strcmp(result, "done") != 0 && strcmp(result, "canceled") != 0)
         return err_set(e, -EIO,
-                       "systemd's restart of " SMBD_UNIT " ended \"%s\", and the unit is %s "
-                       "(`systemctl status smbd` says why)",
-                       result, after);
+                       "systemd's restart of %s ended \"%s\", and the unit is %s "
+                       "(`systemctl status %s` says why)",
+                       unit, result, after, unit);
     /* The same main process, not on its way out: the smbd that read the
      * old line goes on serving with its listener (running, or still
      * starting: an smbd that read the line before our write, whose start
@@ -197,9 +233,9 @@ int apply_restart_verdict(const char *result, const char *before, const char *af
     if ((running(after) && new_pid == 0) ||
         (new_pid != 0 && new_pid == old_pid && strcmp(after, "deactivating") != 0))
         return err_set(e, -ESRCH,
-                       "systemd's restart of " SMBD_UNIT " ended \"%s\", but its main "
+                       "systemd's restart of %s ended \"%s\", but its main "
                        "process is %u (before it: %u, the unit %s): not restarted",
-                       result, new_pid, old_pid, after);
+                       unit, result, new_pid, old_pid, after);
     if (running(after))
         return 0;
     /* Not running now, and not the smbd of before: the smbd that starts
@@ -209,22 +245,22 @@ int apply_restart_verdict(const char *result, const char *before, const char *af
      * cancels it. */
     if (strcmp(before, "deactivating") == 0 || strcmp(before, "inactive") == 0 ||
         strcmp(before, "failed") == 0)
-        return err_set(e, 1, SMBD_UNIT " is %s: its restart did nothing (systemd: \"%s\")", after,
+        return err_set(e, 1, "%s is %s: its restart did nothing (systemd: \"%s\")", unit, after,
                        result);
     if (strcmp(result, "canceled") == 0)
         return err_set(e, 1,
-                       SMBD_UNIT " is %s: another job for it (a stop?) replaced the restart "
-                                 "(systemd: \"canceled\")",
-                       after);
+                       "%s is %s: another job for it (a stop?) replaced the restart "
+                       "(systemd: \"canceled\")",
+                       unit, after);
     /* smbd ran before, and does not now: an admin's stop between our
      * reads and the restart, or a restart whose start was skipped (a
      * Condition) or whose smbd died at once. From here they cannot be
      * told apart; smbd may be down for the restart we asked for, so
      * this one is said as a warning (2), with where to look. */
     return err_set(e, 2,
-                   SMBD_UNIT " is %s after its restart (systemd: \"%s\"; `systemctl status "
-                             "smbd` says why)",
-                   after, result);
+                   "%s is %s after its restart (systemd: \"%s\"; `systemctl status %s` says "
+                   "why)",
+                   unit, after, result, unit);
 }
 
 struct restart_wait {
@@ -288,7 +324,8 @@ static int wait_removed(sd_bus *bus, struct restart_wait *rw, double timeout_s)
  * nothing (smbd was stopping) or failed (smbd did not start again) is not
  * reported as done. systemd sends JobRemoved only to subscribers, so the
  * match and the subscription come first. */
-int apply_restart_smbd(double timeout_s, void (*queued)(void *arg), void *arg, struct err *e)
+int apply_restart_smbd(const char *unit, double timeout_s, void (*queued)(void *arg), void *arg,
+                       struct err *e)
 {
     sd_bus *bus = NULL;
     sd_bus_error be = SD_BUS_ERROR_NULL;
@@ -305,13 +342,13 @@ int apply_restart_smbd(double timeout_s, void (*queued)(void *arg), void *arg, s
         r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
                                "org.freedesktop.systemd1.Manager", "Subscribe", &be, NULL, NULL);
     if (r < 0) {
-        err_set(e, r, "systemd: cannot follow the restart of " SMBD_UNIT ": %s",
+        err_set(e, r, "systemd: cannot follow the restart of %s: %s", unit,
                 be.message ? be.message : strerror(-r));
         goto out;
     }
-    r = unit_get(bus, &old_pid, before, sizeof(before), e);
+    r = unit_get(bus, unit, &old_pid, before, sizeof(before), e);
     if (r >= 0)
-        r = unit_call(bus, "TryRestartUnit", "restart", &rw.job, e);
+        r = unit_call(bus, unit, "TryRestartUnit", "restart", &rw.job, e);
     if (r < 0)
         goto out;
     if (queued)
@@ -319,15 +356,14 @@ int apply_restart_smbd(double timeout_s, void (*queued)(void *arg), void *arg, s
     r = wait_removed(bus, &rw, timeout_s);
     if (r == -ETIMEDOUT)
         err_set(e, r,
-                "systemd's restart of " SMBD_UNIT " had not ended after %.0f s (systemd goes on "
-                "with it)",
-                timeout_s);
+                "systemd's restart of %s had not ended after %.0f s (systemd goes on with it)",
+                unit, timeout_s);
     else if (r < 0)
-        err_set(e, r, "systemd: lost the restart of " SMBD_UNIT ": %s", strerror(-r));
+        err_set(e, r, "systemd: lost the restart of %s: %s", unit, strerror(-r));
     if (r >= 0)
-        r = unit_get(bus, &new_pid, after, sizeof(after), e);
+        r = unit_get(bus, unit, &new_pid, after, sizeof(after), e);
     if (r >= 0)
-        r = apply_restart_verdict(rw.result, before, after, old_pid, new_pid, e);
+        r = apply_restart_verdict(unit, rw.result, before, after, old_pid, new_pid, e);
 out:
     free(rw.job);
     sd_bus_error_free(&be);
@@ -335,12 +371,13 @@ out:
     return r;
 }
 
-int apply_run(enum apply_method m, const char *smb_conf, struct err *e)
+int apply_run(enum apply_method m, const char *smb_conf, const char *unit, struct err *e)
 {
-    return apply_run_timeout(m, smb_conf, SMBCONTROL_TIMEOUT_S, e);
+    return apply_run_timeout(m, smb_conf, unit, SMBCONTROL_TIMEOUT_S, e);
 }
 
-int apply_run_timeout(enum apply_method m, const char *smb_conf, double timeout_s, struct err *e)
+int apply_run_timeout(enum apply_method m, const char *smb_conf, const char *unit, double timeout_s,
+                      struct err *e)
 {
     char out[1024], errout[1024];
     /* SIGHUP would reach only smbd's parent; reload-config reaches every
@@ -354,7 +391,7 @@ int apply_run_timeout(enum apply_method m, const char *smb_conf, double timeout_
     if (m == APPLY_SIGNAL)
         return apply_signal(smb_conf, e);
     if (m == APPLY_SYSTEMD)
-        return systemd_unit("ReloadUnit", "reload", e);
+        return systemd_unit(unit, "ReloadUnit", "reload", e);
     r = child_run(argv, timeout_s, out, sizeof(out), errout, sizeof(errout), &status);
     if (r < 0)
         return err_set(e, r, "cannot run smbcontrol: %s", strerror(-r));

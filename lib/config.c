@@ -65,6 +65,7 @@ void config_defaults(struct config *c)
     c->tune.busy_rate = 0;
     c->tune.window_start = c->tune.window_end = -1;
     c->tune.restart_smbd = false;
+    snprintf(c->tune.smbd_unit, sizeof(c->tune.smbd_unit), "%s", APPLY_DEFAULT_UNIT);
 }
 
 static int parse_url(const char *s, struct config *c, struct err *e)
@@ -506,6 +507,7 @@ int config_fill(const struct config *c, struct tuner_opts *t, struct err *e)
                        c->tune.state_dir, strlen(c->tune.state_dir), TRIAL_STATE_DIR_MAX);
     t->apply = c->tune.apply;
     t->restart_smbd = c->tune.restart_smbd;
+    t->smbd_unit = c->tune.smbd_unit;
     t->max_bytes = c->tune.max_bytes;
     t->interval_s = c->tune.interval_s;
     t->busy_mbps = (double)c->tune.busy_rate / 1e6;

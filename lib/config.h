@@ -82,7 +82,8 @@ struct config_tune {
     long long busy_rate;          /* client bytes/s that defer a cycle; 0: never */
     int window_start, window_end; /* minutes after midnight; -1: any time */
     bool tied;                    /* SO_RCVBUF = SO_SNDBUF, moved together */
-    bool restart_smbd;            /* may restart smbd.service to make AUTO take effect */
+    bool restart_smbd;            /* may restart smbd's unit to make AUTO take effect */
+    char smbd_unit[256];          /* the systemd unit that runs smbd (apply_unit_check) */
 };
 
 struct config {

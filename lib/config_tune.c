@@ -246,6 +246,19 @@ static int parse_restart_smbd(const char *s, struct config *c, struct err *e)
     return parse_yes_no(s, &c->tune.restart_smbd, "restart_smbd", e);
 }
 
+/* The unit's name is checked here, so that a typo is named with its line;
+ * whether the unit exists is systemd's to say when it is used (a unit
+ * may be installed after smbtuned starts). */
+static int parse_smbd_unit(const char *s, struct config *c, struct err *e)
+{
+    struct err ue;
+
+    if (apply_unit_check(s, &ue) < 0)
+        return err_set(e, -EINVAL, "smbd_unit: %s", ue.msg);
+    snprintf(c->tune.smbd_unit, sizeof(c->tune.smbd_unit), "%s", s);
+    return 0;
+}
+
 static const struct config_field tune_fields[] = {
     {"smb_conf", parse_smb_conf},
     {"state_dir", parse_state_dir},
@@ -263,6 +276,7 @@ static const struct config_field tune_fields[] = {
     {"window", parse_window},
     {"tied", parse_tied},
     {"restart_smbd", parse_restart_smbd},
+    {"smbd_unit", parse_smbd_unit},
 };
 
 _Static_assert(sizeof(tune_fields) / sizeof(tune_fields[0]) <= CONFIG_MAX_FIELDS,

@@ -43,7 +43,8 @@ struct tuner_opts {
     double busy_recheck_s;
     int window_start; /* minutes after midnight; -1: any time */
     int window_end;
-    bool restart_smbd; /* may restart smbd.service so that AUTO takes effect */
+    bool restart_smbd;     /* may restart smbd_unit so that AUTO takes effect */
+    const char *smbd_unit; /* the systemd unit that runs smbd (apply = systemd too) */
     /* set by the tuner, never by the config: a restart of smbd failed, and
      * restart_smbd is off until a reload (tuner_restart_failed) */
     bool restart_off;

@@ -378,13 +378,13 @@ def _since(box, cursor):
                     cursor]).stdout
 
 
-def _autotuned_listener(box, old_pid):
-    """smbd restarted (a new MainPID) and its new listener holding the
-    kernel's defaults (tcp_rmem/tcp_wmem's middle values), not the legacy
-    8192 doubled. Returns the new MainPID."""
+def _autotuned_listener(box, old_pid, unit="smbd"):
+    """smbd restarted (a new MainPID of unit) and its new listener holding
+    the kernel's defaults (tcp_rmem/tcp_wmem's middle values), not the
+    legacy 8192 doubled. Returns the new MainPID."""
     new_pid = _wait("smbd's restart",
                     lambda: (lambda p: p if p not in ("0", old_pid) else None)(
-                        _show_unit(box, "smbd", "MainPID")["MainPID"]), 60, 0.5)
+                        _show_unit(box, unit, "MainPID")["MainPID"]), 60, 0.5)
     _wait("smbd's new listener", lambda: _listener_buffers(box), 30, 0.5)
     bufs = _listener_buffers(box)
     assert all(rb != 16384 for rb, _ in bufs), bufs
@@ -786,7 +786,7 @@ def test_a_restart_that_leaves_smbd_down_as_done_is_a_warning(box):
         st = _first_cycle_status(box)
         assert "failed" not in st, st
         words = "smbd.service is inactive after its restart (systemd: \"done\"; `systemctl " \
-            "status smbd` says why): it takes socket options = "
+            "status smbd.service` says why): it takes socket options = "
         said = [(ev.get("PRIORITY"), ev["MESSAGE"]) for ev in _events(box)
                 if isinstance(ev.get("MESSAGE"), str) and words in ev["MESSAGE"]]
         assert [p for p, _ in said] == ["4"], (said, _since(box, c0)[-3000:])
@@ -838,6 +838,48 @@ def test_an_smbd_systemd_does_not_run_is_not_restarted(box):
             box.run(["kill", pid], check=False)
             _wait("the hand-started smbd's end",
                   lambda: box.run(["kill", "-0", pid], check=False).returncode != 0, 30, 0.5)
+        box.run(["systemctl", "start", "smbd"], check=False, timeout=120)
+        _restore(box, conf)
+
+
+def test_smbd_under_another_unit_is_restarted_through_smbd_unit(box):
+    """smbd run by a unit of another name (smb.service, as some
+    distributions call it; here a copy of Debian's smbd.service), with
+    smbd.service stopped, and smbd_unit = smb.service: the commit of
+    autotuning restarts that unit, whose new smbd's listener holds no
+    explicit size; smbd.service is left alone."""
+    conf = _stopped(box)
+    try:
+        _legacy_first_start(box, conf)
+        fragment = _show_unit(box, "smbd", "FragmentPath")["FragmentPath"]
+        unit = box.run(["cat", fragment]).stdout
+        assert "ExecStart=/usr/sbin/smbd" in unit, unit
+        box.run(["systemctl", "stop", "smbd"], timeout=120)
+        box.put("/etc/systemd/system/smb.service", unit)
+        box.run(["systemctl", "daemon-reload"])
+        box.run(["systemctl", "start", "smb"], timeout=120)
+        _wait("smb.service's listener", lambda: _listener_buffers(box), 30, 0.5)
+        assert (16384, 16384) in _listener_buffers(box), _listener_buffers(box)
+        smb_pid = _show_unit(box, "smb", "MainPID")["MainPID"]
+        tuned = box.run(["cat", "/etc/smbtuned.conf"]).stdout
+        assert "    # smbd_unit = smbd.service\n" in tuned, tuned
+        box.put("/etc/smbtuned.conf",
+                tuned.replace("    # smbd_unit = smbd.service\n", "    smbd_unit = smb.service\n"))
+        c0 = _cursor(box)
+        box.run(["systemctl", "start", "smbtuned"], timeout=300)
+        st = _first_cycle_status(box)
+        assert "failed" not in st, st
+        j = _since(box, c0)
+        assert "smbd restarted so that" in j, j[-3000:]
+        line = _socket_line(box)
+        assert "SO_RCVBUF" not in line and "SO_SNDBUF" not in line, line
+        _autotuned_listener(box, smb_pid, "smb")
+        assert _show_unit(box, "smbd", "ActiveState")["ActiveState"] == "inactive"
+        assert _state(box).get("pending") == "no", _state(box)
+    finally:
+        box.run(["systemctl", "stop", "smb"], check=False, timeout=120)
+        box.run(["rm", "-f", "/etc/systemd/system/smb.service"], check=False)
+        box.run(["systemctl", "daemon-reload"], check=False)
         box.run(["systemctl", "start", "smbd"], check=False, timeout=120)
         _restore(box, conf)
 

@@ -26,6 +26,10 @@
 #include "files.h"
 #include "rmtree.h"
 
+/* smbd's unit in these tests: not the default, so that a message with
+ * the default's name would show a name not passed through */
+#define U "smb.service"
+
 struct fixture {
     char dir[4096];    /* the test's temporary directory */
     char bin[4200];    /* dir/bin: first on PATH, holds the fake smbcontrol */
@@ -148,7 +152,7 @@ static void test_smbcontrol_ok(void **state)
     struct err e = {{0}};
     char argv[8192], want[8192];
 
-    assert_int_equal(apply_run(APPLY_SMBCONTROL, fx->conf, &e), 0);
+    assert_int_equal(apply_run(APPLY_SMBCONTROL, fx->conf, U, &e), 0);
     snprintf(want, sizeof(want), "-s\n%s\nsmbd\nreload-config\n", fx->conf);
     assert_string_equal(read_back(fx, "argv", argv, sizeof(argv)), want);
 }
@@ -161,7 +165,7 @@ static void test_smbcontrol_fails(void **state)
 
     set_file(fx, "exit", "1\n");
     set_file(fx, "stderr", "Can't find pid for destination 'smbd'\nsecond line\n");
-    assert_int_equal(apply_run(APPLY_SMBCONTROL, fx->conf, &e), -ESRCH);
+    assert_int_equal(apply_run(APPLY_SMBCONTROL, fx->conf, U, &e), -ESRCH);
     if (strstr(e.msg, "smbcontrol -s ") == NULL || strstr(e.msg, " smbd reload-config failed: "
                                                                  "Can't find pid for "
                                                                  "destination 'smbd'") == NULL)
@@ -171,10 +175,10 @@ static void test_smbcontrol_fails(void **state)
     /* without a word on stderr, its first line on stdout */
     set_file(fx, "stderr", "");
     set_file(fx, "stdout", "ERROR: no such message\n");
-    assert_int_equal(apply_run(APPLY_SMBCONTROL, fx->conf, &e), -ESRCH);
+    assert_int_equal(apply_run(APPLY_SMBCONTROL, fx->conf, U, &e), -ESRCH);
     assert_non_null(strstr(e.msg, "reload-config failed: ERROR: no such message"));
     set_file(fx, "stdout", "");
-    assert_int_equal(apply_run(APPLY_SMBCONTROL, fx->conf, &e), -ESRCH);
+    assert_int_equal(apply_run(APPLY_SMBCONTROL, fx->conf, U, &e), -ESRCH);
     if (strstr(e.msg, "reload-config failed: no output") == NULL)
         fail_msg("%s", e.msg);
 }
@@ -186,7 +190,7 @@ static void test_none_runs_nothing(void **state)
     struct err e = {{0}};
     char argv[64];
 
-    assert_int_equal(apply_run(APPLY_NONE, fx->conf, &e), 0);
+    assert_int_equal(apply_run(APPLY_NONE, fx->conf, U, &e), 0);
     assert_string_equal(read_back(fx, "argv", argv, sizeof(argv)), "");
 }
 
@@ -201,7 +205,7 @@ static void test_smbcontrol_timeout(void **state)
     long long v;
 
     set_file(fx, "hang", "");
-    assert_int_equal(apply_run_timeout(APPLY_SMBCONTROL, fx->conf, 0.5, &e), -ESRCH);
+    assert_int_equal(apply_run_timeout(APPLY_SMBCONTROL, fx->conf, U, 0.5, &e), -ESRCH);
     assert_non_null(strstr(e.msg, "reload-config failed"));
     /* it was killed and reaped: its pid names no process any more */
     read_back(fx, "pid", pid, sizeof(pid));
@@ -257,7 +261,7 @@ static void test_signal(void **state)
     snprintf(path, sizeof(path), "%s/smbd.pid", fx->piddir);
     snprintf(text, sizeof(text), "%d\n", (int)pid);
     write_text(path, text, 0644);
-    if (apply_run(APPLY_SIGNAL, fx->conf, &e) != 0) {
+    if (apply_run(APPLY_SIGNAL, fx->conf, U, &e) != 0) {
         kill(pid, SIGKILL);
         waitpid(pid, &status, 0);
         fail_msg("apply_run(signal): %s", e.msg);
@@ -277,12 +281,12 @@ static void test_signal_no_smbd(void **state)
     struct err e = {{0}};
     char path[4300], text[64];
 
-    assert_int_equal(apply_run(APPLY_SIGNAL, fx->conf, &e), -ESRCH);
+    assert_int_equal(apply_run(APPLY_SIGNAL, fx->conf, U, &e), -ESRCH);
     assert_non_null(strstr(e.msg, "smbd.pid"));
     snprintf(path, sizeof(path), "%s/smbd.pid", fx->piddir);
     snprintf(text, sizeof(text), "%d\n", (int)getpid());
     write_text(path, text, 0644);
-    assert_int_equal(apply_run(APPLY_SIGNAL, fx->conf, &e), -ESRCH);
+    assert_int_equal(apply_run(APPLY_SIGNAL, fx->conf, U, &e), -ESRCH);
     assert_non_null(strstr(e.msg, "is not smbd"));
 }
 
@@ -297,56 +301,104 @@ static void test_restart_verdict(void **state)
     struct err e = {{0}};
 
     (void)state;
-    assert_int_equal(apply_restart_verdict("done", "active", "active", 100, 200, &e), 0);
-    assert_int_equal(apply_restart_verdict("done", "reloading", "reloading", 100, 200, &e), 0);
+    assert_int_equal(apply_restart_verdict(U, "done", "active", "active", 100, 200, &e), 0);
+    assert_int_equal(apply_restart_verdict(U, "done", "reloading", "reloading", 100, 200, &e), 0);
     /* an admin's restart that replaced ours is a restart too */
-    assert_int_equal(apply_restart_verdict("canceled", "active", "active", 100, 200, &e), 0);
+    assert_int_equal(apply_restart_verdict(U, "canceled", "active", "active", 100, 200, &e), 0);
 
     /* try-restart of a unit whose stop is running does nothing, "done" */
-    assert_int_equal(apply_restart_verdict("done", "deactivating", "deactivating", 100, 100, &e),
+    assert_int_equal(apply_restart_verdict(U, "done", "deactivating", "deactivating", 100, 100, &e),
                      1);
-    assert_string_equal(e.msg, "smbd.service is deactivating: its restart did nothing (systemd: "
+    assert_string_equal(e.msg, "smb.service is deactivating: its restart did nothing (systemd: "
                                "\"done\")");
-    assert_int_equal(apply_restart_verdict("done", "deactivating", "inactive", 100, 0, &e), 1);
-    assert_non_null(strstr(e.msg, "smbd.service is inactive"));
+    assert_int_equal(apply_restart_verdict(U, "done", "deactivating", "inactive", 100, 0, &e), 1);
+    assert_non_null(strstr(e.msg, "smb.service is inactive"));
     /* ours replaced by an admin's stop */
-    assert_int_equal(apply_restart_verdict("canceled", "active", "deactivating", 100, 100, &e), 1);
-    assert_string_equal(e.msg, "smbd.service is deactivating: another job for it (a stop?) "
+    assert_int_equal(apply_restart_verdict(U, "canceled", "active", "deactivating", 100, 100, &e),
+                     1);
+    assert_string_equal(e.msg, "smb.service is deactivating: another job for it (a stop?) "
                                "replaced the restart (systemd: \"canceled\")");
 
     /* the restart's start failed: smbd is down, and says why itself */
-    assert_true(apply_restart_verdict("failed", "active", "failed", 100, 0, &e) < 0);
-    assert_string_equal(e.msg, "systemd's restart of smbd.service ended \"failed\", and the unit "
-                               "is failed (`systemctl status smbd` says why)");
-    assert_true(apply_restart_verdict("timeout", "active", "inactive", 100, 0, &e) < 0);
-    assert_true(apply_restart_verdict("dependency", "active", "active", 100, 200, &e) < 0);
+    assert_true(apply_restart_verdict(U, "failed", "active", "failed", 100, 0, &e) < 0);
+    assert_string_equal(e.msg, "systemd's restart of smb.service ended \"failed\", and the unit "
+                               "is failed (`systemctl status smb.service` says why)");
+    assert_true(apply_restart_verdict(U, "timeout", "active", "inactive", 100, 0, &e) < 0);
+    assert_true(apply_restart_verdict(U, "dependency", "active", "active", 100, 200, &e) < 0);
     /* "done", and a running smbd not running after it: a start skipped
      * by a Condition, an smbd that died at once, or an admin's stop
      * between the reads; which, it cannot tell: a warning (2), with
      * where to look. Its next start reads the line either way. */
-    assert_int_equal(apply_restart_verdict("done", "active", "inactive", 100, 0, &e), 2);
-    assert_string_equal(e.msg, "smbd.service is inactive after its restart (systemd: \"done\"; "
-                               "`systemctl status smbd` says why)");
-    assert_int_equal(apply_restart_verdict("done", "active", "failed", 100, 0, &e), 2);
-    assert_int_equal(apply_restart_verdict("done", "active", "deactivating", 100, 300, &e), 2);
+    assert_int_equal(apply_restart_verdict(U, "done", "active", "inactive", 100, 0, &e), 2);
+    assert_string_equal(e.msg, "smb.service is inactive after its restart (systemd: \"done\"; "
+                               "`systemctl status smb.service` says why)");
+    assert_int_equal(apply_restart_verdict(U, "done", "active", "failed", 100, 0, &e), 2);
+    assert_int_equal(apply_restart_verdict(U, "done", "active", "deactivating", 100, 300, &e), 2);
     assert_non_null(strstr(e.msg, "is deactivating after its restart"));
     /* the smbd of before, dying: it serves no more */
-    assert_int_equal(apply_restart_verdict("done", "active", "deactivating", 100, 100, &e), 2);
+    assert_int_equal(apply_restart_verdict(U, "done", "active", "deactivating", 100, 100, &e), 2);
     /* try-restart of an activating unit is a restart: not "did nothing" */
-    assert_int_equal(apply_restart_verdict("done", "activating", "inactive", 0, 0, &e), 2);
+    assert_int_equal(apply_restart_verdict(U, "done", "activating", "inactive", 0, 0, &e), 2);
     assert_non_null(strstr(e.msg, "is inactive after its restart"));
     /* the smbd of before, going on (its start, which read the old line,
      * merged with ours and an admin cancelled it; a refresh): not
      * restarted, whatever the state's name */
-    assert_true(apply_restart_verdict("canceled", "activating", "activating", 100, 100, &e) < 0);
+    assert_true(apply_restart_verdict(U, "canceled", "activating", "activating", 100, 100, &e) < 0);
     assert_non_null(strstr(e.msg, "is 100 (before it: 100, the unit activating): not restarted"));
-    assert_true(apply_restart_verdict("canceled", "active", "refreshing", 100, 100, &e) < 0);
-    assert_int_equal(apply_restart_verdict("done", "active", "refreshing", 100, 200, &e), 0);
+    assert_true(apply_restart_verdict(U, "canceled", "active", "refreshing", 100, 100, &e) < 0);
+    assert_int_equal(apply_restart_verdict(U, "done", "active", "refreshing", 100, 200, &e), 0);
     /* running on as it was: no restart, whatever the job said */
-    assert_true(apply_restart_verdict("done", "active", "active", 100, 100, &e) < 0);
+    assert_true(apply_restart_verdict(U, "done", "active", "active", 100, 100, &e) < 0);
     assert_non_null(strstr(e.msg, "is 100 (before it: 100, the unit active): not restarted"));
-    assert_true(apply_restart_verdict("canceled", "active", "active", 100, 100, &e) < 0);
-    assert_true(apply_restart_verdict("done", "active", "active", 100, 0, &e) < 0);
+    assert_true(apply_restart_verdict(U, "canceled", "active", "active", 100, 100, &e) < 0);
+    assert_true(apply_restart_verdict(U, "done", "active", "active", 100, 0, &e) < 0);
+}
+
+/* smbd_unit's names: systemd's rule, services only, and a message that
+ * says what is wrong without echoing a byte it cannot print. */
+static void test_unit_check(void **state)
+{
+    static const char *const good[] = {"smbd.service", "smb.service", "samba-ad-dc.service",
+                                       "smbd@a.service", "a:b_c\\x2d.d.service"};
+    static const char *const bad[] = {"",
+                                      ".service",
+                                      "smbd",
+                                      "smbd.socket",
+                                      "smbd.service ",
+                                      "@a.service",
+                                      "smbd@.service",
+                                      "a@b@c.service",
+                                      "sm bd.service",
+                                      "smbd\n.service",
+                                      "sm\xc3\xa9"
+                                      "bd.service",
+                                      "../smbd.service"};
+    char longname[300];
+    struct err e = {{0}};
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+        if (apply_unit_check(good[i], &e) != 0)
+            fail_msg("'%s' refused: %s", good[i], e.msg);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        e.msg[0] = '\0';
+        if (apply_unit_check(bad[i], &e) != -EINVAL)
+            fail_msg("'%s' taken", bad[i]);
+        assert_true(e.msg[0] != '\0');
+        for (const char *c = e.msg; *c; c++)
+            assert_true(*c >= 0x20 && *c < 0x7f);
+    }
+    assert_int_equal(apply_unit_check("smbd.socket", &e), -EINVAL);
+    assert_string_equal(e.msg, "'smbd.socket' is not a service unit: expected a name such as "
+                               "smbd.service");
+    assert_int_equal(apply_unit_check("smbd\n.service", &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "byte 5 (0x0a)"));
+    memset(longname, 'a', sizeof(longname));
+    snprintf(longname + 247, sizeof(longname) - 247, ".service"); /* 255 bytes */
+    assert_int_equal(apply_unit_check(longname, &e), 0);
+    snprintf(longname + 248, sizeof(longname) - 248, ".service"); /* 256 */
+    assert_int_equal(apply_unit_check(longname, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "255 bytes"));
 }
 
 int main(void)
@@ -354,6 +406,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_restart_verdict),
+        cmocka_unit_test(test_unit_check),
         cmocka_unit_test_setup_teardown(test_smbcontrol_ok, setup, teardown),
         cmocka_unit_test_setup_teardown(test_smbcontrol_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_none_runs_nothing, setup, teardown),

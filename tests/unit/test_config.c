@@ -365,6 +365,7 @@ static void assert_same_config(const struct config *a, const struct config *b, c
     SAME_NUM(tune.window_end);
     SAME_NUM(tune.tied);
     SAME_NUM(tune.restart_smbd);
+    SAME_STR(tune.smbd_unit);
 #undef SAME_NUM
 #undef SAME_STR
 }
@@ -387,10 +388,11 @@ static void test_shipped_config_parses(void **state)
 
 /* Every option of both sections, as the shipped file must document it. */
 static const char *const documented[] = {
-    "url",         "directory",      "credentials", "size",      "request_size", "deadline",
-    "duration",    "socket_options", "smb_conf",    "state_dir", "mode",         "trials",
-    "apply",       "interval",       "min_size",    "max_size",  "min_gain",     "abort_ratio",
-    "max_samples", "max_bytes",      "busy_rate",   "window",    "tied",         "restart_smbd",
+    "url",       "directory", "credentials",    "size",         "request_size",
+    "deadline",  "duration",  "socket_options", "smb_conf",     "state_dir",
+    "mode",      "trials",    "apply",          "interval",     "min_size",
+    "max_size",  "min_gain",  "abort_ratio",    "max_samples",  "max_bytes",
+    "busy_rate", "window",    "tied",           "restart_smbd", "smbd_unit",
 };
 
 /* conf/smbtuned.conf says "the values below are those defaults": each
@@ -531,6 +533,7 @@ static void test_fill_defaults(void **state)
     assert_int_equal(t.window_start, -1);
     assert_int_equal(t.window_end, -1);
     assert_false(t.restart_smbd);
+    assert_string_equal(t.smbd_unit, "smbd.service");
     assert_false(t.once || t.json || t.progress);
 }
 
@@ -548,7 +551,7 @@ static void test_fill_from_file(void **state)
                        "  apply = none\n  interval = 2h\n  min_size = 64K\n  max_size = 1M\n"
                        "  min_gain = 10%\n  abort_ratio = 30%\n  max_samples = 20\n"
                        "  max_bytes = 4G\n  busy_rate = 5M\n  window = 01:00-05:00\n"
-                       "  tied = yes\n  restart_smbd = yes\n}\n";
+                       "  tied = yes\n  restart_smbd = yes\n  smbd_unit = smb.service\n}\n";
 
     (void)state;
     if (config_parse_string(text, "x.conf", &c, &e) != 0)
@@ -581,6 +584,7 @@ static void test_fill_from_file(void **state)
     assert_int_equal(t.window_start, 60);
     assert_int_equal(t.window_end, 300);
     assert_true(t.restart_smbd);
+    assert_string_equal(t.smbd_unit, "smb.service");
 }
 
 /* trials: auto picks from the URL; advise mode never runs live trials;

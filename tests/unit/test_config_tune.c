@@ -50,7 +50,7 @@ static void test_typed_values(void **state)
                        "  interval = 90m\n  min_size = 8K\n  max_size = 2M\n"
                        "  min_gain = 5%\n  abort_ratio = 0.25\n  max_samples = 12\n"
                        "  max_bytes = 1G\n  busy_rate = 10M\n  window = 23:30-04:15\n"
-                       "  tied = yes\n  restart_smbd = yes\n"
+                       "  tied = yes\n  restart_smbd = yes\n  smbd_unit = samba-ad-dc.service\n"
                        "}\n";
 
     (void)state;
@@ -73,6 +73,7 @@ static void test_typed_values(void **state)
     assert_int_equal(c.tune.window_end, 4 * 60 + 15);
     assert_true(c.tune.tied);
     assert_true(c.tune.restart_smbd);
+    assert_string_equal(c.tune.smbd_unit, "samba-ad-dc.service");
 
     /* Each word of each enum, and auto. */
     static const struct {
@@ -192,6 +193,7 @@ static void test_ranges_and_paths(void **state)
 {
     char long_path[5000];
     struct config c;
+    struct err e = {{0}};
 
     (void)state;
     set_ok(&c, "min_size", "1K");
@@ -211,6 +213,21 @@ static void test_ranges_and_paths(void **state)
     set_ok(&c, "tied", "no");
     assert_false(c.tune.tied);
     set_refused("restart_smbd", "1", -EINVAL, "restart_smbd '1' is not yes or no");
+    set_ok(&c, "smbd_unit", "smbd@two.service");
+    assert_string_equal(c.tune.smbd_unit, "smbd@two.service");
+    /* refused: the value before stays */
+    set_refused("smbd_unit", "smbd", -EINVAL,
+                "smbd_unit: 'smbd' is not a service unit: expected a name such as smbd.service");
+    set_refused("smbd_unit", "smbd/../x.service", -EINVAL, "smbd_unit: not a unit name: byte 5");
+    assert_int_equal(config_set(&c, "tune", "smbd_unit", "smbd.socket", &e), -EINVAL);
+    assert_string_equal(c.tune.smbd_unit, "smbd@two.service");
+    /* from a file: its name and the line */
+    assert_int_equal(
+        config_parse_string("tune {\n  restart_smbd = yes\n  smbd_unit = \"smb d\"\n}\n", "x.conf",
+                            &c, &e),
+        -EINVAL);
+    assert_non_null(strstr(e.msg, "x.conf:3"));
+    assert_non_null(strstr(e.msg, "smbd_unit: not a unit name: byte 4 (0x20)"));
 
     set_ok(&c, "state_dir", "/srv/smbtuned");
     assert_string_equal(c.tune.state_dir, "/srv/smbtuned");
