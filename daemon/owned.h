@@ -60,7 +60,7 @@ void owned_free(struct owned *w); /* kills an operation under way */
  * value the last put wrote). A trial is told to smbd at once (smbcontrol
  * unless configured otherwise: a live trial measures nothing until smbd
  * has it); a commit as configured, or with restart by restarting
- * smbd.service. done is called from the loop. -EBUSY while an operation
+ * smbd's unit (smbd_unit). done is called from the loop. -EBUSY while an operation
  * runs, or while a job of ours that was killed has not ended (said). */
 int owned_put(struct owned *w, const char *expect, struct search_config c, enum owned_kind kind,
               bool restart, owned_put_fn done, void *ud);

@@ -30,7 +30,7 @@ struct reply {
     bool late;                       /* a revert: BACK_LATE (back_plan) */
     bool unrestarted; /* a revert: smbd could not be restarted for it (restart_msg) */
     /* unrestarted: systemd refused the restart for a job already queued
-     * for smbd (an admin's stop), no fault of smbd.service */
+     * for smbd (an admin's stop), no fault of smbd's unit */
     bool restart_queued;
     /* a restart wanted, and no smbd runs: none ran (apply_restart_check),
      * or it was stopping, or it is down after the restart (down_after:

@@ -74,7 +74,7 @@ static void restart_done(void *arg)
 
 /* In the job, after the write of a commit that needs smbd restarted
  * (its own, or a killed run's being confirmed): the check that the smbd
- * is smbd.service's own (apply_restart_check: its testparm and D-Bus
+ * is its unit's (smbd_unit; apply_restart_check: its testparm and D-Bus
  * calls may take a while), then the time window, right before the
  * restart, then the restart, waited for. 0: restarted (rep->restarted),
  * or smbd is not running (rep->not_running, restart_msg says why: none

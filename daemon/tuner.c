@@ -80,7 +80,7 @@ void tuner_set_opts(struct tuner *t, const struct tuner_opts *o)
     }
 }
 
-/* A restart that failed once (smbd.service masked or missing, D-Bus
+/* A restart that failed once (smbd's unit masked or missing, D-Bus
  * down, an smbd systemd does not run) would likely fail at every cycle,
  * each time after a search and two writes of smb.conf: until a reload,
  * restart_smbd counts as off, and the searches choose among explicit

@@ -138,7 +138,7 @@ long tuner_window_wait(const struct tuner *t);
 void tuner_window_str(const struct tuner *t, char *buf, size_t len);
 
 /* After an edit step: a restart of smbd that failed for a fault of
- * smbd.service's (owned_restart.c took the commit back; owned_settle
+ * smbd's unit (owned_restart.c took the commit back; owned_settle
  * records it, not for a stop of smbd queued) turns restart_smbd off until
  * a reload, saying so. */
 void tuner_restart_failed(struct tuner *t);

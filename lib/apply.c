@@ -82,9 +82,10 @@ int apply_unit_check(const char *unit, struct err *e)
                        "'%s' is not a service unit: expected a name such as "
                        "smbd.service",
                        unit);
-    if (at == unit || (at && (strchr(at + 1, '@') || at + 1 == unit + n - s)))
+    /* the first '@' starts the instance, which may hold more of them */
+    if (at == unit || (at && at + 1 == unit + n - s))
         return err_set(e, -EINVAL,
-                       "'%s' is not a unit name: a '@' needs a name before it and one instance "
+                       "'%s' is not a unit name: a '@' needs a name before it and an instance "
                        "after it (smbd@INSTANCE.service)",
                        unit);
     return 0;
@@ -140,19 +141,31 @@ static int systemd_unit(const char *unit, const char *method, const char *what, 
 }
 
 /* unit's main process (0 when it is not running) and, when state is not
- * NULL, its ActiveState. */
+ * NULL, its ActiveState. LoadUnit succeeds for a name systemd has no file
+ * for (LoadState "not-found", no main process): that is a misspelt
+ * smbd_unit, said as such rather than as an smbd the unit does not run. */
 static int unit_get(sd_bus *bus, const char *unit, uint32_t *pid, char *state, size_t len,
                     struct err *e)
 {
     sd_bus_error be = SD_BUS_ERROR_NULL;
     sd_bus_message *m = NULL;
     const char *path, *what = "state";
-    char *active = NULL;
+    char *active = NULL, *load = NULL;
     int r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
                                "org.freedesktop.systemd1.Manager", "LoadUnit", &be, &m, "s", unit);
 
     if (r >= 0)
         r = sd_bus_message_read(m, "o", &path);
+    if (r >= 0)
+        r = sd_bus_get_property_string(bus, "org.freedesktop.systemd1", path,
+                                       "org.freedesktop.systemd1.Unit", "LoadState", &be, &load);
+    if (r >= 0 && strcmp(load, "not-found") == 0) {
+        r = err_set(e, -ENOENT,
+                    "systemd has no unit %s (LoadState not-found): smbd_unit names the unit "
+                    "that runs smbd",
+                    unit);
+        goto out;
+    }
     if (r >= 0)
         r = sd_bus_get_property_trivial(bus, "org.freedesktop.systemd1", path,
                                         "org.freedesktop.systemd1.Service", "MainPID", &be, 'u',
@@ -168,18 +181,18 @@ static int unit_get(sd_bus *bus, const char *unit, uint32_t *pid, char *state, s
     if (r < 0)
         err_set(e, r, "systemd: cannot read %s's %s: %s", unit, what,
                 be.message ? be.message : strerror(-r));
+out:
+    free(load);
     free(active);
     sd_bus_message_unref(m);
     sd_bus_error_free(&be);
     return r < 0 ? r : 0;
 }
 
-/* Only the smbd that runs with smb_conf, and only as its unit's main
- * process: an smbd started by hand or by another unit would not be
- * restarted by systemd (TryRestartUnit of an inactive unit does nothing,
- * and says so by succeeding), and its listener would keep the old sizes
- * while the line reads as autotuning. */
-int apply_restart_check(const char *smb_conf, const char *unit, struct err *e)
+/* Whether the smbd that runs with smb_conf is unit's main process, for
+ * a restart or a reload of it (what). 0, 1 when no smbd runs (neither of
+ * smb_conf nor of the unit), else an error that says why not. */
+static int unit_runs_smbd(const char *smb_conf, const char *unit, const char *what, struct err *e)
 {
     sd_bus *bus = NULL;
     uint32_t main_pid = 0;
@@ -197,15 +210,37 @@ int apply_restart_check(const char *smb_conf, const char *unit, struct err *e)
     /* no smbd, neither of smb_conf nor of the unit: it takes the line
      * when it starts */
     if (rp < 0 && main_pid == 0)
-        return err_set(e, 1, "smbd is not running (nothing to restart)");
+        return err_set(e, 1, "smbd is not running (nothing to %s)", what);
     if (rp < 0)
         return err_set(e, rp, "%s", pe.msg);
     if ((pid_t)main_pid != pid)
         return err_set(e, -ESRCH,
-                       "the smbd of %s (pid %d) is not %s's main process (%s%u): "
-                       "restart_smbd restarts only that unit (smbd_unit)",
-                       smb_conf, (int)pid, unit, main_pid ? "pid " : "", main_pid);
+                       "the smbd of %s (pid %d) is not %s's main process (%s%u): a %s of that "
+                       "unit would not reach it (smbd_unit names smbd's unit)",
+                       smb_conf, (int)pid, unit, main_pid ? "pid " : "", main_pid, what);
     return 0;
+}
+
+/* Only the smbd that runs with smb_conf, and only as its unit's main
+ * process: an smbd started by hand or by another unit would not be
+ * restarted by systemd (TryRestartUnit of an inactive unit does nothing,
+ * and says so by succeeding), and its listener would keep the old sizes
+ * while the line reads as autotuning. */
+int apply_restart_check(const char *smb_conf, const char *unit, struct err *e)
+{
+    return unit_runs_smbd(smb_conf, unit, "restart", e);
+}
+
+/* ReloadUnit reaches the unit's main process only (Debian's smbd.service:
+ * SIGHUP to it). An smbd that is not that process, such as the one of
+ * samba-ad-dc.service (whose main process is samba), is not sure to be
+ * told while the reload succeeds: refused, with why. No smbd at all is
+ * left to systemd, whose refusal to reload an inactive unit says so. */
+static int systemd_reload(const char *smb_conf, const char *unit, struct err *e)
+{
+    int r = unit_runs_smbd(smb_conf, unit, "reload", e);
+
+    return r < 0 ? r : systemd_unit(unit, "ReloadUnit", "reload", e);
 }
 
 /* ActiveState: smbd runs (a reload keeps its main process; "refreshing"
@@ -391,7 +426,7 @@ int apply_run_timeout(enum apply_method m, const char *smb_conf, const char *uni
     if (m == APPLY_SIGNAL)
         return apply_signal(smb_conf, e);
     if (m == APPLY_SYSTEMD)
-        return systemd_unit(unit, "ReloadUnit", "reload", e);
+        return systemd_reload(smb_conf, unit, e);
     r = child_run(argv, timeout_s, out, sizeof(out), errout, sizeof(errout), &status);
     if (r < 0)
         return err_set(e, r, "cannot run smbcontrol: %s", strerror(-r));

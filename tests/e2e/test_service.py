@@ -842,29 +842,47 @@ def test_an_smbd_systemd_does_not_run_is_not_restarted(box):
         _restore(box, conf)
 
 
+def _smb_service(box):
+    """smbd run by smb.service (as some distributions call it; here a copy
+    of Debian's smbd.service), smbd.service stopped. Returns its MainPID;
+    _smb_service_gone undoes it."""
+    fragment = _show_unit(box, "smbd", "FragmentPath")["FragmentPath"]
+    unit = box.run(["cat", fragment]).stdout
+    assert "ExecStart=/usr/sbin/smbd" in unit, unit
+    box.run(["systemctl", "stop", "smbd"], timeout=120)
+    box.put("/etc/systemd/system/smb.service", unit)
+    box.run(["systemctl", "daemon-reload"])
+    box.run(["systemctl", "start", "smb"], timeout=120)
+    _wait("smb.service's listener", lambda: _listener_buffers(box), 30, 0.5)
+    return _show_unit(box, "smb", "MainPID")["MainPID"]
+
+
+def _smb_service_gone(box):
+    box.run(["systemctl", "stop", "smbtuned"], check=False, timeout=300)
+    box.run(["systemctl", "stop", "smb"], check=False, timeout=120)
+    box.run(["systemctl", "reset-failed", "smb"], check=False)
+    box.run(["rm", "-f", "/etc/systemd/system/smb.service"], check=False)
+    box.run(["systemctl", "daemon-reload"], check=False)
+    box.run(["systemctl", "start", "smbd"], check=False, timeout=120)
+
+
+def _smbd_unit(conf, unit):
+    """conf (the shipped file's text) with smbd_unit = unit."""
+    assert "    # smbd_unit = smbd.service\n" in conf, conf
+    return conf.replace("    # smbd_unit = smbd.service\n", f"    smbd_unit = {unit}\n")
+
+
 def test_smbd_under_another_unit_is_restarted_through_smbd_unit(box):
-    """smbd run by a unit of another name (smb.service, as some
-    distributions call it; here a copy of Debian's smbd.service), with
-    smbd.service stopped, and smbd_unit = smb.service: the commit of
-    autotuning restarts that unit, whose new smbd's listener holds no
-    explicit size; smbd.service is left alone."""
+    """smbd run by smb.service, smbd.service stopped, and smbd_unit =
+    smb.service: the commit of autotuning restarts that unit, whose new
+    smbd's listener holds no explicit size; smbd.service is left alone."""
     conf = _stopped(box)
     try:
         _legacy_first_start(box, conf)
-        fragment = _show_unit(box, "smbd", "FragmentPath")["FragmentPath"]
-        unit = box.run(["cat", fragment]).stdout
-        assert "ExecStart=/usr/sbin/smbd" in unit, unit
-        box.run(["systemctl", "stop", "smbd"], timeout=120)
-        box.put("/etc/systemd/system/smb.service", unit)
-        box.run(["systemctl", "daemon-reload"])
-        box.run(["systemctl", "start", "smb"], timeout=120)
-        _wait("smb.service's listener", lambda: _listener_buffers(box), 30, 0.5)
+        smb_pid = _smb_service(box)
         assert (16384, 16384) in _listener_buffers(box), _listener_buffers(box)
-        smb_pid = _show_unit(box, "smb", "MainPID")["MainPID"]
-        tuned = box.run(["cat", "/etc/smbtuned.conf"]).stdout
-        assert "    # smbd_unit = smbd.service\n" in tuned, tuned
         box.put("/etc/smbtuned.conf",
-                tuned.replace("    # smbd_unit = smbd.service\n", "    smbd_unit = smb.service\n"))
+                _smbd_unit(box.run(["cat", "/etc/smbtuned.conf"]).stdout, "smb.service"))
         c0 = _cursor(box)
         box.run(["systemctl", "start", "smbtuned"], timeout=300)
         st = _first_cycle_status(box)
@@ -877,10 +895,44 @@ def test_smbd_under_another_unit_is_restarted_through_smbd_unit(box):
         assert _show_unit(box, "smbd", "ActiveState")["ActiveState"] == "inactive"
         assert _state(box).get("pending") == "no", _state(box)
     finally:
-        box.run(["systemctl", "stop", "smb"], check=False, timeout=120)
-        box.run(["rm", "-f", "/etc/systemd/system/smb.service"], check=False)
-        box.run(["systemctl", "daemon-reload"], check=False)
-        box.run(["systemctl", "start", "smbd"], check=False, timeout=120)
+        _smb_service_gone(box)
+        _restore(box, conf)
+
+
+def test_apply_systemd_reloads_smbd_unit_and_only_the_one_running_smbd(box):
+    """apply = systemd (here through --set-buffers --apply systemd, which
+    reads smbtuned.conf as the daemon does): with smbd_unit = smb.service,
+    the unit running smbd, the change reloads smb.service; with the
+    default smbd.service, which does not run this smbd, no reload is made
+    and the command says why (the line is written: an edit's apply that
+    fails leaves it, as the man page says)."""
+    conf = _stopped(box)
+    try:
+        smb_pid = _smb_service(box)
+        box.put("/etc/smbtuned.conf", _smbd_unit(conf, "smb.service"))
+        c0 = _cursor(box)
+        r = box.run(["smbtuned", "--set-buffers", "64K,64K", "--apply", "systemd"], check=False)
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        _wait("smb.service's reload",
+              lambda: "Reloaded" in box.run(["journalctl", "-u", "smb", "--no-pager",
+                                             "--after-cursor", c0]).stdout, 30, 0.5)
+        assert "SO_RCVBUF=65536" in _socket_line(box), _socket_line(box)
+        assert _show_unit(box, "smb", "MainPID")["MainPID"] == smb_pid
+
+        box.put("/etc/smbtuned.conf", conf)
+        c1 = _cursor(box)
+        r = box.run(["smbtuned", "--set-buffers", "128K,128K", "--apply", "systemd"],
+                    check=False)
+        assert r.returncode == 1, (r.stdout, r.stderr)
+        assert "is not smbd.service's main process (0): a reload of that unit would not " \
+            "reach it" in r.stderr, r.stderr
+        assert "SO_RCVBUF=131072" in _socket_line(box), _socket_line(box)
+        assert "Reload" not in box.run(["journalctl", "-u", "smb", "-u", "smbd", "--no-pager",
+                                        "--after-cursor", c1]).stdout
+        assert "written, but smbd was not told" in r.stderr, r.stderr
+        assert _show_unit(box, "smb", "MainPID")["MainPID"] == smb_pid
+    finally:
+        _smb_service_gone(box)
         _restore(box, conf)
 
 

@@ -358,8 +358,9 @@ static void test_restart_verdict(void **state)
  * says what is wrong without echoing a byte it cannot print. */
 static void test_unit_check(void **state)
 {
-    static const char *const good[] = {"smbd.service", "smb.service", "samba-ad-dc.service",
-                                       "smbd@a.service", "a:b_c\\x2d.d.service"};
+    static const char *const good[] = {"smbd.service",         "smb.service",
+                                       "samba-ad-dc.service",  "smbd@a.service",
+                                       "a:b_c\\x2d.d.service", "a@b@c.service"};
     static const char *const bad[] = {"",
                                       ".service",
                                       "smbd",
@@ -367,7 +368,7 @@ static void test_unit_check(void **state)
                                       "smbd.service ",
                                       "@a.service",
                                       "smbd@.service",
-                                      "a@b@c.service",
+                                      "a@.service",
                                       "sm bd.service",
                                       "smbd\n.service",
                                       "sm\xc3\xa9"

@@ -228,6 +228,17 @@ static void test_ranges_and_paths(void **state)
         -EINVAL);
     assert_non_null(strstr(e.msg, "x.conf:3"));
     assert_non_null(strstr(e.msg, "smbd_unit: not a unit name: byte 4 (0x20)"));
+    /* systemd's escapes (\x2d for '-' in a path's unit) are kept as
+     * written when unquoted; inside double quotes libconfuse reads
+     * escapes, so a backslash is written twice there */
+    assert_int_equal(
+        config_parse_string("tune {\n  smbd_unit = smbd@a\\x2db.service\n}\n", "x.conf", &c, &e),
+        0);
+    assert_string_equal(c.tune.smbd_unit, "smbd@a\\x2db.service");
+    assert_int_equal(config_parse_string("tune {\n  smbd_unit = \"smbd@a\\\\x2db.service\"\n}\n",
+                                         "x.conf", &c, &e),
+                     0);
+    assert_string_equal(c.tune.smbd_unit, "smbd@a\\x2db.service");
 
     set_ok(&c, "state_dir", "/srv/smbtuned");
     assert_string_equal(c.tune.state_dir, "/srv/smbtuned");
