@@ -128,18 +128,6 @@ static int unit_call(sd_bus *bus, const char *unit, const char *method, const ch
     return r < 0 ? r : 0;
 }
 
-static int systemd_unit(const char *unit, const char *method, const char *what, struct err *e)
-{
-    sd_bus *bus = NULL;
-    int r = sd_bus_open_system(&bus);
-
-    if (r < 0)
-        return err_set(e, r, "cannot reach systemd over D-Bus: %s", strerror(-r));
-    r = unit_call(bus, unit, method, what, NULL, e);
-    sd_bus_unref(bus);
-    return r;
-}
-
 /* unit's main process (0 when it is not running) and, when state is not
  * NULL, its ActiveState. LoadUnit succeeds for a name systemd has no file
  * for (LoadState "not-found", no main process): that is a misspelt
@@ -231,18 +219,6 @@ int apply_restart_check(const char *smb_conf, const char *unit, struct err *e)
     return unit_runs_smbd(smb_conf, unit, "restart", e);
 }
 
-/* ReloadUnit reaches the unit's main process only (Debian's smbd.service:
- * SIGHUP to it). An smbd that is not that process, such as the one of
- * samba-ad-dc.service (whose main process is samba), is not sure to be
- * told while the reload succeeds: refused, with why. No smbd at all is
- * left to systemd, whose refusal to reload an inactive unit says so. */
-static int systemd_reload(const char *smb_conf, const char *unit, struct err *e)
-{
-    int r = unit_runs_smbd(smb_conf, unit, "reload", e);
-
-    return r < 0 ? r : systemd_unit(unit, "ReloadUnit", "reload", e);
-}
-
 /* ActiveState: smbd runs (a reload keeps its main process; "refreshing"
  * is systemd 256's). */
 static bool running(const char *active)
@@ -298,15 +274,15 @@ int apply_restart_verdict(const char *unit, const char *result, const char *befo
                    unit, after, result, unit);
 }
 
-struct restart_wait {
-    char *job;       /* the restart's job, once systemd has it */
+struct job_wait {
+    char *job;       /* our job, once systemd has it */
     char result[32]; /* its result, once it is removed */
     bool removed;
 };
 
 static int job_removed(sd_bus_message *m, void *ud, sd_bus_error *ret_error)
 {
-    struct restart_wait *rw = ud;
+    struct job_wait *rw = ud;
     const char *path, *unit, *result;
     uint32_t id;
 
@@ -329,7 +305,7 @@ static uint64_t now_usec(void)
 }
 
 /* Until systemd removes rw's job, or timeout_s passes (-ETIMEDOUT). */
-static int wait_removed(sd_bus *bus, struct restart_wait *rw, double timeout_s)
+static int wait_removed(sd_bus *bus, struct job_wait *rw, double timeout_s)
 {
     uint64_t end = now_usec() + (uint64_t)(timeout_s * 1e6);
 
@@ -352,36 +328,82 @@ static int wait_removed(sd_bus *bus, struct restart_wait *rw, double timeout_s)
     }
 }
 
+/* systemd sends JobRemoved only to subscribers, so the match and the
+ * subscription come before the call that makes the job. */
+static int follow_jobs(sd_bus *bus, struct job_wait *jw, const char *unit, const char *what,
+                       struct err *e)
+{
+    sd_bus_error be = SD_BUS_ERROR_NULL;
+    int r = sd_bus_match_signal(bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                "org.freedesktop.systemd1.Manager", "JobRemoved", job_removed, jw);
+
+    if (r >= 0)
+        r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                               "org.freedesktop.systemd1.Manager", "Subscribe", &be, NULL, NULL);
+    if (r < 0)
+        err_set(e, r, "systemd: cannot follow the %s of %s: %s", what, unit,
+                be.message ? be.message : strerror(-r));
+    sd_bus_error_free(&be);
+    return r < 0 ? r : 0;
+}
+
+/* ReloadUnit reaches the unit's main process only (Debian's smbd.service:
+ * SIGHUP to it). An smbd that is not that process, such as the one of
+ * samba-ad-dc.service (whose main process is samba), is not sure to be
+ * told: refused, with why; so is no smbd at all, as smbcontrol would say
+ * it. ReloadUnit returns once the job is queued, and a reload systemd
+ * cannot make (ExecReload failed, the unit stopped meanwhile) ends later:
+ * the job's end is waited for and its result judged. */
+static int systemd_reload(const char *smb_conf, const char *unit, double timeout_s, struct err *e)
+{
+    sd_bus *bus = NULL;
+    struct job_wait jw = {0};
+    int r = unit_runs_smbd(smb_conf, unit, "reload", e);
+
+    if (r != 0)
+        return r > 0 ? -ESRCH : r;
+    r = sd_bus_open_system(&bus);
+    if (r < 0)
+        return err_set(e, r, "cannot reach systemd over D-Bus: %s", strerror(-r));
+    r = follow_jobs(bus, &jw, unit, "reload", e);
+    if (r >= 0)
+        r = unit_call(bus, unit, "ReloadUnit", "reload", &jw.job, e);
+    if (r >= 0) {
+        r = wait_removed(bus, &jw, timeout_s);
+        if (r == -ETIMEDOUT)
+            err_set(e, r, "systemd's reload of %s had not ended after %.0f s", unit, timeout_s);
+        else if (r < 0)
+            err_set(e, r, "systemd: lost the reload of %s: %s", unit, strerror(-r));
+        else if (strcmp(jw.result, "done") != 0)
+            r = err_set(e, -EIO,
+                        "systemd's reload of %s ended \"%s\" (`systemctl status %s` says why)",
+                        unit, jw.result, unit);
+    }
+    free(jw.job);
+    sd_bus_unref(bus);
+    return r;
+}
+
 /* TryRestartUnit, not RestartUnit: an smbd stopped since the check stays
  * stopped (it takes the line when it starts). The call returns when the
  * job is queued; the restart is judged when systemd has ended it, from
  * the job's result and the unit's main process: a restart that did
  * nothing (smbd was stopping) or failed (smbd did not start again) is not
- * reported as done. systemd sends JobRemoved only to subscribers, so the
- * match and the subscription come first. */
+ * reported as done. */
 int apply_restart_smbd(const char *unit, double timeout_s, void (*queued)(void *arg), void *arg,
                        struct err *e)
 {
     sd_bus *bus = NULL;
-    sd_bus_error be = SD_BUS_ERROR_NULL;
-    struct restart_wait rw = {0};
+    struct job_wait rw = {0};
     uint32_t old_pid = 0, new_pid = 0;
     char before[32] = "", after[32] = "";
     int r = sd_bus_open_system(&bus);
 
     if (r < 0)
         return err_set(e, r, "cannot reach systemd over D-Bus: %s", strerror(-r));
-    r = sd_bus_match_signal(bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                            "org.freedesktop.systemd1.Manager", "JobRemoved", job_removed, &rw);
+    r = follow_jobs(bus, &rw, unit, "restart", e);
     if (r >= 0)
-        r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                               "org.freedesktop.systemd1.Manager", "Subscribe", &be, NULL, NULL);
-    if (r < 0) {
-        err_set(e, r, "systemd: cannot follow the restart of %s: %s", unit,
-                be.message ? be.message : strerror(-r));
-        goto out;
-    }
-    r = unit_get(bus, unit, &old_pid, before, sizeof(before), e);
+        r = unit_get(bus, unit, &old_pid, before, sizeof(before), e);
     if (r >= 0)
         r = unit_call(bus, unit, "TryRestartUnit", "restart", &rw.job, e);
     if (r < 0)
@@ -401,7 +423,6 @@ int apply_restart_smbd(const char *unit, double timeout_s, void (*queued)(void *
         r = apply_restart_verdict(unit, rw.result, before, after, old_pid, new_pid, e);
 out:
     free(rw.job);
-    sd_bus_error_free(&be);
     sd_bus_unref(bus);
     return r;
 }
@@ -426,7 +447,7 @@ int apply_run_timeout(enum apply_method m, const char *smb_conf, const char *uni
     if (m == APPLY_SIGNAL)
         return apply_signal(smb_conf, e);
     if (m == APPLY_SYSTEMD)
-        return systemd_reload(smb_conf, unit, e);
+        return systemd_reload(smb_conf, unit, timeout_s, e);
     r = child_run(argv, timeout_s, out, sizeof(out), errout, sizeof(errout), &status);
     if (r < 0)
         return err_set(e, r, "cannot run smbcontrol: %s", strerror(-r));
