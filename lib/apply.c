@@ -53,7 +53,8 @@ static int apply_signal(const char *smb_conf, struct err *e)
 }
 
 /* systemd's rule for a unit's name (unit_name_is_valid): at most 255
- * bytes of ASCII letters, digits and ":-_.\\", an instance after one '@'.
+ * bytes of ASCII letters, digits and ":-_.\\", an instance after the
+ * first '@'.
  * Only a service has a main process to check and restart. Checked when
  * the config is read, so that a typo is named with its line instead of
  * failing at the first commit as a D-Bus error. The bytes are checked
@@ -137,7 +138,7 @@ static int unit_get(sd_bus *bus, const char *unit, uint32_t *pid, char *state, s
 {
     sd_bus_error be = SD_BUS_ERROR_NULL;
     sd_bus_message *m = NULL;
-    const char *path, *what = "state";
+    const char *path, *what = "load state";
     char *active = NULL, *load = NULL;
     int r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
                                "org.freedesktop.systemd1.Manager", "LoadUnit", &be, &m, "s", unit);
@@ -154,16 +155,18 @@ static int unit_get(sd_bus *bus, const char *unit, uint32_t *pid, char *state, s
                     unit);
         goto out;
     }
-    if (r >= 0)
+    if (r >= 0) {
+        what = "main process";
         r = sd_bus_get_property_trivial(bus, "org.freedesktop.systemd1", path,
                                         "org.freedesktop.systemd1.Service", "MainPID", &be, 'u',
                                         pid);
-    if (r < 0)
-        what = "main process";
-    else if (state)
+    }
+    if (r >= 0 && state) {
+        what = "state";
         r = sd_bus_get_property_string(bus, "org.freedesktop.systemd1", path,
                                        "org.freedesktop.systemd1.Unit", "ActiveState", &be,
                                        &active);
+    }
     if (r >= 0 && state)
         snprintf(state, len, "%s", active);
     if (r < 0)
@@ -351,13 +354,14 @@ static int follow_jobs(sd_bus *bus, struct job_wait *jw, const char *unit, const
  * SIGHUP to it). An smbd that is not that process, such as the one of
  * samba-ad-dc.service (whose main process is samba), is not sure to be
  * told: refused, with why; so is no smbd at all, as smbcontrol would say
- * it. ReloadUnit returns once the job is queued, and a reload systemd
- * cannot make (ExecReload failed, the unit stopped meanwhile) ends later:
- * the job's end is waited for and its result judged. */
-static int systemd_reload(const char *smb_conf, const char *unit, double timeout_s, struct err *e)
+ * it. The reload's job is queued, not waited for: smbtuned.service is
+ * ordered after smbd's unit, so during a stop or restart of smbtuned
+ * (whose take-back of a live trial tells smbd from the loop) systemd
+ * holds the reload until smbtuned has gone, and a wait would only run
+ * out. An ExecReload that fails is therefore not seen here. */
+static int systemd_reload(const char *smb_conf, const char *unit, struct err *e)
 {
     sd_bus *bus = NULL;
-    struct job_wait jw = {0};
     int r = unit_runs_smbd(smb_conf, unit, "reload", e);
 
     if (r != 0)
@@ -365,21 +369,7 @@ static int systemd_reload(const char *smb_conf, const char *unit, double timeout
     r = sd_bus_open_system(&bus);
     if (r < 0)
         return err_set(e, r, "cannot reach systemd over D-Bus: %s", strerror(-r));
-    r = follow_jobs(bus, &jw, unit, "reload", e);
-    if (r >= 0)
-        r = unit_call(bus, unit, "ReloadUnit", "reload", &jw.job, e);
-    if (r >= 0) {
-        r = wait_removed(bus, &jw, timeout_s);
-        if (r == -ETIMEDOUT)
-            err_set(e, r, "systemd's reload of %s had not ended after %.0f s", unit, timeout_s);
-        else if (r < 0)
-            err_set(e, r, "systemd: lost the reload of %s: %s", unit, strerror(-r));
-        else if (strcmp(jw.result, "done") != 0)
-            r = err_set(e, -EIO,
-                        "systemd's reload of %s ended \"%s\" (`systemctl status %s` says why)",
-                        unit, jw.result, unit);
-    }
-    free(jw.job);
+    r = unit_call(bus, unit, "ReloadUnit", "reload", NULL, e);
     sd_bus_unref(bus);
     return r;
 }
@@ -447,7 +437,7 @@ int apply_run_timeout(enum apply_method m, const char *smb_conf, const char *uni
     if (m == APPLY_SIGNAL)
         return apply_signal(smb_conf, e);
     if (m == APPLY_SYSTEMD)
-        return systemd_reload(smb_conf, unit, timeout_s, e);
+        return systemd_reload(smb_conf, unit, e);
     r = child_run(argv, timeout_s, out, sizeof(out), errout, sizeof(errout), &status);
     if (r < 0)
         return err_set(e, r, "cannot run smbcontrol: %s", strerror(-r));

@@ -24,8 +24,8 @@ const char *apply_name(enum apply_method m);
 int apply_unit_check(const char *unit, struct err *e);
 
 /* Tell the smbd that runs with config file smb_conf to reload it; unit
- * is the systemd unit that runs it (APPLY_SYSTEMD reloads it, and only
- * when that smbd is its main process: else -ESRCH says why). */
+ * is the systemd unit that runs it (APPLY_SYSTEMD queues its reload, and
+ * only when that smbd is its main process). 0, or an error says why. */
 int apply_run(enum apply_method m, const char *smb_conf, const char *unit, struct err *e);
 
 /* apply_run with smbcontrol given timeout_s seconds instead of 30 (a test
