@@ -57,6 +57,10 @@ def samba_value(conf):
 def pytest_configure(config):
     config.addinivalue_line("markers", "smbd: starts a real smbd (needs root and samba)")
     config.addinivalue_line("markers", "slow: takes more than a few seconds")
+    # scripts/test runs the rest with pytest-xdist (-n 2) and these after,
+    # one at a time: they measure rates or time (a WAN path, a watchdog,
+    # valgrind, busy clients) that a neighbour test's load would move.
+    config.addinivalue_line("markers", "serial: run alone, never beside another test")
     # Guests (nobody) must traverse the test's directories to reach a share
     # (smbd.py opens them with o+x). Every pytest session resets
     # /tmp/pytest-of-root to 0700, so a second session started while one
@@ -64,10 +68,15 @@ def pytest_configure(config):
     # share). A base directory of each session's own avoids that. Its name
     # is short: a tmp_path/"state" below it (pytest adds the test's name, 30
     # characters and a number) must stay within the 56 bytes smbtuned takes
-    # for a state_dir where shadow trials run (54 here).
+    # for a state_dir where shadow trials run (52 here, 54 under xdist).
     global _own_basetemp
     if config.option.basetemp is None and not hasattr(config, "workerinput"):
-        config.option.basetemp = _own_basetemp = tempfile.mkdtemp(prefix="st-", dir="/tmp")
+        config.option.basetemp = _own_basetemp = tempfile.mkdtemp(prefix="s", dir="/tmp")
+    # pytest-xdist (scripts/test runs this suite with -n 2) gives each
+    # worker BASE/popen-gwN, 10 bytes more than that budget has: BASE/N.
+    if hasattr(config, "workerinput") and config.option.basetemp:
+        base = os.path.dirname(os.path.normpath(config.option.basetemp))
+        config.option.basetemp = os.path.join(base, config.workerinput["workerid"].lstrip("gw"))
 
 
 _own_basetemp = None

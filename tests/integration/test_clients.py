@@ -45,7 +45,7 @@ from smbd import SMBCLIENT, free_port
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "netem"))
 from wan import SMBD_GLOBAL, WanPath  # noqa: E402
 
-pytestmark = [pytest.mark.smbd]
+pytestmark = [pytest.mark.smbd, pytest.mark.serial]
 
 RTT_MS = 40
 RATE_MBIT = 100

@@ -37,7 +37,7 @@ from smbd import SMBCLIENT
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "netem"))
 from wan import SMBD_GLOBAL, WanPath  # noqa: E402
 
-pytestmark = [pytest.mark.smbd]
+pytestmark = [pytest.mark.smbd, pytest.mark.serial]
 
 RTT_MS = 40
 RATE_MBIT = 100

@@ -29,7 +29,7 @@ from daemon_util import RESULT_RE, DaemonEnv, q
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "netem"))
 import wan as wanmod  # noqa: E402
 
-pytestmark = [pytest.mark.smbd, pytest.mark.slow]
+pytestmark = [pytest.mark.smbd, pytest.mark.slow, pytest.mark.serial]
 
 RATE_MBIT = 200
 # search.c: alarms wait for 20 reference samples, which a converged search

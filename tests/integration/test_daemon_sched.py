@@ -16,6 +16,9 @@ from daemon_util import RESULT_RE, q
 
 ON_LATTICE = "TCP_NODELAY SO_RCVBUF=131072 SO_SNDBUF=131072"
 
+# busy clients against busy_rate: alone (scripts/test)
+pytestmark = pytest.mark.serial
+
 
 def busy_clients(srv, stop, i=0, port=None):
     """Keep smbd busy the way a real client does: one long session that

@@ -29,7 +29,7 @@ import pytest
 
 from daemon_util import RESULT_RE, DaemonEnv, q
 
-pytestmark = [pytest.mark.smbd, pytest.mark.slow]
+pytestmark = [pytest.mark.smbd, pytest.mark.slow, pytest.mark.serial]
 
 CYCLES = 50
 WARM = 10

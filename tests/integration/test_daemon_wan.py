@@ -55,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "netem"))
 import wan as wanmod  # noqa: E402
 from wan import SMBD_GLOBAL, WanPath  # noqa: E402
 
-pytestmark = [pytest.mark.smbd, pytest.mark.slow]
+pytestmark = [pytest.mark.smbd, pytest.mark.slow, pytest.mark.serial]
 
 RTT_MS = 40
 RATE_MBIT = 100

@@ -19,6 +19,9 @@ import wan  # noqa: E402
 
 PY = "/usr/bin/python3"
 
+# measures the emulated path's delay and rate: alone (scripts/test)
+pytestmark = pytest.mark.serial
+
 
 @pytest.fixture(autouse=True)
 def _root():

@@ -37,7 +37,7 @@ import pytest
 
 from daemon_util import RESULT_RE, q
 
-pytestmark = [pytest.mark.smbd, pytest.mark.slow]
+pytestmark = [pytest.mark.smbd, pytest.mark.slow, pytest.mark.serial]
 
 WATCHDOG_USEC = 3_000_000
 HELPER_SLEEP_S = 10  # the slow testparm: longer than the watchdog period
