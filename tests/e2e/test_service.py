@@ -942,6 +942,7 @@ def test_apply_systemd_reloads_smbd_unit_and_only_the_one_running_smbd(box):
         assert "SO_RCVBUF=32768" in _socket_line(box), _socket_line(box)
 
         # no smbd at all: nothing told, as smbcontrol would say
+        box.put("/etc/smbtuned.conf", _smbd_unit(conf, "smb.service"))
         box.run(["systemctl", "stop", "smb"], timeout=120)
         r = box.run(["smbtuned", "--set-buffers", "64K,64K", "--apply", "systemd"], check=False)
         assert r.returncode == 1, (r.stdout, r.stderr)
