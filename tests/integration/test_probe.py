@@ -595,6 +595,7 @@ def test_client_socket_options_reach_the_socket(smbd, smbtuned, tmp_path):
 # ---- the emulated wide-area path ----
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_probe_over_emulated_wan(smbd_factory, smbtuned, tmp_path):
     rate_mbit = 100
     with WanPath(tmp_path / "wan", rtt_ms=40, rate_mbit=rate_mbit) as wan:
@@ -620,6 +621,7 @@ def test_probe_over_emulated_wan(smbd_factory, smbtuned, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_probe_duration_over_emulated_wan(smbd_factory, smbtuned, tmp_path):
     """With a duration, a direction on a slow path ends by the clock, short
     of its size; on a path whose start-up outlasts the size it goes on past

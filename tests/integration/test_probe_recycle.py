@@ -166,6 +166,8 @@ def test_a_copy_that_stays_ends_the_cycle(make_env):
     assert len(left) == 1 and left[0].startswith(f".recycle/{PREFIX}"), left
 
 
+# a 0.1 s probe under a 0.45 s deadline: a neighbour's load could end it
+@pytest.mark.serial
 def test_a_sample_that_ends_near_its_deadline_still_deletes_its_copy(smbd_factory, smbtuned,
                                                                       tmp_path):
     """The daemon cuts a trial's deadline to fractions of a second: a
