@@ -723,6 +723,29 @@ def test_a_restart_while_smbd_is_stopping_is_not_called_done(box):
         _restore(box, conf)
 
 
+def _first_cycle_with_dropin(box, conf, dropin, flag):
+    """The legacy first start (restart_smbd = yes) with a drop-in for
+    smbd.service that acts while the file flag exists, and smbtuned
+    started: the journal's cursor before the start, and the status once
+    the first cycle has ended."""
+    _legacy_first_start(box, conf)
+    _dropin(box, dropin)
+    box.run(["touch", flag])
+    c0 = _cursor(box)
+    box.run(["systemctl", "start", "smbtuned"], timeout=300)
+    return c0, _first_cycle_status(box)
+
+
+def _dropin_undone(box, conf, flag):
+    """What _first_cycle_with_dropin did, undone: smbd.service as it was,
+    running, and smbtuned stopped with its config back."""
+    box.run(["rm", "-f", flag], check=False)
+    _dropin_gone(box)
+    box.run(["systemctl", "reset-failed", "smbd"], check=False)
+    box.run(["systemctl", "start", "smbd"], check=False, timeout=120)
+    _restore(box, conf)
+
+
 # A drop-in that makes smbd.service's start fail while /run/e2e-no-start
 # exists: the restart's stop goes through, its start does not.
 FAILING_START = """[Service]
@@ -739,12 +762,7 @@ def test_a_restart_that_leaves_smbd_down_is_not_called_done(box):
     failed for the admin: smbtuned starts nothing."""
     conf = _stopped(box)
     try:
-        _legacy_first_start(box, conf)
-        _dropin(box, FAILING_START)
-        box.run(["touch", "/run/e2e-no-start"])
-        c0 = _cursor(box)
-        box.run(["systemctl", "start", "smbtuned"], timeout=300)
-        st = _first_cycle_status(box)
+        c0, st = _first_cycle_with_dropin(box, conf, FAILING_START, "/run/e2e-no-start")
         assert "last cycle failed during: smbd could not be restarted" in st, st
         j = _since(box, c0)
         assert "smbd could not be restarted for the change: systemd's restart of smbd.service " \
@@ -755,11 +773,7 @@ def test_a_restart_that_leaves_smbd_down_is_not_called_done(box):
         assert _state(box).get("pending") == "no", _state(box)
         assert _show_unit(box, "smbd", "ActiveState")["ActiveState"] == "failed"
     finally:
-        box.run(["rm", "-f", "/run/e2e-no-start"], check=False)
-        _dropin_gone(box)
-        box.run(["systemctl", "reset-failed", "smbd"], check=False)
-        box.run(["systemctl", "start", "smbd"], check=False, timeout=120)
-        _restore(box, conf)
+        _dropin_undone(box, conf, "/run/e2e-no-start")
 
 
 # A drop-in whose condition skips smbd.service's start while
@@ -778,12 +792,7 @@ def test_a_restart_that_leaves_smbd_down_as_done_is_a_warning(box):
     warning level, with where to look."""
     conf = _stopped(box)
     try:
-        _legacy_first_start(box, conf)
-        _dropin(box, SKIPPED_START)
-        box.run(["touch", "/run/e2e-skip-start"])
-        c0 = _cursor(box)
-        box.run(["systemctl", "start", "smbtuned"], timeout=300)
-        st = _first_cycle_status(box)
+        c0, st = _first_cycle_with_dropin(box, conf, SKIPPED_START, "/run/e2e-skip-start")
         assert "failed" not in st, st
         words = "smbd.service is inactive after its restart (systemd: \"done\"; `systemctl " \
             "status smbd.service` says why): it takes socket options = "
@@ -796,10 +805,7 @@ def test_a_restart_that_leaves_smbd_down_as_done_is_a_warning(box):
         assert _state(box).get("pending") == "no", _state(box)
         assert _show_unit(box, "smbd", "ActiveState")["ActiveState"] == "inactive"
     finally:
-        box.run(["rm", "-f", "/run/e2e-skip-start"], check=False)
-        _dropin_gone(box)
-        box.run(["systemctl", "start", "smbd"], check=False, timeout=120)
-        _restore(box, conf)
+        _dropin_undone(box, conf, "/run/e2e-skip-start")
 
 
 def _first_cycle_status(box):
