@@ -958,6 +958,74 @@ def test_apply_systemd_reloads_smbd_unit_and_only_the_one_running_smbd(box):
         _restore(box, conf)
 
 
+# A share of the production smbd for the probe, guests writing (Debian's
+# smb.conf maps unknown users to guest): live trials need a url.
+PROBE_SHARE = """
+[e2eprobe]
+   path = /srv/e2eprobe
+   read only = no
+   guest ok = yes
+"""
+
+
+def test_stop_mid_live_trial_with_apply_systemd_takes_it_back_at_once(box):
+    """trials = live and apply = systemd: each trial's line is told to
+    smbd by a reload of its unit, and a stop in the middle of a trial
+    puts smb.conf's bytes back and reloads smbd again. That last reload
+    is queued, not waited for: smbtuned.service is ordered after
+    smbd.service, so systemd runs it only once smbtuned's stop has ended,
+    and a stop that waited for it would stall until its own timeout."""
+    conf = _stopped(box)
+    smb_conf = box.run(["cat", "/etc/samba/smb.conf"]).stdout
+    try:
+        box.run(["install", "-d", "-m", "1777", "/srv/e2eprobe"])
+        box.put("/etc/samba/smb.conf", smb_conf + PROBE_SHARE)
+        box.run(["systemctl", "reload", "smbd"], timeout=120)
+        before = box.run(["cat", "/etc/samba/smb.conf"]).stdout
+        box.run(["rm", "-rf", "/var/lib/smbtuned"])  # a first start: a cycle at once
+        live = conf.replace('    # url = ""\n', '    url = "smb://127.0.0.1/e2eprobe"\n', 1)
+        live = live.replace('    # trials = "auto"\n', '    trials = "live"\n', 1)
+        live = live.replace('    # apply = "smbcontrol"\n', '    apply = "systemd"\n', 1)
+        assert live.count('"live"') == 1 and '    apply = "systemd"\n' in live and \
+            "127.0.0.1/e2eprobe" in live, live
+        box.put("/etc/smbtuned.conf", live)
+        box.run(["smbtuned", "-t"])
+        c0 = _cursor(box)
+        box.run(["systemctl", "start", "smbtuned"], timeout=300)
+
+        def in_trial():
+            st = _state(box)
+            return st.get("pending") == "yes" and st.get("pending_commit") == "no" and \
+                box.run(["cat", "/etc/samba/smb.conf"]).stdout != before
+        _wait("a live trial in smb.conf", in_trial, CYCLE_WAIT, 0.2)
+        # the trial's own line went to smbd through its unit
+        _wait("smbd.service's reload for the trial",
+              lambda: "Reloaded" in box.run(["journalctl", "-u", "smbd", "--no-pager",
+                                             "--after-cursor", c0]).stdout, 60, 0.5)
+
+        c1 = _cursor(box)
+        t0 = time.monotonic()
+        box.run(["systemctl", "stop", "smbtuned"], timeout=300)
+        took = time.monotonic() - t0
+        # A bound on a hang, not a speed: a stop that waited for the
+        # reload sat out the wait's 30 s.
+        assert took < 20, f"systemctl stop smbtuned took {took:.1f} s"
+        assert box.run(["cat", "/etc/samba/smb.conf"]).stdout == before
+        assert _state(box).get("pending") == "no", _state(box)
+        _wait("smbd.service's reload after the stop",
+              lambda: "Reloaded" in box.run(["journalctl", "-u", "smbd", "--no-pager",
+                                             "--after-cursor", c1]).stdout, 60, 0.5)
+        warned = box.run(["journalctl", "-u", "smbtuned", "-p", "warning", "--no-pager",
+                          "-o", "cat", "--after-cursor", c1]).stdout
+        assert warned.strip() == "", warned
+    finally:
+        box.run(["systemctl", "stop", "smbtuned"], check=False, timeout=300)
+        box.put("/etc/samba/smb.conf", smb_conf)
+        box.run(["systemctl", "reload", "smbd"], check=False, timeout=120)
+        box.run(["rm", "-rf", "/srv/e2eprobe"], check=False)
+        _restore(box, conf)
+
+
 def test_systemd_analyze_security_inside(box):
     r = box.run(["systemd-analyze", "security", "--no-pager", "smbtuned"], check=False)
     m = re.search(r"Overall exposure level for smbtuned\.service: ([0-9.]+)", r.stdout)
