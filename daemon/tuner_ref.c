@@ -23,13 +23,19 @@ void tuner_settings_words(const struct tuner_opts *o, char *buf, size_t len)
     snprintf(buf, len,
              "rates=" TUNER_RATES_VERSION
              " url=%s directory=%s size=%lld request_size=%lld duration=%g socket_options=%s "
-             "trials=%d tied=%d sizes=%ld-%ld/%ld%s",
+             "trials=%d tied=%d sizes=%ld-%ld/%ld restart=%s",
              p->url ? p->url : "-", p->directory ? p->directory : "-", p->size, p->request_size,
              p->duration_s, p->socket_options ? p->socket_options : "-", (int)o->trials,
              q->tied ? 1 : 0, q->min_size, q->max_rcvbuf, q->max_sndbuf,
-             /* a search that chose among explicit sizes only because a
-              * restart of smbd failed: a reload or a start searches again */
-             o->restart_off ? " restart=off" : "");
+             /* Whether smbd may be restarted decides whether autotuning is
+              * a candidate while smbd's listener holds explicit sizes
+              * (facts_search_bounds): turned on, the search must look
+              * again (the journal's advice says so). "off": it chose among
+              * explicit sizes only because a restart failed; a reload or
+              * a start searches again. */
+             o->restart_off    ? "off"
+             : o->restart_smbd ? "yes"
+                               : "no");
 }
 
 bool tuner_ref_other_rates(const struct state *st)

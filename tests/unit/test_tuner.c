@@ -2156,7 +2156,7 @@ static void reload_when_idle(void *ud, const char *status)
     tuner_set_opts(r->t, &r->o);
 }
 
-enum reload_change { RELOAD_NOTHING_MEASURED, RELOAD_SIZE, RELOAD_URL_IN_PLACE };
+enum reload_change { RELOAD_NOTHING_MEASURED, RELOAD_SIZE, RELOAD_URL_IN_PLACE, RELOAD_RESTART };
 
 static int searches_after_reload(struct fix *f, enum reload_change change)
 {
@@ -2178,6 +2178,8 @@ static int searches_after_reload(struct fix *f, enum reload_change change)
     r.o = f->o;
     if (change == RELOAD_SIZE)
         r.o.probe.size *= 2;
+    else if (change == RELOAD_RESTART)
+        r.o.restart_smbd = !r.o.restart_smbd; /* autotuning a candidate, or not */
     else if (change == RELOAD_NOTHING_MEASURED)
         r.o.interval_s *= 2; /* not what the probe measures */
     seen_begin(&sn);
@@ -2214,6 +2216,10 @@ static void test_reload_with_other_settings_searches(void **state)
     fresh_state(f);
     assert_int_equal(searches_after_reload(f, RELOAD_URL_IN_PLACE), 2);
     f->o.probe.url = url;
+    /* restart_smbd turned on, as the journal's advice says: autotuning
+     * may now be a candidate where smbd's listener holds explicit sizes */
+    fresh_state(f);
+    assert_int_equal(searches_after_reload(f, RELOAD_RESTART), 2);
 }
 
 /* Loopback trials that keep autotuning although the search's winner was
