@@ -288,7 +288,11 @@ bool outcome_record(const struct outcome *out, const struct search *s, const str
      * damaged, which holds the tuner off. */
     st->write_mbps = isnan(wr) ? 0 : wr;
     st->read_mbps = isnan(rr) ? 0 : rr;
-    return in_force;
+    /* Advice converges too: the next cycles verify the advised value on
+     * trials instead of searching again for the same advice every
+     * interval. No reference is kept for it (tuner_ref_store: it is not
+     * the line in force), so a restart searches. */
+    return in_force || out->kind == OUTCOME_ADVISE;
 }
 
 void outcome_free(struct outcome *out)

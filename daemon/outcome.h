@@ -61,8 +61,9 @@ void outcome_written(struct outcome *out, const char *new_value);
 void outcome_failed(struct outcome *out, const char *why);
 
 /* Keep in st what the search found: the configuration in force and its
- * rates. Returns whether the value in force is the winner (verification
- * watches it from now on). */
+ * rates. Returns whether verification watches the winner from now on:
+ * it is the value in force, or advice (advise mode), which verification
+ * samples on trials. */
 bool outcome_record(const struct outcome *out, const struct search *s, const struct tally *tally,
                     struct search_config inc0, struct state *st);
 

@@ -67,7 +67,10 @@ struct tuner {
     char *value0; /* socket options in force when it began */
     struct search_config inc0;
     struct facts facts;
-    bool converged;   /* s holds a converged search (verify mode) */
+    bool converged; /* s holds a converged search (verify mode) */
+    /* inc0 when the search began: in advise mode the winner is not
+     * written, and a line changed by hand since asks for new advice */
+    struct search_config searched_from;
     struct search *s; /* this cycle's search, or the last one's */
     struct verify *v; /* watches s's winner once converged, NULL before */
     struct tally tally;

@@ -23,7 +23,7 @@ void tuner_settings_words(const struct tuner_opts *o, char *buf, size_t len)
     snprintf(buf, len,
              "rates=" TUNER_RATES_VERSION
              " url=%s directory=%s size=%lld request_size=%lld duration=%g socket_options=%s "
-             "trials=%d tied=%d sizes=%ld-%ld/%ld restart=%s",
+             "trials=%d tied=%d sizes=%ld-%ld/%ld restart=%s mode=%s",
              p->url ? p->url : "-", p->directory ? p->directory : "-", p->size, p->request_size,
              p->duration_s, p->socket_options ? p->socket_options : "-", (int)o->trials,
              q->tied ? 1 : 0, q->min_size, q->max_rcvbuf, q->max_sndbuf,
@@ -35,7 +35,10 @@ void tuner_settings_words(const struct tuner_opts *o, char *buf, size_t len)
               * a start searches again. */
              o->restart_off    ? "off"
              : o->restart_smbd ? "yes"
-                               : "no");
+                               : "no",
+             /* advice converges unwritten (outcome_record): a reload into
+              * tune mode must search, and write, rather than verify it */
+             o->mode == TUNER_ADVISE ? "advise" : "tune");
 }
 
 bool tuner_ref_other_rates(const struct state *st)

@@ -95,7 +95,11 @@ static void tell(struct tuner *t, const struct probe_result *r)
              * being watched, not only when it fails; and the cycle's end
              * says this, not the idle words of the cycle before. */
             sample_told(t, r, JOURNAL_ID_VERIFY, "verified", cs);
-            tuner_set_status(t, "verified %s: write %.1f read %.1f MB/s, no drift", cs,
+            tuner_set_status(t, "verified %s%s: write %.1f read %.1f MB/s, no drift", cs,
+                             search_config_eq(t->probe_cfg, t->inc0) ? ""
+                             : t->o.mode == TUNER_ADVISE
+                                 ? " (the advice; smb.conf not changed)"
+                                 : " (the trials' winner; the line in force is kept)",
                              r->write_mbps, r->read_mbps);
             /* the reference as this sample left it: a restart goes on
              * from there, not from the search's few samples */
@@ -601,6 +605,7 @@ static void cycle_search(struct tuner *t)
         tuner_cycle_end(t, false);
         return;
     }
+    t->searched_from = t->inc0;
     report_event(JOURNAL_ID_SEARCH_START, LOG_INFO,
                  &(struct event_fields){.smb_conf = t->o.smb_conf, .c = &t->inc0},
                  "tuning cycle: searching from %s (%s trials)",
@@ -645,6 +650,14 @@ void tuner_cycle_go(struct tuner *t)
         t->converged = true;
     if (t->converged && steer(t))
         tuner_unconverge(t);
+    /* Advice rests on the line it was searched from (whether autotuning
+     * can take effect, where the search began): one changed by hand since
+     * gets advice of its own. */
+    if (t->converged && t->o.mode == TUNER_ADVISE && t->s != NULL &&
+        !search_config_eq(t->searched_from, t->inc0)) {
+        journal_log(LOG_INFO, "the line in force changed since the advice: searching again");
+        tuner_unconverge(t);
+    }
     if (!t->converged) {
         cycle_search(t);
         return;

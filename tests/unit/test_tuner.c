@@ -2158,14 +2158,31 @@ static void reload_when_idle(void *ud, const char *status)
 
 enum reload_change { RELOAD_NOTHING_MEASURED, RELOAD_SIZE, RELOAD_URL_IN_PLACE, RELOAD_RESTART };
 
+/* A daemon's run of o in the sim, its status told to fn (with *tp set
+ * before the loop runs, for fn to act on the tuner), until the sim's
+ * cycles are done. */
+static void run_watched(struct sim *s, const struct tuner_opts *o,
+                        void (*fn)(void *ud, const char *status), void *ud, struct tuner **tp)
+{
+    struct world w = {&sim_ops, s};
+    struct err e;
+
+    s->ev = new_loop();
+    assert_int_equal(tuner_new_in(s->ev, o, &w, tp, &e), 0);
+    tuner_on_status(*tp, fn, ud);
+    assert_int_equal(tuner_recover(*tp, &e), 0);
+    tuner_kick(*tp);
+    assert_int_equal(sd_event_loop(s->ev), 0);
+    tuner_free(*tp);
+    s->ev = sd_event_unref(s->ev);
+}
+
 static int searches_after_reload(struct fix *f, enum reload_change change)
 {
     char url[] = "smb://fileserver.example/old";
     struct reload_ctx r = {.at = 2};
     struct sim s;
     struct seen sn;
-    struct world w = {&sim_ops, &s};
-    struct err e;
     int n;
 
     f->o.once = false;
@@ -2183,14 +2200,7 @@ static int searches_after_reload(struct fix *f, enum reload_change change)
     else if (change == RELOAD_NOTHING_MEASURED)
         r.o.interval_s *= 2; /* not what the probe measures */
     seen_begin(&sn);
-    s.ev = new_loop();
-    assert_int_equal(tuner_new_in(s.ev, &f->o, &w, &r.t, &e), 0);
-    tuner_on_status(r.t, reload_when_idle, &r);
-    assert_int_equal(tuner_recover(r.t, &e), 0);
-    tuner_kick(r.t);
-    assert_int_equal(sd_event_loop(s.ev), 0);
-    tuner_free(r.t);
-    s.ev = sd_event_unref(s.ev);
+    run_watched(&s, &f->o, reload_when_idle, &r, &r.t);
     assert_true(r.idle >= 2);
     n = seen_count(&sn, JOURNAL_ID_SEARCH_START);
     seen_end(&sn);
@@ -2220,6 +2230,82 @@ static void test_reload_with_other_settings_searches(void **state)
      * may now be a candidate where smbd's listener holds explicit sizes */
     fresh_state(f);
     assert_int_equal(searches_after_reload(f, RELOAD_RESTART), 2);
+}
+
+/* Advise mode: advice that differs from the line converges as a commit
+ * would, and the next cycles verify it, one sample each, instead of
+ * searching again every interval for the same advice. A line changed by
+ * hand gets advice of its own; a reload into tune mode searches and
+ * writes. */
+enum advise_change { ADVISE_NOTHING, ADVISE_HAND_EDIT, ADVISE_TO_TUNE };
+
+struct advise_ctx {
+    struct fix *f;
+    struct tuner *t;
+    enum advise_change change;
+    int idle;
+};
+
+static void advise_change_when_idle(void *ud, const char *status)
+{
+    struct advise_ctx *a = ud;
+    struct tuner_opts o;
+
+    if (strncmp(status, "idle", 4) != 0 || ++a->idle != 2)
+        return;
+    if (a->change == ADVISE_HAND_EDIT)
+        write_conf(a->f, "TCP_NODELAY SO_RCVBUF=65536 SO_SNDBUF=65536");
+    if (a->change == ADVISE_TO_TUNE) {
+        o = a->f->o;
+        o.mode = TUNER_TUNE;
+        tuner_set_opts(a->t, &o);
+    }
+}
+
+static int advise_searches(struct fix *f, enum advise_change change, int *verified)
+{
+    struct advise_ctx a = {.f = f, .change = change};
+    struct sim s;
+    struct seen sn;
+    int n;
+
+    f->o.once = false;
+    f->o.mode = TUNER_ADVISE;
+    sim_init(&s, &f->o);
+    s.cycles_wanted = 4;
+    seen_begin(&sn);
+    run_watched(&s, &f->o, advise_change_when_idle, &a, &a.t);
+    assert_true(a.idle >= 2);
+    n = seen_count(&sn, JOURNAL_ID_SEARCH_START);
+    *verified = seen_count(&sn, JOURNAL_ID_VERIFY);
+    seen_end(&sn);
+    f->o.mode = TUNER_TUNE;
+    return n;
+}
+
+static void test_advise_verifies_its_advice(void **state)
+{
+    struct fix *f = *state;
+    char *before = read_all(f->conf), *after, *v;
+    int verified;
+
+    assert_int_equal(advise_searches(f, ADVISE_NOTHING, &verified), 1);
+    assert_int_equal(verified, 3);
+    after = read_all(f->conf);
+    assert_string_equal(before, after);
+    free(after);
+    fresh_state(f);
+    assert_int_equal(advise_searches(f, ADVISE_HAND_EDIT, &verified), 2);
+    v = conf_value(f);
+    assert_string_equal(v, "TCP_NODELAY SO_RCVBUF=65536 SO_SNDBUF=65536");
+    free(v);
+    write_conf(f, LEGACY);
+    fresh_state(f);
+    assert_int_equal(advise_searches(f, ADVISE_TO_TUNE, &verified), 2);
+    v = conf_value(f);
+    assert_string_not_equal(v, LEGACY);
+    free(v);
+    free(before);
 }
 
 /* Loopback trials that keep autotuning although the search's winner was
@@ -3241,6 +3327,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_loopback_keeps_no_reference_of_another_line, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_reload_with_other_settings_searches, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_advise_verifies_its_advice, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tied_from_one_size_keeps_the_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_replay_that_alarms_searches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_status_says_whose_rates, setup, teardown),
