@@ -64,6 +64,19 @@ static void sample_told(struct tuner *t, const struct probe_result *r, const cha
                  r->outcome == PROBE_TIMEOUT ? " (deadline: lower bound)" : "");
 }
 
+/* What a verified sample was of, when not the line in force: the advice
+ * (advise mode), or the trials' winner where the loopback rules kept or
+ * advised another value (outcome_decide), which the search's rates rest
+ * on. */
+static const char *verified_words(const struct tuner *t)
+{
+    if (search_config_eq(t->probe_cfg, t->inc0))
+        return "";
+    if (t->out.kind == OUTCOME_ADVISE && search_config_eq(t->probe_cfg, t->out.w))
+        return " (the advice; smb.conf not changed)";
+    return " (the search's winner, not the line in force)";
+}
+
 static void tell(struct tuner *t, const struct probe_result *r)
 {
     struct search_sample x;
@@ -96,11 +109,7 @@ static void tell(struct tuner *t, const struct probe_result *r)
              * says this, not the idle words of the cycle before. */
             sample_told(t, r, JOURNAL_ID_VERIFY, "verified", cs);
             tuner_set_status(t, "verified %s%s: write %.1f read %.1f MB/s, no drift", cs,
-                             search_config_eq(t->probe_cfg, t->inc0) ? ""
-                             : t->o.mode == TUNER_ADVISE
-                                 ? " (the advice; smb.conf not changed)"
-                                 : " (the trials' winner; the line in force is kept)",
-                             r->write_mbps, r->read_mbps);
+                             verified_words(t), r->write_mbps, r->read_mbps);
             /* the reference as this sample left it: a restart goes on
              * from there, not from the search's few samples */
             {

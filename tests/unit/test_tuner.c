@@ -2278,6 +2278,10 @@ static int advise_searches(struct fix *f, enum advise_change change, int *verifi
     assert_true(a.idle >= 2);
     n = seen_count(&sn, JOURNAL_ID_SEARCH_START);
     *verified = seen_count(&sn, JOURNAL_ID_VERIFY);
+    /* what was verified is named as the advice, not as the line in force */
+    if (change == ADVISE_NOTHING)
+        assert_true(seen_said(&sn, "verified SO_RCVBUF 262144 SO_SNDBUF 262144 (the advice; "
+                                   "smb.conf not changed): write "));
     seen_end(&sn);
     f->o.mode = TUNER_TUNE;
     return n;
