@@ -15,6 +15,7 @@
 
 static void step(struct tuner *t);
 static void cycle_search(struct tuner *t);
+static bool clients_ask_more(const struct tuner *t, char *why, size_t len);
 
 static const char *trials_name(enum tuner_trials tr)
 {
@@ -615,6 +616,18 @@ static void cycle_search(struct tuner *t)
         return;
     }
     t->searched_from = t->inc0;
+    /* A search that begins with real clients held back at the value in
+     * force has them in its outcome: it counts as that value's steer.
+     * Where the line stays (advice, or nothing better), they stay held
+     * back, and a search for them again would come to the same. */
+    {
+        char why[512];
+
+        if (clients_ask_more(t, why, sizeof(why))) {
+            t->steered = true;
+            t->steered_from = t->inc0;
+        }
+    }
     report_event(JOURNAL_ID_SEARCH_START, LOG_INFO,
                  &(struct event_fields){.smb_conf = t->o.smb_conf, .c = &t->inc0},
                  "tuning cycle: searching from %s (%s trials)",
@@ -628,19 +641,25 @@ static void cycle_search(struct tuner *t)
 /* Real connections held back by the server's own buffers, and more can
  * be given: a new search though verification sees no drift (a new
  * population of clients, further away). Once for each value in force. */
-static bool steer(struct tuner *t)
+static bool clients_ask_more(const struct tuner *t, char *why, size_t len)
 {
     const struct facts *f = &t->facts;
     long cap[2] = {t->o.search.max_rcvbuf, t->o.search.max_sndbuf};
+
+    for (int b = 0; b < 2 && f->caps_known; b++)
+        if (f->kcap[b] < cap[b])
+            cap[b] = f->kcap[b];
+    return clients_watch_asks_more(&t->real, t->inc0.rcvbuf, t->inc0.sndbuf, cap,
+                                   f->tcp_max_known ? f->tcp_max : NULL, why, len);
+}
+
+static bool steer(struct tuner *t)
+{
     char why[512];
 
     if (t->steered && search_config_eq(t->steered_from, t->inc0))
         return false;
-    for (int b = 0; b < 2 && f->caps_known; b++)
-        if (f->kcap[b] < cap[b])
-            cap[b] = f->kcap[b];
-    if (!clients_watch_asks_more(&t->real, t->inc0.rcvbuf, t->inc0.sndbuf, cap,
-                                 f->tcp_max_known ? f->tcp_max : NULL, why, sizeof(why)))
+    if (!clients_ask_more(t, why, sizeof(why)))
         return false;
     t->steered = true;
     t->steered_from = t->inc0;

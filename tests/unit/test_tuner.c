@@ -1194,6 +1194,18 @@ static void test_real_clients_steer_loopback(void **state)
  * held back by the server's receive buffer (below the kernel's cap) start
  * a new search though nothing drifted; a search that keeps the value
  * ends it: later cycles verify again, one sample each. */
+/* From cycle `from` on, smbd has one real connection held back by its
+ * receive buffer, with a bandwidth-delay product of 200000 bytes. */
+static void held_back_client(struct sim *s, int from)
+{
+    s->real_from = from;
+    s->real.valid = true;
+    s->real.s.connections = 1;
+    s->real.s.by[CLIENTS_RCVBUF] = 1;
+    s->real.s.limited_by_buffers = 1;
+    s->real.bdp[SOCKOPTS_RCVBUF] = s->real.bdp_max = 200000;
+}
+
 static void test_real_clients_steer_a_new_search(void **state)
 {
     struct fix *f = *state;
@@ -1204,12 +1216,7 @@ static void test_real_clients_steer_a_new_search(void **state)
     f->o.once = false;
     sim_init(&s, &f->o);
     s.cycles_wanted = 6;
-    s.real_from = 3;
-    s.real.valid = true;
-    s.real.s.connections = 1;
-    s.real.s.by[CLIENTS_RCVBUF] = 1;
-    s.real.s.limited_by_buffers = 1;
-    s.real.bdp[SOCKOPTS_RCVBUF] = s.real.bdp_max = 200000;
+    held_back_client(&s, 3);
     seen_begin(&sn);
     assert_int_equal(run(&f->o, &s), 0);
     assert_int_equal(seen_count(&sn, JOURNAL_ID_STEER), 1);
@@ -1223,6 +1230,30 @@ static void test_real_clients_steer_a_new_search(void **state)
     assert_true(s.measures_at[3] - s.measures_at[2] > 1);
     assert_int_equal(s.measures_at[4] - s.measures_at[3], 1);
     assert_int_equal(s.measures_at[5] - s.measures_at[4], 1);
+}
+
+/* Real clients held back at the line already when a search begins: that
+ * search has them in its outcome. In advise mode the line stays and so do
+ * they; a second search (steer) for them would give the same advice. Ones
+ * that come later still steer (test_real_clients_steer_a_new_search). */
+static void test_clients_seen_by_the_search_do_not_steer_again(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+    struct seen sn;
+
+    f->o.once = false;
+    f->o.mode = TUNER_ADVISE;
+    sim_init(&s, &f->o);
+    s.cycles_wanted = 4;
+    held_back_client(&s, 1);
+    seen_begin(&sn);
+    assert_int_equal(run(&f->o, &s), 0);
+    assert_int_equal(seen_count(&sn, JOURNAL_ID_STEER), 0);
+    assert_int_equal(seen_count(&sn, JOURNAL_ID_SEARCH_START), 1);
+    assert_int_equal(seen_count(&sn, JOURNAL_ID_VERIFY), 3);
+    seen_end(&sn);
+    f->o.mode = TUNER_TUNE;
 }
 
 /* After a commit, the connections opened since are compared with those
@@ -3332,6 +3363,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_reload_with_other_settings_searches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_advise_verifies_its_advice, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_clients_seen_by_the_search_do_not_steer_again, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_tied_from_one_size_keeps_the_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_replay_that_alarms_searches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_status_says_whose_rates, setup, teardown),
