@@ -140,6 +140,8 @@ static int make_opts(struct daemon *d, enum fill how, struct err *e)
         return r;
     if (how != FILL_AGAIN && config_deadline_short(c, msg, sizeof(msg)))
         journal_log(LOG_WARNING, "%s", msg);
+    if (how != FILL_AGAIN && config_live_far(c, msg, sizeof(msg)))
+        journal_log(LOG_WARNING, "%s", msg);
     if (how != FILL_AGAIN && c->tune.mode == TUNER_ADVISE && !c->tune.trials_auto &&
         c->tune.trials == TUNER_LIVE)
         journal_log(LOG_NOTICE,

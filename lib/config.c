@@ -450,6 +450,32 @@ bool config_deadline_short(const struct config *c, char *msg, size_t len)
     return true;
 }
 
+/* Live trials write this machine's smb.conf and tell this smbd, while the
+ * probe measures the url's server: for a peer's share, rates that do not
+ * move with the line, and every local client gets each trial value. Said,
+ * not refused: a name or address of this machine other than loopback is
+ * this smbd too (and a refusal would leave a service that ran before an
+ * upgrade down). */
+bool config_live_far(const struct config *c, char *msg, size_t len)
+{
+    const char *where = c->tune.trials_where;
+    struct url u;
+
+    /* (a url that does not parse is refused elsewhere, and is never
+     * quoted: it may hold a password) */
+    if (c->tune.trials_auto || c->tune.trials != TUNER_LIVE || c->tune.mode != TUNER_TUNE ||
+        c->probe.url[0] == '\0' || url_parse(c->probe.url, &u, NULL) != 0 || url_is_loopback(&u))
+        return false;
+    snprintf(msg, len,
+             "%s%strials = live with url = %s: live trials write this machine's smb.conf and "
+             "tell its smbd, but the probe measures the url's server; unless that is this "
+             "machine, the rates do not move with the line while every local client gets each "
+             "trial value (name this machine's share by 127.0.0.1, ::1 or localhost, or use "
+             "trials = client for a peer)",
+             where, where[0] ? ": tune: " : "", c->probe.url);
+    return true;
+}
+
 int config_fill(const struct config *c, struct tuner_opts *t, struct err *e)
 {
     struct probe_params *p = &t->probe;

@@ -97,6 +97,11 @@ struct config {
  * for the start, -t and SIGHUP to give. */
 bool config_deadline_short(const struct config *c, char *msg, size_t len);
 
+/* Whether c has live trials (tune mode) with a url whose host is no
+ * loopback address, with msg saying why that likely measures nothing the
+ * line changes: a warning for the start, -t and SIGHUP to give. */
+bool config_live_far(const struct config *c, char *msg, size_t len);
+
 /* Everything a run needs from c, from the one set of defaults:
  * t->probe (probe_params_default() with the probe section over it, work
  * directories in the state directory), t->search (search_params_default()

@@ -382,6 +382,22 @@ def test_start_whose_check_gets_no_answer_is_retried(smbtuned, tmp_path, smb_con
     assert d.returncode == 78, (d.returncode, d.stderr)
 
 
+def test_live_trials_with_a_far_url_are_a_warning(smbtuned, tmp_path, smb_conf):
+    """Live trials write this machine's smb.conf while the probe measures
+    the url's server: with a url to another host, -t says so with the line
+    of trials, and still passes (a name of this machine is this smbd too);
+    with a loopback url it says nothing."""
+    conf = tmp_path / "smbtuned.conf"
+    for url, said in (("smb://fileserver.example/data", True),
+                      ("smb://127.0.0.1/data", False)):
+        conf.write_text(f'probe {{\n    url = "{url}"\n}}\n'
+                        f'tune {{\n    trials = "live"\n    state_dir = "{tmp_path}/s"\n}}\n')
+        r = check(smbtuned, conf, smb_conf)
+        assert r.returncode == 0, (r.returncode, r.stderr)
+        assert (f"{conf}:5: tune: trials = live with url = {url}: live trials write this "
+                f"machine's smb.conf" in r.stderr) == said, r.stderr
+
+
 def test_deadline_short_for_the_duration_is_a_warning(smbtuned, tmp_path, smb_conf):
     """A deadline no longer than both directions of the duration is said
     with the lines of both, and -t still passes: where the size ends each

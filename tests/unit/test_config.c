@@ -588,23 +588,32 @@ static void test_fill_from_file(void **state)
 }
 
 /* trials: auto picks from the URL; advise mode never runs live trials;
- * an explicit choice is kept otherwise. */
+ * an explicit choice is kept otherwise. Live trials (tune mode) with a url
+ * to another host are said (config_live_far), with no line here (from
+ * config_set, as the command line sets them). */
 static void test_fill_trials(void **state)
 {
     static const struct {
         const char *url, *trials, *mode;
         enum tuner_trials want;
+        bool far;
     } cases[] = {
-        {"smb://127.0.0.1/s", "auto", "tune", TUNER_SHADOW},
-        {"smb://localhost:4455/s", "auto", "tune", TUNER_SHADOW},
-        {"smb://[::1]/s", "auto", "tune", TUNER_SHADOW},
-        {"smb://peer/s", "auto", "tune", TUNER_CLIENT},
-        {"smb://peer/s", "shadow", "tune", TUNER_SHADOW},
-        {"smb://127.0.0.1/s", "client", "advise", TUNER_CLIENT},
-        {"smb://127.0.0.1/s", "live", "tune", TUNER_LIVE},
-        {"smb://127.0.0.1/s", "live", "advise", TUNER_SHADOW},
-        {"smb://peer/s", "live", "advise", TUNER_CLIENT},
+        {"smb://127.0.0.1/s", "auto", "tune", TUNER_SHADOW, false},
+        {"smb://localhost:4455/s", "auto", "tune", TUNER_SHADOW, false},
+        {"smb://[::1]/s", "auto", "tune", TUNER_SHADOW, false},
+        {"smb://peer/s", "auto", "tune", TUNER_CLIENT, false},
+        {"smb://peer/s", "shadow", "tune", TUNER_SHADOW, false},
+        {"smb://peer/s", "client", "tune", TUNER_CLIENT, false},
+        {"smb://127.0.0.1/s", "client", "advise", TUNER_CLIENT, false},
+        {"smb://127.0.0.1/s", "live", "tune", TUNER_LIVE, false},
+        {"smb://[::1]/s", "live", "tune", TUNER_LIVE, false},
+        {"smb://localhost/s", "live", "tune", TUNER_LIVE, false},
+        {"smb://peer/s", "live", "tune", TUNER_LIVE, true},
+        {"smb://10.0.0.5:4445/s/d", "live", "tune", TUNER_LIVE, true},
+        {"smb://127.0.0.1/s", "live", "advise", TUNER_SHADOW, false},
+        {"smb://peer/s", "live", "advise", TUNER_CLIENT, false},
     };
+    char msg[2048];
 
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -620,6 +629,13 @@ static void test_fill_trials(void **state)
         if (t.trials != cases[i].want)
             fail_msg("%s, trials %s, mode %s: trials %d, expected %d", cases[i].url,
                      cases[i].trials, cases[i].mode, (int)t.trials, (int)cases[i].want);
+        if (config_live_far(&c, msg, sizeof(msg)) != cases[i].far)
+            fail_msg("%s, trials %s, mode %s: far %d", cases[i].url, cases[i].trials, cases[i].mode,
+                     !cases[i].far);
+        if (cases[i].far) {
+            assert_int_equal(strncmp(msg, "trials = live with url = ", 25), 0);
+            assert_non_null(strstr(msg, cases[i].url));
+        }
     }
 }
 
@@ -659,6 +675,23 @@ static void test_deadline_short_for_the_duration(void **state)
     /* the defaults fit */
     assert_int_equal(config_parse_string("", "e.conf", &c, &e), 0);
     assert_false(config_deadline_short(&c, msg, sizeof(msg)));
+}
+
+/* Live trials with a url to another host, from a file: said with the
+ * line of trials (the cases are in test_fill_trials). */
+static void test_live_far(void **state)
+{
+    struct config c;
+    struct err e = {{0}};
+    char msg[2048];
+
+    (void)state;
+    assert_int_equal(config_parse_string("probe {\n  url = \"smb://peer/data\"\n}\n"
+                                         "tune {\n  trials = \"live\"\n}\n",
+                                         "l.conf", &c, &e),
+                     0);
+    assert_true(config_live_far(&c, msg, sizeof(msg)));
+    assert_non_null(strstr(msg, "l.conf:5: tune: trials = live with url = smb://peer/data: "));
 }
 
 /* No url: client and live trials have nothing to measure (only shadows
@@ -792,6 +825,7 @@ int main(void)
         cmocka_unit_test(test_fill_from_file),
         cmocka_unit_test(test_fill_trials),
         cmocka_unit_test(test_deadline_short_for_the_duration),
+        cmocka_unit_test(test_live_far),
         cmocka_unit_test(test_fill_no_url_trials),
         cmocka_unit_test(test_fill_state_dir_too_long_for_shadows),
         cmocka_unit_test(test_state_dir_where),
