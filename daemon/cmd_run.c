@@ -393,6 +393,22 @@ int cmd_check(const struct opts *o)
         smbconf_free(&c);
         return CMD_EXIT_CONFIG;
     }
+    /* and, where smbtuned would ask systemd for it, that systemd has the
+     * unit named: a misspelt smbd_unit otherwise shows at the first commit.
+     * Not known (no systemd here, or no answer: a container, a build
+     * machine): not refused, and said. */
+    if (d.topts.restart_smbd || d.topts.apply == APPLY_SYSTEMD) {
+        const char *where = d.cfg.tune.smbd_unit_where;
+
+        r = apply_unit_known(d.topts.smbd_unit, &e);
+        if (r < 0) {
+            fprintf(stderr, "smbtuned: %s%s%s\n", where, where[0] ? ": tune: " : "", e.msg);
+            smbconf_free(&c);
+            return CMD_EXIT_CONFIG;
+        }
+        if (r > 0)
+            fprintf(stderr, "smbtuned: smbd_unit %s not checked: %s\n", d.topts.smbd_unit, e.msg);
+    }
     /* Silence would leave the admin to guess which files were read (the
      * default config file may be absent: the built-in defaults). */
     printf("configuration OK: %s%s, %s%s%sand %s ", o->config_file,

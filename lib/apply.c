@@ -212,6 +212,21 @@ static int unit_runs_smbd(const char *smb_conf, const char *unit, const char *wh
     return 0;
 }
 
+int apply_unit_known(const char *unit, struct err *e)
+{
+    sd_bus *bus = NULL;
+    uint32_t pid = 0;
+    int r = sd_bus_open_system(&bus);
+
+    if (r < 0)
+        return err_set(e, 1, "cannot reach systemd over D-Bus: %s", strerror(-r));
+    r = unit_get(bus, unit, &pid, NULL, 0, e);
+    sd_bus_unref(bus);
+    if (r == -ENOENT)
+        return r;
+    return r < 0 ? 1 : 0;
+}
+
 /* Only the smbd that runs with smb_conf, and only as its unit's main
  * process: an smbd started by hand or by another unit would not be
  * restarted by systemd (TryRestartUnit of an inactive unit does nothing,

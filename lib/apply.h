@@ -41,6 +41,11 @@ int apply_run_timeout(enum apply_method m, const char *smb_conf, const char *uni
  * asks systemd, which may take a while: a time window is checked after. */
 int apply_restart_check(const char *smb_conf, const char *unit, struct err *e);
 
+/* For -t: whether systemd has unit. 0 it has; -ENOENT (e says so) it has
+ * no such unit (LoadState not-found); 1 not known (no system bus, or
+ * systemd did not answer: e says why), which -t does not refuse. */
+int apply_unit_known(const char *unit, struct err *e);
+
 /* Restart unit, smbd's, through systemd (once apply_restart_check said
  * 0): the only way to give its listener, and so new connections,
  * autotuning back. Only when the admin asked for it (tune { restart_smbd

@@ -377,6 +377,7 @@ int config_parse_string(const char *text, const char *name, struct config *c, st
         } at[] = {
             {"tune", "trials", c->tune.trials_where},
             {"tune", "state_dir", c->tune.state_dir_where},
+            {"tune", "smbd_unit", c->tune.smbd_unit_where},
             {"probe", "directory", c->probe.directory_where},
             {"probe", "deadline", c->probe.deadline_where},
             {"probe", "duration", c->probe.duration_where},

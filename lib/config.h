@@ -84,6 +84,9 @@ struct config_tune {
     bool tied;                    /* SO_RCVBUF = SO_SNDBUF, moved together */
     bool restart_smbd;            /* may restart smbd's unit to make AUTO take effect */
     char smbd_unit[256];          /* the systemd unit that runs smbd (apply_unit_check) */
+    /* "FILE:LINE" of the smbd_unit key, for -t's check that systemd has
+     * the unit; "" when it did not come from a file. */
+    char smbd_unit_where[CONFIG_WHERE_MAX];
 };
 
 struct config {

@@ -253,6 +253,8 @@ static int parse_smbd_unit(const char *s, struct config *c, struct err *e)
 {
     struct err ue;
 
+    /* config_parse_string() sets it again for a value from a file. */
+    c->tune.smbd_unit_where[0] = '\0';
     if (apply_unit_check(s, &ue) < 0)
         return err_set(e, -EINVAL, "smbd_unit: %s", ue.msg);
     snprintf(c->tune.smbd_unit, sizeof(c->tune.smbd_unit), "%s", s);
