@@ -84,6 +84,10 @@ struct tuner {
      * once for each value, so that a search that keeps it ends it */
     bool steered;
     struct search_config steered_from;
+    /* the largest bandwidth-delay product of the clients held back when
+     * that value's search began: clients that need twice that came since,
+     * and steer again */
+    double steered_bdp;
     /* the summary of the cycle of the last commit (this run's), against
      * which the connections opened since are compared */
     bool have_before;

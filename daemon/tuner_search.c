@@ -619,13 +619,15 @@ static void cycle_search(struct tuner *t)
     /* A search that begins with real clients held back at the value in
      * force has them in its outcome: it counts as that value's steer.
      * Where the line stays (advice, or nothing better), they stay held
-     * back, and a search for them again would come to the same. */
+     * back, and a search for them again would come to the same; clients
+     * that need twice their product steer again (steer). */
     {
         char why[512];
 
         if (clients_ask_more(t, why, sizeof(why))) {
             t->steered = true;
             t->steered_from = t->inc0;
+            t->steered_bdp = t->real.bdp_max;
         }
     }
     report_event(JOURNAL_ID_SEARCH_START, LOG_INFO,
@@ -657,12 +659,17 @@ static bool steer(struct tuner *t)
 {
     char why[512];
 
-    if (t->steered && search_config_eq(t->steered_from, t->inc0))
+    /* Twice the product: a product is measured from round trips and
+     * rates that move from cycle to cycle, and a search per cycle for the
+     * same clients would cost more than it could find. */
+    if (t->steered && search_config_eq(t->steered_from, t->inc0) &&
+        !(t->real.bdp_max > 2 * t->steered_bdp))
         return false;
     if (!clients_ask_more(t, why, sizeof(why)))
         return false;
     t->steered = true;
     t->steered_from = t->inc0;
+    t->steered_bdp = t->real.bdp_max;
     report_event(JOURNAL_ID_STEER, LOG_NOTICE,
                  &(struct event_fields){.smb_conf = t->o.smb_conf, .c = &t->inc0},
                  "%s: searching again", why);

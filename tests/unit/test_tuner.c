@@ -541,6 +541,31 @@ static sd_event *new_loop(void)
     return ev;
 }
 
+/* A daemon's run of o in the sim, its status told to fn (with *tp set
+ * before the loop runs, for fn to act on the tuner), until the sim's
+ * cycles are done. */
+static void run_watched(struct sim *s, const struct tuner_opts *o,
+                        void (*fn)(void *ud, const char *status), void *ud, struct tuner **tp)
+{
+    struct world w = {&sim_ops, s};
+    struct err e;
+
+    s->ev = new_loop();
+    assert_int_equal(tuner_new_in(s->ev, o, &w, tp, &e), 0);
+    tuner_on_status(*tp, fn, ud);
+    assert_int_equal(tuner_recover(*tp, &e), 0);
+    tuner_kick(*tp);
+    assert_int_equal(sd_event_loop(s->ev), 0);
+    tuner_free(*tp);
+    s->ev = sd_event_unref(s->ev);
+}
+
+static void fresh_state(struct fix *f)
+{
+    assert_int_equal(rmtree_path(f->state_dir, NULL), 0);
+    assert_int_equal(mkdir(f->state_dir, 0700), 0);
+}
+
 /* ---- the journal's events, through journal_set_tap ---- */
 
 #define MAX_SEEN 4096
@@ -1235,25 +1260,54 @@ static void test_real_clients_steer_a_new_search(void **state)
 /* Real clients held back at the line already when a search begins: that
  * search has them in its outcome. In advise mode the line stays and so do
  * they; a second search (steer) for them would give the same advice. Ones
- * that come later still steer (test_real_clients_steer_a_new_search). */
-static void test_clients_seen_by_the_search_do_not_steer_again(void **state)
+ * that come later still steer (test_real_clients_steer_a_new_search), and
+ * so do clients that need more than twice the product the search saw. */
+struct grow_ctx {
+    struct sim *s;
+    struct tuner *t;
+    int idle;
+    double bdp; /* > 0: the held-back client's product from the third cycle */
+};
+
+static void grow_when_idle(void *ud, const char *status)
 {
-    struct fix *f = *state;
+    struct grow_ctx *g = ud;
+
+    if (strncmp(status, "idle", 4) == 0 && ++g->idle == 2 && g->bdp > 0)
+        g->s->real.bdp[SOCKOPTS_RCVBUF] = g->s->real.bdp_max = g->bdp;
+}
+
+static void steers_in_advise(struct fix *f, double later_bdp, int steers, int searches)
+{
     struct sim s;
     struct seen sn;
+    struct grow_ctx g = {.s = &s, .bdp = later_bdp};
 
     f->o.once = false;
     f->o.mode = TUNER_ADVISE;
     sim_init(&s, &f->o);
-    s.cycles_wanted = 4;
+    s.cycles_wanted = 5;
     held_back_client(&s, 1);
     seen_begin(&sn);
-    assert_int_equal(run(&f->o, &s), 0);
-    assert_int_equal(seen_count(&sn, JOURNAL_ID_STEER), 0);
-    assert_int_equal(seen_count(&sn, JOURNAL_ID_SEARCH_START), 1);
-    assert_int_equal(seen_count(&sn, JOURNAL_ID_VERIFY), 3);
+    run_watched(&s, &f->o, grow_when_idle, &g, &g.t);
+    assert_int_equal(seen_count(&sn, JOURNAL_ID_STEER), steers);
+    assert_int_equal(seen_count(&sn, JOURNAL_ID_SEARCH_START), searches);
+    assert_int_equal(seen_count(&sn, JOURNAL_ID_VERIFY), 5 - searches);
     seen_end(&sn);
     f->o.mode = TUNER_TUNE;
+}
+
+static void test_clients_seen_by_the_search_do_not_steer_again(void **state)
+{
+    struct fix *f = *state;
+
+    steers_in_advise(f, 0, 0, 1);
+    /* a product that moved by half: the same clients */
+    fresh_state(f);
+    steers_in_advise(f, 300000, 0, 1);
+    /* clients that need four times the product: a search for them */
+    fresh_state(f);
+    steers_in_advise(f, 800000, 1, 2);
 }
 
 /* After a commit, the connections opened since are compared with those
@@ -2189,25 +2243,6 @@ static void reload_when_idle(void *ud, const char *status)
 
 enum reload_change { RELOAD_NOTHING_MEASURED, RELOAD_SIZE, RELOAD_URL_IN_PLACE, RELOAD_RESTART };
 
-/* A daemon's run of o in the sim, its status told to fn (with *tp set
- * before the loop runs, for fn to act on the tuner), until the sim's
- * cycles are done. */
-static void run_watched(struct sim *s, const struct tuner_opts *o,
-                        void (*fn)(void *ud, const char *status), void *ud, struct tuner **tp)
-{
-    struct world w = {&sim_ops, s};
-    struct err e;
-
-    s->ev = new_loop();
-    assert_int_equal(tuner_new_in(s->ev, o, &w, tp, &e), 0);
-    tuner_on_status(*tp, fn, ud);
-    assert_int_equal(tuner_recover(*tp, &e), 0);
-    tuner_kick(*tp);
-    assert_int_equal(sd_event_loop(s->ev), 0);
-    tuner_free(*tp);
-    s->ev = sd_event_unref(s->ev);
-}
-
 static int searches_after_reload(struct fix *f, enum reload_change change)
 {
     char url[] = "smb://fileserver.example/old";
@@ -2236,12 +2271,6 @@ static int searches_after_reload(struct fix *f, enum reload_change change)
     n = seen_count(&sn, JOURNAL_ID_SEARCH_START);
     seen_end(&sn);
     return n;
-}
-
-static void fresh_state(struct fix *f)
-{
-    assert_int_equal(rmtree_path(f->state_dir, NULL), 0);
-    assert_int_equal(mkdir(f->state_dir, 0700), 0);
 }
 
 static void test_reload_with_other_settings_searches(void **state)
@@ -2372,6 +2401,30 @@ static void test_loopback_keeps_no_reference_of_another_line(void **state)
     s.cycles_wanted = 1;
     assert_int_equal(run(&f->o, &s), 0);
     assert_true(s.measures > 5);
+}
+
+/* Verification names what it sampled: where the loopback rules advised
+ * another value than the search's winner (advise mode, the own share,
+ * from the legacy line: autotuning advised, an explicit winner), the
+ * winner is not called the advice. */
+static void test_verified_words_name_the_winner(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+    struct seen sn;
+
+    f->o.once = false;
+    f->o.mode = TUNER_ADVISE;
+    own_share_from(f, LEGACY, &s);
+    s.loop_gain = 0.30;
+    s.cycles_wanted = 2;
+    seen_begin(&sn);
+    assert_int_equal(run(&f->o, &s), 0);
+    assert_true(seen_said(&sn, "advice: socket options = TCP_NODELAY (advise mode"));
+    assert_true(seen_said(&sn, " (the search's winner, not the line in force): write "));
+    assert_false(seen_said(&sn, "(the advice; smb.conf not changed)"));
+    seen_end(&sn);
+    f->o.mode = TUNER_TUNE;
 }
 
 /* A cycle whose facts cannot be had (the job failed) is skipped: it
@@ -3363,6 +3416,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_reload_with_other_settings_searches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_advise_verifies_its_advice, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_verified_words_name_the_winner, setup, teardown),
         cmocka_unit_test_setup_teardown(test_clients_seen_by_the_search_do_not_steer_again, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_tied_from_one_size_keeps_the_line, setup, teardown),
