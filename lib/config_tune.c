@@ -246,9 +246,10 @@ static int parse_restart_smbd(const char *s, struct config *c, struct err *e)
     return parse_yes_no(s, &c->tune.restart_smbd, "restart_smbd", e);
 }
 
-/* The unit's name is checked here, so that a typo is named with its line;
- * whether the unit exists is systemd's to say when it is used (a unit
- * may be installed after smbtuned starts). */
+/* The unit's name is checked here, so that a typo is named with its line.
+ * Whether systemd has the unit, -t asks (apply_unit_known); the start
+ * does not refuse a missing one (a unit may be installed after smbtuned
+ * starts), and it is said when it is used. */
 static int parse_smbd_unit(const char *s, struct config *c, struct err *e)
 {
     struct err ue;
