@@ -81,7 +81,8 @@ struct tuner {
     /* smbd's real connections this cycle (clients_watch.h) */
     struct clients_watch_summary real;
     /* a search started for them (steering), from this value in force:
-     * once for each value, so that a search that keeps it ends it */
+     * once for each value and the clients its search saw (cycle_search),
+     * so that a search that keeps it ends it */
     bool steered;
     struct search_config steered_from;
     /* the largest bandwidth-delay product of the clients held back when

@@ -15,7 +15,6 @@
 
 static void step(struct tuner *t);
 static void cycle_search(struct tuner *t);
-static bool clients_ask_more(const struct tuner *t, char *why, size_t len);
 
 static const char *trials_name(enum tuner_trials tr)
 {
@@ -599,6 +598,20 @@ static void step(struct tuner *t)
         sample(t, S_SEARCH, c);
 }
 
+/* Real connections held back by the server's own buffers, and more can
+ * be given (why says which). */
+static bool clients_ask_more(const struct tuner *t, char *why, size_t len)
+{
+    const struct facts *f = &t->facts;
+    long cap[2] = {t->o.search.max_rcvbuf, t->o.search.max_sndbuf};
+
+    for (int b = 0; b < 2 && f->caps_known; b++)
+        if (f->kcap[b] < cap[b])
+            cap[b] = f->kcap[b];
+    return clients_watch_asks_more(&t->real, t->inc0.rcvbuf, t->inc0.sndbuf, cap,
+                                   f->tcp_max_known ? f->tcp_max : NULL, why, len);
+}
+
 static void cycle_search(struct tuner *t)
 {
     struct search_params p;
@@ -642,19 +655,9 @@ static void cycle_search(struct tuner *t)
 
 /* Real connections held back by the server's own buffers, and more can
  * be given: a new search though verification sees no drift (a new
- * population of clients, further away). Once for each value in force. */
-static bool clients_ask_more(const struct tuner *t, char *why, size_t len)
-{
-    const struct facts *f = &t->facts;
-    long cap[2] = {t->o.search.max_rcvbuf, t->o.search.max_sndbuf};
-
-    for (int b = 0; b < 2 && f->caps_known; b++)
-        if (f->kcap[b] < cap[b])
-            cap[b] = f->kcap[b];
-    return clients_watch_asks_more(&t->real, t->inc0.rcvbuf, t->inc0.sndbuf, cap,
-                                   f->tcp_max_known ? f->tcp_max : NULL, why, len);
-}
-
+ * population of clients, further away). Once for each value in force and
+ * the clients a search for it saw (cycle_search marks it), unless clients
+ * need more than twice their product. */
 static bool steer(struct tuner *t)
 {
     char why[512];
@@ -667,9 +670,7 @@ static bool steer(struct tuner *t)
         return false;
     if (!clients_ask_more(t, why, sizeof(why)))
         return false;
-    t->steered = true;
-    t->steered_from = t->inc0;
-    t->steered_bdp = t->real.bdp_max;
+    /* (the search it starts marks the value: cycle_search) */
     report_event(JOURNAL_ID_STEER, LOG_NOTICE,
                  &(struct event_fields){.smb_conf = t->o.smb_conf, .c = &t->inc0},
                  "%s: searching again", why);
