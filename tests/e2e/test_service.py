@@ -949,11 +949,12 @@ def test_apply_systemd_reloads_smbd_unit_and_only_the_one_running_smbd(box):
         # and -t (what systemctl reload runs first) says it with the line
         # where the unit would be used (restart_smbd or apply = systemd),
         # and passes where it would not
+        def restart_on(text):
+            assert "    # restart_smbd = no\n" in text, text
+            return text.replace("    # restart_smbd = no\n", "    restart_smbd = yes\n")
         nosuch = _smbd_unit(conf, "smbd-nosuch.service")
         line = nosuch[:nosuch.index("    smbd_unit = ")].count("\n") + 1
-        assert "    # restart_smbd = no\n" in nosuch, nosuch
-        box.put("/etc/smbtuned.conf",
-                nosuch.replace("    # restart_smbd = no\n", "    restart_smbd = yes\n"))
+        box.put("/etc/smbtuned.conf", restart_on(nosuch))
         r = box.run(["smbtuned", "-t"], check=False)
         assert r.returncode == 78, (r.stdout, r.stderr)
         assert f"/etc/smbtuned.conf:{line}: tune: systemd has no unit smbd-nosuch.service " \
@@ -961,8 +962,7 @@ def test_apply_systemd_reloads_smbd_unit_and_only_the_one_running_smbd(box):
         box.put("/etc/smbtuned.conf", nosuch)
         r = box.run(["smbtuned", "-t"], check=False)
         assert r.returncode == 0 and "smbd_unit" not in r.stderr, (r.stdout, r.stderr)
-        box.put("/etc/smbtuned.conf", _smbd_unit(conf, "smb.service").replace(
-            "    # restart_smbd = no\n", "    restart_smbd = yes\n"))
+        box.put("/etc/smbtuned.conf", restart_on(_smbd_unit(conf, "smb.service")))
         r = box.run(["smbtuned", "-t"], check=False)
         assert r.returncode == 0 and "smbd_unit" not in r.stderr, (r.stdout, r.stderr)
 
