@@ -98,6 +98,10 @@ struct probe_params {
      * start-up is over (probe_phase_over), up to PROBE_SIZE_CAP_FACTOR
      * times `size`. */
     double duration_s;
+    /* Bytes a direction may move at most: the room the share leaves the
+     * probe file (probe_room), set by the probe child on its own copy of
+     * these. 0: no bound but the size's. */
+    long long room;
     const char *socket_options; /* the client's `socket options` (NULL: TCP_NODELAY) */
     /* The state directory: the private client directories are made in
      * its subdirectory `probe` (created 0700; refused when it is a symlink

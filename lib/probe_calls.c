@@ -3,6 +3,7 @@
  * seen so far and the duration left decide, within the memory the child
  * can get. */
 #include <linux/tcp.h> /* tcpi_min_rtt, which glibc's struct tcp_info lacks */
+#include <limits.h>
 #include <netinet/in.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -24,11 +25,20 @@ long long probe_read_call_size(long long request, double rtt_s, double rate_bps)
     return n < want ? n + request : n;
 }
 
+/* The most a direction with a duration moves: the cap, or the share's
+ * room when that is less. */
+static long long phase_cap(const struct probe_params *p)
+{
+    long long cap = p->size * PROBE_SIZE_CAP_FACTOR;
+
+    return p->room > 0 && p->room < cap ? p->room : cap;
+}
+
 bool probe_phase_over(const struct probe_params *p, long long bytes, double elapsed_s, double rtt_s)
 {
     if (!(p->duration_s > 0))
         return bytes >= p->size;
-    if (bytes >= p->size * PROBE_SIZE_CAP_FACTOR || elapsed_s >= p->duration_s)
+    if (bytes >= phase_cap(p) || elapsed_s >= p->duration_s)
         return true;
     return bytes >= p->size && elapsed_s >= PROBE_STARTUP_RTTS * rtt_s;
 }
@@ -84,10 +94,24 @@ double probe_call_wait(double call_s, double rtt_s)
 
 long long probe_phase_room(const struct probe_params *p, long long bytes)
 {
-    long long end =
-        p->duration_s > 0 && bytes >= p->size ? p->size * PROBE_SIZE_CAP_FACTOR : p->size;
+    long long end = p->duration_s > 0 && bytes >= p->size ? phase_cap(p) : p->size;
 
     return bytes < end ? end - bytes : 0;
+}
+
+long long probe_room(unsigned long long avail, unsigned long long total, long long *reserve)
+{
+    unsigned long long r = total / 100 * PROBE_ROOM_RESERVE_PCT;
+
+    if (r > (unsigned long long)PROBE_ROOM_RESERVE_MAX)
+        r = (unsigned long long)PROBE_ROOM_RESERVE_MAX;
+    *reserve = (long long)r;
+    if (total == 0)
+        return -1;
+    if (avail <= r)
+        return 0;
+    /* a share of exabytes: more than any file of ours */
+    return avail - r > (unsigned long long)LLONG_MAX ? LLONG_MAX : (long long)(avail - r);
 }
 
 long long probe_call_fit(long long n, double rate_bps, double left_s)

@@ -9,6 +9,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -258,6 +260,53 @@ static const char *shown_dir(const struct child *c, char *buf, size_t len)
     return url_format(&c->url, c->p->directory, buf, len) == 0 ? buf : c->dir_url;
 }
 
+static unsigned long long times_or_max(unsigned long long a, unsigned long long b)
+{
+    unsigned long long n;
+
+    return __builtin_mul_overflow(a, b, &n) ? ULLONG_MAX : n;
+}
+
+/* The share's room for the probe file (probe_room), asked of its handle
+ * right after it was made (smbc_statvfs would open the directory, and
+ * libsmbclient's opendir lists it: see remove_leftovers): a sample that
+ * cannot write `size` bytes and leave the reserve free does not start
+ * (users of the share would meet a full disk while it runs, and with the
+ * own share, /var would fill); one with a duration stops at the room
+ * (c->own.room). A share that says nothing of its space (the call fails,
+ * or answers 0) is probed as before: a disk that fills ends the write
+ * (ENOSPC). */
+static enum probe_outcome check_room(struct child *c, SMBCFILE *f)
+{
+    smbc_fstatvfs_fn fstatvfs_fn = api.getFunctionFstatVFS(c->ctx);
+    struct probe_params *q = &c->own;
+    struct statvfs st;
+    unsigned long long unit;
+    long long room, reserve;
+    char shown[4096];
+
+    if (fstatvfs_fn == NULL || fstatvfs_fn(c->ctx, f, &st) < 0)
+        return PROBE_OK;
+    /* libsmbclient gives SMB's allocation unit as bytes a sector (f_bsize)
+     * times sectors a unit (f_frsize); an answer by SMB1's UNIX extensions
+     * leaves f_frsize 0 and f_bsize the block. */
+    unit = (unsigned long long)st.f_bsize * (st.f_frsize ? st.f_frsize : 1);
+    room = probe_room(times_or_max(unit, st.f_bavail), times_or_max(unit, st.f_blocks), &reserve);
+    if (room < 0)
+        return PROBE_OK;
+    if (room < q->size)
+        return fail(c, PROBE_DISK_FULL,
+                    "not enough free space on %s: %.1f MiB free, and a sample, which writes "
+                    "%.1f MiB, must leave %.1f MiB free (%d%% of the share, at most %lld GiB): "
+                    "no sample",
+                    shown_dir(c, shown, sizeof(shown)),
+                    (double)times_or_max(unit, st.f_bavail) / 1048576.0,
+                    (double)q->size / 1048576.0, (double)reserve / 1048576.0,
+                    PROBE_ROOM_RESERVE_PCT, PROBE_ROOM_RESERVE_MAX >> 30);
+    q->room = room;
+    return PROBE_OK;
+}
+
 /* Say why the first contact failed. libsmbclient reports a refused logon
  * and a share that refuses the user alike (EACCES), so on that error the
  * IPC$ share, which every logged-on user may connect to, tells them
@@ -422,7 +471,12 @@ static enum probe_outcome measure(struct child *c)
     o = create_probe_file(c, file_url, sizeof(file_url), &f);
     if (o != PROBE_OK)
         return o;
-    o = probe_transfer(c, f, file_url);
+    /* no room: the empty file is deleted as a measured one is */
+    o = check_room(c, f);
+    if (o == PROBE_OK)
+        o = probe_transfer(c, f, file_url);
+    else
+        api.getFunctionClose(c->ctx)(c->ctx, f);
     unlink_fn = api.getFunctionUnlink(c->ctx);
     name = strrchr(file_url, '/') + 1;
     if (unlink_fn(c->ctx, file_url) < 0) {
@@ -488,7 +542,7 @@ void probe_child_main(const struct probe_child_args *a, const char *workdir, int
                       pid_t parent)
 {
     struct rlimit no_core = {0, 0};
-    struct child child = {.p = a->p,
+    struct child child = {.own = *a->p,
                           .url = a->url,
                           .sh = a->sh,
                           .cleanup_only = a->cleanup_only,
@@ -520,6 +574,7 @@ void probe_child_main(const struct probe_child_args *a, const char *workdir, int
      * what we want. */
     signal(SIGPIPE, SIG_IGN);
 
+    c->p = &c->own;
     snprintf(c->dir_url, sizeof(c->dir_url), "%s", a->dir_url);
     snprintf(c->made_dir, sizeof(c->made_dir), "%s", a->made_dir);
     own_host(c->host, sizeof(c->host));

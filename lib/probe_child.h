@@ -84,8 +84,9 @@ long long probe_read_call_size(long long request, double rtt_s, double rate_bps)
  * window once a round trip, and on a long fast path 64 MiB are gone before
  * it is over (0.6 s at 1 Gbit/s and 40 ms, of which slow start is a third,
  * so buffers that differ in the steady rate measured alike); or at
- * PROBE_SIZE_CAP_FACTOR times `size`, which bounds the file. Without a
- * duration: at `size` bytes, as before there was one. Pure. */
+ * PROBE_SIZE_CAP_FACTOR times `size`, which bounds the file, or at
+ * p->room when that is less (probe_room). Without a duration: at `size`
+ * bytes, as before there was one. Pure. */
 #define PROBE_STARTUP_RTTS 50
 #define PROBE_SIZE_CAP_FACTOR 16
 bool probe_phase_over(const struct probe_params *p, long long bytes, double elapsed_s,
@@ -160,6 +161,19 @@ double probe_call_wait(double call_s, double rtt_s);
 /* The bytes a direction may still move after `bytes`: up to `size` first
  * (so that a short path moves exactly that), then up to the cap. Pure. */
 long long probe_phase_room(const struct probe_params *p, long long bytes);
+
+/* The room a share leaves a probe file, from what it says of itself
+ * (SMB's FileFsFullSizeInformation through smbc_statvfs): `avail` bytes
+ * free for the probe's user (less root's reserve and a quota, as smbd
+ * counts them), of `total`. A probe file must leave a reserve free:
+ * PROBE_ROOM_RESERVE_PCT of the share, at most PROBE_ROOM_RESERVE_MAX, so
+ * that a sample never fills the disk users write to (with the own share,
+ * the state directory's file system, /var). Returns the bytes a file may
+ * take, 0 when the reserve takes all; -1 when the share said nothing
+ * (total 0). *reserve gets the reserve. Pure. */
+#define PROBE_ROOM_RESERVE_PCT 5
+#define PROBE_ROOM_RESERVE_MAX (1024LL * 1024 * 1024)
+long long probe_room(unsigned long long avail, unsigned long long total, long long *reserve);
 
 /* A call of n bytes cut to what rate_bps moves in the left_s seconds the
  * duration has left, in whole PROBE_CALL_UNIT bytes, at least one unit:

@@ -37,6 +37,7 @@ static const struct {
     SMBC_ENTRY(getFunctionOpendir, smbc_getFunctionOpendir),
     SMBC_ENTRY(getFunctionReaddir, smbc_getFunctionReaddir),
     SMBC_ENTRY(getFunctionClosedir, smbc_getFunctionClosedir),
+    SMBC_ENTRY(getFunctionFstatVFS, smbc_getFunctionFstatVFS),
 };
 
 /* Every slot of the table has its entry above (a slot left out would be

@@ -42,6 +42,7 @@ struct smbc_api {
     __typeof__(&smbc_getFunctionOpendir) getFunctionOpendir;
     __typeof__(&smbc_getFunctionReaddir) getFunctionReaddir;
     __typeof__(&smbc_getFunctionClosedir) getFunctionClosedir;
+    __typeof__(&smbc_getFunctionFstatVFS) getFunctionFstatVFS;
 };
 
 /* Load the library and fill every entry of a; -ENOENT with the loader's

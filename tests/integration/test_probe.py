@@ -6,6 +6,7 @@ job); rates are only required to be positive, and on the emulated path to
 stay under the link's physical ceiling, which proves the traffic crossed it.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -404,12 +405,12 @@ def test_a_file_the_clean_up_cannot_remove_is_a_warning(smbd_factory, smbtuned, 
     assert (share / dead).exists()
 
 
-@pytest.fixture
-def full_tmpfs(tmp_path):
-    """A 2 MiB tmpfs under tmp_path (unmounted at the end)."""
-    mnt = tmp_path / "tmpfs"
+@contextlib.contextmanager
+def tmpfs_at(mnt, size):
+    """A tmpfs of `size` that anyone may write, mounted on mnt (made here,
+    under the test's directory) for the block."""
     mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0777", "tmpfs", str(mnt)],
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0777", "tmpfs", str(mnt)],
                        capture_output=True, text=True)
     if r.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs: {r.stderr.strip()}")
@@ -417,6 +418,13 @@ def full_tmpfs(tmp_path):
         yield mnt
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+@pytest.fixture
+def full_tmpfs(tmp_path):
+    """A 2 MiB tmpfs under tmp_path (unmounted at the end)."""
+    with tmpfs_at(tmp_path / "tmpfs", "2m") as mnt:
+        yield mnt
 
 
 def test_full_share_is_disk_full(full_tmpfs, smbd_factory, smbtuned, tmp_path):
@@ -429,6 +437,49 @@ def test_full_share_is_disk_full(full_tmpfs, smbd_factory, smbtuned, tmp_path):
     assert url in r.stderr
     # The partial file was deleted: the share has room again.
     assert probe_files(full_tmpfs) == []
+
+
+def leave_free(mnt, free):
+    """Fill the file system at mnt until `free` bytes are left for users."""
+    st = os.statvfs(mnt)
+    left = st.f_bavail * st.f_frsize - free
+    assert left > 0, f"{mnt} has less than {free} bytes free"
+    with open(mnt / "filler", "ab") as f:
+        while left > 0:
+            n = min(left, 1 << 20)
+            f.write(b"\0" * n)
+            left -= n
+    st = os.statvfs(mnt)
+    assert st.f_bavail * st.f_frsize == free, (st.f_bavail * st.f_frsize, free)
+
+
+def test_a_sample_leaves_the_reserve_free(tmp_path, smbd_factory, smbtuned):
+    """A share with room for the probe file but not for it and the reserve
+    (5% of the share) gets no sample: nothing written, the free space
+    named; with room for both, a sample."""
+    with tmpfs_at(tmp_path / "small", "32m") as mnt:
+        srv = smbd_factory(shares={"small": {"path": str(mnt)}})
+        url = f"smb://127.0.0.1:{srv.port}/small"
+        conf = probe_conf(tmp_path, duration="0")  # exactly SIZE, 8 MiB
+        M = 1024 * 1024
+        # 9 MiB free: the file fits, but leaves 1 MiB, under 5% of 32 MiB
+        leave_free(mnt, 9 * M)
+        r = run_probe(smbtuned, conf, url=url)
+        j = result(r)
+        assert (r.returncode, j["outcome"]) == (1, "disk_full"), r.stderr
+        assert j["write_bytes"] == 0, j
+        assert re.search(r"not enough free space on smb://\S+/small: 9\.0 MiB free, and a "
+                         r"sample, which writes 8\.0 MiB, must leave 1\.6 MiB free", r.stderr), \
+            r.stderr
+        assert sorted(p.name for p in mnt.iterdir()) == ["filler"]
+        # 10 MiB free: 8 MiB written leave 2 MiB
+        (mnt / "filler").unlink()
+        leave_free(mnt, 10 * M)
+        r = run_probe(smbtuned, conf, url=url)
+        j = result(r)
+        assert (r.returncode, j["outcome"]) == (0, "ok"), r.stderr
+        assert j["write_bytes"] == SIZE, j
+        assert sorted(p.name for p in mnt.iterdir()) == ["filler"]
 
 
 def test_short_deadline_is_timeout_with_lower_bound(smbd, smbtuned, tmp_path):

@@ -4,6 +4,7 @@
  * and the credentials file have their own tests (test_url.c, test_creds.c);
  * the measurement itself is tested against a real smbd in
  * tests/integration/test_probe.py. */
+#include <limits.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -485,6 +486,49 @@ static void test_phase_room(void **state)
     assert_int_equal(probe_phase_room(&p, 64 * M), 0);
 }
 
+/* The share's room: a direction with a duration stops at it when it is
+ * less than the cap; it never cuts the size (a probe refuses then). */
+static void test_phase_room_of_the_share(void **state)
+{
+    const long long M = 1024 * 1024;
+    struct probe_params p = timed(4 * M, 3600);
+
+    (void)state;
+    p.room = 10 * M;
+    assert_false(probe_phase_over(&p, 10 * M - 1, 1, 0.1));
+    assert_true(probe_phase_over(&p, 10 * M, 1, 0.1));
+    assert_int_equal(probe_phase_room(&p, 4 * M), 6 * M);
+    assert_int_equal(probe_phase_room(&p, 0), 4 * M);
+    /* more room than the cap: the cap */
+    p.room = 1024 * M;
+    assert_false(probe_phase_over(&p, 64 * M - 1, 1, 0.1));
+    assert_true(probe_phase_over(&p, 64 * M, 1, 0.1));
+    assert_int_equal(probe_phase_room(&p, 4 * M), 60 * M);
+}
+
+/* What a share leaves a probe file: its free space less 5% of it, at
+ * most 1 GiB; nothing when the reserve takes it all; unknown when the
+ * share said nothing. */
+static void test_room(void **state)
+{
+    const long long M = 1024 * 1024, G = 1024 * M;
+    long long reserve = -2;
+
+    (void)state;
+    assert_int_equal(probe_room(9 * M, 32 * M, &reserve), 9 * M - 32 * M / 100 * 5);
+    assert_int_equal(reserve, 32 * M / 100 * 5);
+    /* a large share: the reserve stops at 1 GiB */
+    assert_int_equal(probe_room(3 * G, 100 * G, &reserve), 2 * G);
+    assert_int_equal(reserve, PROBE_ROOM_RESERVE_MAX);
+    /* all of it the reserve's, or less */
+    assert_int_equal(probe_room(5 * M, 100 * M, &reserve), 0);
+    assert_int_equal(probe_room(0, 100 * M, &reserve), 0);
+    /* a share that said nothing */
+    assert_int_equal(probe_room(0, 0, &reserve), -1);
+    /* more than a long long holds */
+    assert_int_equal(probe_room(ULLONG_MAX, ULLONG_MAX, &reserve), LLONG_MAX);
+}
+
 /* A call fits the time left at the rate seen, in whole units, at least
  * one; a rate or a duration unknown leaves it. */
 static void test_call_fit(void **state)
@@ -829,6 +873,8 @@ int main(void)
         cmocka_unit_test(test_read_call_size),
         cmocka_unit_test(test_phase_over),
         cmocka_unit_test(test_phase_room),
+        cmocka_unit_test(test_phase_room_of_the_share),
+        cmocka_unit_test(test_room),
         cmocka_unit_test(test_warmed),
         cmocka_unit_test(test_call_window),
         cmocka_unit_test(test_phase_rate),
