@@ -164,7 +164,17 @@ static int on_term(sd_event_source *s, const struct signalfd_siginfo *si, void *
     journal_log(LOG_NOTICE, "signal %d: stopping; any trial is taken back first",
                 (int)si->ssi_signo);
     sd_notify(0, "STOPPING=1");
-    tuner_stop(d->tuner);
+    /* A change that could not be taken back (the journal said why) ends
+     * the service failed, so that `systemctl status` shows it too, not
+     * only the journal; the next start takes it back. */
+    if (tuner_stop(d->tuner)) {
+        journal_log(LOG_ERR,
+                    "stopped with a change of smbtuned's still in %s: the next start "
+                    "takes it back",
+                    d->topts.smb_conf);
+        sd_event_exit(d->ev, 1);
+        return 0;
+    }
     sd_event_exit(d->ev, d->o->once ? 1 : 0);
     return 0;
 }

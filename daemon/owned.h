@@ -78,8 +78,10 @@ int owned_take_back(struct owned *w, bool keep, owned_back_fn done, void *ud);
  * smbd: a commit in force to be confirmed stays recorded, for the next
  * start. A job under way that does not end when killed, or one of before
  * that has not ended, leaves the record too (and a hold): it may still
- * write. */
-void owned_take_back_now(struct owned *w, bool keep);
+ * write. Returns true when what it should have taken back may still be
+ * in smb.conf (its take-back failed, or such a job): the next start
+ * takes it back. */
+bool owned_take_back_now(struct owned *w, bool keep);
 
 /* At start-up, blocking, what a run that died or stopped left pending: a
  * trial is taken back; a commit found in force is confirmed (as

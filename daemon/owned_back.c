@@ -467,19 +467,20 @@ int owned_take_back(struct owned *w, bool keep, owned_back_fn done, void *ud)
 
 /* A take-back in the loop's own process (a stop, a start), settled at
  * once; late: BACK_LATE (back_plan). */
-static void revert_in_place(struct owned *w, bool late)
+static int revert_in_place(struct owned *w, bool late)
 {
     struct reply rep;
 
     owned_revert(w, &rep);
     rep.late = late;
-    owned_settle(w, &rep);
+    return owned_settle(w, &rep);
 }
 
-void owned_take_back_now(struct owned *w, bool keep)
+bool owned_take_back_now(struct owned *w, bool keep)
 {
     const struct smbconf_edit *ed = &w->st->pending_edit;
     enum back_plan plan;
+    int r;
 
     w->error[0] = '\0';
     if (w->job != NULL && w->reading) {
@@ -507,12 +508,12 @@ void owned_take_back_now(struct owned *w, bool keep)
                     "kernel: a hung mount?); what it wrote is taken back at the next "
                     "start",
                     w->o->smb_conf);
-        return;
+        return true;
     }
     plan = back_plan(w, keep, false);
     switch (plan) {
     case BACK_NOTHING:
-        return;
+        return false;
     case BACK_CONFIRM:
         /* A stop does not wait for testparm and smbd (a hung smbcontrol
          * may be why it came): the record stays, and the next start
@@ -523,11 +524,14 @@ void owned_take_back_now(struct owned *w, bool keep)
                     "told: the next start checks it and tells smbd (or, outside the time "
                     "window, takes back one that needs smbd restarted)",
                     ed->file, (int)ed->line_len, ed->written + ed->line_off);
-        return;
+        return false;
     case BACK_REVERT:
     case BACK_LATE:
-        revert_in_place(w, plan == BACK_LATE);
+        r = revert_in_place(w, plan == BACK_LATE);
+        /* -ECANCELED: the line in force is someone else's now (held) */
+        return r < 0 && r != -ECANCELED;
     }
+    return false;
 }
 
 void owned_recover(struct owned *w)

@@ -697,9 +697,9 @@ int tuner_recover(struct tuner *t, struct err *e)
     return r;
 }
 
-void tuner_stop(struct tuner *t)
+bool tuner_stop(struct tuner *t)
 {
-    bool cut = t->state != T_IDLE;
+    bool cut = t->state != T_IDLE, left;
 
     t->w.ops->measure_kill(t->w.ctx);
     /* First what real clients may feel: a live trial in smb.conf.
@@ -707,7 +707,7 @@ void tuner_stop(struct tuner *t)
      * commit that reached the disk stays, as after a kill -9: the search
      * had decided it (unless it needs a restart outside the window:
      * owned_back.c, back_plan). */
-    owned_take_back_now(t->line, true);
+    left = owned_take_back_now(t->line, true);
     t->w.ops->cancel(t->w.ctx);
     t->w.ops->place_down(t->w.ctx);
     t->w.ops->measure_tidy(t->w.ctx, true);
@@ -716,6 +716,7 @@ void tuner_stop(struct tuner *t)
     if (cut)
         once_failed(t, "stopped by a signal before the cycle ended",
                     t->st.hold ? hold_why(t) : NULL);
+    return left;
 }
 
 int tuner_new_in(sd_event *ev, const struct tuner_opts *o, const struct world *w, struct tuner **tp,

@@ -58,8 +58,9 @@ void tuner_kick(struct tuner *t);
  * saves what it settles; the rest of a cut cycle (its counters, the
  * clients it watched) is not saved: the state file keeps the last ended
  * cycle's, and the next start runs a cycle at once (a cut one is not
- * kept as a schedule). */
-void tuner_stop(struct tuner *t);
+ * kept as a schedule). True when a change of ours that the stop should
+ * have taken back may still be in smb.conf (owned_take_back_now). */
+bool tuner_stop(struct tuner *t);
 
 /* For --once: 0 when the cycle did what it should, 1 otherwise. */
 int tuner_exit_code(const struct tuner *t);

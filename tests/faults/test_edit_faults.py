@@ -41,6 +41,7 @@ commit. 1-45 s per test on two cores, about 4 minutes for the file.
 import contextlib
 import fcntl
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -278,8 +279,12 @@ def test_a_failed_restart_whose_take_back_fails(make_env, faults):
                        what="the failed restart and its failed take-back")
         finally:  # stopped inside the with: ConfOnTmpfs's exit rewrites the fixture's file
             d.signal(signal.SIGTERM)
-            d.wait(timeout=60)
+            rc = d.wait(timeout=60)
         assert hook_ran(env, RESTART_BACK_CALL), f"the fault was never injected\n{d.stderr}"
+        # the stop's take-back fails too (read-only): the service ends failed
+        assert rc == 1, d.stderr
+        assert re.search(r"^<3>stopped with a change of smbtuned's still in \S+smb\.conf: the "
+                         r"next start takes it back$", d.stderr, re.M), d.stderr
         st = env.state()
         assert (st.get("pending"), st.get("pending_commit"), st.get("pending_restart"),
                 st.get("pending_unrestarted")) == ("yes", "no", "0", "yes"), st
