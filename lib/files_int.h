@@ -8,10 +8,11 @@
 
 #include "files.h"
 
-/* Make fd the file like describes in all but its bytes: owner, every mode
- * bit, every extended attribute of src (the file at the name being
- * replaced, opened by the caller relative to its directory). -ESTALE when
- * src is not the file like describes; 0 or -errno. */
+/* Make fd the file src is in all but its bytes: owner, every mode bit,
+ * every extended attribute of src (the file at the name being replaced,
+ * opened by the caller relative to its directory), as they are now.
+ * -ESTALE when src is not the file like describes (another inode); 0 or
+ * -errno. */
 int files_copy_meta(int fd, int src, const struct stat *like);
 
 /* Split path into its directory, resolved by realpath and opened by

@@ -107,11 +107,14 @@ int files_copy_meta(int fd, int src, const struct stat *like)
     /* Not the file the caller judged: someone replaced it meanwhile. */
     if (st.st_dev != like->st_dev || st.st_ino != like->st_ino)
         return -ESTALE;
-    /* fchown first: a change of owner clears the setuid and setgid bits
-     * (and the security.capability attribute), so the mode and the
-     * attributes come after it. The mode last: fsetxattr of an access ACL
-     * rewrites the group bits, fchmod makes every bit the old file's. */
-    if (fchown(fd, like->st_uid, like->st_gid) < 0)
+    /* The owner and mode it has now, as the attributes are read now: a
+     * config tool's chmod or chown since the caller judged the file is
+     * kept, not undone. fchown first: a change of owner clears the setuid
+     * and setgid bits (and the security.capability attribute), so the
+     * mode and the attributes come after it. The mode last: fsetxattr of
+     * an access ACL rewrites the group bits, fchmod makes every bit the
+     * old file's. */
+    if (fchown(fd, st.st_uid, st.st_gid) < 0)
         return -errno;
     {
         int r = copy_xattrs(src, fd);
@@ -119,7 +122,7 @@ int files_copy_meta(int fd, int src, const struct stat *like)
         if (r < 0)
             return r;
     }
-    if (fchmod(fd, like->st_mode & 07777) < 0)
+    if (fchmod(fd, st.st_mode & 07777) < 0)
         return -errno;
     return 0;
 }

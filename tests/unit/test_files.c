@@ -84,6 +84,16 @@ static bool xattrs_work(const char *p)
     return setxattr(p, "user.probe", "1", 1, 0) == 0;
 }
 
+/* A new file p holding "old\n", of the given mode. */
+static void make_old(const char *p, mode_t mode)
+{
+    int fd = open(p, O_WRONLY | O_CREAT | O_EXCL, mode);
+
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "old\n", 4), 4);
+    close(fd);
+}
+
 static void test_write_atomic_keeps_metadata(void **state)
 {
     char *p = path_in("conf"), *buf, val[16];
@@ -91,13 +101,9 @@ static void test_write_atomic_keeps_metadata(void **state)
     struct err e;
     size_t len;
     ssize_t n;
-    int fd;
 
     (void)state;
-    fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, "old\n", 4), 4);
-    close(fd);
+    make_old(p, 0600);
     /* setuid and setgid survive only when the owner is set first */
     assert_int_equal(chmod(p, 06640), 0);
     if (!xattrs_work(p))
@@ -122,6 +128,29 @@ static void test_write_atomic_keeps_metadata(void **state)
     assert_int_equal(files_read(p, &buf, &len, &e), 0);
     assert_string_equal(buf, "new\n");
     free(buf);
+}
+
+/* An owner and mode set in place after the caller judged the file (a
+ * config tool's chmod and chown while smbtuned edits) are the ones the
+ * new file gets: the judged stat names the file, not its metadata. */
+static void test_write_atomic_keeps_metadata_set_since(void **state)
+{
+    char *p = path_in("conf2");
+    struct stat st, st2;
+
+    (void)state;
+    make_old(p, 0644);
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(chmod(p, 0640), 0);
+    if (geteuid() == 0)
+        assert_int_equal(chown(p, 1234, 4321), 0);
+    assert_int_equal(files_write_atomic(p, "new\n", 4, &st), 0);
+    assert_int_equal(stat(p, &st2), 0);
+    assert_int_equal(st2.st_mode & 07777, 0640);
+    if (geteuid() == 0) {
+        assert_int_equal(st2.st_uid, 1234);
+        assert_int_equal(st2.st_gid, 4321);
+    }
 }
 
 /* Entries of d, as a count. */
@@ -867,6 +896,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_read_fifo_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_atomic_keeps_metadata, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_write_atomic_keeps_metadata_set_since, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_sweep_a_whole_directory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep_only_ours, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mkdir_p, setup, teardown),
