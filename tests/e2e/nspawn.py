@@ -131,6 +131,7 @@ class Container:
             stdin=subprocess.DEVNULL, stdout=self.console, stderr=subprocess.STDOUT,
             start_new_session=True)
         deadline = time.monotonic() + timeout
+        said = ""
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise Unavailable(f"systemd-nspawn exited with {self.proc.returncode}: "
@@ -142,10 +143,17 @@ class Container:
                 state = r.stdout.strip()
                 if state in ("running", "degraded"):
                     return state
+                # Right after its exec systemd has no bus socket yet
+                # ("Failed to connect to bus"): no state, ask again.
+                if state == "":
+                    said = r.stderr.strip()
+                    time.sleep(0.5)
+                    continue
                 raise Unavailable(f"the container's systemd says {state!r}: "
                                   + self.console_tail())
             time.sleep(0.5)
-        raise Unavailable("the container did not boot in time: " + self.console_tail())
+        raise Unavailable(f"the container did not boot in time ({said or 'no systemd yet'}): "
+                          + self.console_tail())
 
     def console_tail(self):
         self.console.flush()
