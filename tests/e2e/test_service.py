@@ -81,8 +81,10 @@ def _show_unit(box, unit, *props):
     return dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
 
 
-def _events(box):
-    r = box.run(["journalctl", "-u", "smbtuned", "-o", "json", "--no-pager"])
+def _events(box, cursor=None):
+    """smbtuned's journal entries (after cursor, when given), as dicts."""
+    after = ["--after-cursor", cursor] if cursor else []
+    r = box.run(["journalctl", "-u", "smbtuned", "-o", "json", "--no-pager", *after])
     return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
 
 
@@ -987,6 +989,38 @@ PROBE_SHARE = """
 """
 
 
+def _probe_share(box):
+    """PROBE_SHARE in smb.conf and its directory made; returns smb.conf's
+    text before (_probe_share_gone puts it back)."""
+    smb_conf = box.run(["cat", "/etc/samba/smb.conf"]).stdout
+    box.run(["install", "-d", "-m", "1777", "/srv/e2eprobe"])
+    box.put("/etc/samba/smb.conf", smb_conf + PROBE_SHARE)
+    return smb_conf
+
+
+def _live(conf):
+    """conf (the shipped file's text) with live trials on PROBE_SHARE."""
+    live = conf.replace('    # url = ""\n', '    url = "smb://127.0.0.1/e2eprobe"\n', 1)
+    live = live.replace('    # trials = "auto"\n', '    trials = "live"\n', 1)
+    assert live.count('"live"') == 1 and "127.0.0.1/e2eprobe" in live, live
+    return live
+
+
+def _probe_share_gone(box, smb_conf, conf):
+    """smbtuned stopped, smb.conf as it was, smbd running with it."""
+    box.run(["systemctl", "stop", "smbtuned"], check=False, timeout=300)
+    box.put("/etc/samba/smb.conf", smb_conf)
+    box.run(["systemctl", "start", "smbd"], check=False, timeout=120)
+    box.run(["systemctl", "reload", "smbd"], check=False, timeout=120)
+    box.run(["rm", "-rf", "/srv/e2eprobe"], check=False)
+    _restore(box, conf)
+
+
+def _warnings_since(box, cursor):
+    return box.run(["journalctl", "-u", "smbtuned", "-p", "warning", "--no-pager", "-o", "cat",
+                    "--after-cursor", cursor]).stdout
+
+
 def test_stop_mid_live_trial_with_apply_systemd_takes_it_back_at_once(box):
     """trials = live and apply = systemd: each trial's line is told to
     smbd by a reload of its unit, and a stop in the middle of a trial
@@ -995,18 +1029,13 @@ def test_stop_mid_live_trial_with_apply_systemd_takes_it_back_at_once(box):
     smbd.service, so systemd runs it only once smbtuned's stop has ended,
     and a stop that waited for it would stall until its own timeout."""
     conf = _stopped(box)
-    smb_conf = box.run(["cat", "/etc/samba/smb.conf"]).stdout
+    smb_conf = _probe_share(box)
     try:
-        box.run(["install", "-d", "-m", "1777", "/srv/e2eprobe"])
-        box.put("/etc/samba/smb.conf", smb_conf + PROBE_SHARE)
         box.run(["systemctl", "reload", "smbd"], timeout=120)
         before = box.run(["cat", "/etc/samba/smb.conf"]).stdout
         box.run(["rm", "-rf", "/var/lib/smbtuned"])  # a first start: a cycle at once
-        live = conf.replace('    # url = ""\n', '    url = "smb://127.0.0.1/e2eprobe"\n', 1)
-        live = live.replace('    # trials = "auto"\n', '    trials = "live"\n', 1)
-        live = live.replace('    # apply = "smbcontrol"\n', '    apply = "systemd"\n', 1)
-        assert live.count('"live"') == 1 and '    apply = "systemd"\n' in live and \
-            "127.0.0.1/e2eprobe" in live, live
+        live = _live(conf).replace('    # apply = "smbcontrol"\n', '    apply = "systemd"\n', 1)
+        assert '    apply = "systemd"\n' in live, live
         box.put("/etc/smbtuned.conf", live)
         box.run(["smbtuned", "-t"])
         c0 = _cursor(box)
@@ -1041,15 +1070,87 @@ def test_stop_mid_live_trial_with_apply_systemd_takes_it_back_at_once(box):
             return stopped and any(line.startswith("Reloaded smbd")
                                    for line in lines[stopped[0]:])
         _wait("smbd.service's reload after the stop", reloaded_after_stop, 60, 0.5)
-        warned = box.run(["journalctl", "-u", "smbtuned", "-p", "warning", "--no-pager",
-                          "-o", "cat", "--after-cursor", c1]).stdout
+        warned = _warnings_since(box, c1)
         assert warned.strip() == "", warned
     finally:
-        box.run(["systemctl", "stop", "smbtuned"], check=False, timeout=300)
-        box.put("/etc/samba/smb.conf", smb_conf)
-        box.run(["systemctl", "reload", "smbd"], check=False, timeout=120)
-        box.run(["rm", "-rf", "/srv/e2eprobe"], check=False)
-        _restore(box, conf)
+        _probe_share_gone(box, smb_conf, conf)
+
+
+RO_RUN = "/etc/systemd/system/smbtuned.service.d/e2e-ro-run.conf"
+
+
+def test_run_samba_made_after_the_start_is_writable_to_the_daemon(box):
+    """Debian's samba ships no tmpfiles.d entry for /run/samba: smbd makes
+    it when it starts. smbtuned started first (smbd stopped, /run/samba
+    gone, as before smbd's first start or on an AD DC) must still tell the
+    smbd started after it: each live trial's `smbcontrol reload-config`
+    writes its messaging files there, which the unit's namespace would
+    keep read-only for the life of the service had systemd left the
+    missing path out. The directory is smbd's as smbd makes it.
+
+    In this container systemd 252 leaves /run writable in the unit's
+    namespace in spite of ProtectSystem=strict: `systemd-run -p
+    ProtectSystem=strict` gets a read-only /run here, but not with
+    MountAPIVFS=, which ProtectKernelTunables= and ProtectControlGroups=
+    imply. A drop-in makes /run read-only, as ProtectSystem=strict means it, or
+    the test could not fail."""
+    conf = _stopped(box)
+    smb_conf = _probe_share(box)
+    box.put(RO_RUN, "[Service]\nReadOnlyPaths=/run\n")
+    box.run(["systemctl", "daemon-reload"])
+    try:
+        before = box.run(["cat", "/etc/samba/smb.conf"]).stdout
+        box.run(["systemctl", "stop", "smbd"], timeout=120)
+        box.run(["rm", "-rf", "/run/samba"])
+        box.run(["rm", "-rf", "/var/lib/smbtuned"])  # a first start: a cycle at once
+        box.put("/etc/smbtuned.conf", _live(conf))  # apply: smbcontrol, the default
+        box.run(["smbtuned", "-t"])
+        box.run(["systemctl", "start", "smbtuned"], timeout=300)
+        # its first cycle finds no smbd and ends
+        _first_cycle_status(box)
+        box.run(["systemctl", "start", "smbd"], timeout=120)
+        _wait("smbd's listener", lambda: _listener_buffers(box), 30, 0.5)
+        st = box.run(["stat", "-c", "%F %a %U %G", "/run/samba"]).stdout.strip()
+        assert st == "directory 755 root root", st
+        c1 = _cursor(box)
+        box.run(["systemctl", "reload", "smbtuned"], timeout=120)
+
+        def refused():
+            return [e["MESSAGE"] for e in _events(box, c1)
+                    if isinstance(e.get("MESSAGE"), str) and
+                    ("live trial: " in e["MESSAGE"] or "messaging context" in e["MESSAGE"])]
+
+        # a trial's line written (a failed smbcontrol takes it back at once)
+        _wait("a live trial in smb.conf or its refusal",
+              lambda: refused() or box.run(["cat", "/etc/samba/smb.conf"]).stdout != before,
+              CYCLE_WAIT, 0.2)
+        c2 = _cursor(box)
+        # the trial measured: the search goes on only when smbd was told
+        # (a sample's "tried" comes after the next one's placement)
+        _wait("the live trial's sample or its refusal",
+              lambda: refused() or [e for e in _events(box, c2)
+                                    if e.get("MESSAGE_ID") == "fc1af4fd2195499b9de0bf3cab76954f"],
+              CYCLE_WAIT, 0.5)
+        said = refused()
+        assert said == [], "\n".join(said)
+        # in the daemon's own view (-r: its root, the sandbox's): /run/samba
+        # writable, /run itself not (the drop-in took)
+        inside = ["nsenter", "-t", _show(box, "MainPID")["MainPID"], "-m", "-r", "-w", "--",
+                  "sh", "-c"]
+        r = box.run(inside + ["touch /run/samba/.e2e && rm /run/samba/.e2e"], check=False)
+        assert r.returncode == 0, r.stderr
+        r = box.run(inside + ["touch /run/.e2e"], check=False)
+        assert "Read-only file system" in r.stderr, (r.returncode, r.stderr)
+        # the stop's take-back tells smbd too
+        c3 = _cursor(box)
+        box.run(["systemctl", "stop", "smbtuned"], timeout=300)
+        assert box.run(["cat", "/etc/samba/smb.conf"]).stdout == before
+        warned = _warnings_since(box, c3)
+        assert warned.strip() == "", warned
+    finally:
+        box.run(["rm", "-f", RO_RUN], check=False)
+        box.run(["systemctl", "daemon-reload"], check=False)
+        _probe_share_gone(box, smb_conf, conf)
 
 
 def test_systemd_analyze_security_inside(box):
