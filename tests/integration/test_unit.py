@@ -119,7 +119,10 @@ def test_unit_paths_are_meson_s(installed, build_dir):
     assert not re.search(r"@\w+@", text), text
     binary = installed_path(installed, "/daemon/smbtuned")[0]
     assert unit_values(text, "ExecStart") == [binary]
-    assert unit_values(text, "ExecStartPre") == []
+    # the only ExecStartPre makes /run/samba, outside the sandbox: the
+    # config's check is the daemon's own (RestartPreventExitStatus= sees
+    # the main process only)
+    assert unit_values(text, "ExecStartPre") == ["+/bin/mkdir -p -m 0755 /run/samba"]
     assert unit_values(text, "RestartPreventExitStatus") == ["64 78"]
     # Documentation= names what is installed: both man pages and the README.
     docs = " ".join(unit_values(text, "Documentation")).split()
@@ -136,13 +139,15 @@ def test_unit_verifies(installed, tmp_path):
     dest = installed[0]
     # verify follows the unit's dependencies (sysinit.target, ...) and
     # checks that every command exists, all under --root: give the root
-    # the system's units and /bin/kill (ExecReload). It runs man for
-    # Documentation=: MANPATH points it at the installed pages.
+    # the system's units, /bin/kill (ExecReload) and /bin/mkdir
+    # (ExecStartPre). It runs man for Documentation=: MANPATH points it at
+    # the installed pages.
     units = installed_path(installed, "/smbtuned.service")[1].parent
     shutil.copytree("/lib/systemd/system", units, symlinks=True, dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("smbtuned.service"))
     (dest / "bin").mkdir(exist_ok=True)
-    shutil.copy("/bin/kill", dest / "bin" / "kill")
+    for tool in ("kill", "mkdir"):
+        shutil.copy(f"/bin/{tool}", dest / "bin" / tool)
     man8 = installed_path(installed, "docs/man/smbtuned.8")[1]
     env = dict(os.environ, MANPATH=str(man8.parents[1]))
     r = run("systemd-analyze", "verify", f"--root={dest}", "smbtuned.service", env=env)
