@@ -160,6 +160,17 @@ int trial_shadow_render(const char *prod_conf, const char *run_dir, int port,
      * keeps /var/lib/samba writable. With the own share (no url) the
      * shadow has both of its own: own_share_lines().
      *
+     * Not clustered either (`clustering = no`): with production's
+     * `clustering = yes` smbd opens its volatile databases (locking,
+     * brlock, smbXsrv, serverid ...) through ctdbd by name, ignoring the
+     * lock directory above, and joins the cluster's messaging: the
+     * shadow would share production's cluster-wide lock state after all
+     * (and where no ctdbd runs, it does not start). The catch, with a url
+     * on a cluster node: production's persistent databases (passdb, share
+     * ACLs, registry shares) are ctdb's too, and the shadow reads the
+     * node's local tdb files in their place, so a share defined in the
+     * registry or a tdbsam user may be missing there.
+     *
      * No printing, RPC helpers, NetBIOS or mDNS: a measurement needs file
      * I/O only, and every extra process is one more thing to clean up or
      * to announce on the network. No panic action and no core file: smbd
@@ -176,6 +187,7 @@ int trial_shadow_render(const char *prod_conf, const char *run_dir, int port,
                  "\tbind interfaces only = yes\n"
                  "\tdisable netbios = yes\n"
                  "\tmulticast dns register = no\n"
+                 "\tclustering = no\n"
                  "\tpid directory = %s/pid\n"
                  "\tlock directory = %s/lock\n"
                  "\tcache directory = %s/cache\n"

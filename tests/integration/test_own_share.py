@@ -10,7 +10,8 @@ url are refused with the file and line, and `--probe` without one asks
 for it; a `--once` without a url against
 the fixture smbd runs its probes in the own share, commits or keeps a
 value, and leaves no file in STATE_DIR/share (a killed run's probe file
-there is swept at the start) and nothing running.
+there is swept at the start) and nothing running. On a cluster node
+(`clustering = yes`, no ctdbd) shadow trials run, with or without a url.
 """
 
 import json
@@ -220,4 +221,32 @@ def test_share_refused_by_its_hosts_lists_says_why(smbtuned, smbd_factory, tmp_p
     assert_refused(d, r"smb://127\.0\.0\.1:\d+/locked", srv.conf,
                    "[global], or the share's own", "admit 127.0.0.1 in the hosts allow that "
                    "refuses it")
+    assert srv.conf.read_bytes() == before
+
+
+@pytest.mark.smbd
+@pytest.mark.parametrize("where", ["own share", "url"])
+def test_shadow_trials_on_a_cluster_node(smbtuned, smbd_factory, tmp_path, where):
+    """A CTDB node's smb.conf says `clustering = yes`: smbd then opens its
+    locking, brlock, session and serverid databases through ctdbd, not in
+    its lock directory, so a shadow that kept it would share production's
+    cluster-wide lock state and messaging. The shadows are not clustered:
+    here, where no ctdbd runs (its socket is named in the test's tmp, so a
+    real one is never reached), a clustered shadow would not even start
+    ("clustering=yes but ctdbd connect failed" in its log); the trial runs
+    and measures, with the own share and with a url."""
+    srv = smbd_factory(socket_options=ON_LATTICE)
+    text = srv.conf.read_text()
+    assert text.count("[global]\n") == 1
+    # After the fixture's start: production's smbd itself is not clustered.
+    srv.conf.write_text(text.replace("[global]\n", "[global]\n   clustering = yes\n"
+                                     f"   ctdbd socket = {tmp_path / 'no-ctdbd.socket'}\n"))
+    probe = {} if where == "own share" else {"url": q(srv.url)}
+    tune = {} if where == "own share" else {"trials": q("shadow")}
+    d, before = dry_once(smbtuned, srv, tmp_path, probe, tune, "--json")
+    assert d.proc.returncode == 0, d.stderr
+    assert "ctdb" not in d.stderr, d.stderr
+    obj = json.loads(d.stdout.splitlines()[0])
+    assert obj["samples"] >= 1, obj
+    assert obj["before"]["write_mbps"] and obj["before"]["read_mbps"], obj
     assert srv.conf.read_bytes() == before

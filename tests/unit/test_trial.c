@@ -60,6 +60,9 @@ static void test_render_include_then_overrides(void **state)
     assert_true(line_at(t, "\tbind interfaces only = yes") > second);
     assert_true(line_at(t, "\tpid directory = /var/lib/smbtuned/shadow/r/pid") > second);
     assert_true(line_at(t, "\tlock directory = /var/lib/smbtuned/shadow/r/lock") > second);
+    /* Production's `clustering = yes` would open the lock directory's
+     * databases through ctdbd, production's own. */
+    assert_true(line_at(t, "\tclustering = no") > second);
     /* With a url, users and passwords, share ACLs: production's; and who
      * may connect, as production says. */
     assert_null(strstr(t, "private dir"));
@@ -133,6 +136,7 @@ static void test_render_own_share(void **state)
         "\tstate directory = /var/lib/smbtuned/shadow/r/state",
         "\tprivate dir = /var/lib/smbtuned/shadow/r/private",
         "\tpassdb backend = tdbsam:/var/lib/smbtuned/shadow/r/private/passdb.tdb",
+        "\tclustering = no",
         "\tsecurity = user",
         "\tserver role = standalone server",
         "\tmap to guest = bad user",
