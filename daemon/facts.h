@@ -80,9 +80,9 @@ void facts_fingerprint(const struct facts *f, struct state *st, const char *smb_
 bool facts_listener_explicit(const struct facts *f, struct search_config inc0,
                              enum sockopts_buf which);
 
-/* Whether the trials run on this machine's loopback: shadow trials with
- * no url (the own share) or a url whose host is 127.0.0.0/8, ::1 or
- * localhost. Loopback cannot rank sizes above the small-buffer cliff
+/* Whether the trials run on this machine's loopback: shadow trials, with
+ * or without a url, whatever its host (the probe connects to the shadow
+ * on 127.0.0.1). Loopback cannot rank sizes above the small-buffer cliff
  * (shared/FACTS.md: runs vary by 25%), which outcome.c takes into
  * account. */
 bool facts_trials_on_loopback(const struct tuner_opts *o);

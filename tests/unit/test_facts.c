@@ -492,27 +492,32 @@ static void test_fingerprint_short_buffer(void **state)
     state_free(&st);
 }
 
-/* Loopback trials: shadow trials with no url (the own share) or a url on
- * 127.0.0.0/8, ::1, localhost; not another host, not client trials. */
+/* Loopback trials: every shadow trial, whatever the url's host (the probe
+ * connects to the shadow on 127.0.0.1); never client or live trials, not
+ * even with a url on 127.0.0.1. */
 static void test_trials_on_loopback(void **state)
 {
-    static const char *const loop[] = {NULL, "smb://127.0.0.1/s", "smb://127.1.2.3/s",
-                                       "smb://[::1]/s", "smb://localhost:4450/s"};
-    static const char *const real[] = {"smb://128.0.0.1/s", "smb://fileserver/s", "smb://[::2]/s",
+    static const char *const urls[] = {NULL,
+                                       "",
+                                       "smb://127.0.0.1/s",
+                                       "smb://127.1.2.3/s",
+                                       "smb://[::1]/s",
+                                       "smb://localhost:4450/s",
+                                       "smb://128.0.0.1/s",
+                                       "smb://fileserver/s",
+                                       "smb://[::2]/s",
                                        "smb://10.127.0.1/s"};
     struct tuner_opts o = {.trials = TUNER_SHADOW};
 
-    for (size_t i = 0; i < sizeof(loop) / sizeof(loop[0]); i++) {
-        o.probe.url = loop[i];
+    for (size_t i = 0; i < sizeof(urls) / sizeof(urls[0]); i++) {
+        o.probe.url = urls[i];
+        o.trials = TUNER_SHADOW;
         assert_true(facts_trials_on_loopback(&o));
-    }
-    for (size_t i = 0; i < sizeof(real) / sizeof(real[0]); i++) {
-        o.probe.url = real[i];
+        o.trials = TUNER_CLIENT;
+        assert_false(facts_trials_on_loopback(&o));
+        o.trials = TUNER_LIVE;
         assert_false(facts_trials_on_loopback(&o));
     }
-    o.probe.url = "smb://127.0.0.1/s";
-    o.trials = TUNER_CLIENT;
-    assert_false(facts_trials_on_loopback(&o));
 }
 
 int main(void)

@@ -23,19 +23,21 @@
 #define AUTO ((struct search_config){SEARCH_AUTO, SEARCH_AUTO})
 #define C(r, s) ((struct search_config){(r), (s)})
 
-/* Server side: the write rate grows with SO_RCVBUF up to the knee and
- * stays there, the read rate likewise with SO_SNDBUF; AUTO gets a share
- * of the top rate, for each buffer its own. noise: the spread of a
- * sample (uniform, deterministic). */
+/* The rate each buffer ranks grows with its size up to the knee and stays
+ * there (on the server's side SO_RCVBUF ranks the write rate and SO_SNDBUF
+ * the read rate; for client trials the other way round); AUTO gets a share
+ * of the top rate, for each buffer its own (auto_rcv, auto_snd). noise:
+ * the spread of a sample (uniform, deterministic). */
 struct model {
-    double top, auto_w, auto_r, noise;
+    double top, auto_rcv, auto_snd, noise;
     long knee;
     unsigned long long prng;
 };
 
 static struct model knee_model(void)
 {
-    return (struct model){.top = 100, .auto_w = 0.8, .auto_r = 0.8, .noise = 0.01, .knee = 262144};
+    return (struct model){
+        .top = 100, .auto_rcv = 0.8, .auto_snd = 0.8, .noise = 0.01, .knee = 262144};
 }
 
 static double rate(struct model *m, long size, double auto_share)
@@ -58,8 +60,9 @@ struct run {
     struct outcome out;
 };
 
-/* This kind of machine, no smbd running, shadow trials on a real path (a
- * url on another host: its trials rank sizes), tune mode. */
+/* This kind of machine, no smbd running, trials on a real path (client
+ * trials against another host: they rank sizes; shadow trials are on
+ * loopback whatever the url), tune mode. */
 static void run_init(struct run *r, struct search_config inc0)
 {
     memset(r, 0, sizeof(*r));
@@ -69,7 +72,7 @@ static void run_init(struct run *r, struct search_config inc0)
                           .kmin = {2304, 4608},
                           .kernel = "6.18.0",
                           .samba = "4.17.12"};
-    r->o.trials = TUNER_SHADOW;
+    r->o.trials = TUNER_CLIENT;
     r->o.probe.url = "smb://fileserver.example/share";
     r->o.mode = TUNER_TUNE;
     search_params_default(&r->o.search);
@@ -90,8 +93,10 @@ static void converge(struct run *r, struct model *m)
     facts_search_bounds(&r->f, &r->o, r->inc0, &p, &r->auto_blocked);
     assert_int_equal(search_new(&p, r->inc0, &r->s), 0);
     while (search_ask(r->s, &c) == SEARCH_MEASURE) {
-        struct search_sample x = {rate(m, c.rcvbuf, m->auto_w), rate(m, c.sndbuf, m->auto_r), false,
-                                  false};
+        double rcv = rate(m, c.rcvbuf, m->auto_rcv), snd = rate(m, c.sndbuf, m->auto_snd);
+        bool server = p.mapping == SEARCH_RANK_SERVER;
+        /* write rate, read rate */
+        struct search_sample x = {server ? rcv : snd, server ? snd : rcv, false, false};
 
         assert_true(search_tell(r->s, c, &x) >= 0);
         tally_add(&r->t, c, &x, 1000000, false);
@@ -209,7 +214,7 @@ static void test_keep_flat(void **state)
     struct run r;
 
     m.knee = 1;
-    m.auto_w = m.auto_r = 1;
+    m.auto_rcv = m.auto_snd = 1;
     m.noise = 0;
     run_init(&r, AUTO);
     assert_true(search_config_eq(facts_config_of_value(&r.f, &r.o.search, value0), r.inc0));
@@ -231,7 +236,7 @@ static void test_commit_auto_restarts(void **state)
     struct model m = knee_model();
     struct run r;
 
-    m.auto_w = m.auto_r = 1.3;
+    m.auto_rcv = m.auto_snd = 1.3;
     run_init(&r, C(8192, 8192));
     r.o.restart_smbd = true;
     r.f.smbd_running = r.f.listener_rcv = r.f.listener_snd = true;
@@ -264,7 +269,7 @@ static void check_restart_for(enum sockopts_buf which)
     struct search_config w;
     struct run r;
 
-    *(rcv ? &m.auto_w : &m.auto_r) = 1.3;
+    *(rcv ? &m.auto_rcv : &m.auto_snd) = 1.3;
     run_init(&r, rcv ? C(SEARCH_AUTO, 8192) : C(8192, SEARCH_AUTO));
     r.o.restart_smbd = true;
     r.f.smbd_running = true;
@@ -306,7 +311,7 @@ static void test_auto_checks_told(void **state)
     char *log;
     struct run r;
 
-    m.auto_w = m.auto_r = 1.5;
+    m.auto_rcv = m.auto_snd = 1.5;
     run_init(&r, C(8192, 8192));
     r.f.smbd_running = r.f.listener_rcv = true;
     converge(&r, &m);
@@ -336,7 +341,7 @@ static void test_cap_notices(void **state)
     char *log;
     struct run r;
 
-    m.auto_w = m.auto_r = 0.2; /* below the caps' rates */
+    m.auto_rcv = m.auto_snd = 0.2; /* below the caps' rates */
     run_init(&r, C(8192, 8192));
     r.f.kcap[SOCKOPTS_RCVBUF] = 131072;
     r.f.kcap[SOCKOPTS_SNDBUF] = 65536;
@@ -377,6 +382,7 @@ static void test_cap_notices(void **state)
 /* Loopback trials: the own share, no url. */
 static void loopback(struct run *r)
 {
+    r->o.trials = TUNER_SHADOW;
     r->o.probe.url = NULL;
     r->o.own_share = true;
 }
@@ -430,13 +436,19 @@ static void test_loopback_keeps_auto(void **state)
     assert_int_equal(r.out.kind, OUTCOME_KEEP);
     assert_non_null(strstr(r.out.why, "no real connection is held back"));
     outcome_free(&r.out);
-    /* a url on 127.0.0.0/8 is loopback too; another host's is not */
+    /* shadow trials with a url are loopback too, whatever its host: the
+     * shadow serves it on 127.0.0.1; client trials on another host's
+     * path are not */
     r.o.own_share = false;
     r.o.probe.url = "smb://127.0.0.9/share";
     assert_int_equal(decide(&r, "TCP_NODELAY"), 0);
     assert_int_equal(r.out.kind, OUTCOME_KEEP);
     outcome_free(&r.out);
     r.o.probe.url = "smb://fileserver.example/share";
+    assert_int_equal(decide(&r, "TCP_NODELAY"), 0);
+    assert_int_equal(r.out.kind, OUTCOME_KEEP);
+    outcome_free(&r.out);
+    r.o.trials = TUNER_CLIENT;
     assert_int_equal(decide(&r, "TCP_NODELAY"), 0);
     assert_int_equal(r.out.kind, OUTCOME_COMMIT);
     assert_true(search_config_eq(r.out.w, search_incumbent(r.s)));
