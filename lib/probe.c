@@ -425,8 +425,10 @@ int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e)
     } else if (late) {
         r->outcome = PROBE_TIMEOUT;
         snprintf(r->cause, sizeof(r->cause), "the deadline passed while %s",
-                 probe_shared_peek(&sh->read_t0)                         ? "reading"
-                 : probe_shared_peek(&sh->write_t0)                      ? "writing"
+                 probe_shared_peek(&sh->read_t0)    ? "reading"
+                 : probe_shared_peek(&sh->write_t0) ? "writing"
+                 : probe_shared_peek(&sh->stage) >= PROBE_STAGE_ROOM
+                     ? "asking the share for its free space"
                  : probe_shared_peek(&sh->stage) >= PROBE_STAGE_CREATING ? "creating the probe file"
                  : probe_shared_peek(&sh->stage) >= PROBE_STAGE_REACHED  ? "looking in the share"
                                                                          : "connecting");

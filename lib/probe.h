@@ -125,6 +125,7 @@ enum probe_stage {
     PROBE_STAGE_CONTACT,  /* connection, logon and tree connect to the share */
     PROBE_STAGE_REACHED,  /* the share answered */
     PROBE_STAGE_CREATING, /* its file's create is sent */
+    PROBE_STAGE_ROOM,     /* its file made, the share asked for its free space */
 };
 
 /* What became of the copy of the probe file that a share with Samba's

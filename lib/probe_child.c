@@ -285,6 +285,7 @@ static enum probe_outcome check_room(struct child *c, SMBCFILE *f)
     long long room, reserve;
     char shown[4096];
 
+    publish(&c->sh->stage, PROBE_STAGE_ROOM);
     if (fstatvfs_fn == NULL || fstatvfs_fn(c->ctx, f, &st) < 0)
         return PROBE_OK;
     /* libsmbclient gives SMB's allocation unit as bytes a sector (f_bsize)
