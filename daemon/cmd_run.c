@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -384,6 +385,31 @@ int cmd_check(const struct opts *o)
         return CMD_EXIT_CONFIG;
     }
     free(v);
+    /* and that a shadow smbd can run it: with a url, shadows run
+     * production's smb.conf, and on an AD DC smbd refuses to run without
+     * the samba that starts it (every cycle would fail in the shadow's
+     * log). The own share's shadow is a standalone server of its own. */
+    if (d.topts.trials == TUNER_SHADOW && !d.topts.own_share) {
+        if (smbconf_testparm(d.topts.smb_conf, "server role", &v, &e) < 0) {
+            fprintf(stderr, "smbtuned: %s\n", e.msg);
+            smbconf_free(&c);
+            return CMD_EXIT_CONFIG;
+        }
+        r = strcasecmp(v, "active directory domain controller") == 0;
+        free(v);
+        if (r) {
+            const char *where = d.cfg.tune.trials_where;
+
+            fprintf(stderr,
+                    "smbtuned: %s%sshadow trials with a url run %s, and this smbd is an AD DC's "
+                    "(server role = active directory domain controller), which smbd refuses to "
+                    "run without samba: measure smbtuned's own share (no url) or a peer's "
+                    "share (trials = \"client\")\n",
+                    where, where[0] ? ": tune: trials: " : "", d.topts.smb_conf);
+            smbconf_free(&c);
+            return CMD_EXIT_CONFIG;
+        }
+    }
     /* and where the line would be written, as the start judges it */
     if (conf_check_writable(&d.topts, &c, &e) < 0) {
         fprintf(stderr, "smbtuned: %s\n", e.msg);

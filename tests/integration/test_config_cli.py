@@ -398,6 +398,35 @@ def test_live_trials_with_a_far_url_are_a_warning(smbtuned, tmp_path, smb_conf):
                 f"machine's smb.conf" in r.stderr) == said, r.stderr
 
 
+def test_shadow_trials_with_a_url_on_an_ad_dc_are_refused(smbtuned, tmp_path, smb_conf):
+    """With a url a shadow smbd runs production's smb.conf, and smbd will
+    not run an AD DC's without samba: -t refuses shadow trials with a url
+    there (by trials = auto too), with the line of trials when it has one,
+    and passes the own share (no url: a standalone shadow of its own),
+    client trials, and shadow trials on a file server."""
+    conf = tmp_path / "smbtuned.conf"
+    dc = tmp_path / "dc.conf"
+    dc.write_text("[global]\n    server role = active directory domain controller\n"
+                  "    socket options = TCP_NODELAY\n")
+    cases = [(dc, 'url = "smb://127.0.0.1/data"', 'trials = "shadow"', f"{conf}:5: tune: trials: "),
+             (dc, 'url = "smb://127.0.0.1/data"', "", ""),
+             (dc, "", 'trials = "shadow"', None),
+             (dc, 'url = "smb://peer.example/data"', 'trials = "client"', None),
+             (smb_conf, 'url = "smb://127.0.0.1/data"', 'trials = "shadow"', None)]
+    for smbconf, url, trials, refused in cases:
+        conf.write_text(f"probe {{\n    {url}\n}}\n"
+                        f'tune {{\n    {trials}\n    state_dir = "{tmp_path}/s"\n}}\n')
+        r = check(smbtuned, conf, smbconf)
+        if refused is None:
+            assert r.returncode == 0, (smbconf, url, trials, r.stderr)
+            continue
+        assert r.returncode == 78, (url, trials, r.stderr)
+        assert r.stderr == (f"smbtuned: {refused}shadow trials with a url run {dc}, and this smbd "
+                            f"is an AD DC's (server role = active directory domain controller), "
+                            f"which smbd refuses to run without samba: measure smbtuned's own "
+                            f'share (no url) or a peer\'s share (trials = "client")\n'), r.stderr
+
+
 def test_deadline_short_for_the_duration_is_a_warning(smbtuned, tmp_path, smb_conf):
     """A deadline no longer than both directions of the duration is said
     with the lines of both, and -t still passes: where the size ends each
