@@ -106,7 +106,7 @@ long long probe_room(unsigned long long avail, unsigned long long total, long lo
     if (r > (unsigned long long)PROBE_ROOM_RESERVE_MAX)
         r = (unsigned long long)PROBE_ROOM_RESERVE_MAX;
     *reserve = (long long)r;
-    if (total == 0)
+    if (total <= PROBE_ROOM_UNSAID_MAX)
         return -1;
     if (avail <= r)
         return 0;

@@ -267,15 +267,33 @@ static unsigned long long times_or_max(unsigned long long a, unsigned long long 
     return __builtin_mul_overflow(a, b, &n) ? ULLONG_MAX : n;
 }
 
+/* Where the room is short, as the admin finds it: the own share's
+ * directory (its share name, the shadow's secret, stays out of the
+ * journal), else the url. */
+static const char *shown_place(const struct child *c, char *buf, size_t len)
+{
+    const struct probe_params *p = c->p;
+
+    if (p->place != NULL && strcmp(p->place, PROBE_PLACE_OWN_SHARE) == 0 &&
+        p->workdir_base != NULL) {
+        snprintf(buf, len, "smbtuned's own share (%s/share)", p->workdir_base);
+        return buf;
+    }
+    return shown_dir(c, buf, len);
+}
+
 /* The share's room for the probe file (probe_room), asked of its handle
  * right after it was made (smbc_statvfs would open the directory, and
  * libsmbclient's opendir lists it: see remove_leftovers): a sample that
  * cannot write `size` bytes and leave the reserve free does not start
  * (users of the share would meet a full disk while it runs, and with the
  * own share, /var would fill); one with a duration stops at the room
- * (c->own.room). A share that says nothing of its space (the call fails,
- * or answers 0) is probed as before: a disk that fills ends the write
- * (ENOSPC). */
+ * (c->own.room). Over SMB2 libsmbclient asks about the share's root, not
+ * the file: a directory in the url or `directory` may be another file
+ * system mounted there, so a probe into one is not asked. A share that
+ * says nothing of its space (the call fails, or the answer is one of
+ * Samba's stand-ins: probe_room) is probed as before: a disk that fills
+ * ends the write (ENOSPC). */
 static enum probe_outcome check_room(struct child *c, SMBCFILE *f)
 {
     smbc_fstatvfs_fn fstatvfs_fn = api.getFunctionFstatVFS(c->ctx);
@@ -285,6 +303,8 @@ static enum probe_outcome check_room(struct child *c, SMBCFILE *f)
     long long room, reserve;
     char shown[4096];
 
+    if (!c->at_root)
+        return PROBE_OK;
     publish(&c->sh->stage, PROBE_STAGE_ROOM);
     if (fstatvfs_fn == NULL || fstatvfs_fn(c->ctx, f, &st) < 0)
         return PROBE_OK;
@@ -300,7 +320,7 @@ static enum probe_outcome check_room(struct child *c, SMBCFILE *f)
                     "not enough free space on %s: %.1f MiB free, and a sample, which writes "
                     "%.1f MiB, must leave %.1f MiB free (%d%% of the share, at most %lld GiB): "
                     "no sample",
-                    shown_dir(c, shown, sizeof(shown)),
+                    shown_place(c, shown, sizeof(shown)),
                     (double)times_or_max(unit, st.f_bavail) / 1048576.0,
                     (double)q->size / 1048576.0, (double)reserve / 1048576.0,
                     PROBE_ROOM_RESERVE_PCT, PROBE_ROOM_RESERVE_MAX >> 30);
@@ -432,8 +452,8 @@ static enum probe_outcome measure(struct child *c)
         return connect_failure(c, errno);
     publish(&c->sh->stage, PROBE_STAGE_REACHED);
     read_client_buffers(c);
-    if (c->dir_url[0] && strcmp(c->dir_url, share_url) != 0 &&
-        stat_fn(c->ctx, c->dir_url, &st) < 0) {
+    c->at_root = !c->dir_url[0] || strcmp(c->dir_url, share_url) == 0;
+    if (!c->at_root && stat_fn(c->ctx, c->dir_url, &st) < 0) {
         int er = errno;
 
         return fail(c, er == ENOENT ? PROBE_ERROR : probe_classify_errno(er, false),

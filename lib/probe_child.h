@@ -163,16 +163,20 @@ double probe_call_wait(double call_s, double rtt_s);
 long long probe_phase_room(const struct probe_params *p, long long bytes);
 
 /* The room a share leaves a probe file, from what it says of itself
- * (SMB's FileFsFullSizeInformation through smbc_statvfs): `avail` bytes
+ * (SMB's FileFsFullSizeInformation through smbc_fstatvfs): `avail` bytes
  * free for the probe's user (less root's reserve and a quota, as smbd
  * counts them), of `total`. A probe file must leave a reserve free:
  * PROBE_ROOM_RESERVE_PCT of the share, at most PROBE_ROOM_RESERVE_MAX, so
  * that a sample never fills the disk users write to (with the own share,
  * the state directory's file system, /var). Returns the bytes a file may
- * take, 0 when the reserve takes all; -1 when the share said nothing
- * (total 0). *reserve gets the reserve. Pure. */
+ * take, 0 when the reserve takes all; -1 when the share said nothing: a
+ * total of PROBE_ROOM_UNSAID_MAX or less, which covers Samba's stand-ins
+ * (a `dfree command` that prints no sizes: 2 MiB of which 1 free; a file
+ * system that gives none: 20 MiB) and a share no sample fits anyway.
+ * *reserve gets the reserve. Pure. */
 #define PROBE_ROOM_RESERVE_PCT 5
 #define PROBE_ROOM_RESERVE_MAX (1024LL * 1024 * 1024)
+#define PROBE_ROOM_UNSAID_MAX (20ULL * 1024 * 1024)
 long long probe_room(unsigned long long avail, unsigned long long total, long long *reserve);
 
 /* A call of n bytes cut to what rate_bps moves in the left_s seconds the

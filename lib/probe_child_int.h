@@ -29,6 +29,7 @@ struct child {
     SMBCCTX *ctx;
     int sock; /* libsmbclient's TCP socket (read_client_buffers), -1: not found */
     char dir_url[4096];
+    bool at_root;  /* dir_url is the share's root (no directory in it) */
     char host[64]; /* ours, as it appears in probe file names */
     /* The record of the probe files made (probe_made.h), open; -1: none
      * kept (no state directory) */

@@ -77,7 +77,9 @@ static int own_share_lines(const char *run_dir, const struct trial_share *own, c
      * who may log on and the vetoed names are emptied, as a production
      * `valid users = @staff`, `invalid users = nobody` or a `veto files`
      * of dot files would refuse the guest or the probe's files
-     * (.smbtuned-probe-*). */
+     * (.smbtuned-probe-*). No dfree command: the free space the probe
+     * asks for (probe_room) is the state directory's file system's, not
+     * what a script of production's says of its shares. */
     if (asprintf(share,
                  "[%s]\n"
                  "\tcomment = smbtuned's probe share (shadow smbds only)\n"
@@ -91,7 +93,8 @@ static int own_share_lines(const char *run_dir, const struct trial_share *own, c
                  "\tvalid users = \n"
                  "\tinvalid users = \n"
                  "\tveto files = \n"
-                 "\tvfs objects = \n",
+                 "\tvfs objects = \n"
+                 "\tdfree command = \n",
                  own->name, own->dir) < 0) {
         free(*glob);
         *glob = *share = NULL;

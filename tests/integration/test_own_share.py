@@ -250,3 +250,22 @@ def test_shadow_trials_on_a_cluster_node(smbtuned, smbd_factory, tmp_path, where
     assert obj["samples"] >= 1, obj
     assert obj["before"]["write_mbps"] and obj["before"]["read_mbps"], obj
     assert srv.conf.read_bytes() == before
+
+
+@pytest.mark.smbd
+def test_own_share_ignores_productions_dfree_command(smbtuned, smbd_factory, tmp_path):
+    """The probe asks the share for its free space before it writes; the
+    own share is the state directory's, so a `dfree command` of
+    production's (a quota script of its shares') is not asked there. Here
+    one that says 50 KiB are free of 100 MiB, which would refuse every
+    sample: the own share's trials run and measure."""
+    srv = smbd_factory(socket_options=ON_LATTICE)
+    script = tmp_path / "dfree"
+    script.write_text("#!/bin/sh\necho 102400 50\n")
+    script.chmod(0o755)
+    d, before = own_share_once(smbtuned, srv, tmp_path, [f"dfree command = {script}"], "--json")
+    assert d.proc.returncode == 0, d.stderr
+    assert "free space" not in d.stderr, d.stderr
+    obj = json.loads(d.stdout.splitlines()[0])
+    assert obj["samples"] >= 1, obj
+    assert srv.conf.read_bytes() == before

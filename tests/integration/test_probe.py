@@ -428,6 +428,9 @@ def full_tmpfs(tmp_path):
 
 
 def test_full_share_is_disk_full(full_tmpfs, smbd_factory, smbtuned, tmp_path):
+    """A share that fills during the write (2 MiB, under the 20 MiB that
+    Samba's stand-in sizes take: no room check): disk_full, the partial
+    file deleted."""
     srv = smbd_factory(shares={"small": {"path": str(full_tmpfs)}})
     url = f"smb://127.0.0.1:{srv.port}/small"
     r = run_probe(smbtuned, probe_conf(tmp_path), url=url)
@@ -435,6 +438,8 @@ def test_full_share_is_disk_full(full_tmpfs, smbd_factory, smbtuned, tmp_path):
     j = result(r)
     assert j["outcome"] == "disk_full"
     assert url in r.stderr
+    assert re.search(r"writing at offset \d+: No space left on device", r.stderr), r.stderr
+    assert 0 < j["write_bytes"] < 2 * 1024 * 1024, j
     # The partial file was deleted: the share has room again.
     assert probe_files(full_tmpfs) == []
 
@@ -480,6 +485,25 @@ def test_a_sample_leaves_the_reserve_free(tmp_path, smbd_factory, smbtuned):
         assert (r.returncode, j["outcome"]) == (0, "ok"), r.stderr
         assert j["write_bytes"] == SIZE, j
         assert sorted(p.name for p in mnt.iterdir()) == ["filler"]
+
+
+def test_a_directory_of_the_share_is_not_asked_for_room(tmp_path, smbd_factory, smbtuned):
+    """Over SMB2 libsmbclient asks about the share's root, and a directory
+    in it may be another file system: a probe into one is not refused for
+    the root's lack of room (a share root with too little, a big file
+    system mounted at big/), and measures."""
+    M = 1024 * 1024
+    with tmpfs_at(tmp_path / "root", "32m") as root:
+        srv = smbd_factory(shares={"root": {"path": str(root)}})
+        url = f"smb://127.0.0.1:{srv.port}/root"
+        leave_free(root, 9 * M)
+        with tmpfs_at(root / "big", "64m"):
+            r = run_probe(smbtuned, probe_conf(tmp_path, duration="0", directory="big"), url=url)
+            j = result(r)
+            assert (r.returncode, j["outcome"]) == (0, "ok"), r.stderr
+            # the root itself is refused, as test_a_sample_leaves_the_reserve_free shows
+            r = run_probe(smbtuned, probe_conf(tmp_path, duration="0"), url=url)
+            assert (r.returncode, result(r)["outcome"]) == (1, "disk_full"), r.stderr
 
 
 def test_short_deadline_is_timeout_with_lower_bound(smbd, smbtuned, tmp_path):

@@ -523,8 +523,13 @@ static void test_room(void **state)
     /* all of it the reserve's, or less */
     assert_int_equal(probe_room(5 * M, 100 * M, &reserve), 0);
     assert_int_equal(probe_room(0, 100 * M, &reserve), 0);
-    /* a share that said nothing */
+    /* a share that said nothing, or one of Samba's stand-ins for it (a
+     * dfree command printing no sizes: 2 MiB, 1 free; a file system
+     * without sizes: 20 MiB) */
     assert_int_equal(probe_room(0, 0, &reserve), -1);
+    assert_int_equal(probe_room(1 * M, 2 * M, &reserve), -1);
+    assert_int_equal(probe_room(1 * M, 20 * M, &reserve), -1);
+    assert_int_equal(probe_room(20 * M, 20 * M + 1, &reserve), 20 * M - (20 * M + 1) / 100 * 5);
     /* more than a long long holds */
     assert_int_equal(probe_room(ULLONG_MAX, ULLONG_MAX, &reserve), LLONG_MAX);
 }
