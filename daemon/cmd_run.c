@@ -170,8 +170,8 @@ static int on_term(sd_event_source *s, const struct signalfd_siginfo *si, void *
      * only the journal; the next start takes it back. */
     if (tuner_stop(d->tuner)) {
         journal_log(LOG_ERR,
-                    "stopped with a change of smbtuned's still in %s: the next start "
-                    "takes it back",
+                    "stopped before a change of smbtuned's in %s was settled: the next "
+                    "start takes a trial back and checks a commit",
                     d->topts.smb_conf);
         sd_event_exit(d->ev, 1);
         return 0;

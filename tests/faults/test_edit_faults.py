@@ -283,8 +283,9 @@ def test_a_failed_restart_whose_take_back_fails(make_env, faults):
         assert hook_ran(env, RESTART_BACK_CALL), f"the fault was never injected\n{d.stderr}"
         # the stop's take-back fails too (read-only): the service ends failed
         assert rc == 1, d.stderr
-        assert re.search(r"^<3>stopped with a change of smbtuned's still in \S+smb\.conf: the "
-                         r"next start takes it back$", d.stderr, re.M), d.stderr
+        assert re.search(r"^<3>stopped before a change of smbtuned's in \S+smb\.conf was "
+                         r"settled: the next start takes a trial back and checks a commit$",
+                         d.stderr, re.M), d.stderr
         st = env.state()
         assert (st.get("pending"), st.get("pending_commit"), st.get("pending_restart"),
                 st.get("pending_unrestarted")) == ("yes", "no", "0", "yes"), st
