@@ -166,12 +166,16 @@ static void print_text(const struct status *s)
 
             rate_text(st->write_mbps, w, sizeof(w));
             rate_text(st->read_mbps, r, sizeof(r));
-            /* whose rates: loopback's are no client's over the network */
-            printf("Rates           : write %s, read %s (the probe's, %s%s)\n", w, r,
-                   s->t->own_share ? "on loopback to shadow smbds: not what a client "
-                                     "over the network gets"
-                                   : "to ",
-                   s->t->own_share ? "" : s->t->probe.url);
+            /* whose rates: loopback's are no client's over the network,
+             * and shadow trials run on loopback with a url too */
+            if (s->t->trials == TUNER_SHADOW)
+                printf("Rates           : write %s, read %s (the probe's, on loopback to "
+                       "shadow smbds%s%s: not what a client over the network gets)\n",
+                       w, r, s->t->own_share ? "" : " serving the share of ",
+                       s->t->own_share ? "" : s->t->probe.url);
+            else
+                printf("Rates           : write %s, read %s (the probe's, to %s)\n", w, r,
+                       s->t->probe.url);
         } else
             printf("Rates           : not measured (chosen without a sample of its own)\n");
     } else {

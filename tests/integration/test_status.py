@@ -138,9 +138,18 @@ def test_status_after_commit_hand_edit_and_hold(make_env):
     assert f["Socket options"] == value, f
     assert f["Where"] == f"{conf}:{obj['line']}", f
     assert f["Written"].startswith("by smbtuned at "), f
-    # whose rates they are: the probe's, to its URL
-    assert re.fullmatch(r"write \d+\.\d\d MB/s, read \d+\.\d\d MB/s \(the probe's, to " +
-                        re.escape(env.srv.url) + r"\)", f["Rates"]), f
+    # whose rates they are: the probe's, on loopback (a loopback url: shadow
+    # trials), and with client trials to its URL
+    rates = r"write \d+\.\d\d MB/s, read \d+\.\d\d MB/s \(the probe's, "
+    assert re.fullmatch(rates + r"on loopback to shadow smbds serving the share of " +
+                        re.escape(env.srv.url) + r": not what a client over the network gets\)",
+                        f["Rates"]), f
+    conf_text = env.conf.read_text()
+    env.write_config(tune={"trials": '"client"'})
+    rc, fc, err = status_text(env)
+    env.conf.write_text(conf_text)
+    assert rc == 0, err
+    assert re.fullmatch(rates + "to " + re.escape(env.srv.url) + r"\)", fc["Rates"]), fc
     assert f["Last cycle"].endswith(": " + obj["cycle_result"]), f
     assert f["Next cycle"].startswith("none scheduled"), f
     assert f["Hold"] == "no" and f["Pending"] == "none", f
