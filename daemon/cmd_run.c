@@ -161,6 +161,7 @@ static int make_opts(struct daemon *d, enum fill how, struct err *e)
 static int on_term(sd_event_source *s, const struct signalfd_siginfo *si, void *ud)
 {
     struct daemon *d = ud;
+    bool left;
 
     journal_log(LOG_NOTICE, "signal %d: stopping; any trial is taken back first",
                 (int)si->ssi_signo);
@@ -168,15 +169,13 @@ static int on_term(sd_event_source *s, const struct signalfd_siginfo *si, void *
     /* A change that could not be taken back (the journal said why) ends
      * the service failed, so that `systemctl status` shows it too, not
      * only the journal; the next start takes it back. */
-    if (tuner_stop(d->tuner)) {
+    left = tuner_stop(d->tuner);
+    if (left)
         journal_log(LOG_ERR,
                     "stopped before a change of smbtuned's in %s was settled: the next "
                     "start takes a trial back and checks a commit",
                     d->topts.smb_conf);
-        sd_event_exit(d->ev, 1);
-        return 0;
-    }
-    sd_event_exit(d->ev, d->o->once ? 1 : 0);
+    sd_event_exit(d->ev, left || d->o->once ? 1 : 0);
     return 0;
 }
 

@@ -257,7 +257,7 @@ static enum probe_outcome create_probe_file(struct child *c, char *file_url, siz
  * the name only libsmbclient knows (url_format_smbc()). */
 static const char *shown_dir(const struct child *c, char *buf, size_t len)
 {
-    return url_format(&c->url, c->p->directory, buf, len) == 0 ? buf : c->dir_url;
+    return url_format(&c->url, c->own.directory, buf, len) == 0 ? buf : c->dir_url;
 }
 
 static unsigned long long times_or_max(unsigned long long a, unsigned long long b)
@@ -272,7 +272,7 @@ static unsigned long long times_or_max(unsigned long long a, unsigned long long 
  * journal), else the url. */
 static const char *shown_place(const struct child *c, char *buf, size_t len)
 {
-    const struct probe_params *p = c->p;
+    const struct probe_params *p = &c->own;
 
     if (p->place != NULL && strcmp(p->place, PROBE_PLACE_OWN_SHARE) == 0 &&
         p->workdir_base != NULL) {
@@ -299,7 +299,7 @@ static enum probe_outcome check_room(struct child *c, SMBCFILE *f)
     smbc_fstatvfs_fn fstatvfs_fn = api.getFunctionFstatVFS(c->ctx);
     struct probe_params *q = &c->own;
     struct statvfs st;
-    unsigned long long unit;
+    unsigned long long unit, avail;
     long long room, reserve;
     char shown[4096];
 
@@ -312,7 +312,8 @@ static enum probe_outcome check_room(struct child *c, SMBCFILE *f)
      * times sectors a unit (f_frsize); an answer by SMB1's UNIX extensions
      * leaves f_frsize 0 and f_bsize the block. */
     unit = (unsigned long long)st.f_bsize * (st.f_frsize ? st.f_frsize : 1);
-    room = probe_room(times_or_max(unit, st.f_bavail), times_or_max(unit, st.f_blocks), &reserve);
+    avail = times_or_max(unit, st.f_bavail);
+    room = probe_room(avail, times_or_max(unit, st.f_blocks), &reserve);
     if (room < 0)
         return PROBE_OK;
     if (room < q->size)
@@ -320,8 +321,7 @@ static enum probe_outcome check_room(struct child *c, SMBCFILE *f)
                     "not enough free space on %s: %.1f MiB free, and a sample, which writes "
                     "%.1f MiB, must leave %.1f MiB free (%d%% of the share, at most %lld GiB): "
                     "no sample",
-                    shown_place(c, shown, sizeof(shown)),
-                    (double)times_or_max(unit, st.f_bavail) / 1048576.0,
+                    shown_place(c, shown, sizeof(shown)), (double)avail / 1048576.0,
                     (double)q->size / 1048576.0, (double)reserve / 1048576.0,
                     PROBE_ROOM_RESERVE_PCT, PROBE_ROOM_RESERVE_MAX >> 30);
     q->room = room;
@@ -367,7 +367,7 @@ static enum probe_outcome measure(struct child *c)
 {
     smbc_stat_fn stat_fn;
     smbc_unlink_fn unlink_fn;
-    const struct probe_params *p = c->p;
+    const struct probe_params *p = &c->own;
     struct addrinfo *ai = NULL;
     struct url share_only = c->url;
     char share_url[4096], file_url[4352], shown[4096];
@@ -595,7 +595,6 @@ void probe_child_main(const struct probe_child_args *a, const char *workdir, int
      * what we want. */
     signal(SIGPIPE, SIG_IGN);
 
-    c->p = &c->own;
     snprintf(c->dir_url, sizeof(c->dir_url), "%s", a->dir_url);
     snprintf(c->made_dir, sizeof(c->made_dir), "%s", a->made_dir);
     own_host(c->host, sizeof(c->host));

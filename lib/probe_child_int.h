@@ -16,7 +16,6 @@
 /* The child's own state: what the parent handed over, and what only the
  * child has. */
 struct child {
-    const struct probe_params *p; /* &own */
     /* The parent's parameters, with the room the share leaves this
      * sample's file (check_room). */
     struct probe_params own;

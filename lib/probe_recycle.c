@@ -77,7 +77,7 @@ int probe_recycle_places(const char *dir, const char *user, const char *name,
  * the configured one. */
 static void share_dir(const struct child *c, char *out, size_t len)
 {
-    const char *extra = c->p->directory ? c->p->directory : "";
+    const char *extra = c->own.directory ? c->own.directory : "";
 
     snprintf(out, len, "%s%s%s", c->url.dir, c->url.dir[0] && extra[0] ? "/" : "", extra);
 }

@@ -118,7 +118,7 @@ static void warm_point(int64_t *bytes, int64_t *warm_wait, int64_t *t, int64_t t
  * the client sends only requests there. */
 static void pace_writes(struct child *c, double *cap, ssize_t bytes, double call_s, double rtt)
 {
-    double want = probe_pace_cap(*cap, (long long)bytes, c->p->request_size, call_s, rtt);
+    double want = probe_pace_cap(*cap, (long long)bytes, c->own.request_size, call_s, rtt);
 
     if (!(want > *cap))
         return;
@@ -133,7 +133,7 @@ enum probe_outcome probe_transfer(struct child *c, SMBCFILE *f, const char *file
     smbc_write_fn write_fn = c->api->getFunctionWrite(c->ctx);
     smbc_read_fn read_fn = c->api->getFunctionRead(c->ctx);
     smbc_close_fn close_fn = c->api->getFunctionClose(c->ctx);
-    const struct probe_params *p = c->p;
+    const struct probe_params *p = &c->own;
     size_t req = (size_t)p->request_size, cap = req, i;
     uint64_t seed = (uint64_t)probe_mono_ns() ^ ((uint64_t)getpid() << 32), tag;
     unsigned char *buf;
