@@ -36,9 +36,24 @@ copy_fixture = integration.copy_fixture
 run_editor = integration.run_editor
 samba_value = integration.samba_value
 pytest_configure = integration.pytest_configure
-pytest_sessionfinish = integration.pytest_sessionfinish
 
 _COUNTS = collections.Counter()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    # Under pytest-xdist (scripts/test runs this suite two at a time) each
+    # worker counts its own faults; it hands them to the controller, which
+    # prints the sum (pytest_testnodedown below).
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["fault_counts"] = [[k, o, n] for (k, o), n in _COUNTS.items()]
+    integration.pytest_sessionfinish(session, exitstatus)
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: absent without -n
+def pytest_testnodedown(node, error):
+    for kind, outcome, n in getattr(node, "workeroutput", {}).get("fault_counts", []):
+        _COUNTS[(kind, outcome)] += n
 
 
 class FaultLog:
