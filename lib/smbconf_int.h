@@ -7,6 +7,8 @@
  *                      through the glob callback, the notes about them
  *   smbconf.c          the walk: sections, the line in force, refusals
  *   smbconf_edit.c     render and unrender an edit, chain and copy edits
+ *   smbconf_disk.c     the files read from disk, testparm asked
+ *   smbconf_io.c       the write: lock, backup, atomic replace, judge, undo
  */
 #ifndef SMBTUNE_SMBCONF_INT_H
 #define SMBTUNE_SMBCONF_INT_H
@@ -92,5 +94,9 @@ void smbconf_finish_notes(struct smbconf_walk *w);
 
 /* Walk file fi (at include depth depth) line by line. */
 int smbconf_walk_file(struct smbconf_walk *w, size_t fi, int depth);
+
+/* smbconf_load as the take-back reads the file (smbconf_io's undo: see
+ * struct smbconf_io's undo). */
+int smbconf_load_undo(struct smbconf *c, const char *path, struct err *e);
 
 #endif
