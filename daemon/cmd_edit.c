@@ -313,18 +313,25 @@ int cmd_set_buffers(const struct opts *o)
     }
     r = smbconf_prepare(smb_conf, state_dir, &ch, &pl, &res, &e);
     if (r == 0) {
+        bool over_trial = trial_holds(state_dir, &pl.c);
+
         /* The line holds the value asked for as a live trial of the
          * running daemon: left as "unchanged", the trial's end would take
          * it back, and the admin's setting with it. */
-        if (!res.changed && trial_holds(state_dir, &pl.c))
+        if (!res.changed && over_trial)
             r = err_set(&e, -EBUSY,
                         "%s:%d: socket options = %s holds what you ask for, but as a live "
                         "trial of the running smbtuned (recorded in %s), which puts the line "
                         "back when its cycle ends: nothing written; run this again once the "
                         "cycle is over (smbtuned --status)",
                         res.file, res.line, res.new_value, state_dir);
-        else
+        else {
+            /* Written over a live trial, the bytes replaced are the
+             * trial's: backup/ keeps those from before it (smbconf.h's
+             * over_trial), the admin's own, as a daemon's write would. */
+            pl.over_trial = over_trial;
             r = smbconf_write(&pl, &res, &e);
+        }
         smbconf_plan_free(&pl);
     }
     if (r < 0) {

@@ -786,6 +786,33 @@ def test_set_buffers_refuses_a_live_trials_value(make_env):
     assert_clean(env)
 
 
+def test_set_buffers_over_a_live_trial_keeps_the_backup(make_env):
+    """backup/ holds the file as it was before smbtuned's last write that
+    replaced no trial of its own: a live trial's first write keeps the
+    admin's bytes there, and the take-back, the next trial and a commit
+    keep none. `--set-buffers` over a live trial once kept one, the
+    trial's bytes, over the admin's: restoring "the previous file" from
+    backup/ put the trial's sizes into production."""
+    env = make_env(LEGACY)
+    env.write_config(tune={"mode": q("advise")})
+    rc, out, err = env.run("--once")  # a state file, as a cycle leaves it
+    assert rc == 0, err
+    admins = env.srv.conf.read_bytes()
+    env.plant_pending_commit("TCP_NODELAY SO_RCVBUF=262144 SO_SNDBUF=262144", commit=False)
+    trials = env.srv.conf.read_bytes()
+    # what the trial's own write would have kept
+    backup = env.state_dir / "backup"
+    (backup / "first").mkdir(parents=True, mode=0o700)
+    name = os.path.realpath(env.srv.conf).lstrip("/").replace("%", "%25").replace("/", "%2F")
+    (backup / name).write_bytes(admins)
+    rc, out, err = env.run("--set-buffers", "1M,1M")
+    assert rc == 0, out + err
+    assert socket_value(env.srv.conf.read_bytes()) == \
+        "TCP_NODELAY SO_RCVBUF=1048576 SO_SNDBUF=1048576"
+    assert (backup / name).read_bytes() == admins, \
+        "backup/ holds the trial's bytes" if (backup / name).read_bytes() == trials else "?"
+
+
 def test_sigterm_during_a_commit_keeps_it(make_env, tmp_path):
     """SIGTERM while the commit's job tells smbd (a smbcontrol that hangs):
     the commit is on disk, and it stays, as after a kill -9: the search had
