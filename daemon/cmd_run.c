@@ -146,7 +146,7 @@ static int make_opts(struct daemon *d, enum fill how, struct err *e)
     if (how != FILL_AGAIN && c->tune.mode == TUNER_ADVISE && !c->tune.trials_auto &&
         c->tune.trials == TUNER_LIVE)
         journal_log(LOG_NOTICE,
-                    "advise mode never writes smb.conf: trying candidates on %s "
+                    "advise mode writes no trial into smb.conf: trying candidates on %s "
                     "instead of live",
                     t->trials == TUNER_SHADOW ? "shadow smbds" : "the probe's client socket");
     t->once = d->o->once;

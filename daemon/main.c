@@ -57,7 +57,7 @@ static void usage(FILE *f)
             "                      (default %s)\n"
             "  --url URL           the probe's target, smb://host[:port]/share[/dir]\n"
             "  --credentials FILE  the probe's logon (smbclient -A format; root's, 0600)\n"
-            "  --mode tune|advise  advise: measure and report, never write smb.conf\n"
+            "  --mode tune|advise  advise: measure and report, write no value into smb.conf\n"
             "  --trials WHERE      shadow: a private smbd per candidate (local target)\n"
             "                      client: the probe's own socket (peer target)\n"
             "                      live: smb.conf itself (reaches every client)\n"
