@@ -6,7 +6,8 @@
  * Read only: the state file is read with files_read and state_parse, not
  * state_load, which keeps a damaged file aside and saves a hold; a status
  * must change nothing, so a damaged file is reported where it is. smb.conf
- * is read with smbconf_load (no lock, no write). */
+ * is read with smbconf_load (no lock, no write). Whether a run holds the
+ * state directory is asked of the kernel, without taking its lock. */
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
@@ -19,10 +20,22 @@
 #include "config.h"
 #include "files.h"
 #include "jsonw.h"
+#include "runlock.h"
 #include "search.h"
 #include "smbconf.h"
 #include "sockopts.h"
 #include "state.h"
+
+/* A live trial recorded by a run that no longer runs, against the line in
+ * force: what the next start does with it (smbconf_unrender, as the
+ * start's take-back decides). While a run holds the state directory, the
+ * trial is its step in flight, and none of these applies. */
+enum left {
+    LEFT_NONE,    /* no such trial, or it cannot be told (a file not read) */
+    LEFT_HOLDS,   /* the line is the trial's: the next start takes it back */
+    LEFT_UNDONE,  /* the line is what the trial replaced: the record goes */
+    LEFT_CHANGED, /* the line was changed since: left as it is, a hold */
+};
 
 /* What --status found. */
 struct status {
@@ -37,6 +50,10 @@ struct status {
     struct err conf_err;
     const char *line_word; /* who put the line in force (see line_of) */
     const struct tuner_opts *t;
+    int running;        /* runlock_holder's answer: 1, 0, or <0 (unknown) */
+    pid_t runner;       /* running: its pid (0: not shown to us) */
+    struct err run_err; /* running < 0: why */
+    enum left left;     /* a recorded live trial a stopped run left */
 };
 
 /* Who put the value in force there, as far as the state file knows. */
@@ -52,6 +69,10 @@ static const char *line_of(const struct status *s)
         return "unknown";
     if (st->last_written != NULL && sockopts_same(s->c.value, st->last_written))
         return "smbtuned";
+    /* a trial left by a stopped run whose line someone changed since:
+     * the next start leaves that line, and holds off */
+    if (s->left == LEFT_CHANGED)
+        return "edited_by_hand";
     /* a trial in force, or a step recorded before its write: see pending
      * (before anything was committed, too: a first cycle's live trial) */
     if (st->pending)
@@ -91,6 +112,24 @@ static void read_state(struct status *s, const char *dir)
     s->state_word = r == 0 ? "ok" : r == -EBADMSG ? "damaged" : "unreadable";
 }
 
+static enum left left_trial(const struct status *s)
+{
+    const struct state *st = &s->st;
+    struct err e = {{0}};
+    char *out = NULL;
+    size_t outlen;
+    int r;
+
+    if (s->running != 0 || !s->conf_ok || strcmp(s->state_word, "ok") != 0 || !st->pending ||
+        st->pending_commit || st->pending_unrestarted)
+        return LEFT_NONE;
+    r = smbconf_unrender(&s->c, &st->pending_edit, &out, &outlen, &e);
+    free(out);
+    if (r >= 0)
+        return LEFT_HOLDS;
+    return r == -EALREADY ? LEFT_UNDONE : r == -ECANCELED ? LEFT_CHANGED : LEFT_NONE;
+}
+
 /* ---- text ---- */
 
 static const char *when(long t, char *buf, size_t len)
@@ -118,6 +157,16 @@ static void print_text(const struct status *s)
     char a[64], cs[96];
 
     printf("State file      : %s (%s)\n", s->path, s->state_word);
+    if (s->running > 0 && s->runner > 0)
+        printf("Running         : yes, pid %ld holds %s/" RUNLOCK_NAME "\n", (long)s->runner,
+               s->t->state_dir);
+    else if (s->running > 0)
+        printf("Running         : yes, a run holds %s/" RUNLOCK_NAME "\n", s->t->state_dir);
+    else if (s->running == 0)
+        printf("Running         : no (no run of smbtuned holds %s/" RUNLOCK_NAME ")\n",
+               s->t->state_dir);
+    else
+        printf("Running         : unknown: %s\n", s->run_err.msg);
     if (strcmp(s->state_word, "missing") == 0)
         printf("Note            : no state file: no cycle has run with this state directory\n");
     else if (strcmp(s->state_word, "damaged") == 0)
@@ -137,6 +186,10 @@ static void print_text(const struct status *s)
     if (strcmp(s->line_word, "smbtuned") == 0)
         printf("Written         : by smbtuned%s%s\n", st->written_at ? " at " : "",
                st->written_at ? when(st->written_at, a, sizeof(a)) : "");
+    else if (strcmp(s->line_word, "edited_by_hand") == 0 && s->left == LEFT_CHANGED)
+        printf("Written         : edited by hand since smbtuned wrote a live trial there (see "
+               "Pending); it holds off %suntil `smbtuned --resume`\n",
+               st->hold ? "(see Hold) " : "at its next start ");
     else if (strcmp(s->line_word, "edited_by_hand") == 0)
         printf("Written         : edited by hand since smbtuned wrote '%s'; it holds off %suntil "
                "`smbtuned --resume`\n",
@@ -213,7 +266,30 @@ static void print_text(const struct status *s)
         printf("Real clients    : none watched yet\n");
     printf("Hold            : %s%s\n", st->hold ? "yes: " : "no",
            st->hold ? (st->hold_reason ? st->hold_reason : "by request") : "");
-    if (st->pending)
+    if (st->pending && s->left == LEFT_HOLDS)
+        printf("Pending         : a live trial in %s, left by a run that stopped: the next start "
+               "takes it back\n",
+               st->pending_edit.file);
+    else if (st->pending && s->left == LEFT_UNDONE)
+        printf("Pending         : a live trial in %s, left by a run that stopped; the line "
+               "already holds what it replaced: the next start only clears the record\n",
+               st->pending_edit.file);
+    else if (st->pending && s->left == LEFT_CHANGED)
+        printf("Pending         : a live trial in %s, left by a run that stopped, and the line "
+               "was changed since: the next start leaves it as it is and holds off\n",
+               st->pending_edit.file);
+    else if (st->pending && s->running > 0)
+        printf("Pending         : a %s in %s, a step in flight of the run that holds the state "
+               "directory: %s\n",
+               st->pending_commit        ? "commit"
+               : st->pending_unrestarted ? "commit whose restart of smbd failed"
+                                         : "live trial",
+               st->pending_edit.file,
+               st->pending_commit        ? "it checks it with testparm and tells smbd"
+               : st->pending_unrestarted ? "it settles it"
+                                         : "by the end of its cycle it takes it back or commits "
+                                           "it, and a stop takes it back");
+    else if (st->pending)
         printf("Pending         : a %s in %s (a step in flight, or left by a run that stopped: the "
                "next start %s)\n",
                st->pending_commit        ? "commit"
@@ -288,6 +364,8 @@ static int print_json(const struct status *s)
 #define SET(k, v) (bad |= json_object_set_new(o, k, v) < 0)
 #define K(v) known_or_null(known, v)
     SET("state_file", jsonw_text(s->path));
+    SET("running", s->running < 0 ? json_null() : json_boolean(s->running > 0));
+    SET("runner_pid", s->running > 0 && s->runner > 0 ? json_integer(s->runner) : json_null());
     SET("state", json_string(s->state_word));
     SET("state_error",
         jsonw_text(ok || strcmp(s->state_word, "missing") == 0 ? NULL : s->state_err.msg));
@@ -347,6 +425,8 @@ int cmd_status(const struct opts *o)
     s.t = &t;
     read_state(&s, t.state_dir);
     s.conf_ok = smbconf_load(&s.c, t.smb_conf, &s.conf_err) == 0;
+    s.running = runlock_holder(t.state_dir, &s.runner, &s.run_err);
+    s.left = left_trial(&s);
     s.line_word = line_of(&s);
     if (o->json)
         r = print_json(&s);

@@ -6,8 +6,10 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "parse.h"
@@ -154,4 +156,56 @@ int runlock_take(const char *state_dir, pid_t *holder, struct err *e)
     }
     write_pid(fd);
     return fd;
+}
+
+bool runlock_locks_line(const char *line, dev_t dev, ino_t ino, pid_t *pid)
+{
+    char type[16], mode[16], access[16];
+    unsigned int maj, min;
+    unsigned long long id, i;
+    int p, n = 0;
+
+    /* "ID: " first; a waiter's "->" comes next, and it holds nothing */
+    if (sscanf(line, "%llu: %n", &id, &n) != 1 || n == 0 || strncmp(line + n, "->", 2) == 0)
+        return false;
+    if (sscanf(line + n, "%15s %15s %15s %d %x:%x:%llu", type, mode, access, &p, &maj, &min, &i) !=
+        7)
+        return false;
+    if (strcmp(type, "FLOCK") != 0 || maj != major(dev) || min != minor(dev) ||
+        i != (unsigned long long)ino)
+        return false;
+    *pid = p > 0 ? (pid_t)p : 0;
+    return true;
+}
+
+int runlock_holder(const char *state_dir, pid_t *pid, struct err *e)
+{
+    char path[PATH_MAX], *line = NULL;
+    size_t cap = 0;
+    struct stat st;
+    FILE *f;
+    int r = 0;
+
+    *pid = 0;
+    if ((size_t)snprintf(path, sizeof(path), "%s/" RUNLOCK_NAME, state_dir) >= sizeof(path))
+        return err_set(e, -ENAMETOOLONG, "state directory %s: name too long", state_dir);
+    /* Only looked at: lstat, as runlock_take never follows a link there */
+    if (lstat(path, &st) < 0) {
+        if (errno == ENOENT)
+            return 0;
+        return err_set(e, -errno, "%s: %s", path, strerror(errno));
+    }
+    if (!S_ISREG(st.st_mode))
+        return 0; /* runlock_take refuses it: no run can hold it */
+    /* Line by line: on a file server it lists every byte-range lock of
+     * smbd's databases too, thousands of lines. */
+    f = fopen("/proc/locks", "re");
+    if (f == NULL)
+        return err_set(e, -errno, "cannot read /proc/locks: %s", strerror(errno));
+    while (r == 0 && getline(&line, &cap, f) > 0)
+        if (runlock_locks_line(line, st.st_dev, st.st_ino, pid))
+            r = 1;
+    free(line);
+    fclose(f);
+    return r;
 }

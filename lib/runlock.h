@@ -20,6 +20,7 @@
 #ifndef SMBTUNE_RUNLOCK_H
 #define SMBTUNE_RUNLOCK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -46,5 +47,18 @@ int runlock_parse_pid(const char *text, size_t len, pid_t *pid);
  * another open file holds the lock: *holder is the pid its text names, or
  * 0 when it names none (the holder has not written it yet). */
 int runlock_take(const char *state_dir, pid_t *holder, struct err *e);
+
+/* Whether line, one line of /proc/locks, is a granted flock on the file
+ * dev:ino ("1: FLOCK  ADVISORY  WRITE 1234 08:01:123456 0 EOF"; a waiter's
+ * line has "->" before its type): then true, and the holder's pid in *pid
+ * (0 when the kernel shows none: a holder in another pid namespace).
+ * Pure. */
+bool runlock_locks_line(const char *line, dev_t dev, ino_t ino, pid_t *pid);
+
+/* Whether a run holds STATE_DIR/run.lock now, asked of the kernel
+ * (/proc/locks) without taking the lock: `--status` must never make a
+ * start that comes at the same moment fail. 1 and *pid when held, 0 when
+ * not (or there is no run.lock), <0 with e set when it cannot tell. */
+int runlock_holder(const char *state_dir, pid_t *pid, struct err *e);
 
 #endif

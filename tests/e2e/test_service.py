@@ -134,6 +134,14 @@ def test_systemctl_status_shows_the_status_line(box):
     assert re.match(r"(starting|searching|idle: next cycle at )", m.group(1)), m.group(1)
 
 
+def test_status_names_the_running_service(box):
+    # An admin's --status, from outside the unit's sandbox, sees the
+    # service's lock on its state directory in the kernel's record.
+    pid = int(_show(box, "MainPID")["MainPID"])
+    obj = json.loads(box.run(["smbtuned", "--status", "--json"]).stdout)
+    assert obj["running"] is True and obj["runner_pid"] == pid, obj
+
+
 def test_first_cycle_commits_with_structured_fields(box):
     def done():
         ev = _events(box)
@@ -281,6 +289,8 @@ def test_stop_leaves_no_shadow_smbd_and_no_probe_file(box):
     assert probes.strip() == "", probes
     assert _show(box, "ActiveState")["ActiveState"] == "inactive"
     assert box.run(["systemctl", "is-active", "smbd"], check=False).stdout.strip() == "active"
+    obj = json.loads(box.run(["smbtuned", "--status", "--json"]).stdout)
+    assert obj["running"] is False and obj["runner_pid"] is None, obj
 
 
 def test_bad_config_fails_the_start_once(box):

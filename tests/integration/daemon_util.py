@@ -296,6 +296,13 @@ class DaemonEnv:
         e["DBUS_SYSTEM_BUS_ADDRESS"] = f"unix:path={self.tmpdir}/no-system-bus"
         return e
 
+    def cycle_once_advised(self):
+        """A state file as a cycle leaves it: one --once cycle in advise
+        mode (smb.conf untouched), the config left in advise mode."""
+        self.write_config(tune={"mode": q("advise")})
+        rc, out, err = self.run("--once")
+        assert rc == 0, err
+
     def plant_pending_commit(self, value, commit=True, restart=None):
         """smb.conf's socket options line set to `value` and the state file
         saying a run wrote it as a commit and was killed before it was

@@ -761,9 +761,7 @@ def test_set_buffers_refuses_a_live_trials_value(make_env):
     word. It is refused, saying why; another value is written as before
     (and the trial's end leaves it: the line is no longer the trial's)."""
     env = make_env(LEGACY)
-    env.write_config(tune={"mode": q("advise")})
-    rc, out, err = env.run("--once")  # a state file, as a cycle leaves it
-    assert rc == 0, err
+    env.cycle_once_advised()  # a state file, as a cycle leaves it
     old, new = env.plant_pending_commit("TCP_NODELAY SO_RCVBUF=262144 SO_SNDBUF=262144",
                                         commit=False)
     before = env.srv.conf.read_bytes()
@@ -794,9 +792,7 @@ def test_set_buffers_over_a_live_trial_keeps_the_backup(make_env):
     trial's bytes, over the admin's: restoring "the previous file" from
     backup/ put the trial's sizes into production."""
     env = make_env(LEGACY)
-    env.write_config(tune={"mode": q("advise")})
-    rc, out, err = env.run("--once")  # a state file, as a cycle leaves it
-    assert rc == 0, err
+    env.cycle_once_advised()  # a state file, as a cycle leaves it
     admins = env.srv.conf.read_bytes()
     env.plant_pending_commit("TCP_NODELAY SO_RCVBUF=262144 SO_SNDBUF=262144", commit=False)
     trials = env.srv.conf.read_bytes()

@@ -11,6 +11,7 @@ admin asks first, read from the state file and smb.conf, changing nothing.
   bytes under the same name, nothing kept aside, no hold written.
 """
 
+import fcntl
 import json
 import os
 import re
@@ -30,7 +31,7 @@ INT_OR_NULL = (int, type(None))
 STR_OR_NULL = (str, type(None))
 BOOL_OR_NULL = (bool, type(None))
 KEYS = {
-    "state_file": str, "state": str, "state_error": STR_OR_NULL, "smb_conf": str,
+    "state_file": str, "running": BOOL_OR_NULL, "runner_pid": INT_OR_NULL, "state": str, "state_error": STR_OR_NULL, "smb_conf": str,
     "smb_conf_error": STR_OR_NULL, "socket_options": STR_OR_NULL, "file": STR_OR_NULL,
     "line": INT_OR_NULL, "written_by": str, "last_written": STR_OR_NULL,
     "written_at": INT_OR_NULL, "have_incumbent": BOOL_OR_NULL, "rcvbuf": INT_OR_NULL,
@@ -190,16 +191,24 @@ def test_status_after_commit_hand_edit_and_hold(make_env):
 
     # 4. The daemon's cycle (held again) schedules the next: interval 1h.
     held_at = obj["cycle_at"]
+    assert obj["running"] is False and obj["runner_pid"] is None, obj
     d = env.start()
     d.wait_for(lambda: env.state().get("next_at", "0") != "0", timeout=60,
                what="the daemon's cycle end")
+    # 5. A running daemon is named, by the kernel's record of its lock
+    rc, obj = status_json(env)
+    assert rc == 0 and obj["running"] is True and obj["runner_pid"] == d.proc.pid, obj
+    rc, f, err = status_text(env)
+    assert f["Running"] == f"yes, pid {d.proc.pid} holds {env.state_dir}/run.lock", f
     d.signal(signal.SIGTERM)
     assert d.wait(timeout=60) == 0, d.stderr
     rc, obj = status_json(env)
     assert rc == 0 and obj["cycle_at"] >= held_at, obj
+    assert obj["running"] is False and obj["runner_pid"] is None, obj
     assert obj["next_at"] == obj["cycle_at"] + 3600, obj
     rc, f, err = status_text(env)
     assert f["Next cycle"].endswith("(if the daemon runs)"), f
+    assert f["Running"] == f"no (no run of smbtuned holds {env.state_dir}/run.lock)", f
 
 
 @pytest.mark.parametrize("damage", ["garbage", "newer", "fifo"])
@@ -276,9 +285,11 @@ def test_a_direction_never_measured_is_null_not_zero(make_env):
     assert rc == 0 and (obj["write_mbps"], obj["read_mbps"]) == (None, 90.25), obj
 
 def test_pending_before_any_commit_says_so(make_env):
-    """A first cycle's live trial: a step in flight and no line of
-    smbtuned's yet. --status says that, not "smbtuned last wrote
-    '(null)'" (printf of a NULL string, which it once did)."""
+    """A first cycle's live trial of the run that holds the state
+    directory (its run.lock, held here as a run holds it): a step in
+    flight and no line of smbtuned's yet. --status says that, not
+    "smbtuned last wrote '(null)'" (printf of a NULL string, which it once
+    did)."""
     env = make_env(LEGACY)
     env.write_config()
     conf = env.srv.conf
@@ -286,12 +297,64 @@ def test_pending_before_any_commit_says_so(make_env):
         "pending no\n", f"pending yes\npending_file {conf}\n"
         "pending_written [global]\\n\\tsocket options = X\\n\n"
         "pending_original [global]\\n\n"))
+    fd = os.open(env.state_dir / "run.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        rc, f, err = status_text(env)
+        assert rc == 0, err
+        assert f["Running"] == f"yes, pid {os.getpid()} holds {env.state_dir}/run.lock", f
+        assert f["Written"] == ("a step in flight (see Pending); smbtuned has written no line "
+                                "of its own yet"), f
+        assert f["Pending"] == (f"a live trial in {conf}, a step in flight of the run that "
+                                "holds the state directory: by the end of its cycle it takes "
+                                "it back or commits it, and a stop takes it back"), f
+        rc, obj = status_json(env)
+        assert rc == 0 and obj["last_written"] is None and obj["written_by"] == "pending", obj
+    finally:
+        os.close(fd)
+
+
+def test_a_trial_left_by_a_stopped_run(make_env):
+    """A live trial that a killed run left: with no run holding the state
+    directory, --status says what the next start will do with it, judged
+    as the start judges it (the line against the record). Once said "a
+    step in flight" whatever the line held, so an admin's edit since read
+    as smbtuned's and the promised take-back never came."""
+    env = make_env(LEGACY)
+    env.cycle_once_advised()  # a state file, as a cycle leaves it
+    old, new = env.plant_pending_commit("TCP_NODELAY SO_RCVBUF=262144 SO_SNDBUF=262144",
+                                        commit=False)
+    conf = env.srv.conf
+    trial = conf.read_text()
+    rc, f, err = status_text(env)
+    assert rc == 0 and f["Running"].startswith("no "), f
+    assert f["Pending"] == (f"a live trial in {conf}, left by a run that stopped: the next "
+                            "start takes it back"), f
+    # the admin's own line since: theirs stays, and smbtuned holds off
+    conf.write_text(trial.replace(new, old.split("=", 1)[0] + "= SO_RCVBUF=65536"))
     rc, f, err = status_text(env)
     assert rc == 0, err
-    assert f["Written"] == ("a step in flight (see Pending); smbtuned has written no line of "
-                            "its own yet"), f
+    assert f["Written"] == ("edited by hand since smbtuned wrote a live trial there (see "
+                            "Pending); it holds off at its next start until `smbtuned "
+                            "--resume`"), f
+    assert f["Pending"] == (f"a live trial in {conf}, left by a run that stopped, and the line "
+                            "was changed since: the next start leaves it as it is and holds "
+                            "off"), f
     rc, obj = status_json(env)
-    assert rc == 0 and obj["last_written"] is None, obj
+    assert rc == 0 and obj["written_by"] == "edited_by_hand" and obj["pending"] == "trial", obj
+    # what the trial replaced, back: only the record goes
+    conf.write_text(trial.replace(new, old))
+    rc, f, err = status_text(env)
+    assert rc == 0, err
+    assert f["Pending"] == (f"a live trial in {conf}, left by a run that stopped; the line "
+                            "already holds what it replaced: the next start only clears the "
+                            "record"), f
+    # and the start does as said: the line kept, no hold (the admin's
+    # line, changed, is what test_daemon's hand-edit tests cover)
+    rc, out, err = env.run("--once")
+    assert socket_value(conf.read_bytes()) == socket_value(old.encode()), err
+    rc, obj = status_json(env)
+    assert obj["pending"] == "none" and obj["hold"] is False, obj
 
 
 def test_state_not_readable_says_run_as_root(make_env):

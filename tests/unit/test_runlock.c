@@ -20,6 +20,7 @@
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -483,6 +484,55 @@ static void test_forked_children(void **state)
     close(fd2);
 }
 
+static void test_locks_line(void **state)
+{
+    dev_t dev = makedev(0x103, 0x1f);
+    pid_t pid = -5;
+
+    (void)state;
+    assert_true(runlock_locks_line("1: FLOCK  ADVISORY  WRITE 4321 103:1f:123456 0 EOF\n", dev,
+                                   123456, &pid));
+    assert_int_equal(pid, 4321);
+    /* another inode, another device, a byte-range lock, a waiter */
+    assert_false(runlock_locks_line("1: FLOCK  ADVISORY  WRITE 4321 103:1f:123457 0 EOF\n", dev,
+                                    123456, &pid));
+    assert_false(runlock_locks_line("1: FLOCK  ADVISORY  WRITE 4321 08:01:123456 0 EOF\n", dev,
+                                    123456, &pid));
+    assert_false(runlock_locks_line("2: POSIX  ADVISORY  WRITE 4321 103:1f:123456 0 EOF\n", dev,
+                                    123456, &pid));
+    assert_false(runlock_locks_line("1: -> FLOCK  ADVISORY  WRITE 99 103:1f:123456 0 EOF\n", dev,
+                                    123456, &pid));
+    /* a holder the kernel cannot name here */
+    pid = -5;
+    assert_true(runlock_locks_line("7: FLOCK  ADVISORY  WRITE -1 103:1f:123456 0 EOF\n", dev,
+                                   123456, &pid));
+    assert_int_equal(pid, 0);
+    assert_false(runlock_locks_line("", dev, 123456, &pid));
+    assert_false(runlock_locks_line("1: FLOCK", dev, 123456, &pid));
+    assert_false(runlock_locks_line("junk 103:1f:123456\n", dev, 123456, &pid));
+}
+
+/* The holder as the kernel knows it, without taking the lock. */
+static void test_holder(void **state)
+{
+    struct err e = {{0}};
+    pid_t holder, pid = -5;
+    int fd;
+
+    (void)state;
+    assert_int_equal(runlock_holder(dir, &pid, &e), 0); /* no run.lock */
+    fd = runlock_take(dir, &holder, &e);
+    assert_true(fd >= 0);
+    assert_int_equal(runlock_holder(dir, &pid, &e), 1);
+    assert_int_equal(pid, getpid());
+    close(fd);
+    assert_int_equal(runlock_holder(dir, &pid, &e), 0); /* the file stays, unlocked */
+    /* and asking took nothing: a run still takes it */
+    fd = runlock_take(dir, &holder, &e);
+    assert_true(fd >= 0);
+    close(fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -501,6 +551,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_someone_elses_file_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_never_a_standard_stream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forked_children, setup, teardown),
+        cmocka_unit_test(test_locks_line),
+        cmocka_unit_test_setup_teardown(test_holder, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
