@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "netaddr.h"
 #include "parse.h"
 
 #define SCHEME "smb://"
@@ -361,14 +362,13 @@ int url_format_smbc(const struct url *u, const char *extra, char *out, size_t ou
 
 bool url_is_loopback(const struct url *u)
 {
-    struct in_addr a4;
-    struct in6_addr a6;
+    struct sockaddr_in a4 = {.sin_family = AF_INET};
+    struct sockaddr_in6 a6 = {.sin6_family = AF_INET6};
 
-    /* the whole of 127.0.0.0/8 is loopback, not only 127.0.0.1; a host
-     * name is not case-sensitive */
-    if (inet_pton(AF_INET, u->host, &a4) == 1)
-        return (ntohl(a4.s_addr) >> 24) == 127;
-    if (inet_pton(AF_INET6, u->host, &a6) == 1)
-        return IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+    /* an address as netaddr reads one; a host name is not case-sensitive */
+    if (inet_pton(AF_INET, u->host, &a4.sin_addr) == 1)
+        return netaddr_loopback((const struct sockaddr *)&a4);
+    if (inet_pton(AF_INET6, u->host, &a6.sin6_addr) == 1)
+        return netaddr_loopback((const struct sockaddr *)&a6);
     return strcasecmp(u->host, "localhost") == 0;
 }
