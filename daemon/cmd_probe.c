@@ -100,6 +100,9 @@ int cmd_probe(const struct opts *o)
         left_out(r.read_startup_bytes, r.read_startup_s, r.read_wait_s);
         if (r.outcome == PROBE_TIMEOUT)
             printf("  (timeout: %s; the rates are lower bounds)\n", r.cause);
+        /* a name or address of this machine measures loopback too */
+        if (r.loopback)
+            printf("  (on this machine's loopback: not a client's path over the network)\n");
     }
     fflush(stdout);
     {

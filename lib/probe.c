@@ -466,6 +466,7 @@ int probe_finish(struct probe_job *job, struct probe_result *r, struct err *e)
     r->killed = !done;
     r->client_rcvbuf = sh->client_rcvbuf ? sh->client_rcvbuf : -1;
     r->client_sndbuf = sh->client_sndbuf ? sh->client_sndbuf : -1;
+    r->loopback = sh->loopback == 1;
 
     close(job->fd);
     munmap(sh, sizeof(*sh));

@@ -160,6 +160,11 @@ struct probe_result {
     /* What getsockopt says the client socket has once connected (twice the
      * requested size when one was set), -1 when unknown. */
     int client_rcvbuf, client_sndbuf;
+    /* The connection stayed on this machine (the peer a loopback address,
+     * or one of this machine's own: netaddr_same_host), so it ran over the
+     * loopback device whatever the url's host; false when it went
+     * elsewhere or its socket was not found. */
+    bool loopback;
     /* How far it got: from PROBE_STAGE_CREATING on, unless it ended ok
      * by itself (it removed the file then), its file may be left in the
      * share. */

@@ -27,6 +27,7 @@
 #include "child.h"
 #include "connect_guard.h"
 #include "creds.h"
+#include "netaddr.h"
 #include "probe_made.h"
 #include "smbc_api.h"
 
@@ -75,12 +76,18 @@ static void auth_fn(SMBCCTX *ctx, const char *srv, const char *shr, char *wg, in
 }
 
 /* The TCP socket libsmbclient connected (it does not expose it): the
- * stream socket with a peer among our descriptors. */
+ * stream socket with a peer among our descriptors; its buffers, and
+ * whether it stays on this machine: a url that names this machine by a
+ * name or address other than loopback still measures the loopback device
+ * (netaddr.h), which the daemon must know (facts_trials_on_loopback).
+ * Asked here, in the child, where the name was resolved: the daemon's
+ * loop resolves nothing. */
 static void read_client_buffers(struct child *c)
 {
     int fd;
 
     c->sh->client_rcvbuf = c->sh->client_sndbuf = -1;
+    c->sh->loopback = 0;
     c->sock = -1;
     for (fd = 0; fd < 1024; fd++) {
         int dom, type, rcv, snd;
@@ -103,6 +110,7 @@ static void read_client_buffers(struct child *c)
             continue;
         c->sh->client_rcvbuf = rcv;
         c->sh->client_sndbuf = snd;
+        c->sh->loopback = netaddr_fd_same_host(fd) == 1;
         c->sock = fd;
     }
 }

@@ -41,6 +41,9 @@ struct probe_shared {
     int done;
     int outcome;
     int client_rcvbuf, client_sndbuf;
+    /* 1: the connection stays on this machine (netaddr_fd_same_host);
+     * 0: it does not, or its socket was not found */
+    int loopback;
     char cause[512];
     /* enum probe_recycle and its details (struct probe_result's); read
      * once `done` is seen. */

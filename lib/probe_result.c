@@ -135,6 +135,7 @@ int probe_result_json(const struct probe_result *r, char *out, size_t outlen)
         json_object_set_new(o, "write_pace_bps", json_integer(r->write_pace_bps)) == 0 &&
         json_object_set_new(o, "client_rcvbuf", json_integer(r->client_rcvbuf)) == 0 &&
         json_object_set_new(o, "client_sndbuf", json_integer(r->client_sndbuf)) == 0 &&
+        json_object_set_new(o, "loopback", json_boolean(r->loopback)) == 0 &&
         json_object_set_new(o, "recycle", json_string(probe_recycle_name(r->recycle))) == 0)
         text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
     json_decref(o);

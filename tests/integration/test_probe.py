@@ -120,6 +120,9 @@ def test_probe_measures_both_ways_and_leaves_nothing(smbd, smbtuned, tmp_path):
                                                rel=1e-3, abs=1e-3), j
     # Loopback has no slower hop to pace for.
     assert j["write_pace_bps"] == 0, j
+    # and the probe knows it is loopback (test_client_trials_to_this_machine
+    # has a name of this machine that is not, and a peer)
+    assert j["loopback"] is True, j
     assert probe_files(smbd.share_dir) == []
     assert r.stderr == ""
 

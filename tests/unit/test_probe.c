@@ -111,6 +111,7 @@ static void test_json(void **state)
     r.write_pace_bps = 250000000;
     r.client_rcvbuf = 524288;
     r.client_sndbuf = -1;
+    r.loopback = true;
     assert_int_equal(probe_result_json(&r, line, sizeof(line)), 0);
     assert_string_equal(line, "{\"outcome\":\"timeout\",\"write_mbps\":2.0,\"read_mbps\":0.0,"
                               "\"write_bytes\":1000000,\"read_bytes\":0,\"write_s\":0.5,"
@@ -119,7 +120,7 @@ static void test_json(void **state)
                               "\"read_startup_s\":0.0,\"write_wait_s\":0.375,"
                               "\"read_wait_s\":0.0,\"write_pace_bps\":250000000,"
                               "\"client_rcvbuf\":524288,\"client_sndbuf\":-1,"
-                              "\"recycle\":\"none\"}");
+                              "\"loopback\":true,\"recycle\":\"none\"}");
     assert_int_equal(probe_result_json(&r, line, 20), -ENOSPC);
     /* One byte short of the line, and just enough. */
     assert_int_equal(probe_result_json(&r, line, strlen(line)), -ENOSPC);
@@ -154,7 +155,8 @@ static void test_json_values(void **state)
                               "\"read_startup_bytes\":0,\"read_startup_s\":0.0,"
                               "\"write_wait_s\":0.0,\"read_wait_s\":0.012346,"
                               "\"write_pace_bps\":0,\"client_rcvbuf\":2304,"
-                              "\"client_sndbuf\":8388608,\"recycle\":\"none\"}");
+                              "\"client_sndbuf\":8388608,\"loopback\":false,"
+                              "\"recycle\":\"none\"}");
     r.read_mbps = 0.1;
     r.write_mbps = 987654.3216;
     assert_int_equal(probe_result_json(&r, line, sizeof(line)), 0);
