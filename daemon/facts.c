@@ -214,12 +214,17 @@ void facts_search_bounds(const struct facts *f, const struct tuner_opts *o,
     }
 }
 
-bool facts_trials_on_loopback(const struct tuner_opts *o)
+bool facts_trials_on_loopback(const struct tuner_opts *o, bool probe_loopback)
 {
     /* Whatever the url's host: the probe of a shadow trial connects to
      * 127.0.0.1 and the shadow's port (place.c, shadow_url()), also for
-     * `url = smb://fileserver/data` on fileserver itself. */
-    return o->trials == TUNER_SHADOW;
+     * `url = smb://fileserver/data` on fileserver itself. A client
+     * trial's probe connects to the url's host: loopback when that is
+     * this machine, which only the connection can tell (a name, or an
+     * address of a local interface, is no loopback address as written).
+     * Live trials keep their rates as they were (the url is this smbd's
+     * by their rule, and they are not recommended). */
+    return o->trials == TUNER_SHADOW || (o->trials == TUNER_CLIENT && probe_loopback);
 }
 
 void facts_fingerprint(const struct facts *f, struct state *st, const char *smb_conf, char *msg,

@@ -82,9 +82,12 @@ bool facts_listener_explicit(const struct facts *f, struct search_config inc0,
 
 /* Whether the trials run on this machine's loopback: shadow trials, with
  * or without a url, whatever its host (the probe connects to the shadow
- * on 127.0.0.1). Loopback cannot rank sizes above the small-buffer cliff
+ * on 127.0.0.1); and client trials whose probe found its connection on
+ * this machine (probe_loopback: a probe of the search said so,
+ * probe_result.loopback), which a url of this machine by any name or
+ * address gives. Loopback cannot rank sizes above the small-buffer cliff
  * (shared/FACTS.md: runs vary by 25%), which outcome.c takes into
  * account. */
-bool facts_trials_on_loopback(const struct tuner_opts *o);
+bool facts_trials_on_loopback(const struct tuner_opts *o, bool probe_loopback);
 
 #endif

@@ -168,7 +168,7 @@ static long loopback_size(struct outcome *out, const struct search_params *p, co
 int outcome_decide(struct outcome *out, const struct search *s, const struct tally *tally,
                    const struct facts *f, const struct tuner_opts *o, const char *value0,
                    struct search_config inc0, bool auto_blocked,
-                   const struct clients_watch_summary *real)
+                   const struct clients_watch_summary *real, bool probe_loopback)
 {
     struct search_config w = search_incumbent(s);
     bool kept = search_config_eq(w, inc0);
@@ -194,7 +194,7 @@ int outcome_decide(struct outcome *out, const struct search *s, const struct tal
     }
     /* Kept too: loopback trials that keep a size holding real clients back
      * could not have told it from a larger one. */
-    if (facts_trials_on_loopback(o)) {
+    if (facts_trials_on_loopback(o, probe_loopback)) {
         const struct search_params *p = search_params_of(s);
 
         w.rcvbuf = loopback_size(out, p, f, o, inc0, real, SOCKOPTS_RCVBUF, w.rcvbuf, kept);

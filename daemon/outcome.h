@@ -37,7 +37,9 @@ struct outcome {
 
 /* What the search s (converged) comes to from value0 (whose configuration
  * is inc0). real: this cycle's summary of smbd's real connections (NULL
- * or not valid: none read). Loopback trials (facts_trials_on_loopback)
+ * or not valid: none read). probe_loopback: a probe of the search found
+ * its connection on this machine (probe_result.loopback). Loopback trials
+ * (facts_trials_on_loopback)
  * cannot rank sizes above the small-buffer cliff, so there an explicit
  * size of the winner is committed only if real connections held back by
  * that buffer ask for one (then at least what covers their largest
@@ -47,7 +49,7 @@ struct outcome {
 int outcome_decide(struct outcome *out, const struct search *s, const struct tally *tally,
                    const struct facts *f, const struct tuner_opts *o, const char *value0,
                    struct search_config inc0, bool auto_blocked,
-                   const struct clients_watch_summary *real);
+                   const struct clients_watch_summary *real, bool probe_loopback);
 
 /* The outcome of a search stopped before it converged (its byte budget
  * spent, its time window closed): the line it started from stays; why, in

@@ -78,6 +78,11 @@ struct tuner {
     int auto_checks;     /* AUTO samples taken for the report since */
     char fp_change[512]; /* fingerprint change, told with the first sample */
     bool fp_other_rates; /* its rates before: computed another way */
+    /* a probe of this search found its connection on this machine
+     * (probe_result.loopback): its client trials are loopback trials
+     * (facts_trials_on_loopback); set from the samples, so that no name
+     * is resolved on the loop */
+    bool probe_loopback;
     /* smbd's real connections this cycle (clients_watch.h) */
     struct clients_watch_summary real;
     /* a search started for them (steering), from this value in force:

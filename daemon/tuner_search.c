@@ -77,12 +77,30 @@ static const char *verified_words(const struct tuner *t)
     return " (the search's winner, not the line in force)";
 }
 
+/* A client trial's probe that stayed on this machine: the url names it by
+ * a name or address other than loopback (trials = auto would have made
+ * them shadow trials otherwise). Said once a search, when first seen: the
+ * outcome weighs them as loopback trials (facts_trials_on_loopback). */
+static void note_loopback(struct tuner *t, const struct probe_result *r)
+{
+    if (!r->loopback || t->probe_loopback)
+        return;
+    t->probe_loopback = true;
+    if (t->o.trials == TUNER_CLIENT)
+        journal_log(LOG_NOTICE,
+                    "client trials to %s run on this machine's loopback (the probe's connection "
+                    "stayed on this machine): weighed as loopback trials, an explicit size only "
+                    "where real connections ask for one",
+                    t->o.probe.url);
+}
+
 static void tell(struct tuner *t, const struct probe_result *r)
 {
     struct search_sample x;
     char cs[96];
     int res;
 
+    note_loopback(t, r);
     measure_sample(r, &x);
     tally_add(&t->tally, t->probe_cfg, &x, r->write_bytes + r->read_bytes, t->kind == S_AUTO);
     search_config_str(t->probe_cfg, cs, sizeof(cs));
@@ -472,7 +490,7 @@ static void finish_search(struct tuner *t)
 
     t->w.ops->place_down(t->w.ctx);
     if (outcome_decide(out, t->s, &t->tally, &t->facts, &t->o, t->value0, t->inc0, t->auto_blocked,
-                       &t->real) < 0) {
+                       &t->real, t->probe_loopback) < 0) {
         outcome_free(out);
         tuner_cycle_end(t, false);
         return;
@@ -619,6 +637,7 @@ static void cycle_search(struct tuner *t)
 
     facts_search_bounds(&t->facts, &t->o, t->inc0, &p, &t->auto_blocked);
     t->auto_checks = 0;
+    t->probe_loopback = false;
     /* a new search: the old one and the watch on its winner go */
     verify_free(t->v);
     t->v = NULL;

@@ -509,14 +509,21 @@ static void test_trials_on_loopback(void **state)
                                        "smb://10.127.0.1/s"};
     struct tuner_opts o = {.trials = TUNER_SHADOW};
 
+    /* The url's host as written decides nothing: shadow trials are
+     * loopback's whatever it is; client trials are when their probe found
+     * its connection on this machine (probe_loopback), and only then, a
+     * loopback url included (the probe's word is the connection's). */
     for (size_t i = 0; i < sizeof(urls) / sizeof(urls[0]); i++) {
         o.probe.url = urls[i];
         o.trials = TUNER_SHADOW;
-        assert_true(facts_trials_on_loopback(&o));
+        assert_true(facts_trials_on_loopback(&o, false));
+        assert_true(facts_trials_on_loopback(&o, true));
         o.trials = TUNER_CLIENT;
-        assert_false(facts_trials_on_loopback(&o));
+        assert_false(facts_trials_on_loopback(&o, false));
+        assert_true(facts_trials_on_loopback(&o, true));
         o.trials = TUNER_LIVE;
-        assert_false(facts_trials_on_loopback(&o));
+        assert_false(facts_trials_on_loopback(&o, false));
+        assert_false(facts_trials_on_loopback(&o, true));
     }
 }
 

@@ -58,6 +58,7 @@ struct run {
     bool auto_blocked;
     struct clients_watch_summary real; /* smbd's real connections: none read */
     struct outcome out;
+    bool probe_loopback; /* a probe found its connection on this machine */
 };
 
 /* This kind of machine, no smbd running, trials on a real path (client
@@ -108,7 +109,7 @@ static void converge(struct run *r, struct model *m)
 static int decide(struct run *r, const char *value0)
 {
     return outcome_decide(&r->out, r->s, &r->t, &r->f, &r->o, value0, r->inc0, r->auto_blocked,
-                          &r->real);
+                          &r->real, r->probe_loopback);
 }
 
 static void run_free(struct run *r)
@@ -452,6 +453,21 @@ static void test_loopback_keeps_auto(void **state)
     assert_int_equal(decide(&r, "TCP_NODELAY"), 0);
     assert_int_equal(r.out.kind, OUTCOME_COMMIT);
     assert_true(search_config_eq(r.out.w, search_incumbent(r.s)));
+    assert_string_equal(r.out.why, "");
+    outcome_free(&r.out);
+    /* client trials whose probe found the url's host to be this machine
+     * (fileserver.example is this machine's own name): loopback trials */
+    r.probe_loopback = true;
+    assert_int_equal(decide(&r, "TCP_NODELAY"), 0);
+    assert_int_equal(r.out.kind, OUTCOME_KEEP);
+    assert_true(search_config_eq(r.out.w, AUTO));
+    assert_non_null(strstr(r.out.why, "SO_RCVBUF autotuning: loopback trials cannot rank sizes "
+                                      "above the small-buffer cliff"));
+    outcome_free(&r.out);
+    /* live trials are weighed as they were */
+    r.o.trials = TUNER_LIVE;
+    assert_int_equal(decide(&r, "TCP_NODELAY"), 0);
+    assert_int_equal(r.out.kind, OUTCOME_COMMIT);
     assert_string_equal(r.out.why, "");
     run_free(&r);
 }

@@ -23,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "logcap.h"
 #include "stuck.h"
 #include "tz.h"
 
@@ -52,6 +53,9 @@ struct sim {
      * 8% that loopback's noise once gave 4 MiB) */
     bool loopback;
     double loop_gain;
+    /* what the probe says of its connection (probe_result.loopback): on
+     * this machine */
+    bool probe_here;
     unsigned long long noise; /* PRNG state */
     struct search_config placed;
     /* what happened */
@@ -201,8 +205,10 @@ static int deliver(sd_event_source *src, uint64_t usec, void *ud)
         if (s->on_measure != NULL)
             s->on_measure(s, s->measures, s->on_measure_ud);
         c = in_force(s);
-        struct probe_result r = {
-            .outcome = PROBE_OK, .write_bytes = s->o->probe.size, .read_bytes = s->o->probe.size};
+        struct probe_result r = {.outcome = PROBE_OK,
+                                 .write_bytes = s->o->probe.size,
+                                 .read_bytes = s->o->probe.size,
+                                 .loopback = s->probe_here};
         measure_fn done = s->measure_done;
 
         /* server side (shadow and live trials): writes rank SO_RCVBUF,
@@ -1161,6 +1167,33 @@ static void test_loopback_keeps_autotuning(void **state)
     v = rerun_loopback_world(f, &s);
     assert_non_null(strstr(v, "SO_RCVBUF="));
     free(v);
+}
+
+/* Client trials to a url that names this machine by a name or address
+ * other than loopback (smb://fileserver.example/sim on fileserver): the
+ * probe finds its connection on this machine, and the trials are weighed
+ * as loopback trials: no explicit size is written, and the journal says
+ * why the client trials count as loopback's. */
+static void test_client_trials_here_keep_autotuning(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+    char *v, *log;
+
+    write_conf(f, "TCP_NODELAY");
+    f->o.trials = TUNER_CLIENT;
+    sim_loopback(&s, &f->o);
+    s.probe_here = true;
+    logcap_begin();
+    assert_int_equal(run(&f->o, &s), 0);
+    log = logcap_end();
+    v = conf_value(f);
+    assert_string_equal(v, "TCP_NODELAY");
+    free(v);
+    assert_non_null(strstr(log, "client trials to smb://fileserver.example/sim run on this "
+                                "machine's loopback"));
+    assert_non_null(strstr(log, "loopback trials cannot rank sizes"));
+    free(log);
 }
 
 /* From the legacy 8192 line, loopback trials (a url on 127.0.0.1) commit
@@ -3399,6 +3432,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_auto_check_ends_far_below, setup, teardown),
         cmocka_unit_test_setup_teardown(test_once_commits_auto_when_best, setup, teardown),
         cmocka_unit_test_setup_teardown(test_loopback_keeps_autotuning, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_client_trials_here_keep_autotuning, setup, teardown),
         cmocka_unit_test_setup_teardown(test_loopback_legacy_commits_auto, setup, teardown),
         cmocka_unit_test_setup_teardown(test_real_clients_steer_loopback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_real_clients_watch_fails, setup, teardown),
