@@ -226,6 +226,12 @@ static void print_text(const struct status *s)
                        "shadow smbds%s%s: not what a client over the network gets)\n",
                        w, r, s->t->own_share ? "" : " serving the share of ",
                        s->t->own_share ? "" : s->t->probe.url);
+            else if (st->rates_loopback)
+                /* client trials whose probe found its connection on this
+                 * machine: the url names it by another name or address */
+                printf("Rates           : write %s, read %s (the probe's, to %s, on this "
+                       "machine's loopback: not what a client over the network gets)\n",
+                       w, r, s->t->probe.url);
             else
                 printf("Rates           : write %s, read %s (the probe's, to %s)\n", w, r,
                        s->t->probe.url);

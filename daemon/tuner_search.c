@@ -319,6 +319,9 @@ static void search_done(struct tuner *t)
     /* saved at the cycle's end, with whatever the end takes back */
     if (!t->failed && out->kind != OUTCOME_STOPPED) {
         t->converged = outcome_record(out, t->s, &t->tally, t->inc0, &t->st);
+        /* whose rates they are, for --status: the probe found out, and
+         * --status resolves nothing */
+        t->st.rates_loopback = facts_trials_on_loopback(&t->o, t->probe_loopback);
         tuner_ref_keep(t);
     }
     tuner_set_status(t, "%s", out->what);

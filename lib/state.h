@@ -53,6 +53,11 @@ struct state {
      * a trial's so that it is taken back, never kept (format 8): what the
      * journal calls it when a later start takes it back */
     bool pending_unrestarted;
+    /* the incumbent's rates are the probe's on this machine's loopback
+     * (format 9): shadow trials, or client trials whose probe found its
+     * connection on this machine (a url of this machine by any name or
+     * address); what `smbtuned --status` calls them */
+    bool rates_loopback;
     /* what `smbtuned --status` tells (format version 2; 0 and NULL in a
      * file of version 1): unix seconds, 0 for never */
     long written_at;    /* last_written was written (a commit) */
@@ -105,10 +110,12 @@ struct state {
  * settings it was measured with and verification's recent samples
  * (ref_settings, ref_recent); version 7 whether a pending commit restarts
  * smbd (pending_restart); version 8 whether a pending trial's record was
- * such a commit, whose restart failed (pending_unrestarted). A file of an older
- * version is read without the newer keys, and one that has them is
- * damaged (no smbtuned of that version wrote them). */
-#define STATE_VERSION 8
+ * such a commit, whose restart failed (pending_unrestarted); version 9
+ * whether the incumbent's rates were measured on loopback
+ * (rates_loopback). A file of an older version is read without the newer
+ * keys, and one that has them is damaged (no smbtuned of that version
+ * wrote them). */
+#define STATE_VERSION 9
 /* pending_restart: unknown (a trial, none pending, or a commit recorded
  * by a version before 7: ask the kernel, as then), no, yes */
 enum { STATE_RESTART_UNKNOWN, STATE_RESTART_NO, STATE_RESTART_YES };

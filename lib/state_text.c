@@ -84,6 +84,7 @@ static const struct field fields[] = {
     FV("ref_recent", K_STR, ref_recent, 0, 6),
     FV("pending_restart", K_LONG, pending_restart, STATE_RESTART_YES, 7),
     FV("pending_unrestarted", K_BOOL, pending_unrestarted, 0, 8),
+    FV("rates_loopback", K_BOOL, rates_loopback, 0, 9),
     F("cycles", K_LONG, cycles, LONG_MAX),
 };
 

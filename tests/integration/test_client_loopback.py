@@ -6,7 +6,7 @@ measures the loopback device: the kernel sends a connection to one of the
 machine's own addresses over `lo`. The probe tells it from its socket's two
 ends (lib/netaddr.h), and the daemon weighs such a search as it weighs
 shadow trials (daemon/outcome.c: an explicit size only where real
-connections ask for one).
+connections ask for one), and --status calls its rates loopback's.
 
 The test's own two network namespaces (tests/netem's WanPath, a short fast
 path): smbd listens on the server namespace's 10.199.0.2, which is no
@@ -87,3 +87,12 @@ def test_client_trials_to_this_machine_are_loopback_trials(wan, make_env, smbtun
     assert obj["samples"] > 0, obj
     assert RULE_RE.search(obj["result"]), obj
     assert srv.conf.read_bytes() == before
+
+    # --status calls the rates what they are (the state file keeps it:
+    # --status resolves nothing)
+    rc, out, err = env.run("--status", timeout=60)
+    assert rc == 0, err
+    rates = [ln for ln in out.splitlines() if ln.startswith("Rates ")]
+    assert len(rates) == 1, out
+    assert rates[0].endswith(f"(the probe's, to {srv.url}, on this machine's loopback: not what "
+                             "a client over the network gets)"), out

@@ -145,9 +145,20 @@ def test_status_after_commit_hand_edit_and_hold(make_env):
     assert re.fullmatch(rates + r"on loopback to shadow smbds serving the share of " +
                         re.escape(env.srv.url) + r": not what a client over the network gets\)",
                         f["Rates"]), f
+    # with client trials: the state file says whether their probe found
+    # its connection on this machine (rates_loopback; these were shadow
+    # trials', on loopback), and without it the rates are the url's
     conf_text = env.conf.read_text()
     env.write_config(tune={"trials": '"client"'})
     rc, fc, err = status_text(env)
+    assert rc == 0, err
+    assert re.fullmatch(rates + "to " + re.escape(env.srv.url) + r", on this machine's loopback: "
+                        r"not what a client over the network gets\)", fc["Rates"]), fc
+    assert b"\nrates_loopback yes\n" in state_bytes, state_bytes
+    (env.state_dir / "state").write_bytes(state_bytes.replace(b"\nrates_loopback yes\n",
+                                                              b"\nrates_loopback no\n"))
+    rc, fc, err = status_text(env)
+    (env.state_dir / "state").write_bytes(state_bytes)
     env.conf.write_text(conf_text)
     assert rc == 0, err
     assert re.fullmatch(rates + "to " + re.escape(env.srv.url) + r"\)", fc["Rates"]), fc

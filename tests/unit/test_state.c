@@ -71,7 +71,7 @@ static void test_round_trip(void **state)
 
     text = state_format(&a);
     assert_non_null(text);
-    assert_non_null(strstr(text, "\nversion 8\n"));
+    assert_non_null(strstr(text, "\nversion 9\n"));
     /* cycles stays last: a file cut after a whole line lacks it */
     assert_non_null(strstr(text, "\ncycles 7\n"));
     assert_string_equal(strstr(text, "\ncycles 7\n"), "\ncycles 7\n");
@@ -193,9 +193,9 @@ static void test_legacy_and_version(void **state)
     assert_int_equal(parse(t, &s, &e), 0);
     state_free(&s);
     free(t);
-    assert_legacy_damaged(1, "version 9",
-                          "state:1: format version 9, written by a newer smbtuned (expected "
-                          "version 8 or older)");
+    assert_legacy_damaged(1, "version 10",
+                          "state:1: format version 10, written by a newer smbtuned (expected "
+                          "version 9 or older)");
     assert_legacy_damaged(1, "version 99999999999999999999", "state:1: bad value for version");
     assert_legacy_damaged(3, "version 1", "state:3: 'version' after other entries");
 }
@@ -382,7 +382,7 @@ static void as_version4(char *text)
     assert_non_null(from);
     assert_non_null(to);
     memmove(from, to, strlen(to) + 1);
-    memcpy(strstr(text, "version 8"), "version 4", 9);
+    memcpy(strstr(text, "version 9"), "version 4", 9);
 }
 
 static void test_version4_clients_smbd(void **state)
@@ -430,9 +430,17 @@ static void drop_key(char *text, const char *key)
     memmove(from, to, strlen(to) + 1);
 }
 
+/* text (state_format's) as version 8 wrote it: without rates_loopback. */
+static void as_version8(char *text)
+{
+    drop_key(text, "\nrates_loopback ");
+    memcpy(strstr(text, "version 9"), "version 8", 9);
+}
+
 /* text (state_format's) as version 7 wrote it: without pending_unrestarted. */
 static void as_version7(char *text)
 {
+    as_version8(text);
     drop_key(text, "\npending_unrestarted ");
     memcpy(strstr(text, "version 8"), "version 7", 9);
 }
@@ -620,7 +628,7 @@ static void test_version8_pending_unrestarted(void **state)
     free(text);
     /* damaged as version 7; a version 7 file as version 7 wrote it:
      * read, a trial's record */
-    assert_pending_key(&a, "pending_unrestarted", 8, NULL, as_version7, &s);
+    assert_pending_key(&a, "pending_unrestarted", 8, as_version8, as_version7, &s);
     assert_true(s.pending);
     assert_false(s.pending_unrestarted);
     state_free(&s);
@@ -632,6 +640,38 @@ static void test_version8_pending_unrestarted(void **state)
     smbconf_edit_free(&a.pending_edit);
     assert_format_damaged(&a, "parts of a pending edit, but 'pending no'");
     state_free(&a);
+}
+
+/* Version 9: the incumbent's rates measured on loopback, kept; a file of
+ * version 8 reads without it (false: --status says what it said before);
+ * in a version 8 file it is damage. */
+static void test_version9_rates_loopback(void **state)
+{
+    struct state a = {0}, s;
+    struct err e = {{0}};
+    char *text;
+
+    (void)state;
+    a.have_incumbent = a.rates_loopback = true;
+    a.write_mbps = 100;
+    text = state_format(&a);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "\nrates_loopback yes\n"));
+    assert_int_equal(parse(text, &s, &e), 0);
+    assert_true(s.rates_loopback);
+    state_free(&s);
+    as_version8(text);
+    assert_int_equal(parse(text, &s, &e), 0);
+    assert_false(s.rates_loopback);
+    assert_true(s.have_incumbent);
+    state_free(&s);
+    free(text);
+    text = state_format(&a);
+    assert_non_null(text);
+    memcpy(strstr(text, "version 9"), "version 8", 9);
+    assert_damaged_str(text, "'rates_loopback' in a file of format version 8 (expected it from "
+                             "version 9");
+    free(text);
 }
 
 static void test_pending_incomplete(void **state)
@@ -719,7 +759,7 @@ static void test_unknown_duplicate_nul(void **state)
     (void)state;
     assert_legacy_damaged(13, "cycles 3\nfuture_key whatever",
                           "state:14: unknown key 'future_key' (expected a key of format version "
-                          "8)");
+                          "9)");
     assert_legacy_damaged(13, "cycles 3\nrcvbuf 5",
                           "state:14: 'rcvbuf' given twice (first at line 3; expected each key "
                           "once)");
@@ -1061,6 +1101,7 @@ int main(void)
         cmocka_unit_test(test_version6_settings),
         cmocka_unit_test(test_version7_pending_restart),
         cmocka_unit_test(test_version8_pending_unrestarted),
+        cmocka_unit_test(test_version9_rates_loopback),
         cmocka_unit_test(test_pending_incomplete),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_bad_numbers),

@@ -1172,12 +1172,14 @@ static void test_loopback_keeps_autotuning(void **state)
 /* Client trials to a url that names this machine by a name or address
  * other than loopback (smb://fileserver.example/sim on fileserver): the
  * probe finds its connection on this machine, and the trials are weighed
- * as loopback trials: no explicit size is written, and the journal says
- * why the client trials count as loopback's. */
+ * as loopback trials: no explicit size is written, the journal says why
+ * the client trials count as loopback's, and the state file that their
+ * rates are loopback's (--status). On a peer's path they are not. */
 static void test_client_trials_here_keep_autotuning(void **state)
 {
     struct fix *f = *state;
     struct sim s;
+    struct state st;
     char *v, *log;
 
     write_conf(f, "TCP_NODELAY");
@@ -1194,6 +1196,19 @@ static void test_client_trials_here_keep_autotuning(void **state)
                                 "machine's loopback"));
     assert_non_null(strstr(log, "loopback trials cannot rank sizes"));
     free(log);
+    load_state(f, &st);
+    assert_true(st.have_incumbent);
+    assert_true(st.rates_loopback);
+    state_free(&st);
+    /* the same world across a path to a peer */
+    s.probe_here = false;
+    v = rerun_loopback_world(f, &s);
+    assert_non_null(strstr(v, "SO_RCVBUF="));
+    free(v);
+    load_state(f, &st);
+    assert_true(st.have_incumbent);
+    assert_false(st.rates_loopback);
+    state_free(&st);
 }
 
 /* From the legacy 8192 line, loopback trials (a url on 127.0.0.1) commit
