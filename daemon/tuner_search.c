@@ -168,14 +168,20 @@ static void tell(struct tuner *t, const struct probe_result *r)
             char rd[32] = "not measured";
 
             /* what `systemctl status` shows while the search runs; a read
-             * not reached (the write ran out of time) is not a rate */
+             * not reached (the write ran out of time) is not a rate. Where
+             * the trial is: a live one is in production's smb.conf, and an
+             * admin looking at `systemctl status` must see that first. */
             if (x.read >= 0)
                 snprintf(rd, sizeof(rd), "%.1f", x.read);
             report_rates(t->s, &t->tally, search_incumbent(t->s), &iw, &ir);
             tuner_set_status(t,
-                             "searching: sample %d, trial %s write %.1f read %s MB/s vs "
+                             "searching: sample %d, %s %s write %.1f read %s MB/s vs "
                              "%.1f %.1f",
-                             t->tally.samples, cs, x.write, rd, iw, ir);
+                             t->tally.samples,
+                             t->o.trials == TUNER_LIVE     ? "live trial in smb.conf:"
+                             : t->o.trials == TUNER_SHADOW ? "shadow trial"
+                                                           : "client trial",
+                             cs, x.write, rd, iw, ir);
         }
         break;
     }
