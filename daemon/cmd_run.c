@@ -465,6 +465,7 @@ int cmd_resume(const struct opts *o)
     struct state st;
     struct err e = {{0}};
     char conf[sizeof(d.cfg.tune.smb_conf) + 32];
+    bool damaged;
     int r;
 
     if (cmd_load_config(o, &d.cfg, &e) < 0) {
@@ -479,9 +480,23 @@ int cmd_resume(const struct opts *o)
         printf("smbtuned was not holding off\n");
         return 0;
     }
+    /* A damaged file (state_peek says so, under the lock) becomes a hold
+     * in state_load, whose reason asks the admin to check the line first,
+     * since it may have stood for a live trial still in smb.conf: that
+     * hold is not ended in the same breath. The next --resume ends it. */
+    damaged = r == 0 && state_peek(d.cfg.tune.state_dir, &st, NULL) == -EBADMSG;
+    if (r == 0)
+        state_free(&st); /* zeroed by a failed parse: free again is safe */
     if (r < 0 || state_load(d.cfg.tune.state_dir, &st, &e) < 0) {
         fprintf(stderr, "smbtuned: %s\n", e.msg);
         state_unlock();
+        return CMD_EXIT_FAILURE;
+    }
+    if (damaged) {
+        state_unlock();
+        fprintf(stderr, "smbtuned: %s; the hold stays until the next --resume\n",
+                st.hold_reason ? st.hold_reason : "the state file was damaged");
+        state_free(&st);
         return CMD_EXIT_FAILURE;
     }
     if (!st.hold) {
@@ -490,7 +505,9 @@ int cmd_resume(const struct opts *o)
         state_free(&st);
         return 0;
     }
-    /* The admin's value becomes the one smbtuned starts from. */
+    /* The admin's value becomes the one smbtuned starts from. What the
+     * hold was is said first: the reason may ask for a look at smb.conf. */
+    printf("smbtuned held off: %s\n", st.hold_reason ? st.hold_reason : "by request");
     snprintf(conf, sizeof(conf), "SMBTUNED_SMB_CONF=%s", d.cfg.tune.smb_conf);
     state_end_hold(&st);
     r = state_save(d.cfg.tune.state_dir, &st, &e);
