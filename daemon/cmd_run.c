@@ -564,6 +564,26 @@ static int refused(const struct opts *o, int code, const char *mode, const char 
     return code;
 }
 
+/* A refused start takes nothing back: a live trial that a killed run left
+ * stays in smb.conf, and after exit 78 systemd does not try again
+ * (RestartPreventExitStatus=78). Said after the refusal, so that the
+ * admin who fixes the configuration knows what waits for the next start.
+ * Only read (state_peek): a refused start changes nothing. */
+static void say_left_trial(const char *state_dir)
+{
+    struct state st;
+
+    if (state_peek(state_dir, &st, NULL) < 0)
+        return;
+    if (st.pending && !st.pending_commit && !st.pending_unrestarted)
+        fprintf(stderr,
+                "smbtuned: note: %s/state records a live trial that a stopped run left in %s: "
+                "it stays in force until smbtuned starts and takes it back (smbtuned --status "
+                "says more)\n",
+                state_dir, st.pending_edit.file);
+    state_free(&st);
+}
+
 /* One cycle runner per state directory (lib/runlock.h): a second daemon,
  * or an admin's --once while the service runs, would search beside the
  * first, and on its commit put the shared state file on hold. The lock's
@@ -600,8 +620,18 @@ int cmd_run(const struct opts *o)
     bool scheduled;
     int r, lock;
 
-    if ((r = cmd_load_config(o, &d.cfg, &e)) < 0 || (r = make_opts(&d, FILL_START, &e)) < 0)
-        return refused(o, start_exit(r), NULL, "%s", e.msg);
+    if ((r = cmd_load_config(o, &d.cfg, &e)) < 0) {
+        /* which state directory the file names is unknown: the default,
+         * or --state-dir's */
+        r = refused(o, start_exit(r), NULL, "%s", e.msg);
+        say_left_trial(o->state_dir);
+        return r;
+    }
+    if ((r = make_opts(&d, FILL_START, &e)) < 0) {
+        r = refused(o, start_exit(r), NULL, "%s", e.msg);
+        say_left_trial(d.cfg.tune.state_dir);
+        return r;
+    }
     /* The daemon refuses what -t refuses, before READY=1 and with -t's
      * exit status (but for testparm's verdict, which each cycle reports,
      * the state directory, exit 1 below, and a check that got no answer,
@@ -609,8 +639,11 @@ int cmd_run(const struct opts *o)
      * ExecStartPre= check any more, and
      * RestartPreventExitStatus=78 keeps systemd from retrying such a start
      * for ever. (--once reports it as its cycle's failure.) */
-    if (!o->once && (r = conf_check(&d.topts, &e)) < 0)
-        return refused(o, start_exit(r), NULL, "%s", e.msg);
+    if (!o->once && (r = conf_check(&d.topts, &e)) < 0) {
+        r = refused(o, start_exit(r), NULL, "%s", e.msg);
+        say_left_trial(d.topts.state_dir);
+        return r;
+    }
     mode = d.topts.mode == TUNER_ADVISE ? "advise" : "tune";
     r = files_private_dir(d.topts.state_dir, FILES_DIR_MAKE, &e);
     if (r < 0)

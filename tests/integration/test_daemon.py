@@ -809,6 +809,38 @@ def test_set_buffers_over_a_live_trial_keeps_the_backup(make_env):
         "backup/ holds the trial's bytes" if (backup / name).read_bytes() == trials else "?"
 
 
+def test_a_refused_start_names_the_trial_it_leaves(make_env):
+    """A refused start takes nothing back, and after its exit 78 systemd
+    does not try again: a live trial that a killed run left stays in
+    smb.conf until a start succeeds. The refusal now says so, for a config
+    file that does not load (the state directory then the one --state-dir
+    names) and for an smb.conf the editor refuses; smb.conf is not
+    touched."""
+    env = make_env(LEGACY)
+    env.cycle_once_advised()  # a state file, as a cycle leaves it
+    env.plant_pending_commit("TCP_NODELAY SO_RCVBUF=262144 SO_SNDBUF=262144", commit=False)
+    conf = env.srv.conf
+    trial = conf.read_bytes()
+    note = (f"smbtuned: note: {env.state_dir}/state records a live trial that a stopped run "
+            f"left in {conf}: it stays in force until smbtuned starts and takes it back")
+    good = env.conf.read_text()
+    env.conf.write_text(good.replace('mode = "advise"', 'mode = "advice"'))
+    rc, out, err = env.run("--state-dir", env.state_dir)
+    assert rc == 78 and "mode (tune or advise)" in err, f"{rc}\n{out}\n{err}"
+    assert note in err, err
+    env.conf.write_text(good)
+    conf.write_bytes(trial + b"\tinclude = relative.conf\n")
+    rc, out, err = env.run()
+    assert rc == 78 and "relative" in err, f"{rc}\n{out}\n{err}"
+    assert note in err, err
+    assert conf.read_bytes() == trial + b"\tinclude = relative.conf\n"
+    # nothing recorded: no note
+    env.conf.write_text(good.replace('mode = "advise"', 'mode = "advice"'))
+    (env.state_dir / "state").unlink()
+    rc, out, err = env.run("--state-dir", env.state_dir)
+    assert rc == 78 and "note:" not in err, err
+
+
 def test_sigterm_during_a_commit_keeps_it(make_env, tmp_path):
     """SIGTERM while the commit's job tells smbd (a smbcontrol that hangs):
     the commit is on disk, and it stays, as after a kill -9: the search had
