@@ -55,6 +55,18 @@ int cmd_load_config(const struct opts *o, struct config *c, struct err *e);
  * the parameters of a probe or of a run. The strings point into c. */
 int cmd_fill(const struct config *c, struct tuner_opts *t, struct err *e);
 
+/* How cmd_opts fills: at the start and for -t, with the credentials
+ * file checked in place (cmd_fill); for a SIGHUP, without (its job checks
+ * it, conf_check.h); again: the configuration a SIGHUP has just checked,
+ * filled a second time into d itself (its strings must point into
+ * d->cfg), and the notice not said twice. */
+enum cmd_fill { CMD_FILL_START, CMD_FILL_RELOAD, CMD_FILL_AGAIN };
+
+/* struct config -> struct tuner_opts, and what only the command line says.
+ * The strings stay in c. */
+int cmd_opts(const struct opts *o, const struct config *c, struct tuner_opts *t, enum cmd_fill how,
+             struct err *e);
+
 int cmd_show(const struct opts *o);
 int cmd_set_buffers(const struct opts *o);
 int cmd_probe(const struct opts *o);

@@ -1,4 +1,4 @@
-/* The daemon, --once, -t and --resume. One sd-event loop: a timer starts
+/* The daemon and --once. One sd-event loop: a timer starts
  * each cycle, signals are event sources, the probe child is an io source
  * with a deadline. */
 #include <errno.h>
@@ -8,9 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
@@ -19,12 +16,10 @@
 #include "build.h"
 #include "conf_check.h"
 #include "config.h"
-#include "creds.h"
 #include "files.h"
 #include "job.h"
 #include "journal.h"
 #include "place.h"
-#include "probe.h"
 #include "report.h"
 #include "runlock.h"
 #include "smbconf.h"
@@ -46,117 +41,6 @@ struct daemon {
     bool hup_again;
     bool hup_told; /* the wait for a cycle was said for this reload */
 };
-
-/* A logon passed by systemd (LoadCredential=smbtuned-credentials:FILE in a
- * drop-in, systemd.exec(5)): systemd copies FILE into a private directory
- * named by $CREDENTIALS_DIRECTORY, readable by this service only. It fills
- * in only when neither --credentials nor the config file names a file: what
- * the admin wrote in smbtuned.conf is never overridden behind its back. The
- * file then goes through the same checks (owner, mode, syntax). */
-#define SYSTEMD_CREDENTIAL "smbtuned-credentials"
-
-static int systemd_credential(struct config *c, struct err *e)
-{
-    const char *dir = getenv("CREDENTIALS_DIRECTORY");
-    char path[PATH_MAX];
-    struct stat st;
-
-    if (c->probe.credentials[0] != '\0' || dir == NULL || dir[0] != '/')
-        return 0;
-    if (snprintf(path, sizeof(path), "%s/" SYSTEMD_CREDENTIAL, dir) >= (int)sizeof(path))
-        return err_set(e, -ENAMETOOLONG, "CREDENTIALS_DIRECTORY is too long");
-    if (lstat(path, &st) < 0)
-        return 0; /* credentials given for other purposes, not ours */
-    return config_set(c, "probe", "credentials", path, e) < 0 ? -EINVAL : 0;
-}
-
-int cmd_load_config(const struct opts *o, struct config *c, struct err *e)
-{
-    int r = config_load(o->config_file, c, e);
-
-    if (r == -ENOENT && !o->config_given) {
-        config_defaults(c);
-        r = 0;
-    }
-    if (r < 0)
-        return r;
-    {
-        const struct {
-            const char *option, *section, *name, *value;
-        } over[] = {
-            {"--url", "probe", "url", o->url},
-            {"--credentials", "probe", "credentials", o->credentials},
-            {"--smb-conf", "tune", "smb_conf", o->smb_conf_given ? o->smb_conf : NULL},
-            {"--state-dir", "tune", "state_dir", o->state_dir_given ? o->state_dir : NULL},
-            {"--apply", "tune", "apply", o->apply},
-            {"--mode", "tune", "mode", o->mode},
-            {"--trials", "tune", "trials", o->trials},
-            {"--dry-run", "tune", "mode", o->dry_run ? "advise" : NULL},
-        };
-        struct err why;
-
-        /* The message names the option given, not the config file's key
-         * it stands for: the file was not where the value came from. */
-        for (size_t i = 0; i < sizeof(over) / sizeof(over[0]); i++)
-            if (over[i].value &&
-                config_set(c, over[i].section, over[i].name, over[i].value, &why) < 0)
-                return err_set(e, -EINVAL, "%s: %s", over[i].option, why.msg);
-    }
-    return systemd_credential(c, e);
-}
-
-int cmd_fill(const struct config *c, struct tuner_opts *t, struct err *e)
-{
-    int r = config_fill(c, t, e);
-
-    if (r < 0)
-        return r;
-    /* Checked here (owner, mode, syntax) so that a bad file is refused at
-     * once, by -t too, but never read here: the check parses it in a
-     * short-lived child, and only the probe child keeps the password,
-     * right before it logs on. */
-    if (t->probe.credentials != NULL)
-        return creds_check(t->probe.credentials, 0, e);
-    return 0;
-}
-
-/* How make_opts fills: at the start and for -t, with the credentials
- * file checked in place (cmd_fill); for a SIGHUP, without (its job checks
- * it, conf_check.h); again: the configuration a SIGHUP has just checked,
- * filled a second time into d itself (its strings must point into
- * d->cfg), and the notice not said twice. */
-enum fill { FILL_START, FILL_RELOAD, FILL_AGAIN };
-
-/* struct config -> struct tuner_opts, and what only the command line says.
- * The strings stay in d->cfg. */
-static int make_opts(struct daemon *d, enum fill how, struct err *e)
-{
-    const struct config *c = &d->cfg;
-    struct tuner_opts *t = &d->topts;
-
-    int r = how == FILL_START ? cmd_fill(c, t, e) : config_fill(c, t, e);
-    char msg[sizeof(e->msg)];
-
-    if (r < 0)
-        return r;
-    if (how != FILL_AGAIN && config_deadline_short(c, msg, sizeof(msg)))
-        journal_log(LOG_WARNING, "%s", msg);
-    if (how != FILL_AGAIN && config_live_far(c, msg, sizeof(msg)))
-        journal_log(LOG_WARNING, "%s", msg);
-    if (how != FILL_AGAIN && c->tune.mode == TUNER_ADVISE && !c->tune.trials_auto &&
-        c->tune.trials == TUNER_LIVE)
-        journal_log(LOG_NOTICE,
-                    "advise mode writes no trial into smb.conf: trying candidates on %s "
-                    "instead of live",
-                    t->trials == TUNER_SHADOW ? "shadow smbds" : "the probe's client socket");
-    t->once = d->o->once;
-    t->dry_run = d->o->once && d->o->dry_run;
-    t->json = d->o->json;
-    /* A line per sample on stderr, unless the journal's "tried ..." lines
-     * go there already (a terminal or a pipe: the same sample twice). */
-    t->progress = d->o->once && !d->o->json && journal_init() == JOURNAL_NATIVE;
-    return 0;
-}
 
 static int on_term(sd_event_source *s, const struct signalfd_siginfo *si, void *ud)
 {
@@ -194,7 +78,7 @@ static bool state_dir_changed(const struct daemon *d, const struct daemon *next)
 {
     const char *where = next->cfg.tune.state_dir_where;
 
-    /* next's config, not its options: this comes before make_opts(),
+    /* next's config, not its options: this comes before cmd_opts(),
      * whose checks of a state_dir (its length for shadow trials) would
      * otherwise hide that no state_dir of the reload is taken at all */
     if (strcmp(d->topts.state_dir, next->cfg.tune.state_dir) == 0)
@@ -247,7 +131,7 @@ static void hup_checked(void *ud, int r, const char *msg)
     } else {
         d->cfg = next->cfg;
         /* next's options, made again into d: checked, so it cannot fail */
-        if (make_opts(d, FILL_AGAIN, &e) < 0)
+        if (cmd_opts(d->o, &d->cfg, &d->topts, CMD_FILL_AGAIN, &e) < 0)
             journal_log(LOG_ERR, "SIGHUP: %s", e.msg);
         tuner_set_opts(d->tuner, &d->topts);
         d->hup_told = false;
@@ -307,7 +191,8 @@ static void hup_begin(struct daemon *d, bool say)
     }
     *next = *d;
     if (cmd_load_config(d->o, &next->cfg, &e) < 0 || file_gone(d, next, &e) < 0 ||
-        state_dir_changed(d, next) || make_opts(next, FILL_RELOAD, &e) < 0) {
+        state_dir_changed(d, next) ||
+        cmd_opts(next->o, &next->cfg, &next->topts, CMD_FILL_RELOAD, &e) < 0) {
         /* (state_dir_changed says why itself) */
         if (e.msg[0] != '\0')
             journal_log(LOG_ERR, "SIGHUP: %s; keeping the configuration in force", e.msg);
@@ -356,171 +241,6 @@ static int on_hup_retry(sd_event_source *s, uint64_t usec, void *ud)
 static void on_status(void *ud, const char *status)
 {
     sd_notifyf(0, "STATUS=%s", status);
-}
-
-int cmd_check(const struct opts *o)
-{
-    struct daemon d = {.o = o};
-    struct smbconf c;
-    struct err e = {{0}};
-    char *v = NULL;
-    int r;
-
-    if (cmd_load_config(o, &d.cfg, &e) < 0 || make_opts(&d, FILL_START, &e) < 0) {
-        fprintf(stderr, "smbtuned: %s\n", e.msg);
-        return CMD_EXIT_CONFIG;
-    }
-    /* -t checks smb.conf as a configuration too: one it refuses is one */
-    if (smbconf_load(&c, d.topts.smb_conf, &e) < 0) {
-        fprintf(stderr, "smbtuned: %s\n", e.msg);
-        return CMD_EXIT_CONFIG;
-    }
-    /* and smb.conf as Samba reads it: every write of smbtuned's is judged
-     * by testparm, so a file it cannot load is one no cycle could change
-     * (the start does not wait for testparm; each cycle says so). */
-    if (smbconf_testparm(d.topts.smb_conf, "socket options", &v, &e) < 0) {
-        fprintf(stderr, "smbtuned: %s\n", e.msg);
-        smbconf_free(&c);
-        return CMD_EXIT_CONFIG;
-    }
-    free(v);
-    /* and that a shadow smbd can run it: with a url, shadows run
-     * production's smb.conf, and on an AD DC smbd refuses to run without
-     * the samba that starts it (every cycle would fail in the shadow's
-     * log). The own share's shadow is a standalone server of its own. */
-    if (d.topts.trials == TUNER_SHADOW && !d.topts.own_share) {
-        if (smbconf_testparm(d.topts.smb_conf, "server role", &v, &e) < 0) {
-            fprintf(stderr, "smbtuned: %s\n", e.msg);
-            smbconf_free(&c);
-            return CMD_EXIT_CONFIG;
-        }
-        r = strcasecmp(v, "active directory domain controller") == 0;
-        free(v);
-        if (r) {
-            const char *where = d.cfg.tune.trials_where;
-
-            fprintf(stderr,
-                    "smbtuned: %s%sshadow trials with a url run %s, and this smbd is an AD DC's "
-                    "(server role = active directory domain controller), which smbd refuses to "
-                    "run without samba: measure smbtuned's own share (no url) or a peer's "
-                    "share (trials = \"client\")\n",
-                    where, where[0] ? ": tune: trials: " : "", d.topts.smb_conf);
-            smbconf_free(&c);
-            return CMD_EXIT_CONFIG;
-        }
-    }
-    /* and where the line would be written, as the start judges it */
-    if (conf_check_writable(&d.topts, &c, &e) < 0) {
-        fprintf(stderr, "smbtuned: %s\n", e.msg);
-        smbconf_free(&c);
-        return CMD_EXIT_CONFIG;
-    }
-    /* and the state directory as the start judges it (the start refuses
-     * it with exit 1; here it is a configuration found wanting), made by
-     * neither: -t changes nothing. */
-    r = files_judge_private_dir(d.topts.state_dir, &e);
-    if (r < 0) {
-        /* judged for this user, where the daemon runs as root: say so */
-        fprintf(stderr, "smbtuned: state directory: %s%s\n", e.msg,
-                geteuid() != 0 && (r == -EACCES || r == -EPERM)
-                    ? " (-t judges it for the user running it: run it as the daemon's user, root)"
-                    : "");
-        smbconf_free(&c);
-        return CMD_EXIT_CONFIG;
-    }
-    /* and, where smbtuned would ask systemd for it, that systemd has the
-     * unit named: a misspelt smbd_unit otherwise shows at the first commit.
-     * Not known (no systemd here, or no answer: a container, a build
-     * machine): not refused, and said. */
-    if (d.topts.restart_smbd || d.topts.apply == APPLY_SYSTEMD) {
-        const char *where = d.cfg.tune.smbd_unit_where;
-
-        r = apply_unit_known(d.topts.smbd_unit, &e);
-        if (r < 0) {
-            fprintf(stderr, "smbtuned: %s%s%s\n", where, where[0] ? ": tune: " : "", e.msg);
-            smbconf_free(&c);
-            return CMD_EXIT_CONFIG;
-        }
-        if (r > 0)
-            fprintf(stderr, "smbtuned: smbd_unit %s not checked: %s\n", d.topts.smbd_unit, e.msg);
-    }
-    /* Silence would leave the admin to guess which files were read (the
-     * default config file may be absent: the built-in defaults). */
-    printf("configuration OK: %s%s, %s%s%sand %s ", o->config_file,
-           access(o->config_file, F_OK) == 0 ? "" : " (absent: the built-in defaults)",
-           d.topts.probe.credentials ? "credentials " : "",
-           d.topts.probe.credentials ? d.topts.probe.credentials : "",
-           d.topts.probe.credentials ? ", " : "", d.topts.smb_conf);
-    if (c.found)
-        printf("(socket options at %s:%d)\n", c.files[c.hit.file].path, c.hit.line);
-    else
-        printf("(no socket options line: Samba's default)\n");
-    smbconf_free(&c);
-    return 0;
-}
-
-int cmd_resume(const struct opts *o)
-{
-    struct daemon d = {.o = o};
-    struct state st;
-    struct err e = {{0}};
-    char conf[sizeof(d.cfg.tune.smb_conf) + 32];
-    bool damaged;
-    int r;
-
-    if (cmd_load_config(o, &d.cfg, &e) < 0) {
-        fprintf(stderr, "smbtuned: %s\n", e.msg);
-        return CMD_EXIT_CONFIG;
-    }
-    /* No save of the daemon's may come between our load and our save:
-     * the counters and the schedule it saved would be lost. No state
-     * directory: smbtuned never ran, so it holds nothing. */
-    r = state_lock(d.cfg.tune.state_dir, &e);
-    if (r == -ENOENT) {
-        printf("smbtuned was not holding off\n");
-        return 0;
-    }
-    /* A damaged file (state_peek says so, under the lock) becomes a hold
-     * in state_load, whose reason asks the admin to check the line first,
-     * since it may have stood for a live trial still in smb.conf: that
-     * hold is not ended in the same breath. The next --resume ends it. */
-    damaged = r == 0 && state_peek(d.cfg.tune.state_dir, &st, NULL) == -EBADMSG;
-    if (r == 0)
-        state_free(&st); /* zeroed by a failed parse: free again is safe */
-    if (r < 0 || state_load(d.cfg.tune.state_dir, &st, &e) < 0) {
-        fprintf(stderr, "smbtuned: %s\n", e.msg);
-        state_unlock();
-        return CMD_EXIT_FAILURE;
-    }
-    if (damaged) {
-        state_unlock();
-        fprintf(stderr, "smbtuned: %s; the hold stays until the next --resume\n",
-                st.hold_reason ? st.hold_reason : "the state file was damaged");
-        state_free(&st);
-        return CMD_EXIT_FAILURE;
-    }
-    if (!st.hold) {
-        state_unlock();
-        printf("smbtuned was not holding off\n");
-        state_free(&st);
-        return 0;
-    }
-    /* The admin's value becomes the one smbtuned starts from. What the
-     * hold was is said first: the reason may ask for a look at smb.conf. */
-    printf("smbtuned held off: %s\n", st.hold_reason ? st.hold_reason : "by request");
-    snprintf(conf, sizeof(conf), "SMBTUNED_SMB_CONF=%s", d.cfg.tune.smb_conf);
-    state_end_hold(&st);
-    r = state_save(d.cfg.tune.state_dir, &st, &e);
-    state_unlock();
-    state_free(&st);
-    if (r < 0) {
-        fprintf(stderr, "smbtuned: %s\n", e.msg);
-        return 1;
-    }
-    journal_event(JOURNAL_ID_RESUME, LOG_NOTICE, (const char *const[]){conf, NULL},
-                  "hold ended by --resume: smb.conf is tuned again from the next cycle");
-    printf("smbtuned tunes smb.conf again from its next cycle (SIGHUP to start it now)\n");
-    return 0;
 }
 
 /* The exit status of a start refused for error r. 78 (EX_CONFIG) says the
@@ -627,7 +347,7 @@ int cmd_run(const struct opts *o)
         say_left_trial(o->state_dir);
         return r;
     }
-    if ((r = make_opts(&d, FILL_START, &e)) < 0) {
+    if ((r = cmd_opts(o, &d.cfg, &d.topts, CMD_FILL_START, &e)) < 0) {
         r = refused(o, start_exit(r), NULL, "%s", e.msg);
         say_left_trial(d.cfg.tune.state_dir);
         return r;
