@@ -362,6 +362,7 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
     if (jr->unreaped) {
         /* It may still finish the write or the rename it is stuck in:
          * what smb.conf will hold cannot be known from here. */
+        w->live_sure = false;
         owned_stuck(w, job_pid(j), "writing smb.conf");
         res.msg = "the editing job did not end";
         w->put_done(w->ud, -ETIMEDOUT, &res);
@@ -369,6 +370,7 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
     }
     if (!jr->ok || jr->len < sizeof(*rep) + 1 || jr->data[jr->len - 1] != '\0') {
         r = jr->timed_out ? -ETIMEDOUT : jr->error < 0 ? jr->error : -EIO;
+        w->live_sure = false; /* what it did before it died is unknown */
         journal_log(LOG_ERR, "writing smb.conf: the editing job %s",
                     jr->timed_out ? "did not finish within its deadline" : "failed");
         res.msg = "the editing job failed";
@@ -376,7 +378,9 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
         return;
     }
     if (rep->unrestarted) {
-        /* written, smbd not restarted, and taken back in the job */
+        /* written, smbd not restarted, and taken back in the job (no
+         * trial of ours is sure to be in force after that) */
+        w->live_sure = false;
         owned_settle(w, rep);
         res.msg = rep->restart_msg;
         w->put_done(w->ud, -EREMOTEIO, &res);
@@ -397,6 +401,9 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
         return;
     }
     if (r < 0) {
+        /* (a failed write put back what it replaced, as far as it could:
+         * -ECANCELED above wrote nothing, so the trial stays sure) */
+        w->live_sure = false;
         w->put_done(w->ud, r, &res);
         return;
     }
@@ -407,6 +414,7 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
     if (w->kind == OWNED_TRIAL) {
         free(w->live_value);
         w->live_value = strdup(res.new_value);
+        w->live_sure = w->live_value != NULL;
         if (rep->apply_r < 0) {
             journal_log(LOG_ERR, "live trial: %s", rep->apply_msg);
             r = -ESRCH;
@@ -417,6 +425,7 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
         owned_pending_clear(w->st);
         free(w->live_value);
         w->live_value = NULL;
+        w->live_sure = false;
         owned_save(w->o, w->st);
         /* (a restart that failed was taken back: rep->unrestarted) */
         if (rep->apply_r < 0)

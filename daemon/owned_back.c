@@ -92,6 +92,25 @@ static void taken_back(struct owned *w, const struct reply *rep, const char *aft
         journal_log(LOG_WARNING, "%s", rep->apply_msg);
 }
 
+/* Our take-back found the line holding what the live trial replaced
+ * (or, where the trial added the line, none: -EALREADY). At a start that
+ * is what a run killed between its own take-back's write and the save of
+ * the state that ends the record leaves, as does a job of ours killed,
+ * cancelled at a stop or ended without its reply half-way through one:
+ * nothing tells our write of the original from an admin's, and a hold
+ * there would stop tuning for good after a mere kill -9
+ * (tests/faults/test_kill.py), so the record just ends. While the
+ * daemon runs with its trial known to be in force as written and nothing
+ * of ours written since (live_sure), only someone else can have put the
+ * original back: an edit by hand, which holds as any other does (README:
+ * it does not fight your edits); the cycles after it would otherwise run
+ * live trials again over the admin's line. */
+static bool set_back_by_hand(const struct owned *w, const struct reply *rep)
+{
+    return rep->r == -EALREADY && w->live_sure && w->live_value != NULL && !rep->unrestarted &&
+           !rep->late && w->st->pending && !w->st->pending_commit && !w->st->pending_unrestarted;
+}
+
 /* What a revert came to, in the parent. */
 int owned_settle(struct owned *w, const struct reply *rep)
 {
@@ -120,7 +139,21 @@ int owned_settle(struct owned *w, const struct reply *rep)
             owned_save(w->o, w->st);
         }
     }
-    if (r == 0 || r == -EALREADY) {
+    if (set_back_by_hand(w, rep)) {
+        char *why;
+
+        /* what the line holds and where first (rep->msg), then the trial */
+        if (asprintf(&why,
+                     "%s: an edit by hand during smbtuned's live trial of '%s' (smbtuned "
+                     "did not take it back)",
+                     rep->msg, w->live_value) < 0)
+            why = NULL;
+        owned_hold(w, why ? why
+                          : "socket options set back by hand during a live trial (out of memory "
+                            "for the details)");
+        free(why);
+        r = -ECANCELED;
+    } else if (r == 0 || r == -EALREADY) {
         if (r == 0 && rep->unrestarted) {
             taken_back(w, rep,
                        "the socket options line holds what it held before: the change needs "
@@ -136,6 +169,9 @@ int owned_settle(struct owned *w, const struct reply *rep)
             taken_back(w, rep, late);
         } else if (r == 0) {
             taken_back(w, rep, "the socket options line holds what it held before");
+        } else {
+            /* not "taken back": nothing here says who put it there */
+            journal_log(LOG_INFO, "%s: nothing to take back", rep->msg);
         }
         owned_pending_clear(w->st);
         owned_save(w->o, w->st);
@@ -158,6 +194,7 @@ int owned_settle(struct owned *w, const struct reply *rep)
     }
     free(w->live_value);
     w->live_value = NULL;
+    w->live_sure = false;
     return r;
 }
 
@@ -296,6 +333,7 @@ static int confirmed(struct owned *w, const struct reply *rep)
                     rep->msg);
         free(w->live_value);
         w->live_value = NULL;
+        w->live_sure = false;
         return rep->r;
     }
     if (rep->apply_r < 0) /* (a restart that failed was taken back: settle) */
@@ -331,6 +369,7 @@ static int confirmed(struct owned *w, const struct reply *rep)
     kept(w, w->keep_value);
     free(w->live_value);
     w->live_value = NULL;
+    w->live_sure = false;
     return 0;
 }
 
@@ -432,6 +471,9 @@ static void back_done(struct job *j, const struct job_result *jr, void *ud)
     } else {
         r = owned_settle(w, rep);
     }
+    /* (a take-back that died may have written anything: settled or not,
+     * no trial of ours is sure to be in force now) */
+    w->live_sure = false;
     w->back_done(w->ud, r);
 }
 
@@ -492,8 +534,11 @@ bool owned_take_back_now(struct owned *w, bool keep)
         pid_t pid = job_pid(w->job);
         bool gone = job_cancel(w->job);
 
-        /* a put killed half-way may have recorded its edit already */
+        /* a put killed half-way may have recorded its edit already, and
+         * a take-back may have written the original back: whatever the
+         * line holds now may be ours (owned_settle) */
         w->job = NULL;
+        w->live_sure = false;
         owned_reload(w);
         if (!gone)
             owned_stuck(w, pid, "stopping");
@@ -534,6 +579,9 @@ bool owned_take_back_now(struct owned *w, bool keep)
     return false;
 }
 
+/* (live_sure is false here: a trial's line found holding what it
+ * replaced ends its record without a hold, owned_settle says why; the
+ * journal's "live trial ... pending: settling it" came before) */
 void owned_recover(struct owned *w)
 {
     struct reply rep;

@@ -74,6 +74,13 @@ struct owned {
     /* why a restart of smbd failed, since owned_restart_failure asked */
     char restart_failed[sizeof(((struct err *)0)->msg)];
     bool restart_failed_new;
+    /* live_value is in smb.conf as the put's job wrote it (its reply said
+     * so), and no job of ours has written, or may have written, anything
+     * else since: none ended without its reply, was killed or cancelled
+     * half-way, or took our line back. Then what else the line holds is
+     * an admin's doing, the trial's original value too (owned_settle).
+     * False after a start: see owned_recover. */
+    bool live_sure;
 };
 
 /* -EBUSY, said, while a job of ours that was killed may still write

@@ -282,7 +282,11 @@ static void on_live_placed(void *ud, int r, const struct owned_put_result *res)
     struct tuner *t = ud;
 
     if (r < 0) {
-        if (r != -ECANCELED && r != -ESRCH)
+        /* -ECANCELED: the line is not what our last trial wrote (an
+         * admin's edit, which the cycle's take-back then holds for) */
+        if (r == -ECANCELED)
+            journal_log(LOG_WARNING, "live trial not written, the cycle ends: %s", res->msg);
+        else if (r != -ESRCH)
             report_error("live-trial", t->o.smb_conf, "live trial: %s", res->msg);
         tuner_cycle_end(t, false);
         return;

@@ -277,8 +277,9 @@ int smbconf_unrender(const struct smbconf *c, const struct smbconf_edit *ed, cha
         if (ours_file && c->hit.end - c->hit.start == strlen(ed->original) &&
             memcmp(c->files[c->hit.file].buf + c->hit.start, ed->original, strlen(ed->original)) ==
                 0)
-            return err_set(e, -EALREADY, "%s:%d: the line holds its old value already", ed->file,
-                           c->hit.line);
+            return err_set(e, -EALREADY,
+                           "%s:%d: socket options holds what smbtuned's edit replaced, '%s'",
+                           ed->file, c->hit.line, c->value);
     }
     if (ours_file) {
         f = &c->files[c->hit.file];

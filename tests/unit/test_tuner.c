@@ -1853,6 +1853,185 @@ static void test_live_trial_reworded_by_hand(void **state)
     free(after);
 }
 
+/* An admin's line written over a live trial (one whose value is not
+ * `keep`'s) while it is measured: the legacy line the trial replaced, or
+ * (back_to_first) the first trial's line again, once a later trial is in
+ * force. */
+struct set_back {
+    const struct fix *f;
+    bool back_to_first;
+    char *first;  /* the first trial's value */
+    char *admins; /* the value written by hand */
+};
+
+static void set_a_trial_back(struct sim *s, int call, void *ud)
+{
+    struct set_back *b = ud;
+    char *v = conf_value(b->f);
+
+    (void)call;
+    if (strcmp(v, LEGACY) == 0) {
+        free(v);
+        return;
+    }
+    if (!b->back_to_first) {
+        write_conf(b->f, LEGACY); /* every byte as it was before the trial */
+        b->admins = strdup(LEGACY);
+        s->on_measure = NULL;
+    } else if (b->first == NULL) {
+        b->first = strdup(v);
+    } else if (strcmp(v, b->first) != 0) {
+        write_conf(b->f, b->first);
+        b->admins = strdup(b->first);
+        s->on_measure = NULL;
+    }
+    free(v);
+}
+
+/* A live trial's line set back by hand: the cycle ends with a hold, the
+ * admin's bytes stand, nothing is left pending, and the next cycle
+ * measures nothing (no live trial over the admin's line). The reason
+ * holds `why`. */
+static void trial_set_back_by_hand(struct fix *f, bool back_to_first, const char *why)
+{
+    struct set_back b = {.f = f, .back_to_first = back_to_first};
+    struct sim s;
+    struct seen sn;
+    struct state st;
+    char *admin_bytes, *after;
+
+    f->o.trials = TUNER_LIVE;
+    sim_init(&s, &f->o);
+    s.on_measure = set_a_trial_back;
+    s.on_measure_ud = &b;
+    seen_begin(&sn);
+    assert_int_equal(run(&f->o, &s), 1);
+    assert_null(s.on_measure); /* the edit was made */
+    assert_non_null(b.admins);
+    write_conf(f, b.admins); /* the admin's bytes, to compare */
+    admin_bytes = read_all(f->conf);
+    load_state(f, &st);
+    assert_true(st.hold);
+    assert_false(st.pending);
+    if (strstr(st.hold_reason, why) == NULL)
+        fail_msg("hold reason: %s", st.hold_reason);
+    state_free(&st);
+    /* the refused trial's write says why the cycle ended; nothing claims
+     * that smbtuned took the trial back */
+    assert_true(seen_said(&sn, "live trial not written, the cycle ends: "));
+    assert_int_equal(seen_count(&sn, JOURNAL_ID_TAKE_BACK), 0);
+    assert_true(seen_find(&sn, 0, JOURNAL_ID_HOLD, NULL) >= 0);
+    seen_end(&sn);
+    /* the next cycle holds off: no trial, no probe */
+    sim_init(&s, &f->o);
+    assert_int_equal(run(&f->o, &s), 1);
+    assert_int_equal(s.measures, 0);
+    after = read_all(f->conf);
+    assert_string_equal(after, admin_bytes);
+    free(after);
+    free(admin_bytes);
+    free(b.first);
+    free(b.admins);
+}
+
+/* The legacy line put back over a live trial (an editor, sed, or
+ * --set-buffers with its sizes): an edit by hand as any other. The
+ * cycle's take-back once found the line "already undone", ended the
+ * record as if smbtuned had taken it back, and the next cycle ran live
+ * trials over the admin's line again. */
+static void test_live_trial_set_back_to_the_original_by_hand(void **state)
+{
+    trial_set_back_by_hand(*state, false, "an edit by hand during smbtuned's live trial of");
+}
+
+/* The stop of a daemon whose take-back job has written the original line
+ * and waits for smbcontrol (mark: the file the script makes then). */
+struct stop_ctx {
+    struct tuner *t;
+    sd_event *ev;
+    const char *mark;
+};
+
+/* The probe of the first trial written fails: the cycle ends, and its
+ * take-back runs. */
+static void fail_a_trial(struct sim *s, int call, void *ud)
+{
+    char *v = conf_value(ud);
+
+    if (strcmp(v, LEGACY) != 0) {
+        s->measure_fail = call;
+        s->on_measure = NULL;
+    }
+    free(v);
+}
+
+static int stop_at_mark(sd_event_source *src, uint64_t usec, void *ud)
+{
+    struct stop_ctx *c = ud;
+
+    (void)usec;
+    if (access(c->mark, F_OK) != 0)
+        return sd_event_source_set_time_relative(src, 10000) < 0 ||
+                       sd_event_source_set_enabled(src, SD_EVENT_ONESHOT) < 0
+                   ? -1
+                   : 0;
+    tuner_stop(c->t);
+    sd_event_exit(c->ev, 0);
+    return 0;
+}
+
+/* A stop that cancels the cycle's own take-back after it wrote the
+ * original line back (before the state that ends the record was saved):
+ * the stop's take-back finds the original, as after a set back by hand,
+ * but it is smbtuned's own write: no hold (owned_settle). */
+static void test_stop_during_our_take_back_holds_nothing(void **state)
+{
+    struct fix *f = *state;
+    char path[1024], mark[1024], *orig = read_all(f->conf), *after;
+    struct stop_ctx c = {.mark = mark};
+    struct world w;
+    sd_event_source *src = NULL;
+    struct state st;
+    struct sim s;
+    struct err e;
+
+    f->o.trials = TUNER_LIVE;
+    f->o.once = false;
+    /* smbcontrol hangs once the line is the legacy one again with a trial
+     * still recorded: the take-back's, after its write */
+    snprintf(mark, sizeof(mark), "%s/taking-back", f->dir);
+    snprintf(path, sizeof(path), "%s/smbcontrol", f->bin);
+    write_script(path,
+                 "grep -q '^pending yes' '%s/state' && grep -qF 'socket options = %s' '%s' && "
+                 "{ touch '%s'; exec sleep 30; }\nexit 0\n",
+                 f->state_dir, LEGACY, f->conf, mark);
+    sim_init(&s, &f->o);
+    s.on_measure = fail_a_trial;
+    s.on_measure_ud = f;
+    s.cycles_wanted = 2; /* (should the stop never come) */
+    w = (struct world){&sim_ops, &s};
+    s.ev = new_loop();
+    c.ev = s.ev;
+    assert_int_equal(tuner_new_in(s.ev, &f->o, &w, &c.t, &e), 0);
+    assert_int_equal(tuner_recover(c.t, &e), 0);
+    assert_int_equal(
+        sd_event_add_time_relative(s.ev, &src, CLOCK_MONOTONIC, 10000, 1, stop_at_mark, &c), 0);
+    tuner_kick(c.t);
+    assert_int_equal(sd_event_loop(s.ev), 0);
+    sd_event_source_disable_unref(src);
+    tuner_free(c.t);
+    s.ev = sd_event_unref(s.ev);
+    assert_int_equal(access(mark, F_OK), 0); /* stopped in the take-back */
+    load_state(f, &st);
+    assert_false(st.hold); /* our own half-done take-back is no admin's edit */
+    assert_false(st.pending);
+    state_free(&st);
+    after = read_all(f->conf);
+    assert_string_equal(after, orig);
+    free(after);
+    free(orig);
+}
+
 struct resume_ctx {
     const struct fix *f;
     bool edited, resumed;
@@ -3468,6 +3647,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_refused_line_added_below_a_live_trial, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_live_trial_reworded_by_hand, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_live_trial_set_back_to_the_original_by_hand, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_stop_during_our_take_back_holds_nothing, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_resume_during_the_holding_cycle, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_searches_from_the_line_in_force, setup,
                                         teardown),
