@@ -54,20 +54,44 @@ static void kept(struct owned *w, const char *value)
     owned_save(w->o, w->st);
 }
 
+/* Whether the record's last step is the live trial known to be in force
+ * (live_sure: its put said it wrote it, and nothing of ours wrote since). */
+static bool last_step_sure(const struct owned *w)
+{
+    const struct smbconf_edit *ed = &w->st->pending_edit;
+    char *value;
+    bool same;
+
+    if (!w->live_sure || w->live_value == NULL || ed->prev == NULL || w->st->pending_commit)
+        return false;
+    value = smbconf_edit_value(ed);
+    same = value != NULL && strcmp(value, w->live_value) == 0;
+    free(value);
+    return same;
+}
+
 /* The revert and telling smbd, in the job or, at a stop, in place. */
 void owned_revert(struct owned *w, struct reply *rep)
 {
     struct err e = {{0}}, ae = {{0}};
+    struct smbconf_edit ed = w->st->pending_edit; /* (a shallow copy: owns nothing) */
 
     memset(rep, 0, sizeof(*rep));
-    rep->r = smbconf_revert(w->o->smb_conf, w->o->state_dir, &w->st->pending_edit, &e);
+    /* A chained record takes the line of its step before (ed.prev) for
+     * ours: until the last step is written, or when it failed, the file
+     * holds that line. Once that step is known to be in force, the line
+     * before it found there again is an admin's edit (a value smbtuned
+     * wrote a while ago, set by hand), which stands and holds as any
+     * other (-ECANCELED), rather than being taken back as ours. */
+    if (last_step_sure(w))
+        ed.prev = NULL;
+    rep->r = smbconf_revert(w->o->smb_conf, w->o->state_dir, &ed, &e);
     /* The record names the file our bytes were written in. When the
      * config's smb_conf no longer leads there (it was changed before a
      * restart after a kill -9), that file is still where they are: the
      * undo checks them there, rather than dropping the record. */
     if (rep->r == -ECANCELED && strcmp(w->st->pending_edit.file, w->o->smb_conf) != 0)
-        rep->r =
-            smbconf_revert(w->st->pending_edit.file, w->o->state_dir, &w->st->pending_edit, &e);
+        rep->r = smbconf_revert(w->st->pending_edit.file, w->o->state_dir, &ed, &e);
     memcpy(rep->msg, e.msg, sizeof(rep->msg));
     /* (also after a shadowed take-back: smbd may not have read the line
      * now in force yet) */

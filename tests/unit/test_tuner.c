@@ -1944,6 +1944,15 @@ static void test_live_trial_set_back_to_the_original_by_hand(void **state)
     trial_set_back_by_hand(*state, false, "an edit by hand during smbtuned's live trial of");
 }
 
+/* ... or a later trial's line set to the first trial's value: the record
+ * of the chain takes the step before's line for its own only until the
+ * last step is known to be written (it once took the admin's line back to
+ * the legacy one, without a hold). */
+static void test_live_trial_set_to_an_earlier_trial_by_hand(void **state)
+{
+    trial_set_back_by_hand(*state, true, "changed since smbtuned wrote it");
+}
+
 /* The stop of a daemon whose take-back job has written the original line
  * and waits for smbcontrol (mark: the file the script makes then). */
 struct stop_ctx {
@@ -3648,6 +3657,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_live_trial_reworded_by_hand, setup, teardown),
         cmocka_unit_test_setup_teardown(test_live_trial_set_back_to_the_original_by_hand, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_live_trial_set_to_an_earlier_trial_by_hand, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_stop_during_our_take_back_holds_nothing, setup,
                                         teardown),
