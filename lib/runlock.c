@@ -158,7 +158,7 @@ int runlock_take(const char *state_dir, pid_t *holder, struct err *e)
     return fd;
 }
 
-bool runlock_locks_line(const char *line, dev_t dev, ino_t ino, pid_t *pid)
+bool runlock_locks_line(const char *line, dev_t dev, ino_t ino, pid_t named, pid_t *pid)
 {
     char type[16], mode[16], access[16];
     unsigned int maj, min;
@@ -171,10 +171,15 @@ bool runlock_locks_line(const char *line, dev_t dev, ino_t ino, pid_t *pid)
     if (sscanf(line + n, "%15s %15s %15s %d %x:%x:%llu", type, mode, access, &p, &maj, &min, &i) !=
         7)
         return false;
-    if (strcmp(type, "FLOCK") != 0 || maj != major(dev) || min != minor(dev) ||
-        i != (unsigned long long)ino)
+    if (strcmp(type, "FLOCK") != 0 || i != (unsigned long long)ino || p < 1)
         return false;
-    *pid = p > 0 ? (pid_t)p : 0;
+    /* The kernel prints the file system's device; stat() gives a btrfs
+     * subvolume's own (and overlayfs its own too), so the device alone
+     * would miss a holder there. The pid that run.lock names, holding a
+     * flock on a file of that inode number, is the holder all the same. */
+    if ((maj != major(dev) || min != minor(dev)) && (named < 1 || p != named))
+        return false;
+    *pid = (pid_t)p;
     return true;
 }
 
@@ -183,8 +188,9 @@ int runlock_holder(const char *state_dir, pid_t *pid, struct err *e)
     char path[PATH_MAX], *line = NULL;
     size_t cap = 0;
     struct stat st;
+    pid_t named = 0;
     FILE *f;
-    int r = 0;
+    int fd, r = 0;
 
     *pid = 0;
     if ((size_t)snprintf(path, sizeof(path), "%s/" RUNLOCK_NAME, state_dir) >= sizeof(path))
@@ -197,13 +203,20 @@ int runlock_holder(const char *state_dir, pid_t *pid, struct err *e)
     }
     if (!S_ISREG(st.st_mode))
         return 0; /* runlock_take refuses it: no run can hold it */
+    /* the pid its holder wrote (opened as runlock_take opens it: no link
+     * followed, no wait) */
+    fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd >= 0) {
+        named = read_holder(fd);
+        close(fd);
+    }
     /* Line by line: on a file server it lists every byte-range lock of
      * smbd's databases too, thousands of lines. */
     f = fopen("/proc/locks", "re");
     if (f == NULL)
         return err_set(e, -errno, "cannot read /proc/locks: %s", strerror(errno));
     while (r == 0 && getline(&line, &cap, f) > 0)
-        if (runlock_locks_line(line, st.st_dev, st.st_ino, pid))
+        if (runlock_locks_line(line, st.st_dev, st.st_ino, named, pid))
             r = 1;
     free(line);
     fclose(f);

@@ -50,10 +50,12 @@ int runlock_take(const char *state_dir, pid_t *holder, struct err *e);
 
 /* Whether line, one line of /proc/locks, is a granted flock on the file
  * dev:ino ("1: FLOCK  ADVISORY  WRITE 1234 08:01:123456 0 EOF"; a waiter's
- * line has "->" before its type): then true, and the holder's pid in *pid
- * (0 when the kernel shows none: a holder in another pid namespace).
- * Pure. */
-bool runlock_locks_line(const char *line, dev_t dev, ino_t ino, pid_t *pid);
+ * line has "->" before its type): then true, and the holder's pid in
+ * *pid. The kernel prints the file system's device, which stat() does not
+ * give on btrfs or overlayfs: a line of another device counts when its pid
+ * is named (the pid run.lock's text names; 0: none). A holder the kernel
+ * does not show to us (another pid namespace) is not found. Pure. */
+bool runlock_locks_line(const char *line, dev_t dev, ino_t ino, pid_t named, pid_t *pid);
 
 /* Whether a run holds STATE_DIR/run.lock now, asked of the kernel
  * (/proc/locks) without taking the lock: `--status` must never make a

@@ -491,25 +491,33 @@ static void test_locks_line(void **state)
 
     (void)state;
     assert_true(runlock_locks_line("1: FLOCK  ADVISORY  WRITE 4321 103:1f:123456 0 EOF\n", dev,
-                                   123456, &pid));
+                                   123456, 0, &pid));
     assert_int_equal(pid, 4321);
     /* another inode, another device, a byte-range lock, a waiter */
     assert_false(runlock_locks_line("1: FLOCK  ADVISORY  WRITE 4321 103:1f:123457 0 EOF\n", dev,
-                                    123456, &pid));
+                                    123456, 0, &pid));
     assert_false(runlock_locks_line("1: FLOCK  ADVISORY  WRITE 4321 08:01:123456 0 EOF\n", dev,
-                                    123456, &pid));
+                                    123456, 0, &pid));
     assert_false(runlock_locks_line("2: POSIX  ADVISORY  WRITE 4321 103:1f:123456 0 EOF\n", dev,
-                                    123456, &pid));
+                                    123456, 0, &pid));
     assert_false(runlock_locks_line("1: -> FLOCK  ADVISORY  WRITE 99 103:1f:123456 0 EOF\n", dev,
-                                    123456, &pid));
-    /* a holder the kernel cannot name here */
+                                    123456, 0, &pid));
+    /* a holder the kernel cannot name here: no holder to report */
+    assert_false(runlock_locks_line("7: FLOCK  ADVISORY  WRITE -1 103:1f:123456 0 EOF\n", dev,
+                                    123456, 0, &pid));
+    /* btrfs: the file system's device in the line, a subvolume's in stat:
+     * the pid run.lock names holds it; another pid does not */
     pid = -5;
-    assert_true(runlock_locks_line("7: FLOCK  ADVISORY  WRITE -1 103:1f:123456 0 EOF\n", dev,
-                                   123456, &pid));
-    assert_int_equal(pid, 0);
-    assert_false(runlock_locks_line("", dev, 123456, &pid));
-    assert_false(runlock_locks_line("1: FLOCK", dev, 123456, &pid));
-    assert_false(runlock_locks_line("junk 103:1f:123456\n", dev, 123456, &pid));
+    assert_true(runlock_locks_line("1: FLOCK  ADVISORY  WRITE 4321 00:2a:123456 0 EOF\n", dev,
+                                   123456, 4321, &pid));
+    assert_int_equal(pid, 4321);
+    assert_false(runlock_locks_line("1: FLOCK  ADVISORY  WRITE 4322 00:2a:123456 0 EOF\n", dev,
+                                    123456, 4321, &pid));
+    assert_false(runlock_locks_line("1: FLOCK  ADVISORY  WRITE 4321 00:2a:123457 0 EOF\n", dev,
+                                    123456, 4321, &pid));
+    assert_false(runlock_locks_line("", dev, 123456, 0, &pid));
+    assert_false(runlock_locks_line("1: FLOCK", dev, 123456, 0, &pid));
+    assert_false(runlock_locks_line("junk 103:1f:123456\n", dev, 123456, 0, &pid));
 }
 
 /* The holder as the kernel knows it, without taking the lock. */
