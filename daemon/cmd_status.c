@@ -35,6 +35,9 @@ enum left {
     LEFT_HOLDS,   /* the line is the trial's: the next start takes it back */
     LEFT_UNDONE,  /* the line is what the trial replaced: the record goes */
     LEFT_CHANGED, /* the line was changed since: left as it is, a hold */
+    /* another line is in force (the admin's, after ours): ours is taken
+     * back, theirs stands, and a hold (owned_settle) */
+    LEFT_SHADOWED,
 };
 
 /* What --status found. */
@@ -71,7 +74,7 @@ static const char *line_of(const struct status *s)
         return "smbtuned";
     /* a trial left by a stopped run whose line someone changed since:
      * the next start leaves that line, and holds off */
-    if (s->left == LEFT_CHANGED)
+    if (s->left == LEFT_CHANGED || s->left == LEFT_SHADOWED)
         return "edited_by_hand";
     /* a trial in force, or a step recorded before its write: see pending
      * (before anything was committed, too: a first cycle's live trial) */
@@ -125,6 +128,8 @@ static enum left left_trial(const struct status *s)
         return LEFT_NONE;
     r = smbconf_unrender(&s->c, &st->pending_edit, &out, &outlen, &e);
     free(out);
+    if (r == SMBCONF_UNDONE_SHADOWED)
+        return LEFT_SHADOWED;
     if (r >= 0)
         return LEFT_HOLDS;
     return r == -EALREADY ? LEFT_UNDONE : r == -ECANCELED ? LEFT_CHANGED : LEFT_NONE;
@@ -186,7 +191,8 @@ static void print_text(const struct status *s)
     if (strcmp(s->line_word, "smbtuned") == 0)
         printf("Written         : by smbtuned%s%s\n", st->written_at ? " at " : "",
                st->written_at ? when(st->written_at, a, sizeof(a)) : "");
-    else if (strcmp(s->line_word, "edited_by_hand") == 0 && s->left == LEFT_CHANGED)
+    else if (strcmp(s->line_word, "edited_by_hand") == 0 &&
+             (s->left == LEFT_CHANGED || s->left == LEFT_SHADOWED))
         printf("Written         : edited by hand since smbtuned wrote a live trial there (see "
                "Pending); it holds off %suntil `smbtuned --resume`\n",
                st->hold ? "(see Hold) " : "at its next start ");
@@ -279,6 +285,11 @@ static void print_text(const struct status *s)
     else if (st->pending && s->left == LEFT_UNDONE)
         printf("Pending         : a live trial in %s, left by a run that stopped; the line "
                "already holds what it replaced: the next start only clears the record\n",
+               st->pending_edit.file);
+    else if (st->pending && s->left == LEFT_SHADOWED)
+        printf("Pending         : a live trial in %s, left by a run that stopped, and another "
+               "line is in force since: the next start takes the trial's back, leaves the line in "
+               "force as it is and holds off\n",
                st->pending_edit.file);
     else if (st->pending && s->left == LEFT_CHANGED)
         printf("Pending         : a live trial in %s, left by a run that stopped, and the line "

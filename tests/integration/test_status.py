@@ -353,6 +353,13 @@ def test_a_trial_left_by_a_stopped_run(make_env):
                             "off"), f
     rc, obj = status_json(env)
     assert rc == 0 and obj["written_by"] == "edited_by_hand" and obj["pending"] == "trial", obj
+    # the admin's own line after the trial's: theirs is in force
+    conf.write_text(trial.replace(new + "\n", new + "\n\tsocket options = SO_RCVBUF=65536\n"))
+    rc, f, err = status_text(env)
+    assert rc == 0 and f["Written"].startswith("edited by hand since smbtuned wrote a live "), f
+    assert f["Pending"] == (f"a live trial in {conf}, left by a run that stopped, and another "
+                            "line is in force since: the next start takes the trial's back, "
+                            "leaves the line in force as it is and holds off"), f
     # what the trial replaced, back: only the record goes
     conf.write_text(trial.replace(new, old))
     rc, f, err = status_text(env)
