@@ -33,7 +33,7 @@ int cmd_resume(const struct opts *o)
      * in state_load, whose reason asks the admin to check the line first,
      * since it may have stood for a live trial still in smb.conf: that
      * hold is not ended in the same breath. The next --resume ends it. */
-    damaged = r == 0 && state_peek(cfg.tune.state_dir, &st, NULL) == -EBADMSG;
+    damaged = r == 0 && state_is_damage(state_peek(cfg.tune.state_dir, &st, NULL));
     if (r == 0)
         state_free(&st); /* zeroed by a failed parse: free again is safe */
     if (r < 0 || state_load(cfg.tune.state_dir, &st, &e) < 0) {

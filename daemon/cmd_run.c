@@ -291,9 +291,13 @@ static int refused(const struct opts *o, int code, const char *mode, const char 
  * Only read (state_peek): a refused start changes nothing. */
 static void say_left_trial(const char *state_dir)
 {
+    struct err e = {{0}};
     struct state st;
+    pid_t pid;
 
-    if (state_peek(state_dir, &st, NULL) < 0)
+    /* a run that holds the state directory (the service, when this is an
+     * admin's --once or a second start) takes its own trial back */
+    if (runlock_holder(state_dir, &pid, &e) == 1 || state_peek(state_dir, &st, NULL) < 0)
         return;
     if (st.pending && !st.pending_commit && !st.pending_unrestarted)
         fprintf(stderr,

@@ -127,6 +127,11 @@ int state_peek(const char *dir, struct state *s, struct err *e)
     return state_read(path, s, e);
 }
 
+bool state_is_damage(int r)
+{
+    return r == -EBADMSG || r == -EINVAL || r == -EISDIR || r == -EFBIG || r == -EAGAIN;
+}
+
 int state_load(const char *dir, struct state *s, struct err *e)
 {
     char path[PATH_MAX], aside[PATH_MAX + 64], *reason = NULL;
@@ -146,7 +151,7 @@ int state_load(const char *dir, struct state *s, struct err *e)
      * Renaming it aside is safe for any kind: it sits in our own 0700 state
      * dir, where nothing but smbtuned has business, and is kept intact
      * under the .damaged name, never opened for writing or removed. */
-    if (r == -EINVAL || r == -EISDIR || r == -EFBIG || r == -EAGAIN)
+    if (state_is_damage(r))
         r = -EBADMSG;
     if (r == 0)
         return 0;

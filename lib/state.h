@@ -143,6 +143,11 @@ void state_free(struct state *s);
  * the file cannot be read or the hold cannot be saved. */
 int state_load(const char *dir, struct state *s, struct err *e);
 
+/* Whether r, from state_peek, is what state_load keeps aside as damage:
+ * state_parse's -EBADMSG, or a FIFO, directory, device or oversized file
+ * in the state file's place (see state_load). */
+bool state_is_damage(int r);
+
 /* The state file as it is, for a reader that is not the daemon (the
  * editor): no side effect, a damaged file only an error. 0 with an empty
  * state when there is none. */
