@@ -128,6 +128,19 @@ static enum left left_trial(const struct status *s)
         return LEFT_NONE;
     r = smbconf_unrender(&s->c, &st->pending_edit, &out, &outlen, &e);
     free(out);
+    /* As the start does (owned_revert): when smb_conf no longer leads to
+     * the file the record names (changed since the run stopped), the
+     * trial's bytes are looked for in that file. */
+    if (r == -ECANCELED && strcmp(st->pending_edit.file, s->smb_conf) != 0) {
+        struct smbconf c2;
+
+        if (smbconf_load(&c2, st->pending_edit.file, &e) == 0) {
+            out = NULL;
+            r = smbconf_unrender(&c2, &st->pending_edit, &out, &outlen, &e);
+            free(out);
+            smbconf_free(&c2);
+        }
+    }
     if (r == SMBCONF_UNDONE_SHADOWED)
         return LEFT_SHADOWED;
     if (r >= 0)

@@ -375,6 +375,27 @@ def test_a_trial_left_by_a_stopped_run(make_env):
     assert obj["pending"] == "none" and obj["hold"] is False, obj
 
 
+def test_a_left_trial_in_a_file_smb_conf_no_longer_names(make_env):
+    """smb_conf pointed at another file after a killed run's live trial:
+    the start looks for the trial in the file its record names, and takes
+    it back there. --status judged it against the new smb_conf alone and
+    called it changed by hand."""
+    env = make_env(LEGACY)
+    env.cycle_once_advised()
+    old, new = env.plant_pending_commit("TCP_NODELAY SO_RCVBUF=262144 SO_SNDBUF=262144",
+                                        commit=False)
+    conf = env.srv.conf
+    other = conf.with_name("other.conf")
+    other.write_text(conf.read_text().replace(new, old.split("=", 1)[0] + "= SO_RCVBUF=65536"))
+    env.write_config(tune={"mode": q("advise"), "smb_conf": q(other)})
+    rc, f, err = status_text(env)
+    assert rc == 0, err
+    assert f["Pending"] == (f"a live trial in {conf}, left by a run that stopped: the next "
+                            "start takes it back"), f
+    rc, out, err = env.run("--once")
+    assert socket_value(conf.read_bytes()) == socket_value(old.encode()), err
+
+
 def test_state_not_readable_says_run_as_root(make_env):
     """An admin's --status without root: the state file's error says so."""
     env = make_env(LEGACY)
