@@ -697,6 +697,31 @@ int tuner_recover(struct tuner *t, struct err *e)
     return r;
 }
 
+/* A cycle that a signal ended: --status shows it as the last cycle, with
+ * what it was doing; the count and the schedule stay (it came to no
+ * result). Saved as a cycle's end saves (cycle_done): under the lock, and
+ * a --resume given meanwhile kept, not undone by our hold. A stop may wait
+ * for the lock: the loop is ending. */
+static void stop_recorded(struct tuner *t)
+{
+    struct err e;
+    char *res = NULL;
+
+    if (t->o.dry_run)
+        return;
+    t->st.cycle_at = (long)time(NULL);
+    if (asprintf(&res, "stopped by a signal during: %s", t->status) >= 0)
+        state_set_str(&t->st.cycle_result, res);
+    free(res);
+    if (state_lock(t->o.state_dir, &e) < 0) {
+        journal_log(LOG_ERR, "%s", e.msg);
+        return;
+    }
+    owned_resumed(t->line);
+    tuner_save(t);
+    state_unlock();
+}
+
 bool tuner_stop(struct tuner *t)
 {
     bool cut = t->state != T_IDLE, left;
@@ -713,9 +738,11 @@ bool tuner_stop(struct tuner *t)
     t->w.ops->measure_tidy(t->w.ctx, true);
     t->timer = sd_event_source_disable_unref(t->timer);
     t->state = T_IDLE;
-    if (cut)
+    if (cut) {
+        stop_recorded(t);
         once_failed(t, "stopped by a signal before the cycle ended",
                     t->st.hold ? hold_why(t) : NULL);
+    }
     return left;
 }
 

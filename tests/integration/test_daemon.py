@@ -210,6 +210,8 @@ def test_signal_mid_live_trial_restores(make_env, sig):
         f"smb.conf not restored after {sig.name}:\n{conf.read_text()}\n{d.stderr}"
     st = env.state()
     assert st.get("pending") == "no", st
+    # the cycle the signal ended is the last one --status shows
+    assert st.get("cycle_result", "").startswith("stopped by a signal during: searching: "), st
     assert_clean(env)
 
 
