@@ -54,7 +54,7 @@ struct status {
     const char *line_word; /* who put the line in force (see line_of) */
     const struct tuner_opts *t;
     int running;        /* runlock_holder's answer: 1, 0, or <0 (unknown) */
-    pid_t runner;       /* running: its pid (0: not shown to us) */
+    pid_t runner;       /* running: its pid */
     struct err run_err; /* running < 0: why */
     enum left left;     /* a recorded live trial a stopped run left */
 };
@@ -150,6 +150,26 @@ static enum left left_trial(const struct status *s)
 
 /* ---- text ---- */
 
+/* What the next start does with a left trial, after "a live trial in
+ * FILE, left by a run that stopped". */
+static const char *const left_words[] = {
+    [LEFT_HOLDS] = ": the next start takes it back",
+    [LEFT_UNDONE] = "; the line already holds what it replaced: the next start only clears the "
+                    "record",
+    [LEFT_CHANGED] = ", and the line was changed since: the next start leaves it as it is and "
+                     "holds off",
+    [LEFT_SHADOWED] = ", and another line is in force since: the next start takes the trial's "
+                      "back, leaves the line in force as it is and holds off",
+};
+
+/* The kind of step a pending record stands for. */
+static const char *pending_kind(const struct state *st)
+{
+    return st->pending_commit        ? "commit"
+           : st->pending_unrestarted ? "commit whose restart of smbd failed"
+                                     : "live trial";
+}
+
 static const char *when(long t, char *buf, size_t len)
 {
     time_t tt = (time_t)t;
@@ -175,11 +195,9 @@ static void print_text(const struct status *s)
     char a[64], cs[96];
 
     printf("State file      : %s (%s)\n", s->path, s->state_word);
-    if (s->running > 0 && s->runner > 0)
+    if (s->running > 0)
         printf("Running         : yes, pid %ld holds %s/" RUNLOCK_NAME "\n", (long)s->runner,
                s->t->state_dir);
-    else if (s->running > 0)
-        printf("Running         : yes, a run holds %s/" RUNLOCK_NAME "\n", s->t->state_dir);
     else if (s->running == 0)
         printf("Running         : no (no run of smbtuned holds %s/" RUNLOCK_NAME ")\n",
                s->t->state_dir);
@@ -291,30 +309,13 @@ static void print_text(const struct status *s)
         printf("Real clients    : none watched yet\n");
     printf("Hold            : %s%s\n", st->hold ? "yes: " : "no",
            st->hold ? (st->hold_reason ? st->hold_reason : "by request") : "");
-    if (st->pending && s->left == LEFT_HOLDS)
-        printf("Pending         : a live trial in %s, left by a run that stopped: the next start "
-               "takes it back\n",
-               st->pending_edit.file);
-    else if (st->pending && s->left == LEFT_UNDONE)
-        printf("Pending         : a live trial in %s, left by a run that stopped; the line "
-               "already holds what it replaced: the next start only clears the record\n",
-               st->pending_edit.file);
-    else if (st->pending && s->left == LEFT_SHADOWED)
-        printf("Pending         : a live trial in %s, left by a run that stopped, and another "
-               "line is in force since: the next start takes the trial's back, leaves the line in "
-               "force as it is and holds off\n",
-               st->pending_edit.file);
-    else if (st->pending && s->left == LEFT_CHANGED)
-        printf("Pending         : a live trial in %s, left by a run that stopped, and the line "
-               "was changed since: the next start leaves it as it is and holds off\n",
-               st->pending_edit.file);
+    if (st->pending && s->left != LEFT_NONE)
+        printf("Pending         : a live trial in %s, left by a run that stopped%s\n",
+               st->pending_edit.file, left_words[s->left]);
     else if (st->pending && s->running > 0)
         printf("Pending         : a %s in %s, a step in flight of the run that holds the state "
                "directory: %s\n",
-               st->pending_commit        ? "commit"
-               : st->pending_unrestarted ? "commit whose restart of smbd failed"
-                                         : "live trial",
-               st->pending_edit.file,
+               pending_kind(st), st->pending_edit.file,
                st->pending_commit        ? "it checks it with testparm and tells smbd"
                : st->pending_unrestarted ? "it settles it"
                                          : "by the end of its cycle it takes it back or commits "
@@ -322,10 +323,7 @@ static void print_text(const struct status *s)
     else if (st->pending)
         printf("Pending         : a %s in %s (a step in flight, or left by a run that stopped: the "
                "next start %s)\n",
-               st->pending_commit        ? "commit"
-               : st->pending_unrestarted ? "commit whose restart of smbd failed"
-                                         : "live trial",
-               st->pending_edit.file,
+               pending_kind(st), st->pending_edit.file,
                st->pending_commit ? "or cycle checks it with testparm and tells smbd if it is "
                                     "in force, else takes it back"
                                   : "takes it back");
@@ -395,7 +393,7 @@ static int print_json(const struct status *s)
 #define K(v) known_or_null(known, v)
     SET("state_file", jsonw_text(s->path));
     SET("running", s->running < 0 ? json_null() : json_boolean(s->running > 0));
-    SET("runner_pid", s->running > 0 && s->runner > 0 ? json_integer(s->runner) : json_null());
+    SET("runner_pid", s->running > 0 ? json_integer(s->runner) : json_null());
     SET("state", json_string(s->state_word));
     SET("state_error",
         jsonw_text(ok || strcmp(s->state_word, "missing") == 0 ? NULL : s->state_err.msg));
