@@ -242,6 +242,24 @@ static void on_measured(void *ud, int ret, const struct probe_result *r, const c
                      t->o.probe.deadline_s, r->cause);
         return;
     }
+    /* Live trials write this machine's smb.conf and tell its smbd; a probe
+     * whose connection left this machine measured another server, whose
+     * rates no trial moves, while every local client would get each trial
+     * value. The start can only warn (config_live_far: a name is not
+     * resolved there); the probe's socket is the proof. Its first sample
+     * is the line in force, so no trial is written before this; any other
+     * sample's trial goes back at the cycle's end. A socket not found
+     * (client_rcvbuf -1) proves nothing either way. */
+    if (t->o.trials == TUNER_LIVE && r->client_rcvbuf >= 0 && !r->loopback) {
+        report_error("live-trial", t->o.smb_conf,
+                     "live trials refused: the probe's connection to %s left this machine, so "
+                     "its rates are another server's and no trial in %s would move them; name "
+                     "this machine's own share (127.0.0.1, ::1, localhost or one of its "
+                     "addresses), or use trials = client for a peer",
+                     t->o.probe.url, t->o.smb_conf);
+        tuner_cycle_end(t, false);
+        return;
+    }
     tell(t, r);
     if (t->kind != S_VERIFY)
         step(t);

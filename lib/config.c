@@ -471,7 +471,8 @@ bool config_live_far(const struct config *c, char *msg, size_t len)
              "%s%strials = live with url = %s: live trials write this machine's smb.conf and "
              "tell its smbd, but the probe measures the url's server; unless that is this "
              "machine, the rates do not move with the line while every local client gets each "
-             "trial value (name this machine's share by 127.0.0.1, ::1 or localhost, or use "
+             "trial value, and a cycle whose probe's connection leaves this machine refuses "
+             "them (name this machine's share by 127.0.0.1, ::1 or localhost, or use "
              "trials = client for a peer)",
              where, where[0] ? ": tune: " : "", c->probe.url);
     return true;

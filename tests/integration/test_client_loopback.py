@@ -96,3 +96,27 @@ def test_client_trials_to_this_machine_are_loopback_trials(wan, make_env, smbtun
     assert len(rates) == 1, out
     assert rates[0].endswith(f"(the probe's, to {srv.url}, on this machine's loopback: not what "
                              "a client over the network gets)"), out
+
+
+def test_live_trials_to_another_machine_are_refused(wan, make_env, smbtuned):
+    """Live trials write this machine's smb.conf; a probe whose connection
+    leaves this machine measures another smbd, which no trial moves. From
+    the client namespace the fixture's smbd is a peer's: the cycle refuses
+    before writing a trial, says why, and smb.conf keeps its bytes. (The
+    start only warns: it resolves no name.)"""
+    env = make_env(LEGACY, prefix_cmd=wan.prefix("server"), bind_addr=wan.server_addr,
+                   extra_global=SMBD_GLOBAL)
+    env.prefix = list(wan.prefix("client"))
+    srv = env.srv
+    env.write_config(probe={**SMALL_PROBE}, tune={**SMALL_TUNE, "trials": q("live")})
+    before = srv.conf.read_bytes()
+
+    rc, obj, err = env.run_json()
+    print(f"\n{err}\n{obj}")
+    assert rc != 0, (obj, err)
+    assert (f"live trials refused: the probe's connection to {srv.url} left this machine"
+            in obj.get("error", "")), obj
+    assert "live trials refused" in err, err
+    # the one sample taken is the line in force; no trial was tried
+    assert not re.search(r"tried SO_RCVBUF=(?!8192 )", err), err
+    assert srv.conf.read_bytes() == before
