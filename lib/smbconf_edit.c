@@ -262,6 +262,8 @@ int smbconf_unrender(const struct smbconf *c, const struct smbconf_edit *ed, cha
     const struct smbconf_file *f;
     size_t wlen = strlen(ed->written), at, hit, cut = 0;
     bool ours_file = c->found && strcmp(c->files[c->hit.file].path, ed->file) == 0;
+    char *mine;
+    int r;
 
     /* Nothing to undo: the line we added is not in its file, or the line
      * in force holds what ours replaced. Only where ours is nowhere else
@@ -323,10 +325,15 @@ int smbconf_unrender(const struct smbconf *c, const struct smbconf_edit *ed, cha
                        "the socket options line smbtuned wrote in %s is no longer the one in "
                        "force: leaving the file as it is",
                        ed->file);
-    return err_set(e, -ECANCELED,
-                   "%s:%d: the socket options line was changed since smbtuned wrote it: "
-                   "leaving it as it is",
-                   ed->file, c->hit.line);
+    /* Both values, so that a hold's reason shows the admin what was
+     * found against what smbtuned had put there (a value is no secret). */
+    mine = smbconf_edit_value(ed);
+    r = err_set(e, -ECANCELED,
+                "%s:%d: the socket options line was changed since smbtuned wrote it: it holds "
+                "'%s' where smbtuned wrote '%s'; leaving it as it is",
+                ed->file, c->hit.line, c->value, mine ? mine : "?");
+    free(mine);
+    return r;
 }
 
 int smbconf_edit_copy(const struct smbconf_edit *src, struct smbconf_edit *dst)

@@ -579,6 +579,10 @@ static void test_unrender_refuses_foreign_edit(void **state)
     files[0].text = "[global]\nsocket options = ADMIN\n";
     assert_int_equal(parse(files, &c2, &e), 0);
     assert_int_equal(smbconf_unrender(&c2, &ed, &back, &backlen, &e), -ECANCELED);
+    /* the reason (a hold's) says what the line holds and what was ours */
+    assert_string_equal(e.msg, "/etc/smb.conf:2: the socket options line was changed since "
+                               "smbtuned wrote it: it holds 'ADMIN' where smbtuned wrote 'B'; "
+                               "leaving it as it is");
     smbconf_free(&c2);
     /* an admin's edit elsewhere is kept by the undo */
     files[0].text = "# admin was here\n[global]\nsocket options = B\nnew = 1\n";
