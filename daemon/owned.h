@@ -41,7 +41,9 @@ struct owned_put_result {
  * caller's take-back puts it back and holds); -ESRCH when a trial was written but smbd was not told
  * (the trial stays recorded: take it back); -ETIME when a commit that
  * restarts smbd met the time window shut (written or not: a written one
- * stays recorded, and the cycle's end takes it back); -EREMOTEIO when a
+ * stays recorded, and the cycle's end takes it back); -ETXTBSY when a
+ * commit that restarts smbd found files open on it, or could not tell
+ * (nothing written); -EREMOTEIO when a
  * commit's restart of smbd failed (msg: why), and it was taken back (as
  * owned_settle() tells; a take-back that failed leaves it recorded); -ETIMEDOUT when the job did
  * not finish (with the hold taken when it did not even end when killed);

@@ -479,6 +479,18 @@ static void on_committed(void *ud, int r, const struct owned_put_result *res)
         restart_stop(t, &t->out);
         return;
     }
+    if (r == -ETXTBSY) {
+        /* files open on smbd (owned.h): nothing written. As when the
+         * window closes, the line stays and a later cycle searches again
+         * (the open files are a moment's, the next cycle's may be none). */
+        journal_log(LOG_WARNING,
+                    "commit of socket options = %s: %s; keeping %s, and the next cycle searches "
+                    "again",
+                    t->out.after, res->msg, t->value0);
+        outcome_free(&t->out);
+        stop_early(t, "files open on smbd, which its restart would cut off");
+        return;
+    }
     if (r < 0) {
         if (r != -ECANCELED)
             report_error("commit", t->o.smb_conf, "commit: %s", res->msg);
