@@ -183,6 +183,43 @@ bool runlock_locks_line(const char *line, dev_t dev, ino_t ino, pid_t named, pid
     return true;
 }
 
+bool runlock_status_euid(const char *text, uid_t *euid)
+{
+    const char *l = text;
+    unsigned long real, eff;
+
+    for (; l != NULL && *l != '\0'; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
+        if (strncmp(l, "Uid:", 4) == 0)
+            break;
+    if (l == NULL || *l == '\0' || sscanf(l + 4, "%lu %lu", &real, &eff) != 2 ||
+        eff > (unsigned long)(uid_t)-1)
+        return false;
+    *euid = (uid_t)eff;
+    return true;
+}
+
+/* Whether pid runs with uid as its effective user: read from its status,
+ * which a process cannot make look like root's (the owner of its /proc
+ * directory becomes root when it makes itself non-dumpable). */
+static bool runs_as(pid_t pid, uid_t uid)
+{
+    char path[64], text[4096];
+    ssize_t n;
+    uid_t eu;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/%ld/status", (long)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return false;
+    n = read(fd, text, sizeof(text) - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    text[n] = '\0';
+    return runlock_status_euid(text, &eu) && eu == uid;
+}
+
 int runlock_holder(const char *state_dir, pid_t *pid, struct err *e)
 {
     char path[PATH_MAX], *line = NULL;
@@ -215,9 +252,22 @@ int runlock_holder(const char *state_dir, pid_t *pid, struct err *e)
     f = fopen("/proc/locks", "re");
     if (f == NULL)
         return err_set(e, -errno, "cannot read /proc/locks: %s", strerror(errno));
-    while (r == 0 && getline(&line, &cap, f) > 0)
-        if (runlock_locks_line(line, st.st_dev, st.st_ino, named, pid))
+    /* A line of run.lock's device is run.lock's. One of another device
+     * (btrfs, overlayfs) counts only when its pid is the one run.lock
+     * names and runs as run.lock's owner (runlock_take makes it ours):
+     * once a run has ended, anyone whose process is given that pid again
+     * could flock a file of the same inode number elsewhere (tmpfs
+     * numbers its files in order) and make --status call smbtuned
+     * running, and a trial it left in force "in flight". */
+    while (r == 0 && getline(&line, &cap, f) > 0) {
+        if (runlock_locks_line(line, st.st_dev, st.st_ino, 0, pid))
             r = 1;
+        else if (runlock_locks_line(line, st.st_dev, st.st_ino, named, pid) &&
+                 runs_as(*pid, st.st_uid))
+            r = 1;
+        else
+            *pid = 0;
+    }
     free(line);
     fclose(f);
     return r;

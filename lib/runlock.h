@@ -57,6 +57,10 @@ int runlock_take(const char *state_dir, pid_t *holder, struct err *e);
  * does not show to us (another pid namespace) is not found. Pure. */
 bool runlock_locks_line(const char *line, dev_t dev, ino_t ino, pid_t named, pid_t *pid);
 
+/* The effective uid in the text of /proc/PID/status (its "Uid:" line:
+ * real, effective, saved, file system). Pure. */
+bool runlock_status_euid(const char *text, uid_t *euid);
+
 /* Whether a run holds STATE_DIR/run.lock now, asked of the kernel
  * (/proc/locks) without taking the lock: `--status` must never make a
  * start that comes at the same moment fail. 1 and *pid when held, 0 when

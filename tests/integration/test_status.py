@@ -17,7 +17,9 @@ import os
 import re
 import signal
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -421,3 +423,75 @@ def test_status_bad_config_is_a_config_error(make_env):
     rc, out, err = env.run("--status", "--json", timeout=30)
     assert rc == 78, f"exit {rc}\n{out}\n{err}"
     assert out == "" and f"{env.conf}:" in err, err
+
+
+# As root in a mount namespace of its own: two tmpfs, A for the state
+# directory, B for a file of run.lock's inode number that a process of
+# another user flocks; run.lock names that process's pid, as it would
+# after a run ended and the pid came round to someone else. Prints the
+# line of --status that says whether smbtuned runs.
+FOREIGN_FLOCK = r"""
+set -eu
+mount -t tmpfs -o mode=0755 none "$A"
+mount -t tmpfs -o mode=01777 none "$B"
+mkdir -m 0700 "$A/sd"
+: > "$A/sd/run.lock"
+chmod 0644 "$A/sd/run.lock"
+ino=$(stat -c %i "$A/sd/run.lock")
+i=0
+while :; do
+    i=$((i + 1))
+    [ $i -lt 1000 ]
+    : > "$B/f$i"
+    [ "$(stat -c %i "$B/f$i")" != "$ino" ] || break
+done
+chown 65534:65534 "$B/f$i"
+setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 -c '
+import fcntl, sys, time
+f = open(sys.argv[1])
+fcntl.flock(f, fcntl.LOCK_EX)
+time.sleep(30)' "$B/f$i" >/dev/null 2>&1 &
+holder=$!
+t=0
+until grep -q "FLOCK .* $holder [0-9a-f]*:[0-9a-f]*:$ino " /proc/locks; do
+    t=$((t + 1)); [ $t -lt 100 ]; sleep 0.1
+done
+echo "$holder" > "$A/sd/run.lock"
+"$SMBTUNED" -c "$CONF" --status | grep '^Running' || true
+kill "$holder"
+wait "$holder" || true
+"""
+
+
+def test_a_flock_by_another_user_elsewhere_is_no_run(tmp_path, smbtuned):
+    """--status reads the kernel's flocks (/proc/locks) for run.lock. On
+    btrfs or overlayfs a flock's line names another device than stat()
+    does, so a line of another device counts when its pid is the one
+    run.lock names, but only when that process runs as run.lock's owner:
+    anyone could flock a file of the same inode number on another file
+    system once a stopped run's pid came round to them, and make --status
+    say smbtuned runs (and call a trial it left "in flight")."""
+    # (mount points another user can reach: tmp_path is root's alone)
+    top = Path(tempfile.mkdtemp(prefix="smbtd-flock-", dir="/tmp"))
+    top.chmod(0o755)
+    a, b = top / "a", top / "b"
+    a.mkdir()
+    b.mkdir()
+    smb_conf = tmp_path / "smb.conf"
+    smb_conf.write_text("[global]\n\tworkgroup = W\n")
+    conf = tmp_path / "smbtuned.conf"
+    conf.write_text(f'tune {{\n    smb_conf = "{smb_conf}"\n    state_dir = "{a}/sd"\n}}\n')
+    conf.chmod(0o600)
+    env = {**os.environ, "A": str(a), "B": str(b), "SMBTUNED": str(smbtuned),
+           "CONF": str(conf)}
+    try:
+        r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                            FOREIGN_FLOCK], env=env, capture_output=True, text=True, timeout=60)
+    finally:
+        # the tmpfs went with the namespace: empty directories of ours
+        a.rmdir()
+        b.rmdir()
+        top.rmdir()
+    print(r.stdout, r.stderr)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert re.match(r"^Running\s+: no ", r.stdout), r.stdout

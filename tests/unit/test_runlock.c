@@ -520,6 +520,34 @@ static void test_locks_line(void **state)
     assert_false(runlock_locks_line("junk 103:1f:123456\n", dev, 123456, 0, &pid));
 }
 
+/* The effective uid of a process's status, which the holder of a line of
+ * another device must run as (run.lock's owner). */
+static void test_status_euid(void **state)
+{
+    uid_t u = 77;
+    char own[64];
+
+    (void)state;
+    assert_true(runlock_status_euid("Name:\tsmbtuned\nUmask:\t0022\nState:\tS (sleeping)\n"
+                                    "Uid:\t1000\t0\t0\t0\nGid:\t0\t0\t0\t0\n",
+                                    &u));
+    assert_int_equal(u, 0);
+    assert_true(runlock_status_euid("Uid:\t0\t65534\t65534\t65534\n", &u));
+    assert_int_equal(u, 65534);
+    u = 77;
+    assert_false(runlock_status_euid("Name:\tx\nGid:\t0\t0\t0\t0\n", &u));
+    assert_false(runlock_status_euid("Uid:\t1000\n", &u));
+    assert_false(runlock_status_euid("Uid:\tx\ty\n", &u));
+    assert_false(runlock_status_euid("", &u));
+    /* "Uid:" only at a line's start */
+    assert_false(runlock_status_euid("Name:\tUid:\t1 2\n", &u));
+    assert_int_equal(u, 77);
+    /* this process's own, as the kernel writes it */
+    snprintf(own, sizeof(own), "Uid:\t%u\t%u\t%u\t%u\n", getuid(), geteuid(), geteuid(), geteuid());
+    assert_true(runlock_status_euid(own, &u));
+    assert_int_equal(u, geteuid());
+}
+
 /* The holder as the kernel knows it, without taking the lock. */
 static void test_holder(void **state)
 {
@@ -560,6 +588,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_never_a_standard_stream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forked_children, setup, teardown),
         cmocka_unit_test(test_locks_line),
+        cmocka_unit_test(test_status_euid),
         cmocka_unit_test_setup_teardown(test_holder, setup, teardown),
     };
 
