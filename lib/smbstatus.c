@@ -17,14 +17,18 @@ int smbstatus_parse_open(const char *json, long *files, struct err *e)
 
     if (root == NULL)
         return err_set(e, -EINVAL, "smbstatus --json: not JSON at line %d: %s", je.line, je.text);
-    /* smbstatus writes "open_files": {} with none; a missing key is a
-     * smbstatus that lists something else (an older Samba's options). */
+    /* "open_files": {} with none; no key at all where smbd's locking
+     * database was never made (no client ever connected: smbstatus says
+     * "not initialised" on stderr and exits 0), so none open either. */
     open = json_object_get(root, "open_files");
-    if (!json_is_object(open))
-        r = err_set(e, -EINVAL, "smbstatus --json: expected an object \"open_files\", found %s",
-                    open == NULL ? "none" : "another type");
+    if (!json_is_object(root))
+        r = err_set(e, -EINVAL, "smbstatus --json: expected an object, found another type");
+    else if (open != NULL && !json_is_object(open))
+        r = err_set(e, -EINVAL,
+                    "smbstatus --json: expected \"open_files\" to be an object, found another "
+                    "type");
     else
-        *files = (long)json_object_size(open);
+        *files = open != NULL ? (long)json_object_size(open) : 0;
     json_decref(root);
     return r;
 }

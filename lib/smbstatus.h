@@ -10,9 +10,9 @@
 /* How long smbstatus may take (it reads tdb files; a hung one is killed). */
 #define SMBSTATUS_TIMEOUT_S 20.0
 
-/* The number of files in smbstatus's JSON text (its "open_files" object),
- * pure. -EINVAL, with e saying what was expected, for text that is not
- * such an object. */
+/* The number of files in smbstatus's JSON text (its "open_files" object;
+ * none without one: no locking database yet), pure. -EINVAL, with e
+ * saying what was expected, for text that is not such an object. */
 int smbstatus_parse_open(const char *json, long *files, struct err *e);
 
 /* The files the smbd of smb_conf has open: `smbstatus -s smb_conf -L

@@ -32,6 +32,10 @@ static void test_counts_files(void **state)
                          &n, &e),
                      0);
     assert_int_equal(n, 2);
+    /* smbd's locking database never made: no key, none open */
+    n = -1;
+    assert_int_equal(smbstatus_parse_open(HEAD "\"x\": 1}", &n, &e), 0);
+    assert_int_equal(n, 0);
 }
 
 static void test_refuses_what_is_not_a_list(void **state)
@@ -39,8 +43,8 @@ static void test_refuses_what_is_not_a_list(void **state)
     static const char *bad[] = {
         "",
         "Locked files:\nPid User(ID) DenyMode\n",
-        HEAD "\"sessions\": {}}",
         HEAD "\"open_files\": []}",
+        HEAD "\"open_files\": 3}",
         HEAD "\"open_files\": {}",
         "[]",
     };
@@ -55,8 +59,9 @@ static void test_refuses_what_is_not_a_list(void **state)
         assert_int_equal(n, 7);
     }
     /* what it says names what it expected */
-    assert_int_equal(smbstatus_parse_open(HEAD "\"sessions\": {}}", &n, &e), -EINVAL);
-    assert_string_equal(e.msg, "smbstatus --json: expected an object \"open_files\", found none");
+    assert_int_equal(smbstatus_parse_open(HEAD "\"open_files\": []}", &n, &e), -EINVAL);
+    assert_string_equal(e.msg, "smbstatus --json: expected \"open_files\" to be an object, "
+                               "found another type");
 }
 
 int main(void)
