@@ -9,6 +9,7 @@
 #include "child.h"
 #include "journal.h"
 #include "tuner_int.h"
+#include "url.h"
 
 /* Samples of AUTO taken after a search that could not offer it. */
 #define AUTO_CHECKS 3
@@ -249,8 +250,12 @@ static void on_measured(void *ud, int ret, const struct probe_result *r, const c
      * resolved there); the probe's socket is the proof. Its first sample
      * is the line in force, so no trial is written before this; any other
      * sample's trial goes back at the cycle's end. A socket not found
-     * (client_rcvbuf -1) proves nothing either way. */
-    if (t->o.trials == TUNER_LIVE && r->client_rcvbuf >= 0 && !r->loopback) {
+     * (client_rcvbuf -1: a server that cut the connection the probe
+     * looked at, which libsmbclient then made again) proves nothing, and
+     * counts as leaving unless the url is loopback as written: a peer
+     * must not be able to keep live trials going that way. */
+    if (t->o.trials == TUNER_LIVE && !r->loopback &&
+        (r->client_rcvbuf >= 0 || !url_text_is_loopback(t->o.probe.url))) {
         report_error("live-trial", t->o.smb_conf,
                      "live trials refused: the probe's connection to %s left this machine, so "
                      "its rates are another server's and no trial in %s would move them; name "

@@ -392,16 +392,6 @@ int config_parse_string(const char *text, const char *name, struct config *c, st
     return r;
 }
 
-/* A target on this machine is served by the local smbd: its candidates can
- * run on a shadow smbd. A peer's share can only be tuned from our side of
- * the connection: the probe's own client socket. */
-static bool url_is_local(const char *url)
-{
-    struct url u;
-
-    return url_parse(url, &u, NULL) == 0 && url_is_loopback(&u);
-}
-
 /* Without a URL the target is the own share, which only the shadow smbds
  * serve: a client or live trial would have nothing to measure. */
 static int own_share_trials(const struct config *c, struct err *e)
@@ -519,9 +509,14 @@ int config_fill(const struct config *c, struct tuner_opts *t, struct err *e)
     t->state_dir = c->tune.state_dir;
     t->mode = c->tune.mode;
     /* Advice must not write smb.conf, and a live trial is a write that
-     * reaches every client: in advise mode live becomes what auto picks. */
+     * reaches every client: in advise mode live becomes what auto picks.
+     * A target on this machine is served by the local smbd: its
+     * candidates can run on a shadow smbd. A peer's share can only be
+     * tuned from our side of the connection: the probe's own client
+     * socket. */
     if (c->tune.trials_auto || (c->tune.mode == TUNER_ADVISE && c->tune.trials == TUNER_LIVE))
-        t->trials = t->own_share || url_is_local(c->probe.url) ? TUNER_SHADOW : TUNER_CLIENT;
+        t->trials =
+            t->own_share || url_text_is_loopback(c->probe.url) ? TUNER_SHADOW : TUNER_CLIENT;
     else
         t->trials = c->tune.trials;
     /* Refused here, not at the first trial: -t, the start and SIGHUP

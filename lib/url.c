@@ -372,3 +372,10 @@ bool url_is_loopback(const struct url *u)
         return netaddr_loopback((const struct sockaddr *)&a6);
     return strcasecmp(u->host, "localhost") == 0;
 }
+
+bool url_text_is_loopback(const char *s)
+{
+    struct url u;
+
+    return s != NULL && url_parse(s, &u, NULL) == 0 && url_is_loopback(&u);
+}

@@ -61,4 +61,7 @@ int url_check_directory(const char *s, struct err *e);
  * resolved. */
 bool url_is_loopback(const struct url *u);
 
+/* url_is_loopback of the text s; false for one that does not parse. */
+bool url_text_is_loopback(const char *s);
+
 #endif

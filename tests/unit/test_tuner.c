@@ -54,8 +54,10 @@ struct sim {
     bool loopback;
     double loop_gain;
     /* what the probe says of its connection (probe_result.loopback): on
-     * this machine */
-    bool probe_here;
+     * this machine; live trials measure this machine's smbd, so theirs
+     * stays here unless probe_far; socket_unknown: the probe did not
+     * find its socket (client_rcvbuf -1) */
+    bool probe_here, probe_far, socket_unknown;
     unsigned long long noise; /* PRNG state */
     struct search_config placed;
     /* what happened */
@@ -208,7 +210,10 @@ static int deliver(sd_event_source *src, uint64_t usec, void *ud)
         struct probe_result r = {.outcome = PROBE_OK,
                                  .write_bytes = s->o->probe.size,
                                  .read_bytes = s->o->probe.size,
-                                 .loopback = s->probe_here};
+                                 .client_rcvbuf = s->socket_unknown ? -1 : 131072,
+                                 .client_sndbuf = s->socket_unknown ? -1 : 131072,
+                                 .loopback = !s->socket_unknown && !s->probe_far &&
+                                             (s->probe_here || s->o->trials == TUNER_LIVE)};
         measure_fn done = s->measure_done;
 
         /* server side (shadow and live trials): writes rank SO_RCVBUF,
@@ -1461,6 +1466,42 @@ static void test_advise_writes_nothing(void **state)
     assert_string_equal(before, after); /* live trials taken back, byte for byte */
     free(before);
     free(after);
+}
+
+/* Live trials write this machine's smb.conf: a probe whose connection
+ * left this machine (another host's smbd) refuses them at its first
+ * sample, the line in force, before any is written; so does one whose
+ * socket was not found, unless the url is loopback as written. */
+static void test_live_trials_refused_when_the_probe_left(void **state)
+{
+    struct fix *f = *state;
+    char *before = read_all(f->conf), *after, *log;
+    struct sim s;
+
+    f->o.trials = TUNER_LIVE;
+    for (int k = 0; k < 3; k++) {
+        sim_init(&s, &f->o);
+        s.probe_far = k == 0;
+        s.socket_unknown = k > 0;
+        f->o.probe.url = k < 2 ? "smb://fileserver.example/sim" : "smb://127.0.0.1/sim";
+        logcap_begin();
+        assert_int_equal(run(&f->o, &s), k < 2 ? 1 : 0);
+        log = logcap_end();
+        after = read_all(f->conf);
+        if (k < 2) {
+            assert_int_equal(s.measures, 1);
+            assert_non_null(strstr(log, "live trials refused: the probe's connection to "
+                                        "smb://fileserver.example/sim left this machine"));
+            assert_string_equal(before, after);
+        } else {
+            /* no proof either way, and the url says this machine */
+            assert_null(strstr(log, "live trials refused"));
+            assert_true(s.measures > 3);
+        }
+        free(after);
+        free(log);
+    }
+    free(before);
 }
 
 /* A live cycle writes each trial over the one before and then commits:
@@ -3642,6 +3683,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_real_clients_steer_a_new_search, setup, teardown),
         cmocka_unit_test_setup_teardown(test_real_clients_before_after, setup, teardown),
         cmocka_unit_test_setup_teardown(test_advise_writes_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_live_trials_refused_when_the_probe_left, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_live_cycle_keeps_the_admin_bytes_in_backup, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_kill_between_any_two_steps, setup, teardown),
