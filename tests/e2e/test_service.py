@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 import time
 
@@ -577,6 +578,55 @@ def test_a_failed_restart_is_taken_back_and_a_reload_tries_again(box):
         assert _state(box).get("pending") == "no", _state(box)
     finally:
         _restore(box, conf)
+
+
+def test_no_restart_while_a_file_is_open(box):
+    """restart_smbd = yes, the legacy line in smbd's listener, and a file
+    held open on a share of smbd's (smbclient putting from a FIFO whose
+    writer stays): the commit of autotuning would restart smbd and cut the
+    file off. Inside the unit's sandbox smbtuned asks smbstatus, sees the
+    file, writes nothing and leaves smbd running; the journal says so."""
+    conf = _stopped(box)
+    smb_conf = box.run(["cat", "/etc/samba/smb.conf"]).stdout
+    holder = None
+    try:
+        box.run(["mkdir", "-p", "-m", "1777", "/srv/e2e-open"])
+        box.put("/etc/samba/smb.conf", smb_conf + "\n[e2e-open]\n\tpath = /srv/e2e-open\n"
+                "\tguest ok = yes\n\tread only = no\n")
+        smbd_pid = _legacy_first_start(box, conf)
+        holder = box.popen(["sh", "-c",
+                            "rm -f /tmp/e2e-fifo && mkfifo /tmp/e2e-fifo && "
+                            "{ (printf x; exec sleep 600) > /tmp/e2e-fifo & "
+                            "echo $! > /tmp/e2e-writer.pid; } && "
+                            "exec smbclient -N //127.0.0.1/e2e-open "
+                            "-c 'put /tmp/e2e-fifo held.bin'"])
+        _wait("the open file", lambda: "held.bin" in box.run(["smbstatus", "-L"],
+                                                              check=False).stdout, 30, 0.5)
+        c0 = _cursor(box)
+        box.run(["systemctl", "start", "smbtuned"], timeout=300)
+        _first_cycle_status(box)
+        j = _since(box, c0)
+        assert ("not written: smbd would be restarted (restart_smbd = yes), which would cut "
+                "off the 1 file open on it (smbstatus -L lists them)") in j, j[-3000:]
+        assert "held.bin" not in j, j[-3000:]
+        obj = json.loads(box.run(["smbtuned", "--status", "--json"]).stdout)
+        assert obj["cycle_result"].startswith("files open on smbd, which its restart would cut "
+                                              "off"), obj
+        assert nspawn.LEGACY in _socket_line(box), _socket_line(box)
+        assert _show_unit(box, "smbd", "MainPID")["MainPID"] == smbd_pid
+        assert (16384, 16384) in _listener_buffers(box), _listener_buffers(box)
+    finally:
+        box.run(["sh", "-c", "kill $(cat /tmp/e2e-writer.pid)"], check=False)
+        if holder is not None:
+            try:
+                holder.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                holder.kill()
+                holder.wait()
+        _restore(box, conf)
+        box.put("/etc/samba/smb.conf", smb_conf)
+        box.run(["rm", "-rf", "/srv/e2e-open", "/tmp/e2e-fifo", "/tmp/e2e-writer.pid"],
+                check=False)
 
 
 # A testparm that, at the first read-back of a commit, leaves a mark and
