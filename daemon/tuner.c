@@ -347,6 +347,16 @@ static void on_settled(void *ud, int r)
     cycle_read(t);
 }
 
+/* The hold ended (`smbtuned --resume`, or the state file replaced) while
+ * we ran: the journal's resume event comes from the daemon, under its
+ * unit, where `journalctl -u smbtuned` finds it (the --resume command's
+ * own event goes to its terminal when run from a shell). */
+static void resumed_told(const struct tuner *t, const char *what)
+{
+    report_event(JOURNAL_ID_RESUME, LOG_NOTICE, &(struct event_fields){.smb_conf = t->o.smb_conf},
+                 "hold ended (smbtuned --resume): %s", what);
+}
+
 static void cycle_begin(struct tuner *t)
 {
     struct err e;
@@ -372,9 +382,10 @@ static void cycle_begin(struct tuner *t)
     /* The hold was ended (`smbtuned --resume`) while we ran: the line in
      * force is the admin's now, and the search starts from it, as
      * smbtuned(8) says; the winner of before is no longer what to verify. */
-    if (held && !t->st.hold && t->converged) {
-        journal_log(LOG_INFO, "hold ended: searching again from the line in force");
-        tuner_unconverge(t);
+    if (held && !t->st.hold) {
+        resumed_told(t, "tuning again from the line in force");
+        if (t->converged)
+            tuner_unconverge(t);
     }
     if (t->st.hold) {
         /* The reason says why: an edit by hand, a damaged state file. */
@@ -579,8 +590,7 @@ static void cycle_done(struct tuner *t)
         journal_log(LOG_ERR, "%s", e.msg);
     } else {
         if (owned_resumed(t->line)) {
-            journal_log(LOG_INFO, "hold ended by --resume during the cycle: the next cycle "
-                                  "searches from the line in force");
+            resumed_told(t, "during the cycle; the next cycle searches from the line in force");
             tuner_unconverge(t);
             tuner_set_status(t, "hold ended by --resume (it held off: %s)", held ? held : "?");
         }

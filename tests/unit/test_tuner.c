@@ -2164,6 +2164,16 @@ static void resume_searches_again(struct fix *f, bool early)
                   (const char *const[]){"SMBTUNED_RCVBUF=131072", "SMBTUNED_SNDBUF=131072", NULL});
     if (again < 0)
         fail_msg("no search from the admin's line after --resume");
+    /* the daemon's own resume event, once, before that search */
+    {
+        char field[1100];
+        int at;
+
+        snprintf(field, sizeof(field), "SMBTUNED_SMB_CONF=%s", f->conf);
+        at = seen_find(&sn, first + 1, JOURNAL_ID_RESUME, (const char *const[]){field, NULL});
+        assert_true(at > first && at < again);
+        assert_int_equal(seen_count(&sn, JOURNAL_ID_RESUME), 1);
+    }
     seen_end(&sn);
 }
 
