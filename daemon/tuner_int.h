@@ -120,6 +120,14 @@ void tuner_save(struct tuner *t);
 /* The end of every cycle, well (ok) or not: nothing it put up (shadow,
  * live trial, probe file) outlives it. */
 void tuner_cycle_end(struct tuner *t, bool ok);
+/* A cycle's start (tuner_begin.c): the state, the settling, the line,
+ * the checks, then tuner_cycle_go. */
+void tuner_cycle_begin(struct tuner *t);
+/* The journal's resume event: the hold ended while we ran. */
+void tuner_resumed_told(const struct tuner *t, const char *what);
+/* A time as the status and the journal say it: the hour within a day of
+ * now, the date too further off. */
+void tuner_when_str(time_t at, time_t now, char *buf, size_t len);
 
 /* busy_rate (tuner.c): whether this cycle watches the clients' traffic
  * (not --once, smbd running); a watch of it, done told with t (state
