@@ -46,6 +46,9 @@ void state_unconverge(struct state *st)
     }
     state_set_str(&st->ref_settings, NULL);
     state_set_str(&st->ref_recent, NULL);
+    state_set_str(&st->advice, NULL);
+    st->advice_rcvbuf = st->advice_sndbuf = 0;
+    st->advised_from_rcvbuf = st->advised_from_sndbuf = 0;
 }
 
 void state_end_hold(struct state *s)

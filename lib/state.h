@@ -93,6 +93,15 @@ struct state {
     /* the verification samples the reference does not hold yet (format
      * 6): "W,R W,R ..." ranked log rates, oldest first (verify_recent) */
     char *ref_recent;
+    /* advise mode (format 10): the search converged on advice, which
+     * smb.conf does not hold, and the reference is the advice's: the
+     * socket options value advised (NULL: no advice, the reference, if
+     * any, is of the line in force), its buffers (what verification
+     * samples), and the buffers of the line in force it was searched
+     * from. A restart goes on verifying it while that line stays. */
+    char *advice;
+    long advice_rcvbuf, advice_sndbuf;
+    long advised_from_rcvbuf, advised_from_sndbuf;
     long cycles;
     /* Not in the file: this copy stands for a file that could not be
      * read (a read error, not damage: EIO, EACCES, EMFILE, ...) or a
@@ -112,10 +121,10 @@ struct state {
  * smbd (pending_restart); version 8 whether a pending trial's record was
  * such a commit, whose restart failed (pending_unrestarted); version 9
  * whether the incumbent's rates were measured on loopback
- * (rates_loopback). A file of an older version is read without the newer
- * keys, and one that has them is damaged (no smbtuned of that version
- * wrote them). */
-#define STATE_VERSION 9
+ * (rates_loopback); version 10 advise mode's advice and the line it was
+ * searched from (advice ... advised_from_sndbuf). A file of an older version is read without the
+ * newer keys, and one that has them is damaged (no smbtuned of that version wrote them). */
+#define STATE_VERSION 10
 /* pending_restart: unknown (a trial, none pending, or a commit recorded
  * by a version before 7: ask the kernel, as then), no, yes */
 enum { STATE_RESTART_UNKNOWN, STATE_RESTART_NO, STATE_RESTART_YES };
@@ -170,7 +179,8 @@ int state_sweep_tmp(const char *dir, struct err *e);
 /* Replace *dst by a copy of src (NULL allowed). */
 int state_set_str(char **dst, const char *src);
 
-/* Forget the converged search's reference (pure): the next cycle searches. */
+/* Forget the converged search's reference and its advice (pure): the
+ * next cycle searches. */
 void state_unconverge(struct state *s);
 
 /* What `smbtuned --resume` does to a state with a hold (pure): the hold

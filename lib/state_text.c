@@ -85,6 +85,11 @@ static const struct field fields[] = {
     FV("pending_restart", K_LONG, pending_restart, STATE_RESTART_YES, 7),
     FV("pending_unrestarted", K_BOOL, pending_unrestarted, 0, 8),
     FV("rates_loopback", K_BOOL, rates_loopback, 0, 9),
+    FV("advice", K_STR, advice, 0, 10),
+    FV("advice_rcvbuf", K_LONG, advice_rcvbuf, INT_MAX, 10),
+    FV("advice_sndbuf", K_LONG, advice_sndbuf, INT_MAX, 10),
+    FV("advised_from_rcvbuf", K_LONG, advised_from_rcvbuf, INT_MAX, 10),
+    FV("advised_from_sndbuf", K_LONG, advised_from_sndbuf, INT_MAX, 10),
     F("cycles", K_LONG, cycles, LONG_MAX),
 };
 
@@ -315,6 +320,15 @@ static int check_records(const struct state *s, const int *seen, int last, long 
                            "parts of a pending edit, but 'pending no' "
                            "(expected none of pending_* then)");
     }
+    if (s->advice && !s->converged)
+        return damaged(e, name, seen[index_of("advice")],
+                       "advice, but 'converged no' (expected advice only with its search's "
+                       "reference: state_unconverge removes both)");
+    if (!s->advice &&
+        (s->advice_rcvbuf || s->advice_sndbuf || s->advised_from_rcvbuf || s->advised_from_sndbuf))
+        return damaged(e, name, seen[index_of("advice_rcvbuf")],
+                       "advice's buffers without advice (expected 0 for each of advice_* and "
+                       "advised_from_* then)");
     if (!s->hold && s->hold_reason)
         return damaged(e, name, seen[hold],
                        "a hold_reason, but 'hold no' (`smbtuned --resume` "

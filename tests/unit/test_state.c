@@ -71,7 +71,7 @@ static void test_round_trip(void **state)
 
     text = state_format(&a);
     assert_non_null(text);
-    assert_non_null(strstr(text, "\nversion 9\n"));
+    assert_non_null(strstr(text, "\nversion 10\n"));
     /* cycles stays last: a file cut after a whole line lacks it */
     assert_non_null(strstr(text, "\ncycles 7\n"));
     assert_string_equal(strstr(text, "\ncycles 7\n"), "\ncycles 7\n");
@@ -193,9 +193,9 @@ static void test_legacy_and_version(void **state)
     assert_int_equal(parse(t, &s, &e), 0);
     state_free(&s);
     free(t);
-    assert_legacy_damaged(1, "version 10",
-                          "state:1: format version 10, written by a newer smbtuned (expected "
-                          "version 9 or older)");
+    assert_legacy_damaged(1, "version 11",
+                          "state:1: format version 11, written by a newer smbtuned (expected "
+                          "version 10 or older)");
     assert_legacy_damaged(1, "version 99999999999999999999", "state:1: bad value for version");
     assert_legacy_damaged(3, "version 1", "state:3: 'version' after other entries");
 }
@@ -370,6 +370,22 @@ static void test_version3_clients(void **state)
     free(v);
 }
 
+/* text (state_format's) with its version line saying v (at most
+ * STATE_VERSION: no longer than it was). */
+static void set_version(char *text, int v)
+{
+    char *from = strstr(text, "\nversion "), *to;
+    char line[32];
+    int n = snprintf(line, sizeof(line), "\nversion %d", v);
+
+    assert_non_null(from);
+    to = strchr(from + 1, '\n');
+    assert_non_null(to);
+    assert_true(n <= to - from);
+    memmove(from + n, to, strlen(to) + 1);
+    memcpy(from, line, (size_t)n);
+}
+
 /* Version 4's key (connections smbd itself held back): a version 3 file
  * reads without it, as 0; in a version 3 file it is damage; a version 4
  * file must have it. */
@@ -382,7 +398,7 @@ static void as_version4(char *text)
     assert_non_null(from);
     assert_non_null(to);
     memmove(from, to, strlen(to) + 1);
-    memcpy(strstr(text, "version 9"), "version 4", 9);
+    set_version(text, 4);
 }
 
 static void test_version4_clients_smbd(void **state)
@@ -430,11 +446,24 @@ static void drop_key(char *text, const char *key)
     memmove(from, to, strlen(to) + 1);
 }
 
+/* text (state_format's) as version 9 wrote it: without the advice. */
+static void as_version9(char *text)
+{
+    static const char *const keys[] = {"\nadvice ", "\nadvice_rcvbuf ", "\nadvice_sndbuf ",
+                                       "\nadvised_from_rcvbuf ", "\nadvised_from_sndbuf "};
+
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        if (strstr(text, keys[i]) != NULL)
+            drop_key(text, keys[i]);
+    set_version(text, 9);
+}
+
 /* text (state_format's) as version 8 wrote it: without rates_loopback. */
 static void as_version8(char *text)
 {
+    as_version9(text);
     drop_key(text, "\nrates_loopback ");
-    memcpy(strstr(text, "version 9"), "version 8", 9);
+    set_version(text, 8);
 }
 
 /* text (state_format's) as version 7 wrote it: without pending_unrestarted. */
@@ -510,7 +539,12 @@ static void test_version5_reference(void **state)
     memcpy(strstr(text, "version 5"), "version 4", 9);
     assert_damaged_str(text, "'converged' in a file of format version 4 (expected it from "
                              "version 5");
-    /* a version 4 file as version 4 wrote it: read, not converged */
+    /* a version 4 file as version 4 wrote it: read, not converged (w
+     * and end found again: as_version6 moved what follows its keys) */
+    w = strstr(text, "converged yes\n");
+    end = strstr(text, "\ncycles ");
+    assert_non_null(w);
+    assert_non_null(end);
     memmove(w, end + 1, strlen(end + 1) + 1);
     assert_int_equal(parse(text, &s, &e), 0);
     assert_false(s.converged);
@@ -668,10 +702,66 @@ static void test_version9_rates_loopback(void **state)
     free(text);
     text = state_format(&a);
     assert_non_null(text);
-    memcpy(strstr(text, "version 9"), "version 8", 9);
+    as_version9(text);
+    set_version(text, 8);
     assert_damaged_str(text, "'rates_loopback' in a file of format version 8 (expected it from "
                              "version 9");
     free(text);
+}
+
+/* Version 10: advise mode's advice, with the line it was searched from,
+ * kept beside its reference; a file of version 9 reads without it (no
+ * advice); in a version 9 file it is damage, and so is advice without
+ * its reference, or its buffers without advice. state_unconverge forgets
+ * it with the reference. */
+static void test_version10_advice(void **state)
+{
+    struct state a = {0}, s;
+    struct err e = {{0}};
+    char *text;
+
+    (void)state;
+    a.have_incumbent = a.converged = true;
+    a.rcvbuf = a.advised_from_rcvbuf = 65536;
+    a.ref_channels = 1;
+    a.ref_mbps[0] = 100;
+    a.advice_rcvbuf = 262144;
+    a.advice_sndbuf = 0;
+    assert_int_equal(state_set_str(&a.advice, "TCP_NODELAY SO_RCVBUF=262144"), 0);
+    text = state_format(&a);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "\nadvice TCP_NODELAY SO_RCVBUF=262144\n"));
+    assert_int_equal(parse(text, &s, &e), 0);
+    assert_string_equal(s.advice, "TCP_NODELAY SO_RCVBUF=262144");
+    assert_int_equal(s.advice_rcvbuf, 262144);
+    assert_int_equal(s.advice_sndbuf, 0);
+    assert_int_equal(s.advised_from_rcvbuf, 65536);
+    assert_int_equal(s.advised_from_sndbuf, 0);
+    assert_true(s.converged);
+    state_unconverge(&s);
+    assert_null(s.advice);
+    assert_int_equal(s.advice_rcvbuf + s.advised_from_rcvbuf, 0);
+    state_free(&s);
+    as_version9(text);
+    assert_non_null(strstr(text, "\nversion 9\n"));
+    assert_int_equal(parse(text, &s, &e), 0);
+    assert_null(s.advice);
+    assert_int_equal(s.advice_rcvbuf + s.advised_from_rcvbuf, 0);
+    assert_true(s.converged);
+    assert_int_equal(s.rcvbuf, 65536);
+    state_free(&s);
+    free(text);
+    text = state_format(&a);
+    assert_non_null(text);
+    set_version(text, 9);
+    assert_damaged_str(text, "'advice' in a file of format version 9 (expected it from version 10");
+    free(text);
+    a.converged = false;
+    assert_format_damaged(&a, "advice, but 'converged no'");
+    a.converged = true;
+    state_set_str(&a.advice, NULL);
+    assert_format_damaged(&a, "advice's buffers without advice");
+    state_free(&a);
 }
 
 static void test_pending_incomplete(void **state)
@@ -759,7 +849,7 @@ static void test_unknown_duplicate_nul(void **state)
     (void)state;
     assert_legacy_damaged(13, "cycles 3\nfuture_key whatever",
                           "state:14: unknown key 'future_key' (expected a key of format version "
-                          "9)");
+                          "10)");
     assert_legacy_damaged(13, "cycles 3\nrcvbuf 5",
                           "state:14: 'rcvbuf' given twice (first at line 3; expected each key "
                           "once)");
@@ -1102,6 +1192,7 @@ int main(void)
         cmocka_unit_test(test_version7_pending_restart),
         cmocka_unit_test(test_version8_pending_unrestarted),
         cmocka_unit_test(test_version9_rates_loopback),
+        cmocka_unit_test(test_version10_advice),
         cmocka_unit_test(test_pending_incomplete),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_bad_numbers),
