@@ -290,8 +290,9 @@ bool outcome_record(const struct outcome *out, const struct search *s, const str
     st->read_mbps = isnan(rr) ? 0 : rr;
     /* Advice converges too: the next cycles verify the advised value on
      * trials instead of searching again for the same advice every
-     * interval. No reference is kept for it (tuner_ref_store: it is not
-     * the line in force), so a restart searches. */
+     * interval. Its reference is kept with the advice and the line it was
+     * searched from (tuner_ref_keep), so that a restart verifies it while
+     * that line stays in force. */
     return in_force || out->kind == OUTCOME_ADVISE;
 }
 

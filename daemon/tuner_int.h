@@ -164,16 +164,29 @@ void tuner_window_str(const struct tuner *t, char *buf, size_t len);
  * a reload, saying so. */
 void tuner_restart_failed(struct tuner *t);
 /* What verification samples: the search's winner, or after a restart (no
- * search in memory) the line in force. */
+ * search in memory) the advice restored (advise mode) or the line in
+ * force. */
 struct search_config tuner_verified(const struct tuner *t);
+/* The state file's advice (advise mode: the search converged on a value
+ * smb.conf does not hold): its buffers in *w. */
+bool tuner_advice(const struct tuner *t, struct search_config *w);
+/* Whether c is that advice: what a verified sample was of. */
+bool tuner_advice_is(const struct tuner *t, struct search_config c);
+/* In advise mode, the line in force is no longer the one the advice was
+ * searched from (from; edited by hand, the advice applied or not): says
+ * so, forgets the advice and its reference, and returns true: the cycle
+ * searches again. */
+bool tuner_advice_outdated(struct tuner *t, struct search_config from);
 /* A reference into the state file (saved at the cycle's end), with
- * verification's recent samples (v; NULL at a search's end). */
+ * verification's recent samples (v; NULL at a search's end); the advice
+ * it records stays when the reference is its. */
 void tuner_ref_store(struct tuner *t, const struct search_reference *ref, const struct verify *v);
-/* The converged search's reference at its end; none when it did not
- * converge. */
+/* The converged search's reference at its end, with its advice in
+ * advise mode (t->out); none when it did not converge. */
 void tuner_ref_keep(struct tuner *t);
 /* After a restart (no search in memory): the state file's converged
- * search, when its winner is the line in force and its settings are
+ * search, when its winner is the line in force, or its advice was
+ * searched from the line in force (advise mode), and its settings are
  * these, is verified as before; true when the watch on it is set up. Not
  * for --once, which always searches. */
 bool tuner_ref_restore(struct tuner *t);

@@ -1,8 +1,9 @@
 /* tuner_ref: the verification reference across restarts (see
  * tuner_int.h). The state file keeps the converged search's reference,
  * refined by every verification sample, with the samples it does not hold
- * yet and the settings it was measured with; a restart goes on verifying
- * from it instead of searching again. */
+ * yet and the settings it was measured with, and in advise mode the advice
+ * it is of and the line that was searched from; a restart goes on
+ * verifying from it instead of searching again. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,9 +49,38 @@ bool tuner_ref_other_rates(const struct state *st)
     return st->ref_settings != NULL && strncmp(st->ref_settings, mine, sizeof(mine) - 1) != 0;
 }
 
+bool tuner_advice(const struct tuner *t, struct search_config *w)
+{
+    if (t->st.advice == NULL)
+        return false;
+    *w = (struct search_config){t->st.advice_rcvbuf, t->st.advice_sndbuf};
+    return true;
+}
+
+bool tuner_advice_is(const struct tuner *t, struct search_config c)
+{
+    struct search_config w;
+
+    return tuner_advice(t, &w) && search_config_eq(c, w);
+}
+
 struct search_config tuner_verified(const struct tuner *t)
 {
-    return t->s != NULL ? search_incumbent(t->s) : t->inc0;
+    struct search_config w;
+
+    if (t->s != NULL)
+        return search_incumbent(t->s);
+    /* restored: the advice (advise mode), or else the line in force */
+    return tuner_advice(t, &w) ? w : t->inc0;
+}
+
+bool tuner_advice_outdated(struct tuner *t, struct search_config from)
+{
+    if (t->o.mode != TUNER_ADVISE || search_config_eq(from, t->inc0))
+        return false;
+    journal_log(LOG_INFO, "the line in force changed since the advice: searching again");
+    tuner_unconverge(t);
+    return true;
 }
 
 /* verify_recent's samples in words for the state file ("" for none). */
@@ -99,43 +129,72 @@ static bool replay_words(struct verify *v, const char *words)
 }
 
 /* Only when what verification samples is what the state records in
- * force: the loopback rules may keep another line than the search's
- * winner (outcome_decide), whose reference it is not. */
+ * force, or the advice it records (advise mode): the loopback rules may
+ * keep or advise another line than the search's winner (outcome_decide),
+ * whose reference it is not. */
 void tuner_ref_store(struct tuner *t, const struct search_reference *ref, const struct verify *v)
 {
     struct state *st = &t->st;
-    struct search_config rec = {st->rcvbuf, st->sndbuf};
+    struct search_config rec = {st->rcvbuf, st->sndbuf}, w = tuner_verified(t);
     char words[STATE_SETTINGS_LEN];
 
-    state_unconverge(st);
-    if (!st->have_incumbent || !search_config_eq(tuner_verified(t), rec))
+    if (st->advice != NULL ? !tuner_advice_is(t, w)
+                           : !st->have_incumbent || !search_config_eq(w, rec)) {
+        state_unconverge(st);
         return;
+    }
     tuner_settings_words(&t->o, words, sizeof(words));
-    if (state_set_str(&st->ref_settings, words) < 0)
+    if (state_set_str(&st->ref_settings, words) < 0) {
+        state_unconverge(st);
         return;
+    }
     recent_words(v, words, sizeof(words));
-    if (state_set_str(&st->ref_recent, words[0] ? words : NULL) < 0)
+    if (state_set_str(&st->ref_recent, words[0] ? words : NULL) < 0) {
+        state_unconverge(st);
         return;
+    }
     st->converged = true;
     st->ref_channels = ref->nch;
-    for (int i = 0; i < ref->nch; i++) {
-        st->ref_rate[i] = ref->ch[i].rate;
-        st->ref_mbps[i] = exp(ref->ch[i].mean);
-        st->ref_n[i] = ref->ch[i].n;
-        st->ref_ss[i] = ref->ch[i].ss;
-        st->ref_df[i] = ref->ch[i].df;
-        st->ref_reject[i] = ref->ch[i].reject;
+    for (int i = 0; i < 2; i++) {
+        const struct search_channel *c = &ref->ch[i];
+        bool set = i < ref->nch;
+
+        st->ref_rate[i] = set ? c->rate : 0;
+        st->ref_mbps[i] = set ? exp(c->mean) : 0;
+        st->ref_n[i] = set ? c->n : 0;
+        st->ref_ss[i] = set ? c->ss : 0;
+        st->ref_df[i] = set ? c->df : 0;
+        st->ref_reject[i] = set ? c->reject : 0;
     }
+}
+
+/* The advice a search converged on (advise mode), into the state file
+ * beside its reference: only when it is what verification samples (the
+ * loopback rules may advise another value than the winner). */
+static void advice_keep(struct tuner *t)
+{
+    struct state *st = &t->st;
+    const struct outcome *out = &t->out;
+
+    if (out->kind != OUTCOME_ADVISE || out->after == NULL ||
+        !search_config_eq(out->w, tuner_verified(t)) || state_set_str(&st->advice, out->after) < 0)
+        return;
+    st->advice_rcvbuf = out->w.rcvbuf;
+    st->advice_sndbuf = out->w.sndbuf;
+    st->advised_from_rcvbuf = t->searched_from.rcvbuf;
+    st->advised_from_sndbuf = t->searched_from.sndbuf;
 }
 
 void tuner_ref_keep(struct tuner *t)
 {
     struct search_reference ref;
 
-    if (t->converged && search_reference(t->s, &ref) == 0)
-        tuner_ref_store(t, &ref, NULL);
-    else
-        state_unconverge(&t->st);
+    /* the reference of before goes, and the advice it was of */
+    state_unconverge(&t->st);
+    if (!t->converged || search_reference(t->s, &ref) < 0)
+        return;
+    advice_keep(t);
+    tuner_ref_store(t, &ref, NULL);
 }
 
 void tuner_unconverge(struct tuner *t)
@@ -148,11 +207,15 @@ bool tuner_ref_restore(struct tuner *t)
 {
     const struct state *st = &t->st;
     struct search_reference ref = {.nch = (int)st->ref_channels};
-    struct search_config won = {st->rcvbuf, st->sndbuf};
-    char words[STATE_SETTINGS_LEN];
+    struct search_config won = {st->rcvbuf, st->sndbuf}, from = won;
+    bool advice = tuner_advice(t, &won);
+    char words[STATE_SETTINGS_LEN], cs[96];
 
-    if (t->o.once || t->s != NULL || t->v != NULL || !st->converged || !st->have_incumbent ||
-        !search_config_eq(won, t->inc0) || ref.nch < 1 || ref.nch > 2)
+    if (advice)
+        from = (struct search_config){st->advised_from_rcvbuf, st->advised_from_sndbuf};
+    if (t->o.once || t->s != NULL || t->v != NULL || !st->converged || ref.nch < 1 || ref.nch > 2)
+        return false;
+    if (!advice && (!st->have_incumbent || !search_config_eq(won, t->inc0)))
         return false;
     /* measured with other settings (another url, size, trials mode, or
      * other sizes allowed): other rates, or another search's range */
@@ -166,6 +229,10 @@ bool tuner_ref_restore(struct tuner *t)
                                   "before the restart: searching again");
         return false;
     }
+    /* advice rests on the line it was searched from, as in a running
+     * daemon (tuner_cycle_go) */
+    if (advice && tuner_advice_outdated(t, from))
+        return false;
     for (int i = 0; i < ref.nch; i++) {
         if (!(st->ref_mbps[i] > 0))
             return false;
@@ -186,7 +253,14 @@ bool tuner_ref_restore(struct tuner *t)
         t->v = NULL;
         return false;
     }
-    journal_log(LOG_INFO, "the search before the restart converged on the line in force: "
-                          "verifying it");
+    t->searched_from = from;
+    if (advice)
+        journal_log(LOG_INFO,
+                    "the advice from before the restart, %s (socket options = %s), searched "
+                    "from the line in force: verifying it",
+                    search_config_str(won, cs, sizeof(cs)), st->advice);
+    else
+        journal_log(LOG_INFO, "the search before the restart converged on the line in force: "
+                              "verifying it");
     return true;
 }

@@ -73,7 +73,7 @@ static const char *verified_words(const struct tuner *t)
 {
     if (search_config_eq(t->probe_cfg, t->inc0))
         return "";
-    if (t->out.kind == OUTCOME_ADVISE && search_config_eq(t->probe_cfg, t->out.w))
+    if (tuner_advice_is(t, t->probe_cfg))
         return " (the advice; smb.conf not changed)";
     return " (the search's winner, not the line in force)";
 }
@@ -686,7 +686,9 @@ static void cycle_search(struct tuner *t)
     facts_search_bounds(&t->facts, &t->o, t->inc0, &p, &t->auto_blocked);
     t->auto_checks = 0;
     t->probe_loopback = false;
-    /* a new search: the old one and the watch on its winner go */
+    /* a new search: the old one, the watch on its winner and kept advice go */
+    if (t->st.advice != NULL)
+        state_unconverge(&t->st);
     verify_free(t->v);
     t->v = NULL;
     search_free(t->s);
@@ -755,12 +757,9 @@ void tuner_cycle_go(struct tuner *t)
         tuner_unconverge(t);
     /* Advice rests on the line it was searched from (whether autotuning
      * can take effect, where the search began): one changed by hand since
-     * gets advice of its own. */
-    if (t->converged && t->o.mode == TUNER_ADVISE && t->s != NULL &&
-        !search_config_eq(t->searched_from, t->inc0)) {
-        journal_log(LOG_INFO, "the line in force changed since the advice: searching again");
-        tuner_unconverge(t);
-    }
+     * gets advice of its own (searched_from: a restored one's too). */
+    if (t->converged)
+        tuner_advice_outdated(t, t->searched_from);
     if (!t->converged) {
         cycle_search(t);
         return;
@@ -770,7 +769,7 @@ void tuner_cycle_go(struct tuner *t)
         tuner_cycle_end(t, false);
         return;
     }
-    /* restored (no search in memory): the winner is the line in force */
+    /* restored (no search in memory): the line in force, or the advice */
     {
         char cs[96];
 

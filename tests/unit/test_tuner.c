@@ -2684,6 +2684,202 @@ static void test_advise_verifies_its_advice(void **state)
     free(before);
 }
 
+static struct tuner *one_cycle(struct fix *f, struct sim *s);
+static void done_with(struct tuner *t, struct sim *s);
+
+/* An advise run's first two cycles (a search, a verification) from the
+ * legacy line, its state file loaded into st: the advice (the knee, not
+ * written), the line it was searched from, and the advice's reference. */
+static void advise_converge(struct fix *f, struct state *st)
+{
+    struct sim s;
+
+    f->o.once = false;
+    f->o.mode = TUNER_ADVISE;
+    sim_init(&s, &f->o);
+    s.cycles_wanted = 2;
+    assert_int_equal(run(&f->o, &s), 0);
+    load_state(f, st);
+    assert_true(st->converged);
+    assert_non_null(st->advice);
+    assert_string_equal(st->advice, "TCP_NODELAY SO_RCVBUF=262144 SO_SNDBUF=262144");
+    assert_int_equal(st->advice_rcvbuf, 262144);
+    assert_int_equal(st->advice_sndbuf, 262144);
+    assert_int_equal(st->advised_from_rcvbuf, 8192);
+    assert_int_equal(st->advised_from_sndbuf, 8192);
+    assert_int_equal(st->rcvbuf, 8192); /* the line in force, not the advice */
+}
+
+#define ADVICE_RESTORED                                                                            \
+    "the advice from before the restart, SO_RCVBUF 262144 SO_SNDBUF 262144 (socket options = "     \
+    "TCP_NODELAY SO_RCVBUF=262144 SO_SNDBUF=262144), searched from the line in force: verifying "  \
+    "it"
+
+/* A restart in advise mode, the line in force still the one the advice
+ * was searched from: it verifies the advice, one sample a cycle, and
+ * searches no more (before, it searched again from scratch: the state
+ * file kept no reference of a line not in force); what it verifies is the
+ * advice (tuner_verified), and the state file keeps it, its reference
+ * refined. smb.conf is never written. */
+static void test_advise_restart_verifies_its_advice(void **state)
+{
+    struct fix *f = *state;
+    char *before = read_all(f->conf), *after;
+    struct state st;
+    struct sim s;
+    struct seen sn;
+    struct tuner *t;
+    long n0;
+
+    advise_converge(f, &st);
+    n0 = st.ref_n[0];
+    state_free(&st);
+    sim_init(&s, &f->o);
+    s.cycles_wanted = 3;
+    seen_begin(&sn);
+    assert_int_equal(run(&f->o, &s), 0);
+    assert_true(seen_said(&sn, ADVICE_RESTORED));
+    assert_int_equal(seen_count(&sn, JOURNAL_ID_SEARCH_START), 0);
+    assert_int_equal(seen_count(&sn, JOURNAL_ID_VERIFY), 3);
+    assert_true(seen_said(&sn, "verified SO_RCVBUF 262144 SO_SNDBUF 262144 (the advice; "
+                               "smb.conf not changed): write "));
+    seen_end(&sn);
+    assert_int_equal(s.measures, 3);
+    load_state(f, &st);
+    assert_string_equal(st.advice, "TCP_NODELAY SO_RCVBUF=262144 SO_SNDBUF=262144");
+    assert_int_equal(st.advised_from_rcvbuf, 8192);
+    assert_true(st.converged);
+    assert_true(st.ref_n[0] > n0);
+    state_free(&st);
+    /* once more, one cycle, the tuner kept: it verifies the advice */
+    t = one_cycle(f, &s);
+    assert_int_equal(s.measures, 1);
+    assert_true(search_config_eq(tuner_verified(t), (struct search_config){262144, 262144}));
+    done_with(t, &s);
+    after = read_all(f->conf);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+    f->o.mode = TUNER_TUNE;
+}
+
+/* The line in force changed while the daemon was down (here the advice
+ * applied by hand; any edit alike): the advice of the line before is not
+ * verified, the restart searches from the new line, as a running daemon
+ * does, and the old advice is gone from the state file. */
+static void test_advise_restart_after_the_line_changed_searches(void **state)
+{
+    struct fix *f = *state;
+    struct state st;
+    struct sim s;
+    struct seen sn;
+
+    advise_converge(f, &st);
+    write_conf(f, "TCP_NODELAY SO_RCVBUF=262144 SO_SNDBUF=262144");
+    assert_true(restart_saying(f, &st, &s, &sn,
+                               "the line in force changed since the advice: searching again"));
+    assert_false(seen_said(&sn, "from before the restart"));
+    assert_int_equal(seen_count(&sn, JOURNAL_ID_SEARCH_START), 1);
+    assert_int_equal(seen_count(&sn, JOURNAL_ID_VERIFY), 0);
+    seen_end(&sn);
+    assert_true(s.measures > 3);
+    /* the knee is in force now: nothing to advise, the line's reference */
+    load_state(f, &st);
+    assert_null(st.advice);
+    assert_int_equal(st.advised_from_rcvbuf, 0);
+    assert_int_equal(st.rcvbuf, 262144);
+    state_free(&st);
+    f->o.mode = TUNER_TUNE;
+}
+
+/* A restored advice that drifts: the rates halved while the daemon was
+ * down. As in a running daemon, verification raises the alarm (the
+ * reference rests on few samples: at the fourth sample beyond the stall
+ * bound) and the next cycle searches again. */
+static void test_advise_restart_drift_searches(void **state)
+{
+    struct fix *f = *state;
+    struct state st;
+    struct sim s;
+    struct seen sn;
+    int drift;
+
+    advise_converge(f, &st);
+    state_free(&st);
+    sim_init(&s, &f->o);
+    s.on_facts = halve_the_rates;
+    s.cycles_wanted = 5;
+    seen_begin(&sn);
+    assert_int_equal(run(&f->o, &s), 0);
+    assert_true(seen_said(&sn, ADVICE_RESTORED));
+    drift = seen_find(&sn, 0, JOURNAL_ID_DRIFT, NULL);
+    assert_true(drift >= 0);
+    assert_true(seen_find(&sn, drift, JOURNAL_ID_SEARCH_START, NULL) > drift);
+    assert_int_equal(seen_count(&sn, JOURNAL_ID_SEARCH_START), 1);
+    seen_end(&sn);
+    f->o.mode = TUNER_TUNE;
+}
+
+/* A restored advice meets, a cycle later, what a running daemon's does:
+ * the line in force changed by hand (it searches from it), a reload into
+ * tune mode (it searches, and commits). */
+static void test_advise_restored_meets_an_edit_and_a_reload(void **state)
+{
+    struct fix *f = *state;
+    struct state st;
+    int verified;
+    char *v;
+
+    advise_converge(f, &st);
+    state_free(&st);
+    /* restored, verified at the first idle, the edit, then one search */
+    assert_int_equal(advise_searches(f, ADVISE_HAND_EDIT, &verified), 1);
+    assert_true(verified >= 1);
+    fresh_state(f);
+    write_conf(f, LEGACY);
+    advise_converge(f, &st);
+    state_free(&st);
+    assert_int_equal(advise_searches(f, ADVISE_TO_TUNE, &verified), 1);
+    v = conf_value(f);
+    assert_string_equal(v, "TCP_NODELAY SO_RCVBUF=262144 SO_SNDBUF=262144");
+    free(v);
+}
+
+/* Advice kept by an advise run, and a restart in tune mode: the
+ * reference was measured in advise mode (ref_settings), so the restart
+ * searches, and commits; no advice is left in the state file. And back:
+ * a tune run's reference is not verified as advice. */
+static void test_advise_restart_in_tune_mode_searches(void **state)
+{
+    struct fix *f = *state;
+    struct state st;
+    struct sim s;
+    struct seen sn;
+    char *v;
+
+    advise_converge(f, &st);
+    f->o.mode = TUNER_TUNE;
+    assert_true(
+        restart_saying(f, &st, &s, &sn, "settings changed since the search before the restart"));
+    assert_int_equal(seen_count(&sn, JOURNAL_ID_SEARCH_START), 1);
+    seen_end(&sn);
+    v = conf_value(f);
+    assert_string_equal(v, "TCP_NODELAY SO_RCVBUF=262144 SO_SNDBUF=262144");
+    free(v);
+    load_state(f, &st);
+    assert_null(st.advice);
+    assert_true(st.converged);
+    state_free(&st);
+    f->o.mode = TUNER_ADVISE;
+    sim_init(&s, &f->o);
+    s.cycles_wanted = 1;
+    seen_begin(&sn);
+    assert_int_equal(run(&f->o, &s), 0);
+    assert_int_equal(seen_count(&sn, JOURNAL_ID_SEARCH_START), 1);
+    seen_end(&sn);
+    f->o.mode = TUNER_TUNE;
+}
+
 /* Loopback trials that keep autotuning although the search's winner was
  * an explicit size (outcome_decide): verification in memory samples that
  * winner, whose reference is of no line in force; a restart must not
@@ -3737,6 +3933,13 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_reload_with_other_settings_searches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_advise_verifies_its_advice, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_advise_restart_verifies_its_advice, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_advise_restart_after_the_line_changed_searches, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_advise_restart_drift_searches, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_advise_restored_meets_an_edit_and_a_reload, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_advise_restart_in_tune_mode_searches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_verified_words_name_the_winner, setup, teardown),
         cmocka_unit_test_setup_teardown(test_clients_seen_by_the_search_do_not_steer_again, setup,
                                         teardown),
