@@ -189,6 +189,27 @@ static const char *rate_text(double mbps, char *buf, size_t len)
     return buf;
 }
 
+/* Advice a search converged on in advise mode (state format 10): the
+ * value to put in smb.conf, and the line it was searched from, which its
+ * verification rests on. */
+static void print_advice(const struct state *st, enum tuner_mode mode)
+{
+    struct search_config w = {st->advice_rcvbuf, st->advice_sndbuf};
+    struct search_config from = {st->advised_from_rcvbuf, st->advised_from_sndbuf};
+    char a[96], b[96];
+
+    if (st->advice == NULL)
+        return;
+    printf("Advice          : socket options = %s (%s; advise mode: smb.conf not changed, %s)\n",
+           st->advice, search_config_str(w, a, sizeof(a)),
+           /* a reference of advise mode: tune mode searches again */
+           mode == TUNER_ADVISE ? "verified each cycle"
+                                : "and mode = tune now: the next cycle searches again");
+    printf("Advised from    : %s (the line in force when it was searched: a change of it "
+           "searches again)\n",
+           search_config_str(from, b, sizeof(b)));
+}
+
 static void print_text(const struct status *s)
 {
     const struct state *st = &s->st;
@@ -277,6 +298,7 @@ static void print_text(const struct status *s)
     } else {
         printf("Incumbent       : none measured yet\n");
     }
+    print_advice(st, s->t->mode);
     printf("Cycles          : %ld\n", st->cycles);
     if (st->cycle_at)
         printf("Last cycle      : %s: %s\n", when(st->cycle_at, a, sizeof(a)),
@@ -424,6 +446,12 @@ static int print_json(const struct status *s)
     SET("samba", K(jsonw_text(st->samba)));
     SET("kernel", K(jsonw_text(st->kernel)));
     SET("measured_smb_conf", K(jsonw_text(st->smb_conf)));
+    /* advise mode's advice (null: none; a buffer null: autotuning) */
+    SET("advice", K(jsonw_text(st->advice)));
+    SET("advice_rcvbuf", K(size_json(st->advice != NULL, st->advice_rcvbuf)));
+    SET("advice_sndbuf", K(size_json(st->advice != NULL, st->advice_sndbuf)));
+    SET("advised_from_rcvbuf", K(size_json(st->advice != NULL, st->advised_from_rcvbuf)));
+    SET("advised_from_sndbuf", K(size_json(st->advice != NULL, st->advised_from_sndbuf)));
 #undef K
 #undef SET
     text = bad ? NULL : json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));

@@ -44,6 +44,9 @@ KEYS = {
     "pending": STR_OR_NULL,
     "pending_file": STR_OR_NULL, "samba": STR_OR_NULL, "kernel": STR_OR_NULL,
     "measured_smb_conf": STR_OR_NULL, "clients": (dict, type(None)),
+    # advise mode's advice (state format 10; test_daemon_advise.py)
+    "advice": STR_OR_NULL, "advice_rcvbuf": INT_OR_NULL, "advice_sndbuf": INT_OR_NULL,
+    "advised_from_rcvbuf": INT_OR_NULL, "advised_from_sndbuf": INT_OR_NULL,
 }
 # The last summary of smbd's real connections (issue 13), when there is one.
 CLIENT_KEYS = {
@@ -131,6 +134,8 @@ def test_status_after_commit_hand_edit_and_hold(make_env):
     assert obj["samba"] == samba, obj
     assert obj["kernel"] == os.uname().release, obj
     assert obj["measured_smb_conf"] == str(conf), obj
+    # tune mode: no advice (test_daemon_advise.py has one)
+    assert obj["advice"] is None and obj["advised_from_rcvbuf"] is None, obj
     # the cycle watched smbd's real connections (none but ours, if any)
     assert obj["clients"] is not None, obj
     assert t0 <= obj["clients"]["at"] <= t1, obj
