@@ -2845,6 +2845,30 @@ static void test_advise_restored_meets_an_edit_and_a_reload(void **state)
     free(v);
 }
 
+/* A restart that cannot verify the advice (the probe's size changed:
+ * other rates) searches, and the search drops the advice at once: were
+ * it stopped (here by its byte budget, after one sample) the state file
+ * would otherwise go on showing advice and a reference nothing verifies. */
+static void test_advise_search_after_a_restart_drops_the_advice(void **state)
+{
+    struct fix *f = *state;
+    struct state st;
+    struct sim s;
+    struct seen sn;
+
+    advise_converge(f, &st);
+    f->o.probe.size *= 2;
+    f->o.max_bytes = 1;
+    assert_true(restart_saying(f, &st, &s, &sn, "byte budget of 1 spent"));
+    assert_true(seen_said(&sn, "settings changed since the search before the restart"));
+    seen_end(&sn);
+    load_state(f, &st);
+    assert_null(st.advice);
+    assert_false(st.converged);
+    state_free(&st);
+    f->o.mode = TUNER_TUNE;
+}
+
 /* Advice kept by an advise run, and a restart in tune mode: the
  * reference was measured in advise mode (ref_settings), so the restart
  * searches, and commits; no advice is left in the state file. And back:
@@ -3937,6 +3961,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_advise_restart_after_the_line_changed_searches, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_advise_restart_drift_searches, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_advise_search_after_a_restart_drops_the_advice, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_advise_restored_meets_an_edit_and_a_reload, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_advise_restart_in_tune_mode_searches, setup, teardown),
