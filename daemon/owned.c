@@ -236,22 +236,23 @@ static int window_shut(const struct owned *w, struct err *e, const char *what)
 /* -ETXTBSY: a commit that restarts smbd found files open on it, or could
  * not tell: a restart cuts every one of them off (a client's unsaved
  * work, a backup's write), which no buffer size is worth. Asked right
- * before the write, as the window is; only the count is said. */
-static int files_open(const struct owned *w, struct err *e)
+ * before the write (or, for a killed run's commit, before its restart),
+ * as the window is; only the count is said. what: how far it got. */
+int owned_files_open(const struct tuner_opts *o, const char *what, struct err *e)
 {
     struct err se = {{0}};
     long n = 0;
 
-    if (smbstatus_open_files(w->o->smb_conf, &n, &se) < 0)
+    if (smbstatus_open_files(o->smb_conf, &n, &se) < 0)
         return err_set(e, -ETXTBSY,
-                       "not written: smbd would be restarted (restart_smbd = yes), which cuts "
-                       "off every file open on it, and whether any is open is not known: %s",
-                       se.msg);
+                       "%s: smbd would be restarted (restart_smbd = yes), which cuts off every "
+                       "file open on it, and whether any is open is not known: %s",
+                       what, se.msg);
     if (n > 0)
         return err_set(e, -ETXTBSY,
-                       "not written: smbd would be restarted (restart_smbd = yes), which would "
-                       "cut off the %ld file%s open on it (smbstatus -L lists them)",
-                       n, n == 1 ? "" : "s");
+                       "%s: smbd would be restarted (restart_smbd = yes), which would cut off "
+                       "the %ld file%s open on it (smbstatus -L lists them)",
+                       what, n, n == 1 ? "" : "s");
     return 0;
 }
 
@@ -313,7 +314,7 @@ static int put_job(void *arg, int out_fd)
     if (r == 0 && w->restart && owned_outside_window(w->o))
         r = window_shut(w, &e, "not written");
     if (r == 0 && w->restart)
-        r = files_open(w, &e);
+        r = owned_files_open(w->o, "not written", &e);
     if (r == 0 && res.changed && (r = record(w, &res.edit)) < 0)
         err_set(&e, r, "not written: recording the change failed: %s", strerror(-r));
     if (r == 0)

@@ -132,7 +132,8 @@ static void taken_back(struct owned *w, const struct reply *rep, const char *aft
 static bool set_back_by_hand(const struct owned *w, const struct reply *rep)
 {
     return rep->r == -EALREADY && w->live_sure && w->live_value != NULL && !rep->unrestarted &&
-           !rep->late && w->st->pending && !w->st->pending_commit && !w->st->pending_unrestarted;
+           !rep->late && !rep->files_open && w->st->pending && !w->st->pending_commit &&
+           !w->st->pending_unrestarted;
 }
 
 /* What a revert came to, in the parent. */
@@ -182,6 +183,12 @@ int owned_settle(struct owned *w, const struct reply *rep)
             taken_back(w, rep,
                        "the socket options line holds what it held before: the change needs "
                        "smbd restarted (restart_smbd = yes), and the restart failed");
+        } else if (r == 0 && rep->files_open) {
+            char why[sizeof(rep->restart_msg) + 100];
+
+            snprintf(why, sizeof(why), "the socket options line holds what it held before: %s",
+                     rep->restart_msg);
+            taken_back(w, rep, why);
         } else if (r == 0 && rep->late) {
             char win[24], late[200];
 
@@ -286,7 +293,7 @@ static bool restart_wanted(const struct owned *w, const char *value)
  * told as that run would have told it. In a job, or at start-up in place. */
 static void confirm(struct owned *w, struct reply *rep)
 {
-    struct err e = {{0}}, ae = {{0}};
+    struct err e = {{0}}, ae = {{0}}, fe = {{0}};
     bool checked, undone, restart;
 
     memset(rep, 0, sizeof(*rep));
@@ -307,6 +314,15 @@ static void confirm(struct owned *w, struct reply *rep)
     if (restart && owned_outside_window(w->o)) {
         owned_revert(w, rep);
         rep->late = true;
+        return;
+    }
+    /* Files open on smbd: no restart cuts them off, and without one the
+     * listener keeps the old sizes while the line reads as autotuning,
+     * with no later cycle to restart it: taken back, as a late one is. */
+    if (restart && !w->o->dry_run && owned_files_open(w->o, "not kept", &fe) < 0) {
+        owned_revert(w, rep);
+        rep->files_open = true;
+        memcpy(rep->restart_msg, fe.msg, sizeof(rep->restart_msg));
         return;
     }
     rep->not_restarted = restart && w->o->dry_run;
@@ -457,7 +473,7 @@ static int back_job(void *arg, int out_fd)
         return -ENOMEM;
     if (keep) {
         confirm(w, rep);
-        rep->confirmed = !rep->late && !rep->unrestarted;
+        rep->confirmed = !rep->late && !rep->unrestarted && !rep->files_open;
         memcpy(rep + 1, w->keep_value, vlen);
     } else {
         owned_revert(w, rep);
@@ -617,7 +633,7 @@ void owned_recover(struct owned *w)
         return;
     case BACK_CONFIRM:
         confirm(w, &rep);
-        if (rep.late || rep.unrestarted)
+        if (rep.late || rep.unrestarted || rep.files_open)
             owned_settle(w, &rep);
         else
             confirmed(w, &rep);

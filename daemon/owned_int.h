@@ -28,6 +28,9 @@ struct reply {
     bool checked, undone, restarted; /* a confirm: see confirm() */
     bool not_restarted;              /* a restart it would want, left (--dry-run) */
     bool late;                       /* a revert: BACK_LATE (back_plan) */
+    /* a revert: a commit that needs smbd restarted found files open on
+     * it, or could not tell (restart_msg says) */
+    bool files_open;
     bool unrestarted; /* a revert: smbd could not be restarted for it (restart_msg) */
     /* unrestarted: systemd refused the restart for a job already queued
      * for smbd (an admin's stop), no fault of smbd's unit */
@@ -110,5 +113,9 @@ int owned_settle(struct owned *w, const struct reply *rep);
 /* owned_restart.c */
 void owned_demote(struct state *st);
 int owned_smbd_restart(struct owned *w, struct reply *rep);
+
+/* -ETXTBSY when files are open on smbd, whose restart would cut them
+ * off, or smbstatus cannot tell (e says so, after what); 0 when none. */
+int owned_files_open(const struct tuner_opts *o, const char *what, struct err *e);
 
 #endif

@@ -93,3 +93,27 @@ def test_no_commit_that_restarts_smbd_while_a_file_is_open(make_env, tmp_path):
     assert "smbd could not be restarted for the change" in err, err
     assert socket_value(env.srv.conf.read_bytes()) == LEGACY
     assert env.state().get("pending") == "no"
+
+
+def test_a_killed_runs_commit_is_not_restarted_over_an_open_file(make_env, tmp_path):
+    """A run killed after writing a commit that needs smbd restarted (the
+    record says so): the next start would restart smbd to confirm it. With
+    a file open on smbd it restarts nothing and takes the commit back (the
+    listener would keep the old sizes while the line read as autotuning),
+    saying why; the cycles after it search again."""
+    env = make_env(LEGACY)
+    tune = {"mode": q("advise"), "apply": q("smbcontrol"), "restart_smbd": "yes"}
+    env.write_config(probe={**SMALL_PROBE}, tune=tune)
+    rc, out, err = env.run("--once")  # a state file, as a cycle leaves it
+    assert rc == 0, err
+    old, new = env.plant_pending_commit("TCP_NODELAY SO_RCVBUF=262144", restart=True)
+    with HeldFile(env.srv, tmp_path):
+        rc, out, err = env.run("--once")
+        print(f"\n{err}")
+    assert ("unfinished change taken back in " + str(env.srv.conf) + ": the socket options "
+            "line holds what it held before: not kept: smbd would be restarted (restart_smbd = "
+            "yes), which would cut off the 1 file open on it (smbstatus -L lists them)") in err, err
+    assert "cannot reach systemd" not in err, err
+    assert "checked and kept" not in err, err
+    assert socket_value(env.srv.conf.read_bytes()) == old.split("=", 1)[1].strip()
+    assert env.state().get("pending") == "no"
