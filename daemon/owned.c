@@ -238,22 +238,30 @@ static int window_shut(const struct owned *w, struct err *e, const char *what)
  * work, a backup's write), which no buffer size is worth. Asked right
  * before the write (or, for a killed run's commit, before its restart),
  * as the window is; only the count is said. what: how far it got. */
-int owned_files_open(const struct tuner_opts *o, const char *what, struct err *e)
+int owned_files_open(const struct tuner_opts *o, struct err *e)
 {
     struct err se = {{0}};
     long n = 0;
 
     if (smbstatus_open_files(o->smb_conf, &n, &se) < 0)
         return err_set(e, -ETXTBSY,
-                       "%s: smbd would be restarted (restart_smbd = yes), which cuts off every "
-                       "file open on it, and whether any is open is not known: %s",
-                       what, se.msg);
+                       "smbd would be restarted (restart_smbd = yes), which cuts off every file "
+                       "open on it, and whether any is open is not known: %s",
+                       se.msg);
     if (n > 0)
         return err_set(e, -ETXTBSY,
-                       "%s: smbd would be restarted (restart_smbd = yes), which would cut off "
-                       "the %ld file%s open on it (smbstatus -L lists them)",
-                       what, n, n == 1 ? "" : "s");
+                       "smbd would be restarted (restart_smbd = yes), which would cut off the %ld "
+                       "file%s open on it (smbstatus -L lists them)",
+                       n, n == 1 ? "" : "s");
     return 0;
+}
+
+/* e's message after what: how far a commit got. */
+static int prefixed(struct err *e, const char *what)
+{
+    struct err m = *e;
+
+    return err_set(e, -ETXTBSY, "%s: %s", what, m.msg);
 }
 
 /* Record an edit in the state file before it reaches the disk (between
@@ -314,7 +322,7 @@ static int put_job(void *arg, int out_fd)
     if (r == 0 && w->restart && owned_outside_window(w->o))
         r = window_shut(w, &e, "not written");
     if (r == 0 && w->restart)
-        r = owned_files_open(w->o, "not written", &e);
+        r = owned_files_open(w->o, &e) < 0 ? prefixed(&e, "not written") : 0;
     if (r == 0 && res.changed && (r = record(w, &res.edit)) < 0)
         err_set(&e, r, "not written: recording the change failed: %s", strerror(-r));
     if (r == 0)
@@ -338,8 +346,16 @@ static int put_job(void *arg, int out_fd)
              * restart then. The record stays (with pending_restart yes),
              * and the cycle's end takes the commit back (BACK_LATE), or
              * the next start if we are killed first. */
-            if (owned_smbd_restart(w, rep) == -ETIME) {
+            r = owned_smbd_restart(w, rep);
+            if (r == -ETIME) {
                 rep->r = window_shut(w, &e, "written, to be taken back");
+                memcpy(rep->msg, e.msg, sizeof(rep->msg));
+            } else if (r == -ETXTBSY) {
+                /* files opened since the check before the write: the
+                 * record stays, and the cycle's end confirms the commit
+                 * (a restart once none is open) or takes it back */
+                memcpy(e.msg, rep->restart_msg, sizeof(e.msg));
+                rep->r = prefixed(&e, "written, not restarted");
                 memcpy(rep->msg, e.msg, sizeof(rep->msg));
             }
         } else {

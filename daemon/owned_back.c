@@ -293,7 +293,7 @@ static bool restart_wanted(const struct owned *w, const char *value)
  * told as that run would have told it. In a job, or at start-up in place. */
 static void confirm(struct owned *w, struct reply *rep)
 {
-    struct err e = {{0}}, ae = {{0}}, fe = {{0}};
+    struct err e = {{0}}, ae = {{0}};
     bool checked, undone, restart;
 
     memset(rep, 0, sizeof(*rep));
@@ -316,15 +316,6 @@ static void confirm(struct owned *w, struct reply *rep)
         rep->late = true;
         return;
     }
-    /* Files open on smbd: no restart cuts them off, and without one the
-     * listener keeps the old sizes while the line reads as autotuning,
-     * with no later cycle to restart it: taken back, as a late one is. */
-    if (restart && !w->o->dry_run && owned_files_open(w->o, "not kept", &fe) < 0) {
-        owned_revert(w, rep);
-        rep->files_open = true;
-        memcpy(rep->restart_msg, fe.msg, sizeof(rep->restart_msg));
-        return;
-    }
     rep->not_restarted = restart && w->o->dry_run;
     if (restart && !w->o->dry_run) {
         int r = owned_smbd_restart(w, rep);
@@ -333,6 +324,17 @@ static void confirm(struct owned *w, struct reply *rep)
             /* its checks ran past the window's end */
             owned_revert(w, rep);
             rep->late = true;
+        } else if (r == -ETXTBSY) {
+            /* Files open on smbd: no restart cuts them off, and without
+             * one the listener keeps the old sizes while the line reads
+             * as autotuning, with no later cycle to restart it: taken
+             * back, as a late one is (restart_msg says why). */
+            char why[sizeof(rep->restart_msg)];
+
+            memcpy(why, rep->restart_msg, sizeof(why));
+            owned_revert(w, rep);
+            rep->files_open = true;
+            snprintf(rep->restart_msg, sizeof(rep->restart_msg), "not kept: %s", why);
         }
         if (r < 0)
             return;

@@ -115,7 +115,7 @@ void owned_demote(struct state *st);
 int owned_smbd_restart(struct owned *w, struct reply *rep);
 
 /* -ETXTBSY when files are open on smbd, whose restart would cut them
- * off, or smbstatus cannot tell (e says so, after what); 0 when none. */
-int owned_files_open(const struct tuner_opts *o, const char *what, struct err *e);
+ * off, or smbstatus cannot tell (e says so); 0 when none. */
+int owned_files_open(const struct tuner_opts *o, struct err *e);
 
 #endif

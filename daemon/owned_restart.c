@@ -80,15 +80,25 @@ static void restart_done(void *arg)
  * or smbd is not running (rep->not_running, restart_msg says why: none
  * ran, it was stopping, or it is down after the restart, which
  * rep->down_after marks for a warning): it takes the line when it
- * starts; -ETIME: the window shut, nothing done; else the restart failed,
+ * starts; -ETIME: the window shut, nothing done; -ETXTBSY: files open on
+ * smbd, or not known (restart_msg says), nothing done; else the restart failed,
  * left the smbd of before running, or could not be made, and the line
  * went back (unrestarted: the reply is the revert's). */
 int owned_smbd_restart(struct owned *w, struct reply *rep)
 {
     struct err ae = {{0}};
-    int r = apply_restart_check(w->o->smb_conf, w->o->smbd_unit, &ae);
     bool queued = false;
+    int r;
 
+    /* Files open on smbd, asked again here: the check before a commit's
+     * write may be a minute old (testparm after it), and a killed run's
+     * commit had none. First, before the checks of the unit: they cannot
+     * make a restart right over an open file. */
+    if (owned_files_open(w->o, &ae) < 0) {
+        memcpy(rep->restart_msg, ae.msg, sizeof(rep->restart_msg));
+        return -ETXTBSY;
+    }
+    r = apply_restart_check(w->o->smb_conf, w->o->smbd_unit, &ae);
     if (r >= 0 && owned_outside_window(w->o))
         return -ETIME;
     if (r == 1)

@@ -251,7 +251,7 @@ static void on_settled(void *ud, int r)
 void tuner_resumed_told(const struct tuner *t, const char *what)
 {
     report_event(JOURNAL_ID_RESUME, LOG_NOTICE, &(struct event_fields){.smb_conf = t->o.smb_conf},
-                 "hold ended (smbtuned --resume): %s", what);
+                 "the hold is gone from the state file (smbtuned --resume): %s", what);
 }
 
 void tuner_cycle_begin(struct tuner *t)

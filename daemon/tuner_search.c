@@ -257,11 +257,15 @@ static void on_measured(void *ud, int ret, const struct probe_result *r, const c
     if (t->o.trials == TUNER_LIVE && !r->loopback &&
         (r->client_rcvbuf >= 0 || !url_text_is_loopback(t->o.probe.url))) {
         report_error("live-trial", t->o.smb_conf,
-                     "live trials refused: the probe's connection to %s left this machine, so "
-                     "its rates are another server's and no trial in %s would move them; name "
-                     "this machine's own share (127.0.0.1, ::1, localhost or one of its "
-                     "addresses), or use trials = client for a peer",
-                     t->o.probe.url, t->o.smb_conf);
+                     "live trials refused: the probe's connection to %s %s, so its rates may be "
+                     "another server's and no trial in %s would move them; name this machine's "
+                     "own share (127.0.0.1, ::1, localhost or one of its addresses), or use "
+                     "trials = client for a peer",
+                     t->o.probe.url,
+                     r->client_rcvbuf >= 0 ? "left this machine"
+                                           : "could not be looked at, and the url names no "
+                                             "loopback address",
+                     t->o.smb_conf);
         tuner_cycle_end(t, false);
         return;
     }

@@ -47,8 +47,10 @@ class HeldFile:
             [SMBCLIENT, "-s", str(srv.client_conf), "-N", "-p", str(srv.port), srv.unc(),
              "-c", f"put {self.fifo} held.bin"],
             env=srv.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.w = open(self.fifo, "wb")
-        self.w.write(b"x" * 65536)
+        # read-write: an open that never waits for smbclient's (one that
+        # failed to connect never opens the FIFO)
+        self.w = os.fdopen(os.open(self.fifo, os.O_RDWR), "wb")
+        self.w.write(b"x" * 4096)
         self.w.flush()
         deadline = time.monotonic() + 30
         while "held.bin" not in self.status():

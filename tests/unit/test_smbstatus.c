@@ -1,6 +1,6 @@
 /* smbstatus: the count of open files in `smbstatus -L --json`'s text
  * (lib/smbstatus.c); the real smbstatus is run against a real smbd in
- * tests/integration/test_smbstatus.py. */
+ * tests/integration/test_restart_open_files.py. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
