@@ -192,22 +192,46 @@ static const char *rate_text(double mbps, char *buf, size_t len)
 /* Advice a search converged on in advise mode (state format 10): the
  * value to put in smb.conf, and the line it was searched from, which its
  * verification rests on. */
-static void print_advice(const struct state *st, enum tuner_mode mode)
+/* The buffers the line in force sets (SOCKOPTS_AUTO: none), as the
+ * daemon reads them; false when it cannot be read. */
+static bool line_buffers(const struct status *s, struct search_config *c)
 {
+    struct sockopts so;
+    struct sockopts_size r, d;
+
+    if (!s->conf_ok || sockopts_parse(s->c.value, &so) < 0)
+        return false;
+    r = sockopts_get(&so, SOCKOPTS_RCVBUF);
+    d = sockopts_get(&so, SOCKOPTS_SNDBUF);
+    c->rcvbuf = r.present ? r.value : SOCKOPTS_AUTO;
+    c->sndbuf = d.present ? d.value : SOCKOPTS_AUTO;
+    sockopts_free(&so);
+    return true;
+}
+
+static void print_advice(const struct status *s)
+{
+    const struct state *st = &s->st;
     struct search_config w = {st->advice_rcvbuf, st->advice_sndbuf};
-    struct search_config from = {st->advised_from_rcvbuf, st->advised_from_sndbuf};
+    struct search_config from = {st->advised_from_rcvbuf, st->advised_from_sndbuf}, now;
+    bool same = line_buffers(s, &now) && search_config_eq(now, from);
+    /* the admin's other options as they are now, the advice's buffers */
+    char *value = same ? sockopts_with(s->c.value, w.rcvbuf, w.sndbuf) : NULL;
     char a[96], b[96];
 
     if (st->advice == NULL)
         return;
     printf("Advice          : socket options = %s (%s; advise mode: smb.conf not changed, %s)\n",
-           st->advice, search_config_str(w, a, sizeof(a)),
+           value ? value : st->advice, search_config_str(w, a, sizeof(a)),
            /* a reference of advise mode: tune mode searches again */
-           mode == TUNER_ADVISE ? "verified each cycle"
-                                : "and mode = tune now: the next cycle searches again");
+           !same                        ? "the line in force changed since: the next cycle "
+                                          "searches again"
+           : s->t->mode == TUNER_ADVISE ? "verified each cycle"
+                                        : "and mode = tune now: the next cycle searches again");
     printf("Advised from    : %s (the line in force when it was searched: a change of it "
            "searches again)\n",
            search_config_str(from, b, sizeof(b)));
+    free(value);
 }
 
 static void print_text(const struct status *s)
@@ -298,7 +322,7 @@ static void print_text(const struct status *s)
     } else {
         printf("Incumbent       : none measured yet\n");
     }
-    print_advice(st, s->t->mode);
+    print_advice(s);
     printf("Cycles          : %ld\n", st->cycles);
     if (st->cycle_at)
         printf("Last cycle      : %s: %s\n", when(st->cycle_at, a, sizeof(a)),

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "journal.h"
+#include "sockopts.h"
 #include "tuner_int.h"
 
 void tuner_settings_words(const struct tuner_opts *o, char *buf, size_t len)
@@ -254,6 +255,15 @@ bool tuner_ref_restore(struct tuner *t)
         return false;
     }
     t->searched_from = from;
+    /* the advice as the line in force reads now: the admin's other
+     * options may have changed since, its buffers have not */
+    if (advice) {
+        char *v = sockopts_with(t->value0, won.rcvbuf, won.sndbuf);
+
+        if (v != NULL && state_set_str(&t->st.advice, v) == 0)
+            st = &t->st;
+        free(v);
+    }
     if (advice)
         journal_log(LOG_INFO,
                     "the advice from before the restart, %s (socket options = %s), searched "

@@ -93,13 +93,30 @@ def test_advise_restart_verifies_its_advice(make_env):
     assert rc == 0, err
     assert f'"advice":"{advice}"' in out and '"advised_from_rcvbuf":8192' in out, out
 
-    # 4. The advice applied by hand while the daemon was down: the next
-    # start searches from the new line, and the old advice is gone.
+    # 3b. The admin's other options changed since, not the buffers: the
+    # advice is shown with the options as they are now.
     text = env.srv.conf.read_text()
     assert text.count(f"socket options = {LEGACY}") == 1, text
     env.srv.conf.write_text(text.replace(f"socket options = {LEGACY}",
+                                         "socket options = " +
+                                         LEGACY.replace("IPTOS_LOWDELAY ", "")))
+    rc, out, err = env.run("--status", timeout=60)
+    assert rc == 0, err
+    assert "IPTOS_LOWDELAY" in advice, advice
+    assert (f"Advice          : socket options = {advice.replace('IPTOS_LOWDELAY ', '')} "
+            "(SO_RCVBUF " in out and "verified each cycle)\n" in out), out
+    env.srv.conf.write_text(text)
+
+    # 4. The advice applied by hand while the daemon was down: --status
+    # says the line changed, the next start searches from the new line,
+    # and the old advice is gone.
+    env.srv.conf.write_text(text.replace(f"socket options = {LEGACY}",
                                          f"socket options = {advice}"))
     conf_bytes = env.srv.conf.read_bytes()
+    rc, out, err = env.run("--status", timeout=60)
+    assert rc == 0, err
+    assert ("; advise mode: smb.conf not changed, the line in force changed since: the next "
+            "cycle searches again)\n") in out, out
     d = cycle_at_start(env)
     d.wait_for(lambda: RESULT_RE.search(d.stderr) is not None, timeout=240,
                what="the new search's result")
