@@ -135,4 +135,9 @@ void owned_pending_clear(struct state *st);
 /* Save st; a failure is logged (the next save tries again) and is -1. */
 int owned_save(const struct tuner_opts *o, const struct state *st);
 
+/* -ETXTBSY when files are open on smbd, whose restart would cut them
+ * off, or smbstatus cannot tell (e says so); 0 when none. Runs smbstatus
+ * (up to SMBSTATUS_TIMEOUT_S): in a job. */
+int owned_files_open(const struct tuner_opts *o, struct err *e);
+
 #endif

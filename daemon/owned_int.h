@@ -114,8 +114,4 @@ int owned_settle(struct owned *w, const struct reply *rep);
 void owned_demote(struct state *st);
 int owned_smbd_restart(struct owned *w, struct reply *rep);
 
-/* -ETXTBSY when files are open on smbd, whose restart would cut them
- * off, or smbstatus cannot tell (e says so); 0 when none. */
-int owned_files_open(const struct tuner_opts *o, struct err *e);
-
 #endif

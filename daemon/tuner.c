@@ -67,6 +67,8 @@ void tuner_set_opts(struct tuner *t, const struct tuner_opts *o)
     changed = strcmp(t->settings, now) != 0;
     memcpy(t->settings, now, sizeof(now));
     t->o = *o;
+    /* a reload searches again, open files or not (tuner_files.c) */
+    t->files_wait = false;
     if (t->converged && changed) {
         journal_log(LOG_INFO, "the probe or search settings changed: the next cycle searches "
                               "again");
@@ -445,6 +447,7 @@ bool tuner_stop(struct tuner *t)
     bool cut = t->state != T_IDLE, left;
 
     t->w.ops->measure_kill(t->w.ctx);
+    tuner_files_forget(t);
     /* First what real clients may feel: a live trial in smb.conf.
      * Stopping: blocking is all right, the loop is about to end. A
      * commit that reached the disk stays, as after a kill -9: the search

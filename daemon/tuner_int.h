@@ -83,6 +83,12 @@ struct tuner {
      * (facts_trials_on_loopback); set from the samples, so that no name
      * is resolved on the loop */
     bool probe_loopback;
+    /* A search's commit that needed smbd restarted met files open on it
+     * (tuner_files.c): the line in force it was searched from; later
+     * cycles ask smbstatus before searching again, in files_job. */
+    bool files_wait;
+    struct search_config files_from;
+    struct job *files_job;
     /* smbd's real connections this cycle (clients_watch.h) */
     struct clients_watch_summary real;
     /* a search started for them (steering), from this value in force:
@@ -194,5 +200,12 @@ bool tuner_ref_restore(struct tuner *t);
 /* After the checks at the start of a cycle: verify the winner, or search
  * (tuner_search.c). */
 void tuner_cycle_go(struct tuner *t);
+/* A new search from the line in force (tuner_search.c). */
+void tuner_cycle_search(struct tuner *t);
+/* Search, unless a search's commit met files open on smbd and they still
+ * are (tuner_files.c): then the cycle is deferred. */
+void tuner_files_then_search(struct tuner *t);
+/* Forget the wait (a reload, a stop). */
+void tuner_files_forget(struct tuner *t);
 
 #endif

@@ -15,7 +15,6 @@
 #define AUTO_CHECKS 3
 
 static void step(struct tuner *t);
-static void cycle_search(struct tuner *t);
 
 static const char *trials_name(enum tuner_trials tr)
 {
@@ -273,7 +272,7 @@ static void on_measured(void *ud, int ret, const struct probe_result *r, const c
     if (t->kind != S_VERIFY)
         step(t);
     else if (!t->converged)
-        cycle_search(t);
+        tuner_cycle_search(t);
     else
         tuner_cycle_end(t, true);
 }
@@ -489,14 +488,16 @@ static void on_committed(void *ud, int r, const struct owned_put_result *res)
         return;
     }
     if (r == -ETXTBSY) {
-        /* files open on smbd (owned.h): nothing written. As when the
-         * window closes, the line stays and a later cycle searches again
-         * (the open files are a moment's, the next cycle's may be none). */
+        /* files open on smbd (owned.h): nothing written. The line stays,
+         * and the next cycles ask smbstatus before they search again
+         * (tuner_files.c): a busy server may have files open all day. */
         journal_log(LOG_WARNING,
-                    "commit of socket options = %s: %s; keeping %s, and the next cycle searches "
-                    "again",
+                    "commit of socket options = %s: %s; keeping %s, and the next cycles wait "
+                    "until no file is open before searching again",
                     t->out.after, res->msg, t->value0);
         outcome_free(&t->out);
+        t->files_wait = true;
+        t->files_from = t->inc0;
         stop_early(t, "files open on smbd, which its restart would cut off");
         return;
     }
@@ -682,7 +683,7 @@ static bool clients_ask_more(const struct tuner *t, char *why, size_t len)
                                    f->tcp_max_known ? f->tcp_max : NULL, why, len);
 }
 
-static void cycle_search(struct tuner *t)
+void tuner_cycle_search(struct tuner *t)
 {
     struct search_params p;
     char cs[96];
@@ -765,7 +766,7 @@ void tuner_cycle_go(struct tuner *t)
     if (t->converged)
         tuner_advice_outdated(t, t->searched_from);
     if (!t->converged) {
-        cycle_search(t);
+        tuner_files_then_search(t);
         return;
     }
     /* verification: one sample of the winner */

@@ -14,6 +14,7 @@ No rate is asserted.
 """
 
 import os
+import signal
 import subprocess
 import time
 
@@ -30,7 +31,7 @@ TUNE = {"min_size": "8K", "max_size": "8K", "max_samples": "6", "restart_smbd": 
         "apply": q("smbcontrol")}
 OPEN_RE = ("not written: smbd would be restarted (restart_smbd = yes), which would cut off "
            "the 1 file open on it (smbstatus -L lists them); keeping " + LEGACY +
-           ", and the next cycle searches again")
+           ", and the next cycles wait until no file is open before searching again")
 
 
 class HeldFile:
@@ -119,3 +120,34 @@ def test_a_killed_runs_commit_is_not_restarted_over_an_open_file(make_env, tmp_p
     assert "checked and kept" not in err, err
     assert socket_value(env.srv.conf.read_bytes()) == old.split("=", 1)[1].strip()
     assert env.state().get("pending") == "no"
+
+
+DEFERRED = ("tuning deferred: the last search's commit needs smbd restarted, and smbd would be "
+            "restarted (restart_smbd = yes), which would cut off the 1 file open on it")
+SEARCH = "tuning cycle: searching from "
+
+
+@pytest.mark.slow
+def test_cycles_wait_for_the_files_instead_of_searching_again(make_env, tmp_path):
+    """The daemon, a cycle a minute: the first search's commit meets the
+    open file. A search each cycle would come to the same refusal (a busy
+    server has files open all day): the next cycle asks smbstatus and is
+    deferred, no trial run; once the file is closed, the cycle after
+    searches and writes (its restart then fails here: no systemd)."""
+    env = make_env(LEGACY)
+    env.write_config(probe={**SMALL_PROBE}, tune={**TUNE, "interval": "1m"})
+    with HeldFile(env.srv, tmp_path):
+        d = env.start()
+        d.wait_for(lambda: DEFERRED in d.stderr, timeout=200,
+                   what="the second cycle, deferred for the open file")
+        assert d.stderr.count(SEARCH) == 1, d.stderr
+        assert "which would cut off the 1 file open on it (smbstatus -L lists them); keeping" \
+            in d.stderr, d.stderr
+    d.wait_for(lambda: "no file open on smbd now: searching again" in d.stderr, timeout=200,
+               what="the cycle after the file closed")
+    d.wait_for(lambda: d.stderr.count(SEARCH) == 2 and
+               "smbd could not be restarted for the change" in d.stderr, timeout=200,
+               what="its search and commit")
+    d.signal(signal.SIGTERM)
+    assert d.wait(timeout=60) == 0, d.stderr
+    assert socket_value(env.srv.conf.read_bytes()) == LEGACY
