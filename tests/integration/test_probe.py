@@ -86,9 +86,14 @@ def own_host():
 
 
 def dead_pid():
-    """A PID that no process has right now."""
+    """A PID that no process has right now, and none will get soon. The
+    kernel hands PIDs out upwards from the last one it gave and wraps at
+    pid_max: the free PID just below the last one given is the furthest
+    from the next (the highest free one, taken before, came round within
+    a CI run, and a process of that PID kept a dead probe's file)."""
     pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
-    for pid in range(pid_max - 1, 1, -1):
+    last = int(Path("/proc/sys/kernel/ns_last_pid").read_text())
+    for pid in [*range(last - 1, 1, -1), *range(pid_max - 1, last, -1)]:
         if not Path(f"/proc/{pid}").exists():
             return pid
     raise RuntimeError("no free pid")
