@@ -200,6 +200,13 @@ bool tuner_ref_restore(struct tuner *t);
 /* After the checks at the start of a cycle: verify the winner, or search
  * (tuner_search.c). */
 void tuner_cycle_go(struct tuner *t);
+/* The end of a search (tuner_end.c): its outcome decided, committed and
+ * told; a search stopped early keeping the line it started from (why: in
+ * the status); whether the window closed before another sample (then
+ * stopped there). */
+void tuner_finish_search(struct tuner *t);
+void tuner_stop_early(struct tuner *t, const char *why);
+bool tuner_window_closed(struct tuner *t);
 /* A new search from the line in force (tuner_search.c). */
 void tuner_cycle_search(struct tuner *t);
 /* Search, unless a search's commit met files open on smbd and they still

@@ -1,5 +1,6 @@
-/* tuner_search: the samples of a search or of a verification, and what a
- * search comes to (see tuner_int.h). */
+/* tuner_search: the samples of a search or of a verification, and the
+ * order of a search (see tuner_int.h); tuner_end.c: what a search comes
+ * to, its commit and what stops it early. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -344,248 +345,6 @@ static void sample(struct tuner *t, enum sample_kind kind, struct search_config 
         tuner_cycle_end(t, false);
 }
 
-/* ---- the end of a search ---- */
-
-/* Record and tell what the search came to, then end the cycle. */
-static void search_done(struct tuner *t)
-{
-    struct outcome *out = &t->out;
-    bool committed = out->kind == OUTCOME_COMMIT && !t->failed;
-
-    /* saved at the cycle's end, with whatever the end takes back */
-    if (!t->failed && out->kind != OUTCOME_STOPPED) {
-        t->converged = outcome_record(out, t->s, &t->tally, t->inc0, &t->st);
-        /* whose rates they are, for --status: the probe found out, and
-         * --status resolves nothing */
-        t->st.rates_loopback = facts_trials_on_loopback(&t->o, t->probe_loopback);
-        tuner_ref_keep(t);
-    }
-    tuner_set_status(t, "%s", out->what);
-    if (t->o.once) {
-        struct report_in in = {.before = t->value0,
-                               .after = out->after,
-                               .inc0 = t->inc0,
-                               .rated = out->w,
-                               .committed = committed,
-                               .advise = t->o.mode == TUNER_ADVISE,
-                               .what = out->what,
-                               .now = child_now()};
-
-        report_print(stdout, t->o.json, t->s, &t->tally, &in);
-    }
-    outcome_free(out);
-    tuner_cycle_end(t, !t->failed);
-}
-
-/* The search ends before it converged, keeping the line it started from
- * (a live trial goes back at the cycle's end); why: in the status. */
-static void stop_early(struct tuner *t, const char *why)
-{
-    if (outcome_stopped(&t->out, t->value0, t->inc0, why) < 0) {
-        outcome_free(&t->out);
-        tuner_cycle_end(t, false);
-        return;
-    }
-    search_done(t);
-}
-
-/* Whether the time window is open (always with --once, or without one). */
-static bool window_open(const struct tuner *t)
-{
-    return t->o.once || tuner_window_wait(t) == 0;
-}
-
-/* The window has closed before what `before` says: the search stops
- * there, keeping the line it started from (why: in the status). The next
- * cycle searches again, from the start; a search that never fits the
- * window says so every night (a warning), as the window or max_samples
- * must then change. */
-static void window_stop(struct tuner *t, const char *before, const char *why)
-{
-    char win[48];
-
-    tuner_window_str(t, win, sizeof(win));
-    journal_log(LOG_WARNING,
-                "the time window %s closed before %s: keeping %s; the next cycle searches again "
-                "(a search that never fits needs a wider window or a smaller max_samples)",
-                win, before, t->value0);
-    stop_early(t, why);
-}
-
-/* Has the time window closed before another sample? Then the search stops
- * there: the window is the admin's promise to their users (cycles only at
- * night), and a search, up to a few hundred samples, could run into the
- * morning. Checked only before a sample: a search that has converged
- * ends as it would have (but see restart_too_late). */
-static bool window_closed(struct tuner *t)
-{
-    char before[96];
-
-    if (window_open(t))
-        return false;
-    snprintf(before, sizeof(before), "the search converged (%d samples)", search_samples(t->s));
-    window_stop(t, before, "time window closed");
-    return true;
-}
-
-/* A restart moves every client off smbd: never outside the time window.
- * A search whose last sample ended after the window closed keeps the
- * line it started from when its commit needs smbd restarted, as a search
- * still sampling would; so does one whose edit met the window shut
- * (owned.h: -ETIME; a line written is taken back at the cycle's end). A
- * commit that only tells smbd goes on: it moves no client off, and it is
- * the cycle's last act. */
-static void restart_stop(struct tuner *t, struct outcome *out)
-{
-    char *before;
-
-    if (asprintf(&before, "smbd could be restarted for socket options = %s (restart_smbd = yes)",
-                 out->after) < 0)
-        before = NULL;
-    outcome_free(out);
-    window_stop(t, before ? before : "smbd could be restarted (restart_smbd = yes)",
-                "time window closed before smbd's restart");
-    free(before);
-}
-
-static bool restart_too_late(struct tuner *t, struct outcome *out)
-{
-    if (window_open(t))
-        return false;
-    restart_stop(t, out);
-    return true;
-}
-
-/* The commit needed smbd restarted, the restart failed, and the job took
- * the line back (owned_restart.c: unrestarted; owned_settle told how that
- * went). The
- * cycle fails, keeping what it started from (a hold, when the take-back
- * found an admin's line, says so itself). */
-static void unrestarted(struct tuner *t)
-{
-    struct outcome *out = &t->out;
-
-    tuner_restart_failed(t);
-    snprintf(out->what, sizeof(out->what), "smbd could not be restarted for socket options = %s",
-             out->after);
-    out->kind = OUTCOME_KEEP;
-    t->failed = true;
-    search_done(t);
-}
-
-static void on_committed(void *ud, int r, const struct owned_put_result *res)
-{
-    struct tuner *t = ud;
-
-    if (r == -EREMOTEIO) {
-        unrestarted(t);
-        return;
-    }
-    if (r == -ETIME) {
-        /* the edit met the window shut (owned.h): whether it wrote */
-        journal_log(LOG_NOTICE, "commit: %s", res->msg);
-        restart_stop(t, &t->out);
-        return;
-    }
-    if (r == -ETXTBSY) {
-        /* files open on smbd (owned.h): nothing written. The line stays,
-         * and the next cycles ask smbstatus before they search again
-         * (tuner_files.c): a busy server may have files open all day. */
-        journal_log(LOG_WARNING,
-                    "commit of socket options = %s: %s; keeping %s, and the next cycles wait "
-                    "until no file is open before searching again",
-                    t->out.after, res->msg, t->value0);
-        outcome_free(&t->out);
-        t->files_wait = true;
-        t->files_from = t->inc0;
-        stop_early(t, "files open on smbd, which its restart would cut off");
-        return;
-    }
-    if (r < 0) {
-        if (r != -ECANCELED)
-            report_error("commit", t->o.smb_conf, "commit: %s", res->msg);
-        outcome_failed(&t->out, res->msg);
-        t->failed = true;
-    } else {
-        double wr, rr;
-
-        /* The commit carries the search's rates and samples too: the one
-         * entry an admin looks for says what the new line is worth. */
-        report_rates(t->s, &t->tally, t->out.w, &wr, &rr);
-        /* From what the cycle began with: after live trials the file's old
-         * value is the last trial's, often the winner itself. */
-        report_event(JOURNAL_ID_COMMIT, LOG_NOTICE,
-                     &(struct event_fields){.smb_conf = res->file ? res->file : t->o.smb_conf,
-                                            .c = &t->out.w,
-                                            .samples = search_samples(t->s),
-                                            .write_mbps = wr,
-                                            .read_mbps = rr},
-                     "socket options: %s -> %s (%s:%d)", t->value0, res->new_value,
-                     res->file ? res->file : t->o.smb_conf, res->line);
-        if (res->restarted)
-            report_event(JOURNAL_ID_RESTART, LOG_NOTICE,
-                         &(struct event_fields){.smb_conf = t->o.smb_conf, .c = &t->out.w},
-                         "smbd restarted so that autotuning reaches new connections "
-                         "(restart_smbd = yes): its listener had the old explicit sizes");
-        outcome_written(&t->out, res->new_value);
-        /* what real clients had before it: later cycles compare the
-         * connections opened since with these */
-        t->have_before = t->real.valid;
-        t->real_before = t->real;
-    }
-    search_done(t);
-}
-
-static void finish_search(struct tuner *t)
-{
-    struct outcome *out = &t->out;
-    const char *expect;
-
-    t->w.ops->place_down(t->w.ctx);
-    if (outcome_decide(out, t->s, &t->tally, &t->facts, &t->o, t->value0, t->inc0, t->auto_blocked,
-                       &t->real, t->probe_loopback) < 0) {
-        outcome_free(out);
-        tuner_cycle_end(t, false);
-        return;
-    }
-    {
-        double wr, rr;
-        char cs[96], bytes[48];
-
-        /* the search's winner, as measured: the outcome may end with
-         * another (outcome.c: after loopback trials), which it tells */
-        struct search_config won = search_incumbent(t->s);
-
-        report_rates(t->s, &t->tally, won, &wr, &rr);
-        /* the bytes the cycle's probes moved so far, write+read */
-        snprintf(bytes, sizeof(bytes), "SMBTUNED_BYTES=%lld", t->tally.bytes);
-        report_event(JOURNAL_ID_SEARCH_END, LOG_INFO,
-                     &(struct event_fields){.smb_conf = t->o.smb_conf,
-                                            .c = &won,
-                                            .samples = search_samples(t->s),
-                                            .write_mbps = wr,
-                                            .read_mbps = rr,
-                                            .more = (const char *const[]){bytes, NULL}},
-                     "search finished after %d samples: %s, write %.1f read %.1f MB/s",
-                     search_samples(t->s), search_config_str(won, cs, sizeof(cs)), wr, rr);
-    }
-    /* Kept or advised: a live trial goes back at the cycle's end. */
-    if (out->kind != OUTCOME_COMMIT) {
-        search_done(t);
-        return;
-    }
-    if (out->restart && restart_too_late(t, out))
-        return;
-    /* Over a live trial, compare with what the trial wrote. */
-    expect = owned_live_value(t->line) ? NULL : t->value0;
-    t->state = T_COMMITTING;
-    if (owned_put(t->line, expect, out->w, OWNED_COMMIT, out->restart, on_committed, t) < 0) {
-        outcome_failed(out, "cannot start the edit");
-        t->failed = true;
-        search_done(t);
-    }
-}
-
 /* The clients' traffic between a search's samples (busy_rate), as the
  * cycle's start watched it: a search runs for minutes, and clients may
  * start work meanwhile. No probe traffic runs then (a shadow's and a
@@ -602,7 +361,7 @@ static void busy_unwatched(struct tuner *t, const char *why)
                 "clients, and nothing tells whether they are",
                 why ? "cannot watch client traffic (" : "", why ? why : "", why ? "): " : "",
                 search_samples(t->s), t->value0);
-    stop_early(t, "client traffic cannot be watched");
+    tuner_stop_early(t, "client traffic cannot be watched");
 }
 
 static void on_busy_rechecked(void *ud, int r, double mbps, const char *why)
@@ -620,7 +379,7 @@ static void on_busy_rechecked(void *ud, int r, double mbps, const char *why)
                     "samples, keeping %s; the next cycle searches again (where clients are "
                     "busy at every cycle, a window at quieter hours lets a search end)",
                     mbps, t->o.busy_mbps, search_samples(t->s), t->value0);
-        stop_early(t, "clients busy");
+        tuner_stop_early(t, "clients busy");
     } else {
         sample(t, S_SEARCH, t->busy_next);
     }
@@ -651,21 +410,21 @@ static void step(struct tuner *t)
                     "byte budget of %lld spent before the search converged: "
                     "keeping %s",
                     t->o.max_bytes, t->value0);
-        stop_early(t, "budget spent");
+        tuner_stop_early(t, "budget spent");
         return;
     }
     if (t->kind == S_AUTO || search_ask(t->s, &c) == SEARCH_DONE) {
         if (!t->auto_blocked || t->auto_checks >= AUTO_CHECKS) {
-            finish_search(t);
+            tuner_finish_search(t);
             return;
         }
         /* no busy watch: the search has converged, and a stop here
          * would throw its result away for a few checks of AUTO */
-        if (!window_closed(t))
+        if (!tuner_window_closed(t))
             sample(t, S_AUTO, (struct search_config){SEARCH_AUTO, SEARCH_AUTO});
         return;
     }
-    if (!window_closed(t) && !busy_rechecking(t, c))
+    if (!tuner_window_closed(t) && !busy_rechecking(t, c))
         sample(t, S_SEARCH, c);
 }
 
