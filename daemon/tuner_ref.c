@@ -260,8 +260,9 @@ bool tuner_ref_restore(struct tuner *t)
     if (advice) {
         char *v = sockopts_with(t->value0, won.rcvbuf, won.sndbuf);
 
-        if (v != NULL && state_set_str(&t->st.advice, v) == 0)
-            st = &t->st;
+        /* (out of memory: the advice as it was recorded) */
+        if (v != NULL)
+            state_set_str(&t->st.advice, v);
         free(v);
     }
     if (advice)
