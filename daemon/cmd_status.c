@@ -97,7 +97,7 @@ static void read_state(struct status *s, const char *dir)
         s->state_word = "unreadable";
         return;
     }
-    r = files_read(s->path, &text, &len, &s->state_err);
+    r = files_read_own(s->path, &text, &len, &s->state_err);
     if (r == -ENOENT) {
         s->state_word = "missing";
         return;
@@ -105,8 +105,7 @@ static void read_state(struct status *s, const char *dir)
     if (r < 0) {
         /* what state_load keeps aside as damage (a FIFO or directory in
          * its place, a file too large to be ours) is damage here too */
-        s->state_word =
-            r == -EINVAL || r == -EISDIR || r == -EFBIG || r == -EAGAIN ? "damaged" : "unreadable";
+        s->state_word = state_is_damage(r) ? "damaged" : "unreadable";
         s->denied = r == -EACCES || r == -EPERM;
         return;
     }

@@ -144,7 +144,8 @@ static int read_fd(int fd, const char *path, char **buf, size_t *len, struct sta
     return 0;
 }
 
-int files_read_stat(const char *path, char **buf, size_t *len, struct stat *st, struct err *e)
+static int read_path(const char *path, int flags, char **buf, size_t *len, struct stat *st,
+                     struct err *e)
 {
     int fd;
 
@@ -157,15 +158,30 @@ int files_read_stat(const char *path, char **buf, size_t *len, struct stat *st, 
                        path);
     /* O_NONBLOCK: open() of a FIFO without a writer (or of some devices)
      * blocks for ever, before fstat could tell us what it is. */
-    fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | flags);
+    if (fd < 0 && errno == ELOOP && (flags & O_NOFOLLOW))
+        return err_set(e, -ELOOP,
+                       "%s: a symbolic link where smbtuned keeps a file of its own: not "
+                       "followed",
+                       path);
     if (fd < 0)
         return err_set(e, -errno, "%s: %s", path, strerror(errno));
     return read_fd(fd, path, buf, len, st, e);
 }
 
+int files_read_stat(const char *path, char **buf, size_t *len, struct stat *st, struct err *e)
+{
+    return read_path(path, 0, buf, len, st, e);
+}
+
 int files_read(const char *path, char **buf, size_t *len, struct err *e)
 {
-    return files_read_stat(path, buf, len, NULL, e);
+    return read_path(path, 0, buf, len, NULL, e);
+}
+
+int files_read_own(const char *path, char **buf, size_t *len, struct err *e)
+{
+    return read_path(path, O_NOFOLLOW, buf, len, NULL, e);
 }
 
 /* Does the file open at fd hold exactly len bytes, expect's? */

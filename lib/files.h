@@ -27,6 +27,10 @@ int files_read(const char *path, char **buf, size_t *len, struct err *e);
  * owner or mode of that very file, not of whatever the path names at a
  * second look-up (a directory's owner may swap it in between). */
 int files_read_stat(const char *path, char **buf, size_t *len, struct stat *st, struct err *e);
+/* files_read of a file smbtuned keeps in a directory of its own (the
+ * state file, a shadow's pid file): a symbolic link there is none of
+ * ours, and is refused (-ELOOP), never followed. */
+int files_read_own(const char *path, char **buf, size_t *len, struct err *e);
 
 /* The two refusals of files_read, for readers of their own (creds.c, which
  * keeps a secret out of malloc'ed memory): whether path names something

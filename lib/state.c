@@ -110,7 +110,7 @@ static int state_read(const char *path, struct state *s, struct err *why)
     int r;
 
     memset(s, 0, sizeof(*s));
-    r = files_read(path, &text, &len, why);
+    r = files_read_own(path, &text, &len, why);
     if (r == -ENOENT)
         return 0;
     if (r < 0)

@@ -154,7 +154,9 @@ int state_load(const char *dir, struct state *s, struct err *e);
 
 /* Whether r, from state_peek, is what state_load keeps aside as damage:
  * state_parse's -EBADMSG, or a FIFO, directory, device or oversized file
- * in the state file's place (see state_load). */
+ * in the state file's place (see state_load). A symbolic link there is no
+ * damage but a file that cannot be read (-ELOOP): none of ours, it is
+ * neither followed nor moved, and nothing starts until it is gone. */
 bool state_is_damage(int r);
 
 /* The state file as it is, for a reader that is not the daemon (the

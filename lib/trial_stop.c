@@ -226,7 +226,7 @@ static int sweep_one(int base_fd, const char *base_dir, const char *name, struct
     if (trial_path_join(path, sizeof(path), base_dir, name) < 0 ||
         trial_path_join(pidfile, sizeof(pidfile), path, TRIAL_PIDFILE) < 0)
         return 0;
-    if (files_read(pidfile, &text, &len, NULL) == 0 && trial_owner_parse(text, &own) == 0 &&
+    if (files_read_own(pidfile, &text, &len, NULL) == 0 && trial_owner_parse(text, &own) == 0 &&
         own.owner_pid == v) {
         if (kernel_pid_is(own.owner_pid, own.owner_start))
             return 0; /* a live run's shadow */

@@ -229,26 +229,35 @@ def test_status_after_commit_hand_edit_and_hold(make_env):
     assert f["Running"] == f"no (no run of smbtuned holds {env.state_dir}/run.lock)", f
 
 
-@pytest.mark.parametrize("damage", ["garbage", "newer", "fifo"])
-def test_damaged_state_is_reported_and_left_alone(make_env, damage):
+@pytest.mark.parametrize("damage", ["garbage", "newer", "fifo", "link"])
+def test_damaged_state_is_reported_and_left_alone(make_env, damage, tmp_path):
     env = make_env(LEGACY)
     env.write_config()
     path = env.state_dir / "state"
+    # a link to a file that is none of ours: never followed, so nothing of
+    # it is read or shown (a damaged line is quoted)
+    target = tmp_path / "not-ours"
+    target.write_bytes(b"precious\n")
     if damage == "fifo":
         os.mkfifo(path, 0o600)
+    elif damage == "link":
+        path.symlink_to(target)
     else:
         path.write_bytes(b"pending yes\n" if damage == "garbage" else
                          b"version 99\ncycles 1\n")
     before = path.lstat()
-    data = None if damage == "fifo" else path.read_bytes()
+    data = None if damage in ("fifo", "link") else path.read_bytes()
 
     for args in (["--status"], ["--status", "--json"]):
         rc, out, err = env.run(*args, timeout=30)
         assert rc == 1, f"{args}: exit {rc}\n{out}\n{err}"
         assert f"smbtuned: {path}" in err, err
+        assert "precious" not in out + err, out + err
+        # a link is none of ours: unreadable, not damage to keep aside
+        word = "unreadable" if damage == "link" else "damaged"
         if "--json" in args:
             rc, obj = status_json(env)
-            assert obj["state"] == "damaged", obj
+            assert obj["state"] == word, obj
             # what the file would say is unknown: null, not an empty state's
             # zeros (no hold, no cycle), which a script would take as facts
             for k in ("have_incumbent", "cycles", "hold", "pending", "cycle_at", "next_at"):
@@ -256,8 +265,8 @@ def test_damaged_state_is_reported_and_left_alone(make_env, damage):
             assert obj["state_error"].startswith(str(path)), obj
             assert obj["socket_options"] == LEGACY and obj["written_by"] == "unknown", obj
         else:
-            assert f"State file      : {path} (damaged)" in out, out
-            assert "Damage          : " in out, out
+            assert f"State file      : {path} ({word})" in out, out
+            assert ("Damage          : " if word == "damaged" else "Error           : ") in out, out
         # the same file under the same name, nothing kept aside or written
         after = path.lstat()
         assert (after.st_ino, after.st_mtime_ns, after.st_mode) == \
@@ -265,6 +274,7 @@ def test_damaged_state_is_reported_and_left_alone(make_env, damage):
         if data is not None:
             assert path.read_bytes() == data
         assert sorted(p.name for p in env.state_dir.iterdir()) == ["state"]
+        assert target.read_bytes() == b"precious\n"
 
 
 # A state file of format 1 (no version line), as the first smbtuned wrote

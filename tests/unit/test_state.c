@@ -1050,6 +1050,37 @@ static void test_load_non_regular(void **state)
     check_non_regular_held(make_big, ": larger than 64 MiB", S_IFREG);
 }
 
+/* A symbolic link where the state file should be, to a file that is none
+ * of ours, whose first line would be quoted as damage if it were read: not
+ * followed, not moved, not saved over; the start fails, naming it. */
+static void test_load_refuses_a_link(void **state)
+{
+    char *dir = tmpdir(), p[4200], target[4300], names[4][256];
+    struct state s;
+    struct err e = {{0}};
+    struct stat st;
+    FILE *f;
+
+    (void)state;
+    snprintf(p, sizeof(p), "%s/state", dir);
+    snprintf(target, sizeof(target), "%s/not-ours", dir);
+    f = fopen(target, "w");
+    assert_non_null(f);
+    fputs("precious\n", f);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(symlink(target, p), 0);
+    assert_int_equal(state_load(dir, &s, &e), -ELOOP);
+    assert_non_null(strstr(e.msg, "a symbolic link where smbtuned keeps a file of its own"));
+    assert_null(strstr(e.msg, "precious"));
+    assert_false(state_is_damage(state_peek(dir, &s, &e)));
+    assert_null(strstr(e.msg, "precious"));
+    assert_int_equal(lstat(p, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_int_equal(count_prefixed(dir, "state.damaged-", names, 4), 0);
+    rm_rf(dir);
+    free(dir);
+}
+
 /* A save waits while another process holds the lock (`--resume` between
  * its load and its save), and writes once it is let go; the holder's own
  * saves do not wait for themselves. */
@@ -1199,6 +1230,7 @@ int main(void)
         cmocka_unit_test(test_unknown_duplicate_nul),
         cmocka_unit_test(test_load_keeps_damaged_aside),
         cmocka_unit_test(test_load_non_regular),
+        cmocka_unit_test(test_load_refuses_a_link),
         cmocka_unit_test(test_save_waits_for_the_lock),
         cmocka_unit_test(test_save_refuses_an_unread_copy),
         cmocka_unit_test(test_state_dir_too_long),
