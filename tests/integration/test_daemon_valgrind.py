@@ -29,7 +29,7 @@ import pytest
 
 from daemon_util import RESULT_RE, DaemonEnv, q
 
-pytestmark = [pytest.mark.smbd, pytest.mark.slow, pytest.mark.serial]
+pytestmark = [pytest.mark.smbd, pytest.mark.slow]
 
 CYCLES = 50
 WARM = 10
