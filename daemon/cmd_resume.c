@@ -2,31 +2,56 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cmd.h"
 #include "config.h"
 #include "journal.h"
+#include "smbconf.h"
+#include "sockopts.h"
 #include "state.h"
+
+/* An edit by hand of smbtuned's line becomes a hold at the daemon's next
+ * cycle (owned_read.c, check_ours). An admin who runs --resume right after
+ * the edit means the same as after that cycle: tune from the line as it is
+ * now. The line in force, read as --status reads it (in this process),
+ * before the state's lock is taken: a hung mount must not hold up the
+ * daemon's saves. NULL when it cannot be read: the next cycle says why. */
+static char *line_now(const char *smb_conf)
+{
+    struct smbconf c;
+    struct err e;
+    char *v;
+
+    if (smbconf_load(&c, smb_conf, &e) < 0)
+        return NULL;
+    v = strdup(c.value);
+    smbconf_free(&c);
+    return v;
+}
 
 int cmd_resume(const struct opts *o)
 {
     struct config cfg;
     struct state st;
     struct err e = {{0}};
-    char conf[sizeof(cfg.tune.smb_conf) + 32];
-    bool damaged;
+    char conf[sizeof(cfg.tune.smb_conf) + 32], *now = NULL;
+    bool damaged, held, edited;
     int r;
 
     if (cmd_load_config(o, &cfg, &e) < 0) {
         fprintf(stderr, "smbtuned: %s\n", e.msg);
         return CMD_EXIT_CONFIG;
     }
+    now = line_now(cfg.tune.smb_conf);
     /* No save of the daemon's may come between our load and our save:
      * the counters and the schedule it saved would be lost. No state
      * directory: smbtuned never ran, so it holds nothing. */
     r = state_lock(cfg.tune.state_dir, &e);
     if (r == -ENOENT) {
         printf("smbtuned was not holding off\n");
+        free(now);
         return 0;
     }
     /* A damaged file (state_peek says so, under the lock) becomes a hold
@@ -39,25 +64,42 @@ int cmd_resume(const struct opts *o)
     if (r < 0 || state_load(cfg.tune.state_dir, &st, &e) < 0) {
         fprintf(stderr, "smbtuned: %s\n", e.msg);
         state_unlock();
+        free(now);
         return CMD_EXIT_FAILURE;
     }
     if (damaged) {
         state_unlock();
+        free(now);
         fprintf(stderr, "smbtuned: %s; the hold stays until the next --resume\n",
                 st.hold_reason ? st.hold_reason : "the state file was damaged");
         state_free(&st);
         return CMD_EXIT_FAILURE;
     }
-    if (!st.hold) {
+    /* A step in flight (a live trial, a commit not yet checked) is
+     * settled first: its take-back or check is what finds an edit then. */
+    edited = now != NULL && st.last_written != NULL && !sockopts_same(now, st.last_written);
+    if (!st.hold && !st.pending && edited) {
+        printf("socket options edited by hand: it is '%s', not '%s' as smbtuned wrote it; "
+               "smbtuned had not held off for it yet\n",
+               now, st.last_written);
+    } else if (!st.hold) {
         state_unlock();
-        printf("smbtuned was not holding off\n");
+        free(now);
+        printf("smbtuned was not holding off%s\n",
+               st.pending ? " (it has a step in flight, see --status: an edit by hand found when "
+                            "it settles it makes it hold off; --resume then)"
+                          : "");
         state_free(&st);
         return 0;
+    } else {
+        /* What the hold was is said first: the reason may ask for a look
+         * at smb.conf. */
+        printf("smbtuned held off: %s\n", st.hold_reason ? st.hold_reason : "by request");
     }
-    /* The admin's value becomes the one smbtuned starts from. What the
-     * hold was is said first: the reason may ask for a look at smb.conf. */
-    printf("smbtuned held off: %s\n", st.hold_reason ? st.hold_reason : "by request");
+    /* The admin's value becomes the one smbtuned starts from. */
     snprintf(conf, sizeof(conf), "SMBTUNED_SMB_CONF=%s", cfg.tune.smb_conf);
+    held = st.hold;
+    free(now);
     state_end_hold(&st);
     r = state_save(cfg.tune.state_dir, &st, &e);
     state_unlock();
@@ -67,7 +109,8 @@ int cmd_resume(const struct opts *o)
         return 1;
     }
     journal_event(JOURNAL_ID_RESUME, LOG_NOTICE, (const char *const[]){conf, NULL},
-                  "hold ended by --resume: smb.conf is tuned again from the next cycle");
+                  "%s by --resume: smb.conf is tuned again from the next cycle",
+                  held ? "hold ended" : "edit by hand taken as the line to tune from");
     printf("smbtuned tunes smb.conf again from its next cycle (SIGHUP to start it now)\n");
     return 0;
 }

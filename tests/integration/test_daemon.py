@@ -456,12 +456,14 @@ def test_kill9_mid_shadow_trial_swept(make_env):
 
 # ------------------------------------------------------------ edits by hand
 
-def test_hand_edit_holds_until_resume(make_env):
-    env = make_env(LEGACY)
-    env.write_config(probe={"deadline": "5"},
-                     tune={"trials": q("shadow"), "apply": q("smbcontrol"), "mode": q("tune")})
-    conf = env.srv.conf
+HAND_TUNE = {"trials": q("shadow"), "apply": q("smbcontrol"), "mode": q("tune")}
+HAND_VALUE = "TCP_NODELAY SO_RCVBUF=32768 SO_SNDBUF=32768"
 
+
+def commit_then_edit_by_hand(env):
+    """A cycle that commits, then the admin's edit of our line: smb.conf's
+    bytes after the edit."""
+    conf = env.srv.conf
     # 1. A cycle that commits: 8192 is off the 64K..256K lattice and stalls
     # on loopback, so any neighbour beats it (which one is not checked).
     rc, obj, err = env.run_json()
@@ -474,11 +476,19 @@ def test_hand_edit_holds_until_resume(make_env):
     data = conf.read_bytes()
     lines = data.splitlines(keepends=True)
     i = socket_line_index(lines)
-    hand_value = "TCP_NODELAY SO_RCVBUF=32768 SO_SNDBUF=32768"
-    assert hand_value != written
-    lines[i] = f"   socket options = {hand_value}\n".encode()
+    assert HAND_VALUE != written
+    lines[i] = f"   socket options = {HAND_VALUE}\n".encode()
     hand = b"".join(lines)
     conf.write_bytes(hand)
+    return hand
+
+
+def test_hand_edit_holds_until_resume(make_env):
+    env = make_env(LEGACY)
+    env.write_config(probe={"deadline": "5"}, tune=HAND_TUNE)
+    conf = env.srv.conf
+    hand = commit_then_edit_by_hand(env)
+    hand_value = HAND_VALUE
 
     # 3. The next cycle holds off: exit 1, nothing measured, nothing written.
     rc, out, err = env.run("--once")
@@ -502,6 +512,34 @@ def test_hand_edit_holds_until_resume(make_env):
     # value's (and the dry run saved none of its own)
     assert env.state().get("have_incumbent") == "no", env.state()
     assert float(env.state()["write_mbps"]) == float(env.state()["read_mbps"]) == 0, env.state()
+    assert_clean(env)
+
+
+def test_resume_right_after_a_hand_edit_takes_the_line(make_env):
+    """--resume run right after an edit by hand, before a cycle held off
+    for it (the hold is taken by the next cycle), hands that line to
+    smbtuned as one after the hold would: the next cycle tunes from it."""
+    env = make_env(LEGACY)
+    env.write_config(probe={"deadline": "5"}, tune=HAND_TUNE)
+    conf = env.srv.conf
+    hand = commit_then_edit_by_hand(env)
+
+    rc, out, err = env.run("--resume")
+    assert rc == 0, f"{out}\n{err}"
+    assert f"it is '{HAND_VALUE}'" in out and "had not held off for it yet" in out, out
+    assert "tunes smb.conf again from its next cycle" in out, out
+    assert env.state().get("last_written") in (None, ""), env.state()
+    assert env.state().get("hold") == "no", env.state()
+    # no hold at the next cycle: it starts from the admin's line
+    rc, obj, err = env.run_json("--dry-run")
+    assert rc == 0, err
+    assert "edited by hand" not in err, err
+    check_report(obj)
+    assert obj["before"]["value"] == HAND_VALUE
+    assert conf.read_bytes() == hand
+    # nothing left to hand back
+    rc, out, err = env.run("--resume")
+    assert rc == 0 and "smbtuned was not holding off" in out, f"{out}\n{err}"
     assert_clean(env)
 
 
