@@ -8,6 +8,7 @@
 
 #include "child.h"
 #include "journal.h"
+#include "sockopts.h"
 #include "tuner_int.h"
 
 /* Record and tell what the search came to, then end the cycle. */
@@ -200,6 +201,51 @@ static void on_committed(void *ud, int r, const struct owned_put_result *res)
     search_done(t);
 }
 
+/* The line read again after a search that writes nothing (kept_read). */
+static void kept_checked(void *ud, int r, const char *value)
+{
+    struct tuner *t = ud;
+    char *why = NULL;
+
+    if (r == 0 && !sockopts_same(value, t->value0)) {
+        if (asprintf(&why,
+                     "%s: socket options edited by hand during the cycle: it is '%s', not '%s' "
+                     "as the cycle began",
+                     t->o.smb_conf, value, t->value0) < 0)
+            why = NULL;
+        owned_hold(t->line, why ? why
+                                : "socket options edited by hand during the cycle (out of memory "
+                                  "for the details)");
+        free(why);
+        r = -EPERM;
+    }
+    /* (a read that failed said why; the result stands as measured) */
+    if (r == -EPERM) {
+        outcome_failed(&t->out, "socket options edited by hand during the cycle (see the hold)");
+        t->failed = true;
+    }
+    search_done(t);
+}
+
+/* A search that writes nothing reports the line it began with as the one
+ * in force ("kept ..."). An edit by hand made during the cycle would make
+ * that false, and only a write (its compare-and-set: on_committed) or the
+ * next cycle would find it. So the line is read again, in a job
+ * (owned_read: a hung mount must not stop the loop), and an edit holds off
+ * now, as a commit that meets one does, told in the cycle's result. Not
+ * over a live trial of ours (its take-back at the cycle's end compares),
+ * and not in advise mode, which never writes and never holds. */
+static void kept_read(struct tuner *t)
+{
+    if (t->o.mode == TUNER_ADVISE || t->st.pending || owned_live_value(t->line) != NULL) {
+        search_done(t);
+        return;
+    }
+    t->state = T_READING;
+    if (owned_read(t->line, kept_checked, t) < 0)
+        search_done(t); /* owned_read said why */
+}
+
 void tuner_finish_search(struct tuner *t)
 {
     struct outcome *out = &t->out;
@@ -235,7 +281,7 @@ void tuner_finish_search(struct tuner *t)
     }
     /* Kept or advised: a live trial goes back at the cycle's end. */
     if (out->kind != OUTCOME_COMMIT) {
-        search_done(t);
+        kept_read(t);
         return;
     }
     if (out->restart && restart_too_late(t, out))

@@ -2535,6 +2535,52 @@ static void test_tied_from_one_size_keeps_the_line(void **state)
     free(v);
 }
 
+/* The admin's edit at the third sample of a search that writes nothing
+ * (tied, the best size already in force). */
+static void edit_during_a_search(struct sim *s, int call, void *ud)
+{
+    if (call < 3)
+        return;
+    write_conf(ud, HAND);
+    s->on_measure = NULL;
+}
+
+/* A search that keeps the line it began with, while the admin edits it:
+ * the cycle's end does not claim that line kept (the admin's is in force)
+ * but holds off, as a commit meeting the edit does. It once said "kept"
+ * and exited 0, and only the next cycle held. */
+static void test_edit_during_a_keeping_search_holds(void **state)
+{
+    struct fix *f = *state;
+    struct sim s;
+    struct seen sn;
+    struct state st;
+    char *v;
+    int end;
+
+    f->o.search.tied = true;
+    write_conf(f, "TCP_NODELAY SO_SNDBUF=262144");
+    sim_init(&s, &f->o);
+    s.on_measure = edit_during_a_search;
+    s.on_measure_ud = f;
+    seen_begin(&sn);
+    assert_int_equal(run(&f->o, &s), 1);
+    assert_null(s.on_measure); /* the edit was made */
+    end = seen_find(&sn, 0, JOURNAL_ID_CYCLE, (const char *const[]){"SMBTUNED_RESULT=held", NULL});
+    assert_true(end >= 0);
+    assert_non_null(strstr(sn.line[end], "edited by hand during the cycle"));
+    assert_null(strstr(sn.line[end], "kept"));
+    seen_end(&sn);
+    v = conf_value(f);
+    assert_string_equal(v, HAND);
+    free(v);
+    load_state(f, &st);
+    assert_true(st.hold);
+    assert_non_null(strstr(st.hold_reason, "it is '" HAND "', not 'TCP_NODELAY SO_SNDBUF=262144' "
+                                           "as the cycle began"));
+    state_free(&st);
+}
+
 /* A reload (SIGHUP) that changes what the probe measures: the next cycle
  * searches instead of verifying the old winner against rates of other
  * settings; a reload that changes nothing of that goes on verifying. */
@@ -3923,6 +3969,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_kill_between_any_two_steps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hand_edit_holds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_edit_during_a_keeping_search_holds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_waits_on_a_hung_include_in_a_job, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_line_added_below_a_live_trial, setup, teardown),
