@@ -1,7 +1,7 @@
 /* owned: see owned.h. This file: the module's state, the hold, and the
  * put of a trial or a commit in a job. The take-back and the confirm are
- * in owned_back.c, smbd's restart for a commit in owned_restart.c, the
- * read of the line in owned_read.c. */
+ * in owned_back.c (the revert in owned_revert.c), smbd's restart for a
+ * commit in owned_restart.c, the read of the line in owned_read.c. */
 #include "owned.h"
 #include "owned_int.h"
 

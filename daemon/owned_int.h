@@ -1,5 +1,6 @@
 /* owned_int: what the owned module's files (owned.c, owned_back.c,
- * owned_read.c, owned_restart.c) share; nothing else includes this. */
+ * owned_revert.c, owned_read.c, owned_restart.c) share; nothing else
+ * includes this. */
 #ifndef SMBTUNED_OWNED_INT_H
 #define SMBTUNED_OWNED_INT_H
 
@@ -96,8 +97,9 @@ void owned_error(struct owned *w, int prio, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* The rest, shared by owned.c (the core and the put), owned_back.c (the
- * take-back and the confirm) and owned_restart.c (smbd restarted for a
- * commit); each is described where it is defined. */
+ * take-back's plan and the confirm), owned_revert.c (the revert and what
+ * it came to) and owned_restart.c (smbd restarted for a commit); each is
+ * described where it is defined. */
 
 /* owned.c */
 enum apply_method owned_trial_apply(const struct tuner_opts *o);
@@ -106,7 +108,7 @@ bool owned_outside_window(const struct tuner_opts *o);
 void owned_stuck(struct owned *w, pid_t pid, const char *doing);
 bool owned_still_stuck(const struct owned *w);
 
-/* owned_back.c */
+/* owned_revert.c */
 void owned_revert(struct owned *w, struct reply *rep);
 int owned_settle(struct owned *w, const struct reply *rep);
 
