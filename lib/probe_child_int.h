@@ -1,5 +1,6 @@
-/* probe_child_int: what probe_child.c and probe_transfer.c share; private
- * to the probe child (probe_child.h is what the parent sees). */
+/* probe_child_int: what probe_child.c, probe_transfer.c, probe_recycle.c
+ * and probe_leftovers.c share; private to the probe child (probe_child.h
+ * is what the parent sees). */
 #ifndef SMBTUNE_PROBE_CHILD_INT_H
 #define SMBTUNE_PROBE_CHILD_INT_H
 
@@ -10,6 +11,7 @@
 
 #include "creds.h"
 #include "probe_child.h"
+#include "probe_made.h"
 #include "smbc_api.h"
 #include "url.h"
 
@@ -59,6 +61,15 @@ fail(struct child *c, enum probe_outcome o, const char *fmt, ...)
     return o;
 }
 
+/* The probe file name is gone from the share: forget its record. Static,
+ * as publish is, so that probe_child.c and probe_leftovers.c keep the
+ * plain name. */
+static inline void forget(struct child *c, const char *name)
+{
+    if (c->made >= 0)
+        probe_made_drop(c->made, name);
+}
+
 /* Write to f (the probe file, open for writing; closed here), read it
  * back (probe_transfer.c). */
 enum probe_outcome probe_transfer(struct child *c, SMBCFILE *f, const char *file_url);
@@ -78,5 +89,10 @@ enum probe_recycle probe_recycle_sweep(struct child *c, const char *name, int64_
  * what was found in probe_shared. Returns o (probe_recycle.c). */
 enum probe_outcome probe_recycle_after_delete(struct child *c, enum probe_outcome o,
                                               const char *name);
+
+/* A clean-up-only child, once the share is reached: remove the files of
+ * killed probes that the record names, and say what stays
+ * (probe_leftovers.c). */
+enum probe_outcome probe_leftovers_remove(struct child *c);
 
 #endif
