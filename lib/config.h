@@ -18,8 +18,8 @@
  *
  * To add an option: a field in struct config_<section>, its default in
  * config_defaults() (or in the part's own _params_default), a parser in
- * the section's table (config.c for probe, config_tune.c for tune), and
- * its use in config_fill(). Numbers are written as plain strings in the
+ * the section's table (config_probe.c for probe, config_tune.c for tune),
+ * and its use in config_fill(). Numbers are written as plain strings in the
  * file and parsed with parse_long / parse_size, so that a size may be
  * written 64M and every number gets a range check.
  */

@@ -1,4 +1,5 @@
-/* config_int: what config.c and config_tune.c share; private to config.
+/* config_int: what config.c, config_probe.c and config_tune.c share;
+ * private to config.
  *
  * Each section of the file is a table of options, each option one parser
  * shared by the validators (which run while libconfuse reads the line, so
@@ -30,6 +31,16 @@ struct config_section {
 /* The most options a section may have (libconfuse's tables are built on
  * the stack from this). */
 #define CONFIG_MAX_FIELDS 24
+
+/* Define the section `var`, named `name`, from its table of options
+ * `fields`, held to CONFIG_MAX_FIELDS: each section's file ends with one. */
+#define CONFIG_SECTION(var, name, fields)                                                          \
+    _Static_assert(sizeof(fields) / sizeof((fields)[0]) <= CONFIG_MAX_FIELDS,                      \
+                   "raise CONFIG_MAX_FIELDS");                                                     \
+    const struct config_section var = {name, fields, sizeof(fields) / sizeof((fields)[0])}
+
+/* probe { ... }, the probe's options (config_probe.c). */
+extern const struct config_section config_probe_section;
 
 /* tune { ... }, the tuning loop's options (config_tune.c). */
 extern const struct config_section config_tune_section;

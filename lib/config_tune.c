@@ -282,8 +282,4 @@ static const struct config_field tune_fields[] = {
     {"smbd_unit", parse_smbd_unit},
 };
 
-_Static_assert(sizeof(tune_fields) / sizeof(tune_fields[0]) <= CONFIG_MAX_FIELDS,
-               "raise CONFIG_MAX_FIELDS");
-
-const struct config_section config_tune_section = {"tune", tune_fields,
-                                                   sizeof(tune_fields) / sizeof(tune_fields[0])};
+CONFIG_SECTION(config_tune_section, "tune", tune_fields);
