@@ -1,8 +1,9 @@
 /* search_dim: one buffer of the search (or, tied, both): its
  * configurations ("levels") and their samples, the statistics that compare
  * a candidate with the incumbent, and the queue of neighbours to try.
- * Private to the search: only lib/search.c drives it, and no caller of the
- * search sees these structs (struct search is opaque). No I/O. */
+ * Private to the search: only lib/search.c and lib/search_decide.c drive
+ * it, and no caller of the search sees these structs (struct search is
+ * opaque). No I/O. */
 #ifndef SMBTUNE_SEARCH_DIM_H
 #define SMBTUNE_SEARCH_DIM_H
 
