@@ -301,8 +301,12 @@ static void print_text(const struct status *s)
             rate_text(st->write_mbps, w, sizeof(w));
             rate_text(st->read_mbps, r, sizeof(r));
             /* whose rates: loopback's are no client's over the network,
-             * and shadow trials run on loopback with a url too */
-            if (s->t->trials == TUNER_SHADOW)
+             * and shadow trials run on loopback with a url too. The state
+             * says only whether they were on loopback (rates_loopback),
+             * not which trials measured them: rates off loopback are no
+             * shadow's, whatever trials says now (a --once with --trials
+             * live, or trials changed since). */
+            if (s->t->trials == TUNER_SHADOW && st->rates_loopback)
                 printf("Rates           : write %s, read %s (the probe's, on loopback to "
                        "shadow smbds%s%s: not what a client over the network gets)\n",
                        w, r, s->t->own_share ? "" : " serving the share of ",

@@ -165,10 +165,15 @@ def test_status_after_commit_hand_edit_and_hold(make_env):
     (env.state_dir / "state").write_bytes(state_bytes.replace(b"\nrates_loopback yes\n",
                                                               b"\nrates_loopback no\n"))
     rc, fc, err = status_text(env)
-    (env.state_dir / "state").write_bytes(state_bytes)
+    # ... and with shadow trials configured again: rates not on loopback
+    # are no shadow's (a --once with --trials live, say): not called theirs
     env.conf.write_text(conf_text)
+    rc2, fs, err2 = status_text(env)
+    (env.state_dir / "state").write_bytes(state_bytes)
     assert rc == 0, err
     assert re.fullmatch(rates + "to " + re.escape(env.srv.url) + r"\)", fc["Rates"]), fc
+    assert rc2 == 0, err2
+    assert re.fullmatch(rates + "to " + re.escape(env.srv.url) + r"\)", fs["Rates"]), fs
     assert f["Last cycle"].endswith(": " + obj["cycle_result"]), f
     assert f["Next cycle"].startswith("none scheduled"), f
     assert f["Hold"] == "no" and f["Pending"] == "none", f
