@@ -258,6 +258,9 @@ void tuner_cycle_begin(struct tuner *t)
 {
     struct err e;
     bool held = t->st.hold; /* the last cycle's, taken or found */
+    /* whether a line of ours was on record: --resume after an edit by
+     * hand that no cycle held off for yet ends the record instead */
+    bool had_written = t->st.last_written != NULL;
 
     tally_begin(&t->tally, child_now());
     /* what a failure before the search or the verification says it was
@@ -281,6 +284,16 @@ void tuner_cycle_begin(struct tuner *t)
      * smbtuned(8) says; the winner of before is no longer what to verify. */
     if (held && !t->st.hold) {
         tuner_resumed_told(t, "tuning again from the line in force");
+        if (t->converged)
+            tuner_unconverge(t);
+    } else if (had_written && t->st.last_written == NULL && !t->st.hold) {
+        /* `smbtuned --resume` right after an edit by hand (cmd_resume.c),
+         * or the state file removed: the winner of before is not what is
+         * in force, nor what to verify */
+        report_event(JOURNAL_ID_RESUME, LOG_NOTICE,
+                     &(struct event_fields){.smb_conf = t->o.smb_conf},
+                     "the line smbtuned wrote is gone from the state file (smbtuned --resume "
+                     "after an edit by hand?): tuning from the line in force");
         if (t->converged)
             tuner_unconverge(t);
     }

@@ -11,20 +11,31 @@
 #include "sockopts.h"
 #include "tuner_int.h"
 
+/* Record what the search came to in the state (saved at the cycle's end,
+ * with whatever the end takes back), once: before the line is read again
+ * (kept_read), so that a stop during that read keeps the search's result. */
+static void search_record(struct tuner *t)
+{
+    struct outcome *out = &t->out;
+
+    if (t->recorded || t->failed || out->kind == OUTCOME_STOPPED)
+        return;
+    t->recorded = true;
+    t->converged = outcome_record(out, t->s, &t->tally, t->inc0, &t->st);
+    /* whose rates they are, for --status: the probe found out, and
+     * --status resolves nothing */
+    t->st.rates_loopback = facts_trials_on_loopback(&t->o, t->probe_loopback);
+    tuner_ref_keep(t);
+}
+
 /* Record and tell what the search came to, then end the cycle. */
 static void search_done(struct tuner *t)
 {
     struct outcome *out = &t->out;
     bool committed = out->kind == OUTCOME_COMMIT && !t->failed;
 
-    /* saved at the cycle's end, with whatever the end takes back */
-    if (!t->failed && out->kind != OUTCOME_STOPPED) {
-        t->converged = outcome_record(out, t->s, &t->tally, t->inc0, &t->st);
-        /* whose rates they are, for --status: the probe found out, and
-         * --status resolves nothing */
-        t->st.rates_loopback = facts_trials_on_loopback(&t->o, t->probe_loopback);
-        tuner_ref_keep(t);
-    }
+    search_record(t);
+    t->recorded = false;
     tuner_set_status(t, "%s", out->what);
     if (t->o.once) {
         struct report_in in = {.before = t->value0,
@@ -42,6 +53,54 @@ static void search_done(struct tuner *t)
     tuner_cycle_end(t, !t->failed);
 }
 
+/* The line read again after a search that writes nothing (kept_read). */
+static void kept_checked(void *ud, int r, const char *value)
+{
+    struct tuner *t = ud;
+    char *why = NULL;
+
+    if (r == 0 && !sockopts_same(value, t->value0)) {
+        if (asprintf(&why,
+                     "%s: socket options edited by hand during the cycle: it is '%s', not '%s' "
+                     "as the cycle began",
+                     t->o.smb_conf, value, t->value0) < 0)
+            why = NULL;
+        owned_hold(t->line, why ? why
+                                : "socket options edited by hand during the cycle (out of memory "
+                                  "for the details)");
+        free(why);
+        r = -EPERM;
+    }
+    /* (a read that failed said why; the result stands as measured) */
+    if (r == -EPERM) {
+        outcome_failed(&t->out, "socket options edited by hand during the cycle (see the hold)");
+        t->failed = true;
+    }
+    search_done(t);
+}
+
+/* A search that writes nothing, converged or stopped early, reports the
+ * line it began with as the one in force ("kept ..."). An edit by hand
+ * made during the cycle would make that false, and only a write (its
+ * compare-and-set: on_committed) or the next cycle would find it. So the
+ * line is read again, in a job (owned_read: a hung mount must not stop
+ * the loop), and an edit holds off now, as a commit that meets one does,
+ * told in the cycle's result. Not over a record of ours (a live trial, a
+ * commit written: the take-back or check at the cycle's end compares),
+ * and not in advise mode, which never writes and never holds. */
+static void kept_read(struct tuner *t)
+{
+    if (t->o.mode == TUNER_ADVISE || t->st.pending || owned_live_value(t->line) != NULL) {
+        search_done(t);
+        return;
+    }
+    search_record(t);
+    t->state = T_READING;
+    tuner_set_status(t, "reading the socket options line again: %s", t->out.what);
+    if (owned_read(t->line, kept_checked, t) < 0)
+        search_done(t); /* owned_read said why */
+}
+
 /* The search ends before it converged, keeping the line it started from
  * (a live trial goes back at the cycle's end); why: in the status. */
 void tuner_stop_early(struct tuner *t, const char *why)
@@ -51,7 +110,7 @@ void tuner_stop_early(struct tuner *t, const char *why)
         tuner_cycle_end(t, false);
         return;
     }
-    search_done(t);
+    kept_read(t);
 }
 
 /* Whether the time window is open (always with --once, or without one). */
@@ -199,51 +258,6 @@ static void on_committed(void *ud, int r, const struct owned_put_result *res)
         t->real_before = t->real;
     }
     search_done(t);
-}
-
-/* The line read again after a search that writes nothing (kept_read). */
-static void kept_checked(void *ud, int r, const char *value)
-{
-    struct tuner *t = ud;
-    char *why = NULL;
-
-    if (r == 0 && !sockopts_same(value, t->value0)) {
-        if (asprintf(&why,
-                     "%s: socket options edited by hand during the cycle: it is '%s', not '%s' "
-                     "as the cycle began",
-                     t->o.smb_conf, value, t->value0) < 0)
-            why = NULL;
-        owned_hold(t->line, why ? why
-                                : "socket options edited by hand during the cycle (out of memory "
-                                  "for the details)");
-        free(why);
-        r = -EPERM;
-    }
-    /* (a read that failed said why; the result stands as measured) */
-    if (r == -EPERM) {
-        outcome_failed(&t->out, "socket options edited by hand during the cycle (see the hold)");
-        t->failed = true;
-    }
-    search_done(t);
-}
-
-/* A search that writes nothing reports the line it began with as the one
- * in force ("kept ..."). An edit by hand made during the cycle would make
- * that false, and only a write (its compare-and-set: on_committed) or the
- * next cycle would find it. So the line is read again, in a job
- * (owned_read: a hung mount must not stop the loop), and an edit holds off
- * now, as a commit that meets one does, told in the cycle's result. Not
- * over a live trial of ours (its take-back at the cycle's end compares),
- * and not in advise mode, which never writes and never holds. */
-static void kept_read(struct tuner *t)
-{
-    if (t->o.mode == TUNER_ADVISE || t->st.pending || owned_live_value(t->line) != NULL) {
-        search_done(t);
-        return;
-    }
-    t->state = T_READING;
-    if (owned_read(t->line, kept_checked, t) < 0)
-        search_done(t); /* owned_read said why */
 }
 
 void tuner_finish_search(struct tuner *t)

@@ -68,6 +68,7 @@ struct tuner {
     struct search_config inc0;
     struct facts facts;
     bool converged; /* s holds a converged search (verify mode) */
+    bool recorded;  /* the search's outcome is in st already (tuner_end.c) */
     /* inc0 when the search began: in advise mode the winner is not
      * written, and a line changed by hand since asks for new advice */
     struct search_config searched_from;

@@ -2193,6 +2193,76 @@ static void test_resume_during_the_holding_cycle(void **state)
     resume_searches_again(*state, true);
 }
 
+/* `smbtuned --resume` right after an edit by hand, between the second and
+ * the third cycle, before any cycle held off for it: cmd_resume ends the
+ * record of our line (last_written). */
+struct unheld_ctx {
+    const struct fix *f;
+    int idle;
+    bool done;
+};
+
+static void edit_and_resume_at_second_idle(void *ud, const char *status)
+{
+    struct unheld_ctx *r = ud;
+    struct state st;
+
+    if (r->done || strncmp(status, "idle", 4) != 0 || ++r->idle != 2)
+        return;
+    write_conf(r->f, HAND);
+    load_state(r->f, &st);
+    assert_false(st.hold);
+    assert_non_null(st.last_written);
+    state_end_hold(&st);
+    assert_int_equal(state_save(r->f->state_dir, &st, NULL), 0);
+    state_free(&st);
+    r->done = true;
+}
+
+/* The daemon, converged, verifying its winner: the third cycle searches
+ * from the admin's line, holds nothing, and says why. It once went on
+ * verifying the old winner (still in memory) against the admin's line. */
+static void test_resume_after_an_edit_not_yet_held(void **state)
+{
+    struct fix *f = *state;
+    struct unheld_ctx r = {.f = f};
+    struct sim s;
+    struct seen sn;
+    struct world w = {&sim_ops, &s};
+    struct tuner *t;
+    struct err e;
+    struct state st;
+    int first, verified, again;
+
+    f->o.once = false;
+    sim_init(&s, &f->o);
+    s.cycles_wanted = 3;
+    seen_begin(&sn);
+    s.ev = new_loop();
+    assert_int_equal(tuner_new_in(s.ev, &f->o, &w, &t, &e), 0);
+    tuner_on_status(t, edit_and_resume_at_second_idle, &r);
+    assert_int_equal(tuner_recover(t, &e), 0);
+    tuner_kick(t);
+    assert_int_equal(sd_event_loop(s.ev), 0);
+    tuner_free(t);
+    s.ev = sd_event_unref(s.ev);
+    assert_true(r.done);
+    first = seen_find(&sn, 0, JOURNAL_ID_SEARCH_START, NULL);
+    verified = seen_find(&sn, first + 1, JOURNAL_ID_VERIFY, NULL);
+    assert_true(first >= 0 && verified > first);
+    again =
+        seen_find(&sn, verified + 1, JOURNAL_ID_SEARCH_START,
+                  (const char *const[]){"SMBTUNED_RCVBUF=131072", "SMBTUNED_SNDBUF=131072", NULL});
+    if (again < 0)
+        fail_msg("no search from the admin's line after --resume");
+    assert_true(seen_find(&sn, verified + 1, JOURNAL_ID_RESUME, NULL) > verified);
+    assert_int_equal(seen_find(&sn, verified + 1, JOURNAL_ID_VERIFY, NULL), -1);
+    seen_end(&sn);
+    load_state(f, &st);
+    assert_false(st.hold);
+    state_free(&st);
+}
+
 /* After a search the daemon verifies the winner, one sample a cycle; when
  * the rates drift (the knee moves four times further out) it searches
  * again and commits the new knee. One run, many cycles. */
@@ -2535,31 +2605,27 @@ static void test_tied_from_one_size_keeps_the_line(void **state)
     free(v);
 }
 
-/* The admin's edit at the third sample of a search that writes nothing
- * (tied, the best size already in force). */
+/* The admin's edit at the first sample of a search that writes nothing. */
 static void edit_during_a_search(struct sim *s, int call, void *ud)
 {
-    if (call < 3)
-        return;
+    (void)call;
     write_conf(ud, HAND);
     s->on_measure = NULL;
 }
 
-/* A search that keeps the line it began with, while the admin edits it:
- * the cycle's end does not claim that line kept (the admin's is in force)
- * but holds off, as a commit meeting the edit does. It once said "kept"
- * and exited 0, and only the next cycle held. */
-static void test_edit_during_a_keeping_search_holds(void **state)
+/* A search from `line` that writes nothing while the admin edits it: the
+ * cycle's end does not claim that line kept (the admin's is in force) but
+ * holds off, as a commit meeting the edit does. It once said "kept" and
+ * exited 0, and only the next cycle held. */
+static void keeping_search_meets_an_edit(struct fix *f, const char *line)
 {
-    struct fix *f = *state;
     struct sim s;
     struct seen sn;
     struct state st;
-    char *v;
+    char *v, want[256];
     int end;
 
-    f->o.search.tied = true;
-    write_conf(f, "TCP_NODELAY SO_SNDBUF=262144");
+    write_conf(f, line);
     sim_init(&s, &f->o);
     s.on_measure = edit_during_a_search;
     s.on_measure_ud = f;
@@ -2576,9 +2642,29 @@ static void test_edit_during_a_keeping_search_holds(void **state)
     free(v);
     load_state(f, &st);
     assert_true(st.hold);
-    assert_non_null(strstr(st.hold_reason, "it is '" HAND "', not 'TCP_NODELAY SO_SNDBUF=262144' "
-                                           "as the cycle began"));
+    snprintf(want, sizeof(want), "it is '%s', not '%s' as the cycle began", HAND, line);
+    if (strstr(st.hold_reason, want) == NULL)
+        fail_msg("hold reason: %s", st.hold_reason);
     state_free(&st);
+}
+
+/* ... a search that converges on the line in force (tied, the best size
+ * already there) */
+static void test_edit_during_a_keeping_search_holds(void **state)
+{
+    struct fix *f = *state;
+
+    f->o.search.tied = true;
+    keeping_search_meets_an_edit(f, "TCP_NODELAY SO_SNDBUF=262144");
+}
+
+/* ... and one stopped early (its byte budget spent at the first sample) */
+static void test_edit_during_a_search_stopped_early_holds(void **state)
+{
+    struct fix *f = *state;
+
+    f->o.max_bytes = 1;
+    keeping_search_meets_an_edit(f, LEGACY);
 }
 
 /* A reload (SIGHUP) that changes what the probe measures: the next cycle
@@ -3970,6 +4056,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kill_between_any_two_steps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hand_edit_holds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_edit_during_a_keeping_search_holds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_edit_during_a_search_stopped_early_holds, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_read_waits_on_a_hung_include_in_a_job, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_line_added_below_a_live_trial, setup, teardown),
@@ -3987,6 +4075,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stop_during_our_take_back_holds_nothing, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_resume_during_the_holding_cycle, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_after_an_edit_not_yet_held, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_searches_from_the_line_in_force, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_drift_searches_again, setup, teardown),
