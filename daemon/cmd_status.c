@@ -3,7 +3,7 @@
  * cycle and the next, a hold and why, a step in flight, and what the
  * baseline was measured on.
  *
- * Read only: the state file is read with files_read and state_parse, not
+ * Read only: the state file is read with files_read_own and state_parse, not
  * state_load, which keeps a damaged file aside and saves a hold; a status
  * must change nothing, so a damaged file is reported where it is. smb.conf
  * is read with smbconf_load (no lock, no write). Whether a run holds the
@@ -302,11 +302,12 @@ static void print_text(const struct status *s)
             rate_text(st->read_mbps, r, sizeof(r));
             /* whose rates: loopback's are no client's over the network,
              * and shadow trials run on loopback with a url too. The state
-             * says only whether they were on loopback (rates_loopback),
-             * not which trials measured them: rates off loopback are no
-             * shadow's, whatever trials says now (a --once with --trials
-             * live, or trials changed since). */
-            if (s->t->trials == TUNER_SHADOW && st->rates_loopback)
+             * says only whether they were on loopback (rates_loopback,
+             * from format 9), not which trials measured them: rates off
+             * loopback are no shadow's, whatever trials says now (a
+             * --once with --trials live, or trials changed since); an
+             * older file does not say, and trials is taken at its word. */
+            if (s->t->trials == TUNER_SHADOW && (st->rates_loopback || st->version < 9))
                 printf("Rates           : write %s, read %s (the probe's, on loopback to "
                        "shadow smbds%s%s: not what a client over the network gets)\n",
                        w, r, s->t->own_share ? "" : " serving the share of ",
@@ -316,10 +317,10 @@ static void print_text(const struct status *s)
                  * machine: the url names it by another name or address */
                 printf("Rates           : write %s, read %s (the probe's, to %s, on this "
                        "machine's loopback: not what a client over the network gets)\n",
-                       w, r, s->t->probe.url);
+                       w, r, s->t->own_share ? "smbtuned's own share" : s->t->probe.url);
             else
                 printf("Rates           : write %s, read %s (the probe's, to %s)\n", w, r,
-                       s->t->probe.url);
+                       s->t->own_share ? "smbtuned's own share" : s->t->probe.url);
         } else
             printf("Rates           : not measured (chosen without a sample of its own)\n");
     } else {

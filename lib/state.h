@@ -58,6 +58,9 @@ struct state {
      * connection on this machine (a url of this machine by any name or
      * address); what `smbtuned --status` calls them */
     bool rates_loopback;
+    /* the format version the file was read in (not written: a save is
+     * always STATE_VERSION); 0 when there was no file */
+    int version;
     /* what `smbtuned --status` tells (format version 2; 0 and NULL in a
      * file of version 1): unix seconds, 0 for never */
     long written_at;    /* last_written was written (a commit) */

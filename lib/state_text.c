@@ -439,6 +439,8 @@ int state_parse(const char *text, size_t len, const char *name, struct state *s,
         r = check_records(s, seen, lineno > 0 ? lineno : 1, version, name, e);
     if (r < 0)
         state_free(s);
+    else
+        s->version = (int)version;
     return r;
 }
 

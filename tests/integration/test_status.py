@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from daemon_util import LEGACY, q, socket_line_index, socket_value
+from daemon_util import LEGACY, SMALL_PROBE, SMALL_TUNE, q, socket_line_index, socket_value
+from daemon_util import conf_text as make_conf_text
 
 pytestmark = [pytest.mark.smbd]
 
@@ -169,7 +170,14 @@ def test_status_after_commit_hand_edit_and_hold(make_env):
     # are no shadow's (a --once with --trials live, say): not called theirs
     env.conf.write_text(conf_text)
     rc2, fs, err2 = status_text(env)
+    # ... nor with the own share (no url), which the label names
+    env.conf.write_text(make_conf_text({**SMALL_PROBE}, {
+        "smb_conf": q(conf), "state_dir": q(env.state_dir), **SMALL_TUNE}))
+    rc3, fo, err3 = status_text(env)
+    env.conf.write_text(conf_text)
     (env.state_dir / "state").write_bytes(state_bytes)
+    assert rc3 == 0, err3
+    assert re.fullmatch(rates + r"to smbtuned's own share\)", fo["Rates"]), fo
     assert rc == 0, err
     assert re.fullmatch(rates + "to " + re.escape(env.srv.url) + r"\)", fc["Rates"]), fc
     assert rc2 == 0, err2
@@ -300,6 +308,9 @@ def test_old_state_format_says_not_recorded(make_env):
     assert f["Cycles"] == "12", f
     for key in ("Last cycle", "Next cycle"):
         assert f[key] == "not recorded (a state file from an older smbtuned)", f
+    # whether its rates were on loopback is not recorded either (format
+    # 9): the trials configured are taken at their word (shadow, here)
+    assert "(the probe's, on loopback to shadow smbds serving the share of " in f["Rates"], f
 
 
 
