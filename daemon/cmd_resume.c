@@ -31,86 +31,129 @@ static char *line_now(const char *smb_conf)
     return v;
 }
 
-int cmd_resume(const struct opts *o)
+/* What the state file says smbtuned last wrote, and when, before the line
+ * is read (line_now): a write of the daemon's between that read and the
+ * state's lock would make its own line look like an edit by hand. */
+struct written {
+    bool known;
+    char *value;
+    long at;
+};
+
+static void written_peek(const char *dir, struct written *w)
 {
-    struct config cfg;
+    struct state st;
+
+    *w = (struct written){0};
+    if (state_peek(dir, &st, NULL) < 0)
+        return;
+    w->value = st.last_written ? strdup(st.last_written) : NULL;
+    w->known = st.last_written == NULL || w->value != NULL;
+    w->at = st.written_at;
+    state_free(&st);
+}
+
+static bool written_same(const struct written *w, const struct state *st)
+{
+    if (!w->known || w->at != st->written_at || (w->value == NULL) != (st->last_written == NULL))
+        return false;
+    return w->value == NULL || strcmp(w->value, st->last_written) == 0;
+}
+
+/* Under the state's lock: end the hold, or the record of our line that an
+ * edit by hand (now: the line in force, NULL if unread) made stale. */
+static int resume_locked(const struct config *cfg, const char *now, const struct written *before)
+{
     struct state st;
     struct err e = {{0}};
-    char conf[sizeof(cfg.tune.smb_conf) + 32], *now = NULL;
+    char conf[sizeof(cfg->tune.smb_conf) + 32];
     bool damaged, held, edited;
     int r;
 
-    if (cmd_load_config(o, &cfg, &e) < 0) {
-        fprintf(stderr, "smbtuned: %s\n", e.msg);
-        return CMD_EXIT_CONFIG;
-    }
-    now = line_now(cfg.tune.smb_conf);
     /* No save of the daemon's may come between our load and our save:
      * the counters and the schedule it saved would be lost. No state
      * directory: smbtuned never ran, so it holds nothing. */
-    r = state_lock(cfg.tune.state_dir, &e);
+    r = state_lock(cfg->tune.state_dir, &e);
     if (r == -ENOENT) {
         printf("smbtuned was not holding off\n");
-        free(now);
         return 0;
     }
     /* A damaged file (state_peek says so, under the lock) becomes a hold
      * in state_load, whose reason asks the admin to check the line first,
      * since it may have stood for a live trial still in smb.conf: that
      * hold is not ended in the same breath. The next --resume ends it. */
-    damaged = r == 0 && state_is_damage(state_peek(cfg.tune.state_dir, &st, NULL));
+    damaged = r == 0 && state_is_damage(state_peek(cfg->tune.state_dir, &st, NULL));
     if (r == 0)
         state_free(&st); /* zeroed by a failed parse: free again is safe */
-    if (r < 0 || state_load(cfg.tune.state_dir, &st, &e) < 0) {
+    if (r < 0 || state_load(cfg->tune.state_dir, &st, &e) < 0) {
         fprintf(stderr, "smbtuned: %s\n", e.msg);
         state_unlock();
-        free(now);
         return CMD_EXIT_FAILURE;
     }
-    if (damaged) {
-        state_unlock();
-        free(now);
-        fprintf(stderr, "smbtuned: %s; the hold stays until the next --resume\n",
-                st.hold_reason ? st.hold_reason : "the state file was damaged");
-        state_free(&st);
-        return CMD_EXIT_FAILURE;
-    }
+    r = CMD_EXIT_OK;
     /* A step in flight (a live trial, a commit not yet checked) is
      * settled first: its take-back or check is what finds an edit then. */
-    edited = now != NULL && st.last_written != NULL && !sockopts_same(now, st.last_written);
-    if (!st.hold && !st.pending && edited) {
-        printf("socket options edited by hand: it is '%s', not '%s' as smbtuned wrote it; "
-               "smbtuned had not held off for it yet\n",
-               now, st.last_written);
-    } else if (!st.hold) {
-        state_unlock();
-        free(now);
+    edited = !st.hold && !st.pending && now != NULL && st.last_written != NULL &&
+             !sockopts_same(now, st.last_written);
+    if (damaged) {
+        fprintf(stderr, "smbtuned: %s; the hold stays until the next --resume\n",
+                st.hold_reason ? st.hold_reason : "the state file was damaged");
+        r = CMD_EXIT_FAILURE;
+    } else if (edited && !written_same(before, &st)) {
+        /* the line read may be the one before the daemon's write */
+        fprintf(stderr, "smbtuned: smbtuned wrote smb.conf while --resume read it: nothing "
+                        "done; run --resume again\n");
+        r = CMD_EXIT_FAILURE;
+    } else if (!st.hold && !edited) {
         printf("smbtuned was not holding off%s\n",
                st.pending ? " (it has a step in flight, see --status: an edit by hand found when "
                             "it settles it makes it hold off; --resume then)"
                           : "");
-        state_free(&st);
-        return 0;
     } else {
         /* What the hold was is said first: the reason may ask for a look
-         * at smb.conf. */
-        printf("smbtuned held off: %s\n", st.hold_reason ? st.hold_reason : "by request");
+         * at smb.conf. The admin's value becomes the one smbtuned starts
+         * from. */
+        if (edited)
+            printf("socket options edited by hand: it is '%s', not '%s' as smbtuned wrote it; "
+                   "smbtuned had not held off for it yet\n",
+                   now, st.last_written);
+        else
+            printf("smbtuned held off: %s\n", st.hold_reason ? st.hold_reason : "by request");
+        held = st.hold;
+        state_end_hold(&st);
+        if (state_save(cfg->tune.state_dir, &st, &e) < 0) {
+            fprintf(stderr, "smbtuned: %s\n", e.msg);
+            r = CMD_EXIT_FAILURE;
+        } else {
+            snprintf(conf, sizeof(conf), "SMBTUNED_SMB_CONF=%s", cfg->tune.smb_conf);
+            journal_event(JOURNAL_ID_RESUME, LOG_NOTICE, (const char *const[]){conf, NULL},
+                          "%s by --resume: smb.conf is tuned again from the next cycle",
+                          held ? "hold ended" : "edit by hand taken as the line to tune from");
+            printf("smbtuned tunes smb.conf again from its next cycle (SIGHUP to start it "
+                   "now)\n");
+        }
     }
-    /* The admin's value becomes the one smbtuned starts from. */
-    snprintf(conf, sizeof(conf), "SMBTUNED_SMB_CONF=%s", cfg.tune.smb_conf);
-    held = st.hold;
-    free(now);
-    state_end_hold(&st);
-    r = state_save(cfg.tune.state_dir, &st, &e);
     state_unlock();
     state_free(&st);
-    if (r < 0) {
+    return r;
+}
+
+int cmd_resume(const struct opts *o)
+{
+    struct config cfg;
+    struct err e = {{0}};
+    struct written before;
+    char *now;
+    int r;
+
+    if (cmd_load_config(o, &cfg, &e) < 0) {
         fprintf(stderr, "smbtuned: %s\n", e.msg);
-        return 1;
+        return CMD_EXIT_CONFIG;
     }
-    journal_event(JOURNAL_ID_RESUME, LOG_NOTICE, (const char *const[]){conf, NULL},
-                  "%s by --resume: smb.conf is tuned again from the next cycle",
-                  held ? "hold ended" : "edit by hand taken as the line to tune from");
-    printf("smbtuned tunes smb.conf again from its next cycle (SIGHUP to start it now)\n");
-    return 0;
+    written_peek(cfg.tune.state_dir, &before);
+    now = line_now(cfg.tune.smb_conf);
+    r = resume_locked(&cfg, now, &before);
+    free(now);
+    free(before.value);
+    return r;
 }

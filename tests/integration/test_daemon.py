@@ -543,6 +543,55 @@ def test_resume_right_after_a_hand_edit_takes_the_line(make_env):
     assert_clean(env)
 
 
+def opened(pid, path):
+    """Whether process pid has path open."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except FileNotFoundError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == str(path):
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def test_resume_racing_a_commit_takes_nothing(make_env):
+    """--resume reads the line before it takes the state's lock (a hung
+    mount must not hold up the daemon's saves). A commit of the daemon's
+    between the two would make smbtuned's own new line look like an edit
+    by hand: what the state file said before the read tells, and nothing
+    is taken; it says to run it again."""
+    env = make_env(LEGACY)
+    env.write_config(probe={"deadline": "5"}, tune=HAND_TUNE)
+    conf = env.srv.conf
+    rc, obj, err = env.run_json()
+    assert rc == 0 and obj["committed"], err
+    lock_path = env.state_dir / "state.lock"
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        d = env.start("--resume")
+        # it read the state and the line, and waits for the lock
+        d.wait_for(lambda: opened(d.pid, lock_path), timeout=30, what="--resume at the lock")
+        # the daemon's commit meanwhile: a new line, and its record
+        lines = conf.read_bytes().splitlines(keepends=True)
+        lines[socket_line_index(lines)] = f"   socket options = {HAND_VALUE}\n".encode()
+        conf.write_bytes(b"".join(lines))
+        st = (env.state_dir / "state").read_text()
+        st = re.sub(r"^last_written .*$", f"last_written {HAND_VALUE}", st, flags=re.M)
+        st = re.sub(r"^written_at .*$", "written_at 1", st, flags=re.M)
+        (env.state_dir / "state").write_text(st)
+    assert d.wait(timeout=30) == 1, d.stderr
+    assert "smbtuned wrote smb.conf while --resume read it: nothing done" in d.stderr, d.stderr
+    assert env.state().get("last_written") == HAND_VALUE, env.state()
+    # run again, it finds smbtuned's own line: nothing to take
+    rc, out, err = env.run("--resume")
+    assert rc == 0 and "smbtuned was not holding off" in out, f"{out}\n{err}"
+    assert env.state().get("last_written") == HAND_VALUE, env.state()
+
+
 # ------------------------------------------------------------------ SIGHUP
 
 BAD_CONFIGS = {
