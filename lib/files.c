@@ -147,7 +147,8 @@ static int read_fd(int fd, const char *path, char **buf, size_t *len, struct sta
 static int read_path(const char *path, int flags, char **buf, size_t *len, struct stat *st,
                      struct err *e)
 {
-    int fd;
+    struct stat lst;
+    int fd, err;
 
     /* Refused before open: opening some kernel files has effects. Paths
      * that reach them otherwise (a symlink) are caught by fstatfs. */
@@ -159,13 +160,16 @@ static int read_path(const char *path, int flags, char **buf, size_t *len, struc
     /* O_NONBLOCK: open() of a FIFO without a writer (or of some devices)
      * blocks for ever, before fstat could tell us what it is. */
     fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | flags);
-    if (fd < 0 && errno == ELOOP && (flags & O_NOFOLLOW))
+    err = errno;
+    /* (ELOOP is also a loop of links in the directories on the way) */
+    if (fd < 0 && err == ELOOP && (flags & O_NOFOLLOW) && lstat(path, &lst) == 0 &&
+        S_ISLNK(lst.st_mode))
         return err_set(e, -ELOOP,
                        "%s: a symbolic link where smbtuned keeps a file of its own: not "
                        "followed",
                        path);
     if (fd < 0)
-        return err_set(e, -errno, "%s: %s", path, strerror(errno));
+        return err_set(e, -err, "%s: %s", path, strerror(err));
     return read_fd(fd, path, buf, len, st, e);
 }
 
