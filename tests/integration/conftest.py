@@ -54,12 +54,19 @@ def samba_value(conf):
     return r.stdout.rstrip("\n")
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked slow first, each group in its own order: under
+    pytest-xdist a test of minutes handed out last (the valgrind run, 3
+    minutes) would run alone at the end while the other worker idles."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "smbd: starts a real smbd (needs root and samba)")
     config.addinivalue_line("markers", "slow: takes more than a few seconds")
     # scripts/test runs the rest with pytest-xdist (-n 2) and these after,
     # one at a time: they measure rates or time (a WAN path, a watchdog,
-    # valgrind, busy clients) that a neighbour test's load would move.
+    # busy clients) that a neighbour test's load would move.
     config.addinivalue_line("markers", "serial: run alone, never beside another test")
     # Guests (nobody) must traverse the test's directories to reach a share
     # (smbd.py opens them with o+x). Every pytest session resets
