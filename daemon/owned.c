@@ -351,12 +351,12 @@ static int put_job(void *arg, int out_fd)
                 rep->r = window_shut(w, &e, "written, to be taken back");
                 memcpy(rep->msg, e.msg, sizeof(rep->msg));
             } else if (r == -ETXTBSY) {
-                /* files opened since the check before the write: the
-                 * record stays, and the cycle's end confirms the commit
-                 * (a restart once none is open) or takes it back */
-                memcpy(e.msg, rep->restart_msg, sizeof(e.msg));
-                rep->r = prefixed(&e, "written, not restarted");
-                memcpy(rep->msg, e.msg, sizeof(rep->msg));
+                /* files opened since the check before the write (up to a
+                 * minute: testparm after it): taken back at once, as a
+                 * killed run's commit is (confirm()). Left to the cycle's
+                 * end, a restart then would only meet the same question,
+                 * and a commit kept then would read as nothing changed. */
+                owned_files_back(w, rep);
             }
         } else {
             rep->apply_r = apply_run(w->o->apply, w->o->smb_conf, w->o->smbd_unit, &ae);
@@ -419,13 +419,14 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
         w->put_done(w->ud, r, &res);
         return;
     }
-    if (rep->unrestarted) {
-        /* written, smbd not restarted, and taken back in the job (no
-         * trial of ours is sure to be in force after that) */
+    if (rep->unrestarted || rep->files_open) {
+        /* written, smbd not restarted (it failed, or files are open on
+         * it), and taken back in the job (no trial of ours is sure to be
+         * in force after that) */
         w->live_sure = false;
         owned_settle(w, rep);
         res.msg = rep->restart_msg;
-        w->put_done(w->ud, -EREMOTEIO, &res);
+        w->put_done(w->ud, rep->unrestarted ? -EREMOTEIO : -ETXTBSY, &res);
         return;
     }
     r = rep->r;

@@ -43,7 +43,8 @@ struct owned_put_result {
  * restarts smbd met the time window shut (written or not: a written one
  * stays recorded, and the cycle's end takes it back); -ETXTBSY when a
  * commit that restarts smbd found files open on it, or could not tell
- * (nothing written); -EREMOTEIO when a
+ * (nothing written; or, files opened after the write, taken back as
+ * owned_settle() tells); -EREMOTEIO when a
  * commit's restart of smbd failed (msg: why), and it was taken back (as
  * owned_settle() tells; a take-back that failed leaves it recorded); -ETIMEDOUT when the job did
  * not finish (with the hold taken when it did not even end when killed);

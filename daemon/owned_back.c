@@ -155,12 +155,7 @@ static void confirm(struct owned *w, struct reply *rep)
              * one the listener keeps the old sizes while the line reads
              * as autotuning, with no later cycle to restart it: taken
              * back, as a late one is (restart_msg says why). */
-            char why[sizeof(rep->restart_msg)];
-
-            memcpy(why, rep->restart_msg, sizeof(why));
-            owned_revert(w, rep);
-            rep->files_open = true;
-            snprintf(rep->restart_msg, sizeof(rep->restart_msg), "not kept: %s", why);
+            owned_files_back(w, rep);
         }
         if (r < 0)
             return;

@@ -115,5 +115,6 @@ int owned_settle(struct owned *w, const struct reply *rep);
 /* owned_restart.c */
 void owned_demote(struct state *st);
 int owned_smbd_restart(struct owned *w, struct reply *rep);
+void owned_files_back(struct owned *w, struct reply *rep);
 
 #endif

@@ -1,9 +1,11 @@
 /* owned_restart: smbd restarted for a commit that needs it (restart_smbd
  * = yes), in the job that wrote or confirmed it, and what is done when
- * that fails (a part of the owned module, see owned.h). */
+ * that fails or files are open on it (a part of the owned module, see
+ * owned.h). */
 #include "owned_int.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "apply.h"
@@ -18,6 +20,26 @@ void owned_demote(struct state *st)
     st->pending_commit = false;
     st->pending_restart = STATE_RESTART_UNKNOWN;
     st->pending_unrestarted = st->pending;
+}
+
+/* In the job: files open on smbd, found by owned_smbd_restart right
+ * before the restart a commit in force needs (restart_msg: how many).
+ * Without the restart the listener keeps the old sizes while the line
+ * reads as autotuning: the line goes back at once, as when the restart
+ * fails (unrestarted), and the reply is the revert's, with files_open
+ * (owned_settle says what came of it). */
+void owned_files_back(struct owned *w, struct reply *rep)
+{
+    char why[sizeof(rep->restart_msg)];
+    struct err se;
+
+    memcpy(why, rep->restart_msg, sizeof(why));
+    owned_demote(w->st);
+    if (state_save(w->o->state_dir, w->st, &se) < 0)
+        journal_log(LOG_ERR, "%s", se.msg);
+    owned_revert(w, rep);
+    rep->files_open = true;
+    snprintf(rep->restart_msg, sizeof(rep->restart_msg), "not kept: %s", why);
 }
 
 /* In the job: smbd could not be restarted for the commit in force (a

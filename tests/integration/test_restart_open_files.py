@@ -98,6 +98,50 @@ def test_no_commit_that_restarts_smbd_while_a_file_is_open(make_env, tmp_path):
     assert env.state().get("pending") == "no"
 
 
+# smbstatus as smbd would answer when a file is opened in the minute
+# between the commit's check before its write and its restart (testparm
+# runs in between): none open at the first call, one at every later one.
+# A stand-in (first on PATH), as no real client can be timed into that
+# window.
+FAKE_SMBSTATUS = """#!/bin/sh
+n=$(cat "{count}" 2>/dev/null || echo 0)
+echo $((n + 1)) > "{count}"
+if [ "$n" -eq 0 ]; then echo '{{"open_files": {{}}}}'
+else echo '{{"open_files": {{"{share}/held.bin": {{}}}}}}'; fi
+"""
+
+
+def test_a_file_opened_after_the_write_takes_the_commit_back(make_env, tmp_path):
+    """The check right before the restart finds a file the check before
+    the write did not: the commit goes back at once (it once stayed for
+    the cycle's end to restart or take back, and a commit kept then read
+    as "nothing changed"), and the cycle ends as one refused before its
+    write does."""
+    env = make_env(LEGACY)
+    env.write_config(probe={**SMALL_PROBE}, tune=TUNE)
+    before = env.srv.conf.read_bytes()
+    bindir, count = tmp_path / "bin", tmp_path / "smbstatus-calls"
+    bindir.mkdir()
+    (bindir / "smbstatus").write_text(FAKE_SMBSTATUS.format(count=count,
+                                                            share=env.srv.share_dir))
+    (bindir / "smbstatus").chmod(0o755)
+    plain = env.env
+    env.env = lambda: {**plain(), "PATH": f"{bindir}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+
+    rc, obj, err = env.run_json()
+    print(f"\n{err}\n{obj}")
+    assert rc == 0, err
+    assert count.read_text().strip() == "2", "smbstatus was not asked before the write and again"
+    assert ("not kept: smbd would be restarted (restart_smbd = yes), which would cut off the 1 "
+            "file open on it") in err, err
+    assert "taken back in" in err, err
+    assert obj["committed"] is False, obj
+    assert "files open on smbd, which its restart would cut off" in obj["result"], obj
+    assert env.srv.conf.read_bytes() == before
+    assert env.state().get("pending") == "no"
+    assert "checked and kept" not in err and "written, not restarted" not in err, err
+
+
 def test_a_killed_runs_commit_is_not_restarted_over_an_open_file(make_env, tmp_path):
     """A run killed after writing a commit that needs smbd restarted (the
     record says so): the next start would restart smbd to confirm it. With
