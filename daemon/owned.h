@@ -95,9 +95,11 @@ void owned_recover(struct owned *w);
  * hung mount must not stop the loop), handed to done from the loop. It
  * must be what we last wrote: otherwise an admin edited our line, theirs
  * stands, and we hold off (-EPERM, the hold taken). Other errors are
- * told to the journal; value is NULL then. -EBUSY (nothing started) while
- * an operation runs, or a job that was killed has not ended. */
-typedef void (*owned_read_fn)(void *ud, int r, const char *value);
+ * told to the journal; value is NULL then. where: the line's file and
+ * number ("FILE:N"), or smb.conf itself when there is no line. -EBUSY
+ * (nothing started) while an operation runs, or a job that was killed has
+ * not ended. */
+typedef void (*owned_read_fn)(void *ud, int r, const char *value, const char *where);
 int owned_read(struct owned *w, owned_read_fn done, void *ud);
 
 /* Why the last owned_read or owned_take_back failed, as it told the

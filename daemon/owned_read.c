@@ -86,11 +86,13 @@ static void read_done(struct job *j, const struct job_result *jr, void *ud)
     struct owned *w = ud;
     const struct reply *rep = (const void *)jr->data;
     const char *value = NULL;
+    char where[sizeof(rep->file) + 16];
     int r;
 
     (void)j;
     w->job = NULL;
     w->reading = false;
+    where[0] = '\0';
     if (!jr->ok || jr->len < sizeof(*rep) + 1 || jr->data[jr->len - 1] != '\0') {
         r = jr->timed_out ? -ETIMEDOUT : jr->error < 0 ? jr->error : -EIO;
         owned_error(w, LOG_ERR, "%s: reading it: the job %s", w->o->smb_conf,
@@ -105,8 +107,12 @@ static void read_done(struct job *j, const struct job_result *jr, void *ud)
     } else {
         value = (const char *)(rep + 1);
         r = check_ours(w, rep, value);
+        if (rep->file[0] != '\0')
+            snprintf(where, sizeof(where), "%s:%d", rep->file, rep->line);
+        else
+            snprintf(where, sizeof(where), "%s", w->o->smb_conf);
     }
-    w->read_done(w->ud, r, r == 0 ? value : NULL);
+    w->read_done(w->ud, r, r == 0 ? value : NULL, r == 0 ? where : NULL);
 }
 
 int owned_read(struct owned *w, owned_read_fn done, void *ud)

@@ -208,7 +208,7 @@ static void cycle_checks(struct tuner *t)
     tuner_cycle_go(t);
 }
 
-static void on_read(void *ud, int r, const char *value)
+static void on_read(void *ud, int r, const char *value, const char *where)
 {
     struct tuner *t = ud;
 

@@ -54,7 +54,7 @@ static void search_done(struct tuner *t)
 }
 
 /* The line read again after a search that writes nothing (kept_read). */
-static void kept_checked(void *ud, int r, const char *value)
+static void kept_checked(void *ud, int r, const char *value, const char *where)
 {
     struct tuner *t = ud;
     char *why = NULL;
@@ -63,7 +63,7 @@ static void kept_checked(void *ud, int r, const char *value)
         if (asprintf(&why,
                      "%s: socket options edited by hand during the cycle: it is '%s', not '%s' "
                      "as the cycle began",
-                     t->o.smb_conf, value, t->value0) < 0)
+                     where, value, t->value0) < 0)
             why = NULL;
         owned_hold(t->line, why ? why
                                 : "socket options edited by hand during the cycle (out of memory "

@@ -2622,7 +2622,7 @@ static void keeping_search_meets_an_edit(struct fix *f, const char *line)
     struct sim s;
     struct seen sn;
     struct state st;
-    char *v, want[256];
+    char *v, want[1400];
     int end;
 
     write_conf(f, line);
@@ -2642,7 +2642,11 @@ static void keeping_search_meets_an_edit(struct fix *f, const char *line)
     free(v);
     load_state(f, &st);
     assert_true(st.hold);
-    snprintf(want, sizeof(want), "it is '%s', not '%s' as the cycle began", HAND, line);
+    /* where the line is (write_conf: line 3), and what it holds */
+    snprintf(want, sizeof(want),
+             "%s:3: socket options edited by hand during the cycle: it is '%s', not '%s' as "
+             "the cycle began",
+             f->conf, HAND, line);
     if (strstr(st.hold_reason, want) == NULL)
         fail_msg("hold reason: %s", st.hold_reason);
     state_free(&st);
