@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "config.h"
@@ -15,9 +16,9 @@
 /* An edit by hand of smbtuned's line becomes a hold at the daemon's next
  * cycle (owned_read.c, check_ours). An admin who runs --resume right after
  * the edit means the same as after that cycle: tune from the line as it is
- * now. The line in force, read as --status reads it (in this process),
- * before the state's lock is taken: a hung mount must not hold up the
- * daemon's saves. NULL when it cannot be read: the next cycle says why. */
+ * now. The line in force, read as --status reads it (in this process,
+ * under the edit lock: cmd_resume). NULL when it cannot be read: the next
+ * cycle says why. */
 static char *line_now(const char *smb_conf)
 {
     struct smbconf c;
@@ -31,38 +32,9 @@ static char *line_now(const char *smb_conf)
     return v;
 }
 
-/* What the state file says smbtuned last wrote, and when, before the line
- * is read (line_now): a write of the daemon's between that read and the
- * state's lock would make its own line look like an edit by hand. */
-struct written {
-    bool known;
-    char *value;
-    long at;
-};
-
-static void written_peek(const char *dir, struct written *w)
-{
-    struct state st;
-
-    *w = (struct written){0};
-    if (state_peek(dir, &st, NULL) < 0)
-        return;
-    w->value = st.last_written ? strdup(st.last_written) : NULL;
-    w->known = st.last_written == NULL || w->value != NULL;
-    w->at = st.written_at;
-    state_free(&st);
-}
-
-static bool written_same(const struct written *w, const struct state *st)
-{
-    if (!w->known || w->at != st->written_at || (w->value == NULL) != (st->last_written == NULL))
-        return false;
-    return w->value == NULL || strcmp(w->value, st->last_written) == 0;
-}
-
 /* Under the state's lock: end the hold, or the record of our line that an
  * edit by hand (now: the line in force, NULL if unread) made stale. */
-static int resume_locked(const struct config *cfg, const char *now, const struct written *before)
+static int resume_locked(const struct config *cfg, const char *now)
 {
     struct state st;
     struct err e = {{0}};
@@ -98,11 +70,6 @@ static int resume_locked(const struct config *cfg, const char *now, const struct
     if (damaged) {
         fprintf(stderr, "smbtuned: %s; the hold stays until the next --resume\n",
                 st.hold_reason ? st.hold_reason : "the state file was damaged");
-        r = CMD_EXIT_FAILURE;
-    } else if (edited && !written_same(before, &st)) {
-        /* the line read may be the one before the daemon's write */
-        fprintf(stderr, "smbtuned: smbtuned wrote smb.conf while --resume read it: nothing "
-                        "done; run --resume again\n");
         r = CMD_EXIT_FAILURE;
     } else if (!st.hold && !edited) {
         printf("smbtuned was not holding off%s\n",
@@ -142,18 +109,34 @@ int cmd_resume(const struct opts *o)
 {
     struct config cfg;
     struct err e = {{0}};
-    struct written before;
     char *now;
-    int r;
+    int lock, r;
 
     if (cmd_load_config(o, &cfg, &e) < 0) {
         fprintf(stderr, "smbtuned: %s\n", e.msg);
         return CMD_EXIT_CONFIG;
     }
-    written_peek(cfg.tune.state_dir, &before);
+    /* The line is read under the edit lock, which every write of the
+     * daemon's holds, and its state file under the state's lock after
+     * that (the order the daemon's jobs take them in): a write of ours
+     * half-way (a commit written, its restart not yet decided: it may go
+     * back) shows as the record it saved first, pending, never as an edit
+     * by hand. Not under the state's lock: a read of smb.conf that hangs
+     * (an include on a hung mount) would hold up the daemon's loop at its
+     * next save; its jobs wait for the edit lock in their own process. */
+    lock = smbconf_lock(cfg.tune.state_dir, &e);
+    if (lock == -ENOENT) {
+        /* no state directory: smbtuned never ran, so it holds nothing */
+        printf("smbtuned was not holding off\n");
+        return 0;
+    }
+    if (lock < 0) {
+        fprintf(stderr, "smbtuned: %s\n", e.msg);
+        return CMD_EXIT_FAILURE;
+    }
     now = line_now(cfg.tune.smb_conf);
-    r = resume_locked(&cfg, now, &before);
+    r = resume_locked(&cfg, now);
     free(now);
-    free(before.value);
+    close(lock);
     return r;
 }

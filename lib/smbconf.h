@@ -153,6 +153,12 @@ int smbconf_load(struct smbconf *c, const char *path, struct err *e);
  * absolute path): an injective encoding of the whole path. malloc'ed. */
 char *smbconf_backup_name(const char *real);
 
+/* The edit lock (STATE_DIR/smbconf.lock), which every write of smb.conf
+ * by smbtuned holds, for a reader that must not see one half-way (a
+ * commit written and its restart not yet decided): the fd to close, or
+ * <0 with e set (-ENOENT: no state directory). Waits up to 10 s. */
+int smbconf_lock(const char *state_dir, struct err *e);
+
 /* Remove the temporary files a backup killed between its write and its
  * rename left in STATE_DIR/backup and backup/first (files.h), under the
  * edit lock; nothing when an editor holds it. */

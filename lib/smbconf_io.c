@@ -22,19 +22,25 @@
 #define LOCK_WAIT_S 10.0
 
 /* Serialise editors on a file of our own: a lock on smb.conf itself would
- * be lost at the rename. Released by the kernel when we die. */
-static int take_lock(const char *state_dir, struct err *e)
+ * be lost at the rename. Released by the kernel when we die. make: the
+ * state directory is made when missing (the backups go in it, and root
+ * writes them); without it, -ENOENT. */
+static int take_lock(const char *state_dir, bool make, struct err *e)
 {
     char path[PATH_MAX];
     int r;
 
-    /* The backups go in it, and root writes them. */
-    r = files_private_dir(state_dir, FILES_DIR_MAKE, e);
+    r = files_private_dir(state_dir, make ? FILES_DIR_MAKE : 0, e);
     if (r < 0)
         return r;
     close(r);
     snprintf(path, sizeof(path), "%s/" LOCK_NAME, state_dir);
     return files_lock(path, LOCK_WAIT_S, e);
+}
+
+int smbconf_lock(const char *state_dir, struct err *e)
+{
+    return take_lock(state_dir, false, e);
 }
 
 /* A file name for the backup of the file at real (an absolute path): the
@@ -372,7 +378,7 @@ static int revert_locked(const char *path, const char *state_dir, const struct s
 int smbconf_revert(const char *path, const char *state_dir, const struct smbconf_edit *ed,
                    struct err *e)
 {
-    int lock = take_lock(state_dir, e);
+    int lock = take_lock(state_dir, true, e);
     int r;
 
     if (lock < 0)
@@ -455,7 +461,7 @@ int smbconf_prepare(const char *path, const char *state_dir, const struct smbcon
     pl->path = path;
     pl->state_dir = state_dir;
     pl->over_trial = ch->over_trial;
-    pl->lock = take_lock(state_dir, e);
+    pl->lock = take_lock(state_dir, true, e);
     if (pl->lock < 0) {
         r = pl->lock;
         pl->lock = -1;
@@ -540,7 +546,7 @@ int smbconf_write(struct smbconf_plan *pl, struct smbconf_result *res, struct er
 int smbconf_confirm(const char *path, const char *state_dir, const struct smbconf_edit *ed,
                     const char *value, bool *checked, bool *undone, int *how, struct err *e)
 {
-    int lock = take_lock(state_dir, e);
+    int lock = take_lock(state_dir, true, e);
     int r;
 
     *checked = *undone = false;
