@@ -165,7 +165,7 @@ static const char *const left_words[] = {
 static const char *pending_kind(const struct state *st)
 {
     return st->pending_commit        ? "commit"
-           : st->pending_unrestarted ? "commit whose restart of smbd failed"
+           : st->pending_unrestarted ? "commit whose restart of smbd failed or was not made"
                                      : "live trial";
 }
 

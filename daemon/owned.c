@@ -422,11 +422,17 @@ static void put_done(struct job *j, const struct job_result *jr, void *ud)
     if (rep->unrestarted || rep->files_open) {
         /* written, smbd not restarted (it failed, or files are open on
          * it), and taken back in the job (no trial of ours is sure to be
-         * in force after that) */
+         * in force after that). A take-back that met an admin's line
+         * holds (owned_settle): that, not the files, is what the cycle
+         * comes to. */
         w->live_sure = false;
-        owned_settle(w, rep);
-        res.msg = rep->restart_msg;
-        w->put_done(w->ud, rep->unrestarted ? -EREMOTEIO : -ETXTBSY, &res);
+        r = owned_settle(w, rep);
+        res.msg = r == -ECANCELED ? rep->msg : rep->restart_msg;
+        w->put_done(w->ud,
+                    rep->unrestarted  ? -EREMOTEIO
+                    : r == -ECANCELED ? -ECANCELED
+                                      : -ETXTBSY,
+                    &res);
         return;
     }
     r = rep->r;

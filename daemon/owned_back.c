@@ -315,8 +315,8 @@ static void back_done(struct job *j, const struct job_result *jr, void *ud)
 
     w->job = NULL;
     /* The job writes the state only when a confirm restarted smbd, or
-     * failed to (restart_done, unrestarted): what the record says now,
-     * also when the job died before its reply. */
+     * did not (restart_done, unrestarted, owned_files_back): what the
+     * record says now, also when the job died before its reply. */
     owned_reload(w);
     if (jr->unreaped) {
         owned_stuck(w, job_pid(j),

@@ -119,12 +119,13 @@ int owned_settle(struct owned *w, const struct reply *rep)
             snprintf(w->restart_failed, sizeof(w->restart_failed), "%s", rep->restart_msg);
             w->restart_failed_new = true;
         }
-        /* a trial's record, should the job's save of it have failed:
-         * taken back, never confirmed (unrestarted) */
-        if (w->st->pending && w->st->pending_commit) {
-            owned_demote(w->st);
-            owned_save(w->o, w->st);
-        }
+    }
+    /* a trial's record, should the job's save of it have failed: taken
+     * back, never confirmed (owned_restart.c: unrestarted, and
+     * owned_files_back for files open on smbd) */
+    if ((rep->unrestarted || rep->files_open) && w->st->pending && w->st->pending_commit) {
+        owned_demote(w->st);
+        owned_save(w->o, w->st);
     }
     if (set_back_by_hand(w, rep)) {
         char *why;

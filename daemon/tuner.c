@@ -405,7 +405,8 @@ int tuner_recover(struct tuner *t, struct err *e)
         journal_log(LOG_NOTICE, "a run that did not finish left a %s of %s pending%s: settling it",
                     t->st.pending_commit || t->st.pending_unrestarted ? "change" : "live trial",
                     t->st.pending_edit.file,
-                    t->st.pending_unrestarted ? " (its restart of smbd failed)" : "");
+                    t->st.pending_unrestarted ? " (its restart of smbd failed or was not made)"
+                                              : "");
         /* Before the loop runs: nothing else waits yet. */
         owned_recover(t->line);
         tuner_restart_failed(t);
@@ -460,6 +461,7 @@ bool tuner_stop(struct tuner *t)
     t->timer = sd_event_source_disable_unref(t->timer);
     t->state = T_IDLE;
     if (cut) {
+        tuner_end_stopped(t);
         stop_recorded(t);
         once_failed(t, "stopped by a signal before the cycle ended",
                     t->st.hold ? hold_why(t) : NULL);

@@ -12,20 +12,28 @@
 #include "tuner_int.h"
 
 /* Record what the search came to in the state (saved at the cycle's end,
- * with whatever the end takes back), once: before the line is read again
- * (kept_read), so that a stop during that read keeps the search's result. */
+ * with whatever the end takes back). */
 static void search_record(struct tuner *t)
 {
     struct outcome *out = &t->out;
 
-    if (t->recorded || t->failed || out->kind == OUTCOME_STOPPED)
+    if (t->failed || out->kind == OUTCOME_STOPPED)
         return;
-    t->recorded = true;
     t->converged = outcome_record(out, t->s, &t->tally, t->inc0, &t->st);
     /* whose rates they are, for --status: the probe found out, and
      * --status resolves nothing */
     t->st.rates_loopback = facts_trials_on_loopback(&t->o, t->probe_loopback);
     tuner_ref_keep(t);
+}
+
+void tuner_end_stopped(struct tuner *t)
+{
+    /* stopped while the line was read again (kept_read): the search had
+     * come to its result, which stays (the read would only have found an
+     * edit, which the next cycle finds) */
+    if (t->reading_after)
+        search_record(t);
+    t->reading_after = false;
 }
 
 /* Record and tell what the search came to, then end the cycle. */
@@ -34,8 +42,8 @@ static void search_done(struct tuner *t)
     struct outcome *out = &t->out;
     bool committed = out->kind == OUTCOME_COMMIT && !t->failed;
 
+    t->reading_after = false;
     search_record(t);
-    t->recorded = false;
     tuner_set_status(t, "%s", out->what);
     if (t->o.once) {
         struct report_in in = {.before = t->value0,
@@ -90,11 +98,12 @@ static void kept_checked(void *ud, int r, const char *value, const char *where)
  * and not in advise mode, which never writes and never holds. */
 static void kept_read(struct tuner *t)
 {
-    if (t->o.mode == TUNER_ADVISE || t->st.pending || owned_live_value(t->line) != NULL) {
+    if (t->o.mode == TUNER_ADVISE || t->st.pending || t->st.hold ||
+        owned_live_value(t->line) != NULL) {
         search_done(t);
         return;
     }
-    search_record(t);
+    t->reading_after = true;
     t->state = T_READING;
     tuner_set_status(t, "reading the socket options line again: %s", t->out.what);
     if (owned_read(t->line, kept_checked, t) < 0)
@@ -212,7 +221,8 @@ static void on_committed(void *ud, int r, const struct owned_put_result *res)
         return;
     }
     if (r == -ETXTBSY) {
-        /* files open on smbd (owned.h): nothing written. The line stays,
+        /* files open on smbd (owned.h): nothing written, or taken back at
+         * once (opened after the write). The line stays,
          * and the next cycles ask smbstatus before they search again
          * (tuner_files.c): a busy server may have files open all day. */
         journal_log(LOG_WARNING,

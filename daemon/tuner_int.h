@@ -67,8 +67,8 @@ struct tuner {
     char *value0; /* socket options in force when it began */
     struct search_config inc0;
     struct facts facts;
-    bool converged; /* s holds a converged search (verify mode) */
-    bool recorded;  /* the search's outcome is in st already (tuner_end.c) */
+    bool converged;     /* s holds a converged search (verify mode) */
+    bool reading_after; /* the search's outcome waits for the line read again */
     /* inc0 when the search began: in advise mode the winner is not
      * written, and a line changed by hand since asks for new advice */
     struct search_config searched_from;
@@ -204,10 +204,12 @@ void tuner_cycle_go(struct tuner *t);
 /* The end of a search (tuner_end.c): its outcome decided, committed and
  * told; a search stopped early keeping the line it started from (why: in
  * the status); whether the window closed before another sample (then
- * stopped there). */
+ * stopped there); at a stop by a signal, the outcome of a search that was
+ * reading the line again before its end, recorded. */
 void tuner_finish_search(struct tuner *t);
 void tuner_stop_early(struct tuner *t, const char *why);
 bool tuner_window_closed(struct tuner *t);
+void tuner_end_stopped(struct tuner *t);
 /* A new search from the line in force (tuner_search.c). */
 void tuner_cycle_search(struct tuner *t);
 /* Search, unless a search's commit met files open on smbd and they still

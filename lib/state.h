@@ -49,9 +49,10 @@ struct state {
      * autotuning start size, and could keep a commit without the restart
      * it needs, or keep one outside the time window that needs one. */
     long pending_restart;
-    /* the pending record was a commit whose restart of smbd failed, made
-     * a trial's so that it is taken back, never kept (format 8): what the
-     * journal calls it when a later start takes it back */
+    /* the pending record was a commit whose restart of smbd failed, or
+     * was not made for files open on smbd, made a trial's so that it is
+     * taken back, never kept (format 8): what the journal calls it when a
+     * later start takes it back */
     bool pending_unrestarted;
     /* the incumbent's rates are the probe's on this machine's loopback
      * (format 9): shadow trials, or client trials whose probe found its

@@ -106,9 +106,24 @@ def test_no_commit_that_restarts_smbd_while_a_file_is_open(make_env, tmp_path):
 FAKE_SMBSTATUS = """#!/bin/sh
 n=$(cat "{count}" 2>/dev/null || echo 0)
 echo $((n + 1)) > "{count}"
-if [ "$n" -eq 0 ]; then echo '{{"open_files": {{}}}}'
-else echo '{{"open_files": {{"{share}/held.bin": {{}}}}}}'; fi
+if [ "$n" -eq 0 ]; then echo '{{"open_files": {{}}}}'; exit 0; fi
+{then}
+echo '{{"open_files": {{"{share}/held.bin": {{}}}}}}'
 """
+HAND = "TCP_NODELAY SO_RCVBUF=131072 SO_SNDBUF=131072"
+
+
+def fake_smbstatus(env, tmp_path, then=""):
+    """FAKE_SMBSTATUS first on env's PATH; then: shell run at its second
+    call. The file that counts its calls."""
+    bindir, count = tmp_path / "bin", tmp_path / "smbstatus-calls"
+    bindir.mkdir()
+    (bindir / "smbstatus").write_text(FAKE_SMBSTATUS.format(count=count, then=then,
+                                                            share=env.srv.share_dir))
+    (bindir / "smbstatus").chmod(0o755)
+    plain = env.env
+    env.env = lambda: {**plain(), "PATH": f"{bindir}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    return count
 
 
 def test_a_file_opened_after_the_write_takes_the_commit_back(make_env, tmp_path):
@@ -120,13 +135,7 @@ def test_a_file_opened_after_the_write_takes_the_commit_back(make_env, tmp_path)
     env = make_env(LEGACY)
     env.write_config(probe={**SMALL_PROBE}, tune=TUNE)
     before = env.srv.conf.read_bytes()
-    bindir, count = tmp_path / "bin", tmp_path / "smbstatus-calls"
-    bindir.mkdir()
-    (bindir / "smbstatus").write_text(FAKE_SMBSTATUS.format(count=count,
-                                                            share=env.srv.share_dir))
-    (bindir / "smbstatus").chmod(0o755)
-    plain = env.env
-    env.env = lambda: {**plain(), "PATH": f"{bindir}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    count = fake_smbstatus(env, tmp_path)
 
     rc, obj, err = env.run_json()
     print(f"\n{err}\n{obj}")
@@ -140,6 +149,27 @@ def test_a_file_opened_after_the_write_takes_the_commit_back(make_env, tmp_path)
     assert env.srv.conf.read_bytes() == before
     assert env.state().get("pending") == "no"
     assert "checked and kept" not in err and "written, not restarted" not in err, err
+
+
+def test_a_take_back_for_open_files_that_meets_an_edit_holds(make_env, tmp_path):
+    """The same, with the admin's edit of the line between the write and
+    the take-back: the take-back leaves their line, smbtuned holds off,
+    and the cycle says so, not that it kept the line it began with."""
+    env = make_env(LEGACY)
+    env.write_config(probe={**SMALL_PROBE}, tune=TUNE)
+    conf = env.srv.conf
+    edit = f"sed -i 's/^\\( *socket options = \\).*/\\1{HAND}/' '{conf}'"
+    count = fake_smbstatus(env, tmp_path, then=edit)
+
+    rc, obj, err = env.run_json()
+    print(f"\n{err}\n{obj}")
+    assert count.read_text().strip() == "2", err
+    assert rc == 1, err
+    assert socket_value(conf.read_bytes()) == HAND
+    assert env.state().get("hold") == "yes", env.state()
+    assert env.state().get("pending") == "no", env.state()
+    assert f"keeping {LEGACY}" not in err, err
+    assert obj["committed"] is False, obj
 
 
 def test_a_killed_runs_commit_is_not_restarted_over_an_open_file(make_env, tmp_path):

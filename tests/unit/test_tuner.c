@@ -2649,6 +2649,10 @@ static void keeping_search_meets_an_edit(struct fix *f, const char *line)
              f->conf, HAND, line);
     if (strstr(st.hold_reason, want) == NULL)
         fail_msg("hold reason: %s", st.hold_reason);
+    /* nothing recorded of a search whose line is gone: no converged
+     * winner, no rates of the admin's line (which was never measured) */
+    assert_false(st.converged);
+    assert_false(st.have_incumbent);
     state_free(&st);
 }
 
