@@ -202,6 +202,7 @@ SEARCH = "tuning cycle: searching from "
 
 
 @pytest.mark.slow
+@pytest.mark.minutes
 def test_cycles_wait_for_the_files_instead_of_searching_again(make_env, tmp_path):
     """The daemon, a cycle a minute: the first search's commit meets the
     open file. A search each cycle would come to the same refusal (a busy
