@@ -22,22 +22,33 @@ void owned_demote(struct state *st)
     st->pending_unrestarted = st->pending;
 }
 
-/* In the job: files open on smbd, found by owned_smbd_restart right
- * before the restart a commit in force needs (restart_msg: how many).
- * Without the restart the listener keeps the old sizes while the line
- * reads as autotuning: the line goes back at once, as when the restart
- * fails (unrestarted), and the reply is the revert's, with files_open
+/* In the job: a commit in force whose restart of smbd is not made goes
+ * back at once. The record is made a trial's first and saved, so that
+ * whatever settles it should this revert fail (the cycle's end, the next
+ * cycle or start) takes it back too, and never confirms it and tries the
+ * restart again outside the cycle's checks; the reply is the revert's
  * (owned_settle says what came of it). */
-void owned_files_back(struct owned *w, struct reply *rep)
+static void back_unrestarted(struct owned *w, struct reply *rep)
 {
-    char why[sizeof(rep->restart_msg)];
     struct err se;
 
-    memcpy(why, rep->restart_msg, sizeof(why));
     owned_demote(w->st);
     if (state_save(w->o->state_dir, w->st, &se) < 0)
         journal_log(LOG_ERR, "%s", se.msg);
     owned_revert(w, rep);
+}
+
+/* In the job: files open on smbd, found by owned_smbd_restart right
+ * before the restart a commit in force needs (restart_msg: how many).
+ * Without the restart the listener keeps the old sizes while the line
+ * reads as autotuning: back at once, as when the restart fails
+ * (unrestarted), with files_open. */
+void owned_files_back(struct owned *w, struct reply *rep)
+{
+    char why[sizeof(rep->restart_msg)];
+
+    memcpy(why, rep->restart_msg, sizeof(why));
+    back_unrestarted(w, rep);
     rep->files_open = true;
     snprintf(rep->restart_msg, sizeof(rep->restart_msg), "not kept: %s", why);
 }
@@ -45,20 +56,10 @@ void owned_files_back(struct owned *w, struct reply *rep)
 /* In the job: smbd could not be restarted for the commit in force (a
  * put's, or a confirm's; why: in e). Without the restart its listener
  * keeps the old sizes while the line reads as autotuning, and no later
- * search would write that line again and restart smbd: the line goes
- * back at once, and the reply is the revert's (owned_settle says what
- * came of it). The record is made a trial's first, so that whatever
- * settles it should this revert fail (the cycle's end, the next cycle or
- * start) takes it back too, and never confirms it and tries the restart
- * again outside the cycle's checks. */
+ * search would write that line again and restart smbd: back at once. */
 static void unrestarted(struct owned *w, struct reply *rep, const struct err *e)
 {
-    struct err se;
-
-    owned_demote(w->st);
-    if (state_save(w->o->state_dir, w->st, &se) < 0)
-        journal_log(LOG_ERR, "%s", se.msg);
-    owned_revert(w, rep);
+    back_unrestarted(w, rep);
     rep->unrestarted = true;
     memcpy(rep->restart_msg, e->msg, sizeof(rep->restart_msg));
 }
